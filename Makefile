@@ -1,0 +1,75 @@
+# MangaAssist backend. Quick start: `make synth`, `make test`. Everything installs into the repo
+# (.venv, node_modules) from pinned versions; nothing needs AWS credentials or Docker.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAGE ?= dev
+CDK := npx --no-install cdk
+CDK_FLAGS := --no-notices -q
+
+# The jsii runtime warns loudly about Node 20; the CLI must not phone home.
+export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
+# jsii silences the end-of-life banner only for the Node majors listed here.
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+export CDK_DISABLE_CLI_TELEMETRY := true
+export AWS_EC2_METADATA_DISABLED := true
+export PYTHONDONTWRITEBYTECODE := 1
+
+.PHONY: help install synth synth-all test lint typecheck unit cfn-lint bench demo mint-token clean
+
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
+
+$(VENV)/.installed: requirements.txt requirements-dev.txt constraints.txt
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-input \
+		-r requirements-dev.txt -c constraints.txt
+	@touch $@
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+install: $(VENV)/.installed node_modules/.installed ## Install the pinned Python and Node dependencies into the repo
+
+synth: install ## Synthesize one stage (STAGE=dev by default) into cdk.out/
+	rm -rf cdk.out
+	$(CDK) synth $(CDK_FLAGS) -c stage=$(STAGE) -o cdk.out
+	@echo "Templates of stage $(STAGE):"; ls -1 cdk.out/assembly-MangaAssist-$(STAGE)/*.template.json
+
+synth-all: install
+	rm -rf cdk.out.all
+	$(CDK) synth $(CDK_FLAGS) -c stage=dev,prod -o cdk.out.all
+
+lint: install ## ruff lint and format check
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck: install ## mypy over the app, constructs, lambdas and tests
+	$(VENV)/bin/mypy
+
+unit: install ## pytest: unit, infrastructure and end-to-end tests
+	$(PY) -m pytest
+
+cfn-lint: synth-all ## cdk-nag (during synth) and cfn-lint over every template of dev and prod
+	$(VENV)/bin/cfn-lint cdk.out.all/assembly-MangaAssist-*/*.template.json
+
+test: install ## Every check: lint, types, tests, cdk-nag and cfn-lint over both stages
+	$(MAKE) --no-print-directory lint typecheck unit cfn-lint
+
+bench: install ## Benchmarks; writes docs/performance.md
+	$(PY) -m bench
+
+demo: install ## The whole story on embedded AWS (moto), step by step
+	$(PY) -m tests.e2e.demo
+
+mint-token: install ## Mint a dev JWT: make mint-token SUB=alice ROLE=customer SECRET=...
+	$(PY) -m tools.mint_token --sub "$(SUB)" --role "$(ROLE)" --secret "$(SECRET)"
+
+clean: ## Remove build output (keeps the installs)
+	rm -rf cdk.out cdk.out.all .pytest_cache .mypy_cache .ruff_cache

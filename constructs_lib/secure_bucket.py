@@ -1,0 +1,127 @@
+"""An S3 bucket hardened by default: encrypted, private, TLS-only, versioned, access-logged."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+ObjectLockMode = Literal["governance", "compliance"]
+
+
+class SecureBucket(Construct):
+    """A private bucket that refuses plain HTTP, encrypted with a customer key unless told otherwise.
+
+    Example::
+
+        logs = SecureBucket(self, "AccessLogs", access_log_target=True)
+        archive = SecureBucket(self, "Archive", encryption_key=key, server_access_logs=logs.bucket,
+                               lifecycle_rules=[s3.LifecycleRule(...)])
+
+    Args:
+        encryption_key: customer-managed KMS key for objects. Defaults to none, which gives
+            S3-managed encryption (SSE-S3); only log-target buckets should use that, because
+            S3 server access logging cannot write to a KMS-encrypted bucket.
+        server_access_logs: bucket that receives this bucket's access logs, under the prefix
+            ``<construct id>/``. Required unless ``access_log_target`` is set.
+        access_log_target: this bucket receives other buckets' access logs (SSE-S3, no logs of
+            its own, bucket-owner-enforced). Defaults to false.
+        versioned: keep object versions. Defaults to true.
+        object_lock: ``(mode, days)`` default retention; turns Object Lock on (implies
+            versioning). Defaults to no Object Lock.
+        lifecycle_rules: lifecycle rules. Defaults to one rule that aborts incomplete multipart
+            uploads after 7 days and expires noncurrent versions after 90 days.
+        removal_policy: defaults to RETAIN.
+        auto_delete_objects: empty the bucket when the stack is deleted (only with DESTROY,
+            never with Object Lock). Defaults to false.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        encryption_key: kms.IKey | None = None,
+        server_access_logs: s3.IBucket | None = None,
+        access_log_target: bool = False,
+        versioned: bool = True,
+        object_lock: tuple[ObjectLockMode, int] | None = None,
+        lifecycle_rules: Sequence[s3.LifecycleRule] | None = None,
+        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+        auto_delete_objects: bool = False,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        if access_log_target and (encryption_key is not None or server_access_logs is not None):
+            raise ValueError(
+                "an access_log_target bucket uses SSE-S3 and logs nowhere: "
+                "do not give it encryption_key or server_access_logs"
+            )
+        if not access_log_target and server_access_logs is None:
+            raise ValueError(f"{construct_id}: server_access_logs is required (or set access_log_target=True)")
+        if auto_delete_objects and removal_policy != RemovalPolicy.DESTROY:
+            raise ValueError("auto_delete_objects needs removal_policy=DESTROY")
+        if auto_delete_objects and object_lock is not None:
+            raise ValueError(
+                "auto_delete_objects cannot be combined with object_lock: locked objects cannot be deleted"
+            )
+        lock_retention = None
+        if object_lock is not None:
+            mode, days = object_lock
+            if mode not in ("governance", "compliance") or not 1 <= days <= 36500:
+                raise ValueError(
+                    f"object_lock must be ('governance'|'compliance', 1..36500 days) (given {object_lock})"
+                )
+            lock_retention = (
+                s3.ObjectLockRetention.governance(Duration.days(days))
+                if mode == "governance"
+                else s3.ObjectLockRetention.compliance(Duration.days(days))
+            )
+        rules = (
+            list(lifecycle_rules)
+            if lifecycle_rules is not None
+            else [
+                s3.LifecycleRule(
+                    id="AbortIncompleteUploads",
+                    abort_incomplete_multipart_upload_after=Duration.days(7),
+                    noncurrent_version_expiration=Duration.days(90),
+                )
+            ]
+        )
+
+        self.bucket: s3.Bucket = s3.Bucket(
+            self,
+            "Resource",
+            encryption=s3.BucketEncryption.KMS if encryption_key else s3.BucketEncryption.S3_MANAGED,
+            encryption_key=encryption_key,
+            bucket_key_enabled=encryption_key is not None,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True,
+            minimum_tls_version=1.2,
+            versioned=versioned or object_lock is not None,
+            object_lock_enabled=object_lock is not None or None,
+            object_lock_default_retention=lock_retention,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            server_access_logs_bucket=server_access_logs,
+            server_access_logs_prefix=f"{construct_id}/" if server_access_logs else None,
+            lifecycle_rules=rules,
+            removal_policy=removal_policy,
+            auto_delete_objects=auto_delete_objects,
+        )
+        self.encryption_key: kms.IKey | None = encryption_key
+
+    def grant_read(self, grantee: iam.IGrantable, objects_key_pattern: str = "*") -> iam.Grant:
+        """Read objects (and decrypt them)."""
+        return self.bucket.grant_read(grantee, objects_key_pattern)
+
+    def grant_put(self, grantee: iam.IGrantable, objects_key_pattern: str = "*") -> iam.Grant:
+        """Write objects (and encrypt them)."""
+        return self.bucket.grant_put(grantee, objects_key_pattern)
+
+    def grant_read_write(self, grantee: iam.IGrantable, objects_key_pattern: str = "*") -> iam.Grant:
+        """Read and write objects."""
+        return self.bucket.grant_read_write(grantee, objects_key_pattern)

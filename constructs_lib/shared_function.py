@@ -1,0 +1,239 @@
+"""Every Lambda function of an app from one code asset, hardened the same way.
+
+No Docker: the asset is the Python package directory itself (e.g. ``lambdas/``), zipped as is, so
+a handler string reads ``lambdas.api.rest.handler`` and imports are the same in tests and in
+Lambda. Third-party code comes from the official Powertools layer, whose ARN is resolved at deploy
+time from its public SSM parameter; boto3 comes from the runtime.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from importlib import metadata
+from pathlib import Path
+from typing import cast
+
+from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Stack, Validations
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_destinations as destinations
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sqs as sqs
+from aws_cdk import aws_ssm as ssm
+from constructs import Construct
+
+#: Newest Python runtime the pinned aws-cdk-lib knows; the code also runs on Python 3.11.
+RUNTIME = lambda_.Runtime.PYTHON_3_14
+ARCHITECTURE = lambda_.Architecture.ARM_64
+#: Same version as requirements.txt pins (it is what pip installed from there).
+POWERTOOLS_VERSION = metadata.version("aws-lambda-powertools")
+
+_HANDLER = re.compile(r"^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)+$")
+_ASSET_EXCLUDES = ["**/__pycache__", "**/*.pyc", "**/.mypy_cache", "**/.pytest_cache", "**/*.md"]
+
+
+def powertools_parameter_name(version: str = POWERTOOLS_VERSION) -> str:
+    """The public SSM parameter that holds the Powertools layer ARN for our runtime and arch."""
+    # jsii returns a new proxy per access, so compare names, never the objects.
+    return f"/aws/service/powertools/python/{ARCHITECTURE.name}/{RUNTIME.name}/{version}"
+
+
+class LambdaCode:
+    """The single code asset: one Python package directory, shared by every function."""
+
+    _ATTRIBUTE = "_shared_lambda_code"
+
+    @classmethod
+    def package(cls, scope: Construct, package_dir: Path) -> lambda_.Code:
+        """Code for a package directory; the asset root holds the package folder itself.
+
+        CDK binds a ``Code`` to one stack, so there is one per stack and directory; every one
+        has the same content hash, so the assembly stages the asset once.
+        """
+        package_dir = package_dir.resolve()
+        if not (package_dir / "__init__.py").is_file():
+            raise ValueError(f"{package_dir} is not a Python package (no __init__.py)")
+        stack = Stack.of(scope)
+        cache: dict[Path, lambda_.Code] = getattr(stack, cls._ATTRIBUTE, None) or {}
+        if package_dir not in cache:
+            cache[package_dir] = lambda_.Code.from_asset(
+                str(package_dir.parent),
+                exclude=["*", f"!{package_dir.name}", f"!{package_dir.name}/**", *_ASSET_EXCLUDES],
+            )
+            setattr(stack, cls._ATTRIBUTE, cache)
+        return cache[package_dir]
+
+
+class SharedFunction(Construct):
+    """A Lambda function built the one way this app builds functions.
+
+    Example::
+
+        fn = SharedFunction(self, "SessionApi", code_root=Path("lambdas"),
+                            handler="lambdas.api.rest.handler",
+                            environment={"TABLE_NAME": table.table_name},
+                            log_retention=logs.RetentionDays.ONE_WEEK)
+        table.grant_read_write_data(fn)
+
+    What every function gets: the newest Python runtime the pinned CDK knows, arm64, X-Ray
+    active tracing, JSON structured logs into its own log group with a retention, the official
+    Powertools layer pinned to the installed version, an explicit timeout and memory size, a
+    role with no managed policies, and (for asynchronous invocations) a failure destination
+    when ``on_failure`` is given.
+
+    Args:
+        code_root: directory of the Python package that holds every handler (e.g. ``lambdas``).
+        handler: dotted ``package.module.function``; validated against ``code_root``.
+        service_name: Powertools service name (logs, metrics, traces). Defaults to the construct id.
+        description: function description. Defaults to the handler string.
+        environment: environment variables, passed explicitly. Defaults to none beyond Powertools'.
+        timeout: defaults to 30 seconds.
+        memory_size: MB; defaults to 256.
+        log_retention: retention of the function's log group. Defaults to one week.
+        log_encryption_key: KMS key for the log group. Defaults to CloudWatch Logs' own encryption.
+        log_removal_policy: defaults to DESTROY (logs age out by retention anyway).
+        reserved_concurrent_executions: defaults to unreserved.
+        on_failure: SQS queue that receives failed asynchronous invocations. Defaults to none
+            (the function is not invoked asynchronously).
+        retry_attempts: retries of a failed asynchronous invocation, 0..2. Defaults to 2.
+        powertools_layer: layer that provides Powertools. Defaults to the official public layer
+            for ``POWERTOOLS_VERSION``, resolved at deploy time through its SSM parameter.
+        metrics_namespace: Powertools metrics namespace. Defaults to ``service_name``.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        code_root: Path,
+        handler: str,
+        service_name: str | None = None,
+        description: str | None = None,
+        environment: Mapping[str, str] | None = None,
+        timeout: Duration | None = None,
+        memory_size: int = 256,
+        log_retention: logs.RetentionDays = logs.RetentionDays.ONE_WEEK,
+        log_encryption_key: kms.IKey | None = None,
+        log_removal_policy: RemovalPolicy = RemovalPolicy.DESTROY,
+        reserved_concurrent_executions: int | None = None,
+        on_failure: sqs.IQueue | None = None,
+        retry_attempts: int = 2,
+        powertools_layer: lambda_.ILayerVersion | None = None,
+        metrics_namespace: str | None = None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        _check_handler(code_root, handler)
+        if not 128 <= memory_size <= 10240:
+            raise ValueError(f"memory_size must be 128..10240 MB (given {memory_size})")
+        if not 0 <= retry_attempts <= 2:
+            raise ValueError(f"retry_attempts must be 0..2 (given {retry_attempts})")
+        timeout = timeout or Duration.seconds(30)
+        service = service_name or construct_id
+
+        self.log_group: logs.LogGroup = logs.LogGroup(
+            self,
+            "LogGroup",
+            retention=log_retention,
+            encryption_key=log_encryption_key,
+            removal_policy=log_removal_policy,
+        )
+        self.role: iam.Role = iam.Role(
+            self,
+            "ServiceRole",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=f"Execution role of {handler}",
+        )
+        self.log_group.grant_write(self.role)
+        layer = powertools_layer or _powertools_layer(self)
+
+        env = {
+            "POWERTOOLS_SERVICE_NAME": service,
+            "POWERTOOLS_METRICS_NAMESPACE": metrics_namespace or service,
+            "POWERTOOLS_LOG_LEVEL": "INFO",
+            **(environment or {}),
+        }
+        self.function: lambda_.Function = lambda_.Function(
+            self,
+            "Resource",
+            runtime=RUNTIME,
+            architecture=ARCHITECTURE,
+            code=LambdaCode.package(self, code_root),
+            handler=handler,
+            description=description or handler,
+            environment=env,
+            timeout=timeout,
+            memory_size=memory_size,
+            role=self.role,
+            layers=[layer],
+            log_group=self.log_group,
+            logging_format=lambda_.LoggingFormat.JSON,
+            reserved_concurrent_executions=reserved_concurrent_executions,
+            on_failure=destinations.SqsDestination(on_failure) if on_failure else None,
+            retry_attempts=retry_attempts if on_failure else None,
+        )
+        self._enable_tracing()
+
+    def _enable_tracing(self) -> None:
+        # X-Ray's write actions cannot be scoped to a resource. CDK's `tracing=ACTIVE` would put
+        # them into the role's default policy next to our scoped grants, where one cdk-nag
+        # acknowledgement would hide any other wildcard; a policy of their own keeps the
+        # acknowledgement to exactly these two actions.
+        cfn = cast(lambda_.CfnFunction, self.function.node.default_child)
+        cfn.tracing_config = lambda_.CfnFunction.TracingConfigProperty(mode="Active")
+        policy = iam.Policy(
+            self,
+            "TracingPolicy",
+            statements=[
+                iam.PolicyStatement(
+                    actions=["xray:PutTraceSegments", "xray:PutTelemetryRecords"],
+                    resources=["*"],
+                )
+            ],
+        )
+        policy.attach_to_role(self.role)
+        self.function.node.add_dependency(policy)
+        Validations.of(policy).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-IAM5[Resource::*]",
+                reason="X-Ray PutTraceSegments/PutTelemetryRecords support no resource-level "
+                "permissions; this policy holds only those two actions.",
+            )
+        )
+
+    @property
+    def function_name(self) -> str:
+        return self.function.function_name
+
+    def add_environment(self, key: str, value: str) -> None:
+        """Add one environment variable after creation (for values known only later)."""
+        self.function.add_environment(key, value)
+
+    def grant_invoke(self, grantee: iam.IGrantable) -> iam.Grant:
+        """Let a principal invoke the function."""
+        return self.function.grant_invoke(grantee)
+
+
+def _check_handler(code_root: Path, handler: str) -> None:
+    if not _HANDLER.match(handler):
+        raise ValueError(f"handler must be a dotted path like 'pkg.module.function' (given {handler!r})")
+    module, _, _function = handler.rpartition(".")
+    parts = module.split(".")
+    if parts[0] != code_root.name:
+        raise ValueError(f"handler {handler!r} must live in the {code_root.name!r} package")
+    path = code_root.joinpath(*parts[1:])
+    if not path.with_suffix(".py").is_file() and not (path / "__init__.py").is_file():
+        raise ValueError(f"handler {handler!r}: no module {path.with_suffix('.py')}")
+
+
+def _powertools_layer(scope: Construct) -> lambda_.ILayerVersion:
+    """The official Powertools layer, one per stack, its ARN read from public SSM at deploy time."""
+    stack = Stack.of(scope)
+    layer_id = "PowertoolsLayer"
+    existing = stack.node.try_find_child(layer_id)
+    if existing is not None:
+        return existing  # type: ignore[return-value]
+    arn = ssm.StringParameter.value_for_string_parameter(stack, powertools_parameter_name())
+    return lambda_.LayerVersion.from_layer_version_arn(stack, layer_id, arn)

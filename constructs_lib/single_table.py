@@ -1,0 +1,118 @@
+"""A DynamoDB single table: string PK/SK, GSIs, TTL, stream, PITR and a customer-managed key."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from aws_cdk import RemovalPolicy
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from constructs import Construct
+
+_TYPES = {"S": dynamodb.AttributeType.STRING, "N": dynamodb.AttributeType.NUMBER}
+
+
+@dataclass(frozen=True)
+class GlobalIndex:
+    """A global secondary index on the table.
+
+    ``include`` of None projects every attribute; a tuple projects the keys plus those names.
+    """
+
+    name: str
+    partition_key: str
+    partition_type: Literal["S", "N"]
+    sort_key: str
+    sort_type: Literal["S", "N"]
+    include: tuple[str, ...] | None = None
+
+
+class SingleTable(Construct):
+    """An on-demand single table with a stream, TTL and customer-key encryption.
+
+    Example::
+
+        table = SingleTable(self, "Sessions", encryption_key=key,
+                            indexes=[GlobalIndex("GSI1", "customer_id", "S", "updated_at", "N")])
+        table.grant_read_write_data(my_function)
+
+    Args:
+        encryption_key: the customer-managed key for the table and its stream. Required: a table
+            that holds personal data is never left on an AWS-owned key.
+        partition_key / sort_key: key attribute names (strings). Default to ``PK`` / ``SK``.
+        indexes: global secondary indexes. Defaults to none.
+        ttl_attribute: attribute holding the expiry epoch second. Defaults to ``ttl``.
+        stream: stream view type. Defaults to NEW_AND_OLD_IMAGES, which change detection and audit
+            need; pass None to turn the stream off.
+        point_in_time_recovery: continuous backups. Defaults to on.
+        deletion_protection: refuse DeleteTable. Defaults to off.
+        removal_policy: defaults to RETAIN; a caller opts into DESTROY for throwaway stages.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        encryption_key: kms.IKey,
+        partition_key: str = "PK",
+        sort_key: str = "SK",
+        indexes: Sequence[GlobalIndex] = (),
+        ttl_attribute: str | None = "ttl",
+        stream: dynamodb.StreamViewType | None = dynamodb.StreamViewType.NEW_AND_OLD_IMAGES,
+        point_in_time_recovery: bool = True,
+        deletion_protection: bool = False,
+        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        names = [i.name for i in indexes]
+        if len(set(names)) != len(names):
+            raise ValueError(f"index names must be unique (given {names})")
+        if len(names) > 20:
+            raise ValueError(f"a table has at most 20 global secondary indexes (given {len(names)})")
+        for index in indexes:
+            if index.partition_type not in _TYPES or index.sort_type not in _TYPES:
+                raise ValueError(f"index {index.name}: key types must be 'S' or 'N' (given {index})")
+
+        self.table: dynamodb.Table = dynamodb.Table(
+            self,
+            "Resource",
+            partition_key=dynamodb.Attribute(name=partition_key, type=dynamodb.AttributeType.STRING),
+            sort_key=dynamodb.Attribute(name=sort_key, type=dynamodb.AttributeType.STRING),
+            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            encryption=dynamodb.TableEncryption.CUSTOMER_MANAGED,
+            encryption_key=encryption_key,
+            time_to_live_attribute=ttl_attribute,
+            stream=stream,
+            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=point_in_time_recovery
+            ),
+            deletion_protection=deletion_protection,
+            removal_policy=removal_policy,
+        )
+        for index in indexes:
+            self.table.add_global_secondary_index(
+                index_name=index.name,
+                partition_key=dynamodb.Attribute(name=index.partition_key, type=_TYPES[index.partition_type]),
+                sort_key=dynamodb.Attribute(name=index.sort_key, type=_TYPES[index.sort_type]),
+                projection_type=dynamodb.ProjectionType.ALL
+                if index.include is None
+                else dynamodb.ProjectionType.INCLUDE,
+                non_key_attributes=list(index.include) if index.include else None,
+            )
+        self.encryption_key: kms.IKey = encryption_key
+
+    def grant_read_data(self, grantee: iam.IGrantable) -> iam.Grant:
+        """Read items and query indexes."""
+        return self.table.grant_read_data(grantee)
+
+    def grant_read_write_data(self, grantee: iam.IGrantable) -> iam.Grant:
+        """Read, write and delete items, query indexes."""
+        return self.table.grant_read_write_data(grantee)
+
+    def grant_stream_read(self, grantee: iam.IGrantable) -> iam.Grant:
+        """Read the table's stream (and decrypt it)."""
+        return self.table.grant_stream_read(grantee)

@@ -1,0 +1,1 @@
+"""MangaAssist Lambda code: one package, one code asset, thin handlers over shared domain code."""

@@ -1,0 +1,1 @@
+"""Handlers for the events area."""

@@ -1,0 +1,1 @@
+"""Handlers for the ws area."""

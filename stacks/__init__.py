@@ -1,0 +1,1 @@
+"""MangaAssist stacks: they compose constructs from constructs_lib and wire them, nothing else."""

@@ -1,0 +1,208 @@
+"""Per-stage configuration: read from cdk.json context, validated into a frozen, typed object.
+
+`cdk.json` holds a `stages` block; `load_stage_config` turns one entry into a `StageConfig` and
+fails with the stage name, the key, the given value and the allowed values when anything is off.
+Every field has a default here except the ones that must differ between stages on purpose.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal
+
+RemovalMode = Literal["destroy", "retain"]
+ObjectLockMode = Literal["governance", "compliance"]
+
+# CloudWatch Logs accepts only these retention periods (days).
+LOG_RETENTION_DAYS = (
+    1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557,
+    2922, 3288, 3653,
+)  # fmt: skip
+
+_STAGE_NAME = re.compile(r"^[a-z][a-z0-9]{1,15}$")
+_ACCOUNT = re.compile(r"^\d{12}$")
+_REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
+_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+_ORIGIN = re.compile(r"^https?://[A-Za-z0-9.-]+(:\d{1,5})?$")
+
+
+class ConfigError(ValueError):
+    """A stage configuration that cannot be deployed; the message says what to fix."""
+
+
+@dataclass(frozen=True)
+class StageConfig:
+    """Everything that differs between stages. Built by `load_stage_config`, never by hand in app code."""
+
+    name: str
+    # Deployment target; both absent means an environment-agnostic synth.
+    account: str | None = None
+    region: str | None = None
+
+    # Data protection.
+    removal_policy: RemovalMode = "destroy"
+    deletion_protection: bool = False
+    point_in_time_recovery: bool = True
+    audit_object_lock_mode: ObjectLockMode = "governance"
+    audit_retention_days: int = 30
+    archive_transition_days: int = 90
+    analytics_expiration_days: int = 90
+
+    # Observability.
+    log_retention_days: int = 7
+    log_execution_data: bool = True
+    alarm_email: str | None = None
+
+    # API.
+    api_throttle_rate: float = 50.0
+    api_throttle_burst: int = 100
+    cors_allowed_origins: tuple[str, ...] = ("http://localhost:3000",)
+    waf_enabled: bool = False
+    authorizer_cache_seconds: int = 300
+    jwt_issuer: str = "https://auth.mangaassist.example"
+    jwt_audience: str = "mangaassist-api"
+
+    # Models: None selects the echo responder (no Bedrock calls).
+    bedrock_model_id: str | None = "anthropic.claude-3-haiku-20240307-v1:0"
+
+    # Sessions and the stream.
+    session_ttl_hours: int = 24
+    cleanup_shards: int = 8
+    summary_interval: int = 10
+    stream_batch_size: int = 100
+    stream_batching_window_seconds: int = 5
+    stream_max_retries: int = 5
+    stream_max_record_age_seconds: int = 21600
+    event_archive_retention_days: int = 30
+    firehose_buffer_seconds: int = 60
+    firehose_buffer_mb: int = 5
+
+    # Workflows: every timeout is configurable so tests can run them in seconds.
+    map_max_concurrency: int = 10
+    handoff_agent_wait_seconds: int = 300
+    handoff_idle_seconds: int = 120
+    handoff_max_reassignments: int = 2
+    cleanup_grace_seconds: int = 3600
+    workflow_timeout_minutes: int = 60
+    export_poll_seconds: int = 60
+    export_max_polls: int = 120
+    review_ttl_days: int = 7
+    reviewer_email: str | None = None
+
+    # Lambda defaults.
+    lambda_memory_mb: int = 256
+    lambda_timeout_seconds: int = 30
+
+    tags: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+    @property
+    def is_production(self) -> bool:
+        """True when data must survive the stack: RETAIN, deletion protection."""
+        return self.removal_policy == "retain"
+
+
+def _fail(stage: str, key: str, rule: str, given: Any) -> ConfigError:
+    return ConfigError(f"stage '{stage}': {key} {rule} (given {given!r})")
+
+
+def _validate(c: StageConfig) -> None:
+    n = c.name
+    if not _STAGE_NAME.match(n):
+        raise _fail(n, "name", "must be 2-16 lowercase letters/digits, starting with a letter", n)
+    if c.account is not None and not _ACCOUNT.match(c.account):
+        raise _fail(n, "account", "must be a 12-digit AWS account id", c.account)
+    if c.region is not None and not _REGION.match(c.region):
+        raise _fail(n, "region", "must be an AWS region such as eu-west-1", c.region)
+    if (c.account is None) != (c.region is None):
+        raise _fail(n, "account/region", "must be given together or not at all", (c.account, c.region))
+    if c.removal_policy not in ("destroy", "retain"):
+        raise _fail(n, "removal_policy", "must be 'destroy' or 'retain'", c.removal_policy)
+    if c.audit_object_lock_mode not in ("governance", "compliance"):
+        raise _fail(n, "audit_object_lock_mode", "must be 'governance' or 'compliance'", c.audit_object_lock_mode)
+    if c.log_retention_days not in LOG_RETENTION_DAYS:
+        raise _fail(n, "log_retention_days", f"must be one of {list(LOG_RETENTION_DAYS)}", c.log_retention_days)
+    for key in ("alarm_email", "reviewer_email"):
+        value = getattr(c, key)
+        if value is not None and not _EMAIL.match(value):
+            raise _fail(n, key, "must be an e-mail address", value)
+    if not c.cors_allowed_origins:
+        raise _fail(n, "cors_allowed_origins", "must list at least one origin", c.cors_allowed_origins)
+    for origin in c.cors_allowed_origins:
+        if origin == "*" and c.is_production:
+            raise _fail(n, "cors_allowed_origins", "must not be '*' in a retained (production) stage", origin)
+        if origin != "*" and not _ORIGIN.match(origin):
+            raise _fail(n, "cors_allowed_origins", "must hold origins like https://app.example.com", origin)
+    if c.bedrock_model_id is not None and not c.bedrock_model_id.strip():
+        raise _fail(n, "bedrock_model_id", "must be a model id or null (echo responder)", c.bedrock_model_id)
+    bounds: dict[str, tuple[float, float]] = {
+        "audit_retention_days": (1, 3650),
+        "archive_transition_days": (30, 3650),
+        "analytics_expiration_days": (1, 3650),
+        "api_throttle_rate": (1, 10000),
+        "api_throttle_burst": (1, 5000),
+        "authorizer_cache_seconds": (0, 3600),
+        "session_ttl_hours": (1, 24 * 365),
+        "cleanup_shards": (1, 64),
+        "summary_interval": (2, 1000),
+        "stream_batch_size": (1, 10000),
+        "stream_batching_window_seconds": (0, 300),
+        "stream_max_retries": (0, 10000),
+        "stream_max_record_age_seconds": (60, 86399),
+        "event_archive_retention_days": (1, 3650),
+        "firehose_buffer_seconds": (0, 900),
+        "firehose_buffer_mb": (1, 128),
+        "map_max_concurrency": (1, 40),
+        "handoff_agent_wait_seconds": (1, 86400),
+        "handoff_idle_seconds": (1, 86400),
+        "handoff_max_reassignments": (0, 10),
+        "cleanup_grace_seconds": (0, 7 * 86400),
+        "workflow_timeout_minutes": (1, 7 * 24 * 60),
+        "export_poll_seconds": (1, 3600),
+        "export_max_polls": (1, 1000),
+        "review_ttl_days": (1, 30),
+        "lambda_memory_mb": (128, 10240),
+        "lambda_timeout_seconds": (1, 900),
+    }
+    for key, (low, high) in bounds.items():
+        value = getattr(c, key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+            raise _fail(n, key, f"must be a number in {low:g}..{high:g}", value)
+    for key in ("deletion_protection", "point_in_time_recovery", "log_execution_data", "waf_enabled"):
+        if not isinstance(getattr(c, key), bool):
+            raise _fail(n, key, "must be true or false", getattr(c, key))
+
+
+def load_stage_config(stages: Any, name: str) -> StageConfig:
+    """Validate the `stages` context block and return the config of stage `name`."""
+    if not isinstance(stages, dict) or not stages:
+        raise ConfigError("cdk.json context 'stages' must be an object with one entry per stage")
+    if name not in stages:
+        raise ConfigError(f"unknown stage {name!r}: cdk.json defines {sorted(stages)}")
+    raw = stages[name]
+    if not isinstance(raw, dict):
+        raise ConfigError(f"stage {name!r}: its entry must be an object (given {type(raw).__name__})")
+    known = {f.name for f in fields(StageConfig)} - {"name"}
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise ConfigError(f"stage {name!r}: unknown keys {unknown}; allowed keys are {sorted(known)}")
+    values = dict(raw)
+    if "cors_allowed_origins" in values:
+        origins = values["cors_allowed_origins"]
+        if not isinstance(origins, list) or not all(isinstance(o, str) for o in origins):
+            raise _fail(name, "cors_allowed_origins", "must be a list of strings", origins)
+        values["cors_allowed_origins"] = tuple(origins)
+    if "tags" in values and not (
+        isinstance(values["tags"], dict) and all(isinstance(v, str) for v in values["tags"].values())
+    ):
+        raise _fail(name, "tags", "must be an object of string values", values["tags"])
+    return StageConfig(name=name, **values)
+
+
+def with_overrides(config: StageConfig, **changes: Any) -> StageConfig:
+    """A copy with some values changed, validated again (tests use it for fast timeouts)."""
+    return dataclasses.replace(config, **changes)

@@ -1,0 +1,114 @@
+"""StorageStack: the single table, its key, and the archive, audit, analytics and access-log buckets."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from constructs_lib import EncryptionKey, GlobalIndex, SecureBucket, SingleTable
+from lambdas.shared import schema
+from stacks.config import StageConfig
+
+
+class StorageStack(Stack):
+    """State that outlives every other stack: it depends on nothing and everything depends on it."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, config: StageConfig, **kwargs: object) -> None:
+        super().__init__(scope, construct_id, **kwargs)  # type: ignore[arg-type]
+        removal = RemovalPolicy.RETAIN if config.is_production else RemovalPolicy.DESTROY
+        disposable = not config.is_production
+
+        self.data_key: EncryptionKey = EncryptionKey(
+            self,
+            "DataKey",
+            description=f"MangaAssist {config.name}: sessions table, buckets, queues, topics, streams",
+            service_principals=["sns", "events", "firehose", "logs", "states"],
+            removal_policy=removal,
+            pending_window=Duration.days(7 if disposable else 30),
+        )
+        self.key: kms.IKey = self.data_key.key
+
+        self.sessions: SingleTable = SingleTable(
+            self,
+            "SessionsTable",
+            encryption_key=self.key,
+            partition_key=schema.PARTITION_KEY,
+            sort_key=schema.SORT_KEY,
+            indexes=[
+                GlobalIndex(i.name, i.partition_key, i.partition_type, i.sort_key, i.sort_type, i.include)
+                for i in schema.GLOBAL_INDEXES
+            ],
+            ttl_attribute=schema.TTL_ATTRIBUTE,
+            stream=dynamodb.StreamViewType.NEW_AND_OLD_IMAGES,
+            point_in_time_recovery=config.point_in_time_recovery,
+            deletion_protection=config.deletion_protection,
+            removal_policy=removal,
+        )
+        self.table: dynamodb.ITable = self.sessions.table
+
+        self.access_logs: SecureBucket = SecureBucket(
+            self,
+            "AccessLogsBucket",
+            access_log_target=True,
+            lifecycle_rules=[s3.LifecycleRule(id="ExpireAccessLogs", expiration=Duration.days(365))],
+            removal_policy=removal,
+            auto_delete_objects=disposable,
+        )
+        self.archive: SecureBucket = SecureBucket(
+            self,
+            "ArchiveBucket",
+            encryption_key=self.key,
+            server_access_logs=self.access_logs.bucket,
+            lifecycle_rules=[
+                s3.LifecycleRule(
+                    id="ArchiveToColderStorage",
+                    transitions=[
+                        s3.Transition(
+                            storage_class=s3.StorageClass.GLACIER_INSTANT_RETRIEVAL,
+                            transition_after=Duration.days(config.archive_transition_days),
+                        )
+                    ],
+                    noncurrent_version_expiration=Duration.days(30),
+                    abort_incomplete_multipart_upload_after=Duration.days(7),
+                )
+            ],
+            removal_policy=removal,
+            auto_delete_objects=disposable,
+        )
+        # The audit trail is never deleted with the stack: Object Lock makes it immutable and
+        # its retention, not the stack's lifetime, decides when objects may go.
+        self.audit: SecureBucket = SecureBucket(
+            self,
+            "AuditBucket",
+            encryption_key=self.key,
+            server_access_logs=self.access_logs.bucket,
+            object_lock=(config.audit_object_lock_mode, config.audit_retention_days),
+            lifecycle_rules=[
+                s3.LifecycleRule(
+                    id="ExpireAfterRetention",
+                    expiration=Duration.days(config.audit_retention_days + 1),
+                    noncurrent_version_expiration=Duration.days(1),
+                    abort_incomplete_multipart_upload_after=Duration.days(7),
+                )
+            ],
+            removal_policy=RemovalPolicy.RETAIN,
+        )
+        self.analytics: SecureBucket = SecureBucket(
+            self,
+            "AnalyticsBucket",
+            encryption_key=self.key,
+            server_access_logs=self.access_logs.bucket,
+            versioned=False,
+            lifecycle_rules=[
+                s3.LifecycleRule(
+                    id="ExpireOldAnalytics",
+                    expiration=Duration.days(config.analytics_expiration_days),
+                    abort_incomplete_multipart_upload_after=Duration.days(7),
+                )
+            ],
+            removal_policy=removal,
+            auto_delete_objects=disposable,
+        )

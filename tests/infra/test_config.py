@@ -1,0 +1,100 @@
+"""Stage configuration: cdk.json is validated into a frozen object with clear errors."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from stacks.config import ConfigError, StageConfig, load_stage_config, with_overrides
+from tests.support.synth import cdk_context
+
+
+@pytest.fixture(scope="module")
+def stages() -> dict[str, Any]:
+    return cdk_context()["stages"]
+
+
+def test_dev_and_prod_load(stages: dict[str, Any]) -> None:
+    dev = load_stage_config(stages, "dev")
+    prod = load_stage_config(stages, "prod")
+    assert (dev.removal_policy, dev.deletion_protection, dev.log_execution_data) == ("destroy", False, True)
+    assert (prod.removal_policy, prod.deletion_protection, prod.log_execution_data) == ("retain", True, False)
+    assert prod.log_retention_days > dev.log_retention_days
+    assert "*" not in prod.cors_allowed_origins
+    assert prod.waf_enabled
+    assert prod.alarm_email
+
+
+def test_config_is_frozen(stages: dict[str, Any]) -> None:
+    config = load_stage_config(stages, "dev")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.name = "other"  # type: ignore[misc]
+
+
+def test_fails_on_unknown_stage(stages: dict[str, Any]) -> None:
+    with pytest.raises(ConfigError, match=r"unknown stage 'qa': cdk.json defines \['dev', 'prod'\]"):
+        load_stage_config(stages, "qa")
+
+
+def test_fails_on_unknown_key(stages: dict[str, Any]) -> None:
+    bad = {**stages, "dev": {**stages["dev"], "log_retension_days": 7}}
+    with pytest.raises(ConfigError, match=r"stage 'dev': unknown keys \['log_retension_days'\]"):
+        load_stage_config(bad, "dev")
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("log_retention_days", 10, r"log_retention_days must be one of \[1, 3, 5"),
+        ("removal_policy", "keep", r"removal_policy must be 'destroy' or 'retain' \(given 'keep'\)"),
+        ("map_max_concurrency", 0, r"map_max_concurrency must be a number in 1..40 \(given 0\)"),
+        ("map_max_concurrency", True, r"map_max_concurrency must be a number"),
+        ("api_throttle_rate", "fast", r"api_throttle_rate must be a number"),
+        ("deletion_protection", "yes", r"deletion_protection must be true or false"),
+        ("alarm_email", "not-an-address", r"alarm_email must be an e-mail address"),
+        ("cors_allowed_origins", [], r"cors_allowed_origins must list at least one origin"),
+        ("cors_allowed_origins", "http://x", r"cors_allowed_origins must be a list of strings"),
+        ("account", "123", r"account must be a 12-digit AWS account id"),
+        ("audit_object_lock_mode", "strict", r"audit_object_lock_mode must be 'governance' or 'compliance'"),
+        ("bedrock_model_id", " ", r"bedrock_model_id must be a model id or null"),
+    ],
+)
+def test_fails_on_bad_value(stages: dict[str, Any], key: str, value: Any, message: str) -> None:
+    bad = {**stages, "dev": {**stages["dev"], key: value}}
+    with pytest.raises(ConfigError, match=rf"stage 'dev': {message}"):
+        load_stage_config(bad, "dev")
+
+
+def test_fails_on_wildcard_cors_in_production(stages: dict[str, Any]) -> None:
+    bad = {**stages, "prod": {**stages["prod"], "cors_allowed_origins": ["*"]}}
+    with pytest.raises(ConfigError, match=r"must not be '\*' in a retained \(production\) stage"):
+        load_stage_config(bad, "prod")
+
+
+def test_fails_on_account_without_region(stages: dict[str, Any]) -> None:
+    bad = {**stages, "dev": {**stages["dev"], "account": "123456789012"}}
+    with pytest.raises(ConfigError, match="account/region must be given together"):
+        load_stage_config(bad, "dev")
+
+
+def test_fails_when_stages_block_is_missing() -> None:
+    with pytest.raises(ConfigError, match="context 'stages' must be an object"):
+        load_stage_config(None, "dev")
+
+
+def test_overrides_are_validated_again() -> None:
+    config = StageConfig(name="test")
+    assert with_overrides(config, handoff_idle_seconds=2).handoff_idle_seconds == 2
+    with pytest.raises(ConfigError, match=r"handoff_idle_seconds must be a number in 1\.\.86400"):
+        with_overrides(config, handoff_idle_seconds=0)
+
+
+def test_defaults_are_what_the_issues_specify() -> None:
+    config = StageConfig(name="test")
+    assert config.summary_interval == 10
+    assert (config.stream_batch_size, config.stream_batching_window_seconds) == (100, 5)
+    assert (config.handoff_agent_wait_seconds, config.handoff_idle_seconds) == (300, 120)
+    assert config.cleanup_grace_seconds == 3600
+    assert config.review_ttl_days == 7

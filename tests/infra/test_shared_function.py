@@ -1,0 +1,165 @@
+"""SharedFunction: the one way every Lambda of the app is built (tested on a function in a test stack)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aws_cdk import App, Duration, Stack
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sqs as sqs
+from aws_cdk.assertions import Match, Template
+
+from constructs_lib import SharedFunction
+from constructs_lib.shared_function import POWERTOOLS_VERSION, powertools_parameter_name
+
+PROBE = Path(__file__).resolve().parents[1] / "fixtures" / "probe_pkg"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def synthesized(tmp_path_factory: pytest.TempPathFactory) -> tuple[Template, Path]:
+    outdir = tmp_path_factory.mktemp("cdkout")
+    app = App(outdir=str(outdir))
+    stack = Stack(app, "FactoryTest")
+    failures = sqs.Queue(stack, "Failures", enforce_ssl=True)
+    SharedFunction(
+        stack,
+        "Probe",
+        code_root=PROBE,
+        handler="probe_pkg.handler.handler",
+        environment={"TABLE_NAME": "t"},
+        timeout=Duration.seconds(12),
+        memory_size=512,
+        log_retention=logs.RetentionDays.TWO_WEEKS,
+        on_failure=failures,
+        retry_attempts=1,
+    )
+    app.synth()
+    return Template.from_stack(stack), outdir
+
+
+@pytest.fixture(scope="module")
+def template(synthesized: tuple[Template, Path]) -> Template:
+    return synthesized[0]
+
+
+def test_function_defaults(template: Template) -> None:
+    template.has_resource_properties(
+        "AWS::Lambda::Function",
+        {
+            "Runtime": "python3.14",
+            "Architectures": ["arm64"],
+            "Handler": "probe_pkg.handler.handler",
+            "Timeout": 12,
+            "MemorySize": 512,
+            "TracingConfig": {"Mode": "Active"},
+            "LoggingConfig": Match.object_like({"LogFormat": "JSON", "LogGroup": {"Ref": Match.any_value()}}),
+            "Layers": [{"Ref": Match.string_like_regexp("SsmParameterValue.*powertools")}],
+            "Environment": {
+                "Variables": {
+                    "POWERTOOLS_SERVICE_NAME": "Probe",
+                    "POWERTOOLS_METRICS_NAMESPACE": "Probe",
+                    "POWERTOOLS_LOG_LEVEL": "INFO",
+                    "TABLE_NAME": "t",
+                }
+            },
+        },
+    )
+
+
+def test_powertools_layer_resolves_through_public_ssm_at_the_pinned_version(template: Template) -> None:
+    pinned = next(
+        line.split("==")[1].strip()
+        for line in (ROOT / "requirements.txt").read_text().splitlines()
+        if line.startswith("aws-lambda-powertools==")
+    )
+    assert pinned == POWERTOOLS_VERSION
+    name = powertools_parameter_name()
+    assert name == f"/aws/service/powertools/python/arm64/python3.14/{pinned}"
+    params = template.to_json()["Parameters"]
+    assert any(p.get("Default") == name and "AWS::SSM::Parameter::Value" in p["Type"] for p in params.values())
+
+
+def test_log_group_has_retention(template: Template) -> None:
+    template.has_resource_properties("AWS::Logs::LogGroup", {"RetentionInDays": 14})
+
+
+def test_role_has_no_managed_policies_and_writes_only_its_log_group(template: Template) -> None:
+    roles = template.find_resources("AWS::IAM::Role")
+    assert len(roles) == 1
+    assert "ManagedPolicyArns" not in next(iter(roles.values()))["Properties"]
+    statements = _statements(template)
+    log_statements = [s for s in statements if any(str(a).startswith("logs:") for a in _list(s["Action"]))]
+    assert log_statements, "the function can write its logs"
+    for statement in log_statements:
+        assert statement["Resource"] != "*"
+
+
+def test_xray_wildcard_lives_alone_in_the_tracing_policy(template: Template) -> None:
+    policies = template.find_resources("AWS::IAM::Policy")
+    wildcard = [
+        (name, s)
+        for name, p in policies.items()
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+        if s.get("Resource") == "*"
+    ]
+    assert [name.startswith("ProbeTracingPolicy") for name, _ in wildcard] == [True]
+    assert sorted(wildcard[0][1]["Action"]) == ["xray:PutTelemetryRecords", "xray:PutTraceSegments"]
+
+
+def test_async_failures_go_to_the_queue(template: Template) -> None:
+    template.has_resource_properties(
+        "AWS::Lambda::EventInvokeConfig",
+        {
+            "MaximumRetryAttempts": 1,
+            "DestinationConfig": {
+                "OnFailure": {"Destination": {"Fn::GetAtt": [Match.string_like_regexp("Failures"), "Arn"]}}
+            },
+        },
+    )
+
+
+def test_asset_holds_only_the_package(synthesized: tuple[Template, Path]) -> None:
+    template, outdir = synthesized
+    code = template.find_resources("AWS::Lambda::Function")
+    s3_key = next(iter(code.values()))["Properties"]["Code"]["S3Key"]
+    asset_hash = s3_key.removesuffix(".zip")
+    asset_dir = outdir / f"asset.{asset_hash}"
+    files = sorted(str(p.relative_to(asset_dir)) for p in asset_dir.rglob("*") if p.is_file())
+    assert files == ["probe_pkg/__init__.py", "probe_pkg/handler.py"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"handler": "probe_pkg.missing.handler"}, r"handler 'probe_pkg.missing.handler': no module"),
+        ({"handler": "other.handler.handler"}, r"must live in the 'probe_pkg' package"),
+        ({"handler": "Probe-Pkg.handler"}, r"handler must be a dotted path"),
+        ({"memory_size": 64}, r"memory_size must be 128..10240 MB \(given 64\)"),
+        ({"retry_attempts": 3}, r"retry_attempts must be 0..2 \(given 3\)"),
+    ],
+)
+def test_fails_on_bad_props(kwargs: dict[str, Any], message: str) -> None:
+    stack = Stack(App(), "Bad")
+    props: dict[str, Any] = {"code_root": PROBE, "handler": "probe_pkg.handler.handler", **kwargs}
+    with pytest.raises(ValueError, match=message):
+        SharedFunction(stack, "Fn", **props)
+
+
+def _statements(template: Template) -> list[dict[str, Any]]:
+    return [
+        s
+        for p in template.find_resources("AWS::IAM::Policy").values()
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+    ]
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def test_template_is_json_serializable(template: Template) -> None:
+    json.dumps(template.to_json())
