@@ -1,0 +1,77 @@
+"""Typed settings from environment variables, read once per container.
+
+A handler module declares its settings and clients with ``@once``; the first call reads and
+validates (failing with the variable's name), later calls return the cached value. Tests, and
+the embedded-AWS harness that runs several functions in one process, call ``reset()`` after
+changing the environment so the next call reads it again.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+_CACHES: list[Any] = []
+
+
+class MissingSetting(RuntimeError):
+    """A required environment variable is absent or malformed; the message names it."""
+
+
+def once(factory: Callable[[], T]) -> Callable[[], T]:
+    """Cache a zero-argument factory for the life of the container (``reset()`` clears it)."""
+    cached = functools.cache(factory)
+    _CACHES.append(cached)
+    return cached
+
+
+def reset() -> None:
+    """Forget every cached setting and client, so the next use reads the environment again."""
+    for cached in _CACHES:
+        cached.cache_clear()
+
+
+def require(name: str) -> str:
+    """The value of a required variable; raises naming it when absent or empty."""
+    value = os.environ.get(name, "").strip()
+    if not value:
+        raise MissingSetting(f"environment variable {name} is required but not set")
+    return value
+
+
+def optional(name: str, default: str | None = None) -> str | None:
+    """The value of an optional variable, or ``default`` when absent or empty."""
+    value = os.environ.get(name, "").strip()
+    return value or default
+
+
+def integer(name: str, default: int | None = None, *, low: int | None = None, high: int | None = None) -> int:
+    """An integer variable within [low, high]; ``default`` when absent (required if no default)."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        if default is None:
+            raise MissingSetting(f"environment variable {name} is required but not set")
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise MissingSetting(f"environment variable {name} must be an integer (given {raw!r})") from None
+    if (low is not None and value < low) or (high is not None and value > high):
+        raise MissingSetting(f"environment variable {name} must be in {low}..{high} (given {value})")
+    return value
+
+
+def flag(name: str, default: bool = False) -> bool:
+    """A boolean variable: true/false, 1/0, yes/no."""
+    raw = os.environ.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw in ("1", "true", "yes"):
+        return True
+    if raw in ("0", "false", "no"):
+        return False
+    raise MissingSetting(f"environment variable {name} must be true or false (given {raw!r})")
