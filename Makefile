@@ -50,7 +50,7 @@ lint: install ## ruff lint and format check
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-typecheck: install ## mypy over the app, constructs, lambdas and tests
+typecheck: install ## mypy (strict) over the app, stacks, constructs, lambdas, tools and bench
 	$(VENV)/bin/mypy
 
 unit: install ## pytest: unit, infrastructure and end-to-end tests

@@ -1,0 +1,195 @@
+"""Run moto's Lambda invocations in this process, by the function's Handler string.
+
+moto executes a Lambda function in Docker, which this project has nowhere. Inside
+``in_process()``, every invocation that reaches moto's Lambda backend -- a boto3 ``invoke``
+(RequestResponse or Event), a Step Functions Task on moto's executor
+(``mock_aws(config={"stepfunctions": {"execute_state_machine": True}})``) -- imports the
+handler named by the function's ``Handler`` (e.g. ``lambdas.events.summary.handler``) and calls
+it with the event and a Lambda-like context, with the function's ``Environment`` variables set
+for the duration of the call (``lambdas.shared.env.reset()`` runs before and after, so cached
+settings are read from the right environment).
+
+A handler that raises produces what Lambda produces: an ``x-amz-function-error`` response whose
+payload is ``{"errorType": <exception class name>, "errorMessage": ..., "stackTrace": [...]}``,
+so Step Functions Retry/Catch match on the exception's class name as they do in AWS.
+
+Invocations run one at a time (a re-entrant lock), because environment variables are
+process-wide; nested invocations (a handler invoking another function) work.
+
+Usage::
+
+    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}), in_process() as calls:
+        arn = deploy_function("lambdas.orchestration.cleanup_worker.handler", {"TABLE_NAME": "t"})
+        ... start an execution whose Task invokes `arn` ...
+        assert calls.by_handler("lambdas.orchestration.cleanup_worker.handler")
+
+``deploy_function`` creates a moto function (with a throwaway role and a tiny zip) for tests
+that do not stand up a whole synthesized stage.
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+import json
+import os
+import threading
+import traceback
+import uuid
+import zipfile
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+from unittest import mock
+
+import boto3
+from moto.awslambda.models import LambdaFunction
+
+from lambdas.shared import env as lambda_env
+
+_LOCK = threading.RLock()
+
+
+@dataclass
+class Invocation:
+    """One in-process invocation: which function, with what, and how it ended."""
+
+    function_name: str
+    handler: str
+    event: Any
+    result: Any = None
+    error: BaseException | None = None
+
+
+@dataclass
+class Invocations:
+    """Every invocation made inside one ``in_process()`` block, in order."""
+
+    calls: list[Invocation] = field(default_factory=list)
+
+    def by_handler(self, handler: str) -> list[Invocation]:
+        return [c for c in self.calls if c.handler == handler]
+
+    def by_function(self, function_name: str) -> list[Invocation]:
+        return [c for c in self.calls if c.function_name == function_name]
+
+
+class LambdaContext:
+    """The attributes of the Lambda context object that Powertools and our handlers read."""
+
+    def __init__(self, function: LambdaFunction) -> None:
+        self.function_name: str = function.function_name
+        self.function_version: str = str(function.version)
+        self.invoked_function_arn: str = function.function_arn
+        self.memory_limit_in_mb: int = int(function.memory_size or 128)
+        self.aws_request_id: str = str(uuid.uuid4())
+        self.log_group_name: str = f"/aws/lambda/{function.function_name}"
+        self.log_stream_name: str = "in-process"
+        self._timeout_ms = int(function.timeout or 3) * 1000
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self._timeout_ms
+
+
+def resolve_handler(handler: str) -> Callable[[Any, Any], Any]:
+    """Import ``package.module.function`` and return the function."""
+    module_name, _, function_name = handler.rpartition(".")
+    if not module_name:
+        raise ValueError(f"handler must be 'module.function' (given {handler!r})")
+    module = importlib.import_module(module_name)
+    function = getattr(module, function_name, None)
+    if not callable(function):
+        raise ValueError(f"handler {handler!r}: {module_name} has no callable {function_name!r}")
+    return function  # type: ignore[no-any-return]
+
+
+@contextmanager
+def function_environment(variables: Mapping[str, str]) -> Iterator[None]:
+    """Set a function's environment for one call and make cached settings re-read it."""
+    with mock.patch.dict(os.environ, {k: str(v) for k, v in variables.items()}):
+        lambda_env.reset()
+        try:
+            yield
+        finally:
+            lambda_env.reset()
+
+
+def _error_payload(error: BaseException) -> dict[str, Any]:
+    return {
+        "errorType": type(error).__name__,
+        "errorMessage": str(error),
+        "stackTrace": traceback.format_tb(error.__traceback__),
+    }
+
+
+@contextmanager
+def in_process() -> Iterator[Invocations]:
+    """Route moto Lambda invocations to our handlers, in this process, for the block's duration."""
+    record = Invocations()
+
+    def invoke(function: LambdaFunction, event: Any = None) -> tuple[str, bool, str]:
+        payload = json.loads(event) if isinstance(event, (str, bytes)) else (event if event is not None else {})
+        handler = str(function.handler)
+        call = Invocation(function.function_name, handler, payload)
+        record.calls.append(call)
+        with _LOCK, function_environment(function.environment_vars or {}):
+            try:
+                call.result = resolve_handler(handler)(payload, LambdaContext(function))
+            except Exception as error:  # every handler error becomes Lambda's error payload
+                call.error = error
+                return json.dumps(_error_payload(error)), True, traceback.format_exc()
+        return json.dumps(call.result, default=str), False, ""
+
+    with mock.patch.object(LambdaFunction, "_invoke_lambda", invoke):
+        yield record
+
+
+def _zip_placeholder() -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("placeholder.py", "# code runs in-process from the lambdas package\n")
+    return buffer.getvalue()
+
+
+def deploy_function(
+    handler: str,
+    environment: Mapping[str, str] | None = None,
+    *,
+    name: str | None = None,
+    timeout: int = 30,
+    region: str | None = None,
+) -> str:
+    """Create a moto Lambda function for ``handler`` and return its ARN (call inside mock_aws)."""
+    resolve_handler(handler)  # fail now, not at invocation, on a typo
+    iam = boto3.client("iam", region_name=region)
+    role_name = "in-process-lambda-role"
+    try:
+        role_arn = iam.get_role(RoleName=role_name)["Role"]["Arn"]
+    except iam.exceptions.NoSuchEntityException:
+        role_arn = iam.create_role(
+            RoleName=role_name,
+            AssumeRolePolicyDocument=json.dumps(
+                {
+                    "Version": "2012-10-17",
+                    "Statement": [
+                        {
+                            "Effect": "Allow",
+                            "Principal": {"Service": "lambda.amazonaws.com"},
+                            "Action": "sts:AssumeRole",
+                        }
+                    ],
+                }
+            ),
+        )["Role"]["Arn"]
+    function_name = name or handler.replace(".", "-")[-64:]
+    response = boto3.client("lambda", region_name=region).create_function(
+        FunctionName=function_name,
+        Runtime="python3.11",
+        Role=role_arn,
+        Handler=handler,
+        Code={"ZipFile": _zip_placeholder()},
+        Timeout=timeout,
+        Environment={"Variables": dict(environment or {})},
+    )
+    return str(response["FunctionArn"])

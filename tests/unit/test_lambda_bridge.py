@@ -1,0 +1,94 @@
+"""The in-process Lambda bridge that workflow and end-to-end tests rely on."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from tests.support.lambda_bridge import deploy_function, in_process
+
+SFN_CONFIG = {"stepfunctions": {"execute_state_machine": True}}
+
+
+def _run(sfn: Any, definition: dict[str, Any], payload: dict[str, Any]) -> dict[str, Any]:
+    machine = sfn.create_state_machine(
+        name=f"m{time.monotonic_ns()}",
+        definition=json.dumps(definition),
+        roleArn="arn:aws:iam::123456789012:role/sfn",
+    )
+    execution = sfn.start_execution(stateMachineArn=machine["stateMachineArn"], input=json.dumps(payload))
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        described: dict[str, Any] = sfn.describe_execution(executionArn=execution["executionArn"])
+        if described["status"] != "RUNNING":
+            return described
+        time.sleep(0.05)
+    raise AssertionError("execution did not finish in 10 s")
+
+
+def _task(arn: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "Type": "Task",
+        "Resource": "arn:aws:states:::lambda:invoke",
+        "Parameters": {"FunctionName": arn, "Payload.$": "$"},
+        "ResultSelector": {"value.$": "$.Payload"},
+        **extra,
+    }
+
+
+def test_direct_invoke_runs_the_handler_with_its_environment() -> None:
+    with mock_aws(), in_process() as calls:
+        arn = deploy_function("tests.fixtures.probe_pkg.handler.environment", {"PROBE_VALUE": "from-template"})
+        response = boto3.client("lambda").invoke(FunctionName=arn, Payload=b"{}")
+        assert json.loads(response["Payload"].read()) == {
+            "value": "from-template",
+            "function": "tests-fixtures-probe_pkg-handler-environment",
+        }
+    assert "PROBE_VALUE" not in os.environ, "the function's environment is scoped to the call"
+    assert [c.event for c in calls.calls] == [{}]
+
+
+def test_handler_error_becomes_a_lambda_function_error() -> None:
+    with mock_aws(), in_process() as calls:
+        arn = deploy_function("tests.fixtures.probe_pkg.handler.fail")
+        response = boto3.client("lambda").invoke(FunctionName=arn, Payload=json.dumps({"skill": "manga"}))
+        assert response["FunctionError"] == "Handled"
+        payload = json.loads(response["Payload"].read())
+        assert payload["errorType"] == "AgentUnavailable"
+        assert payload["errorMessage"] == "no agent for manga"
+    assert type(calls.calls[0].error).__name__ == "AgentUnavailable"
+
+
+def test_step_functions_task_runs_in_process_and_catches_by_error_name() -> None:
+    with mock_aws(config=SFN_CONFIG), in_process() as calls:  # type: ignore[arg-type]
+        ok = deploy_function("tests.fixtures.probe_pkg.handler.handler")
+        bad = deploy_function("tests.fixtures.probe_pkg.handler.fail")
+        definition = {
+            "StartAt": "Echo",
+            "States": {
+                "Echo": {**_task(ok), "ResultPath": "$.echo", "Next": "Fail"},
+                "Fail": {
+                    **_task(bad),
+                    "Catch": [{"ErrorEquals": ["AgentUnavailable"], "ResultPath": "$.error", "Next": "Caught"}],
+                    "End": True,
+                },
+                "Caught": {"Type": "Pass", "End": True},
+            },
+        }
+        described = _run(boto3.client("stepfunctions"), definition, {"skill": "manga"})
+    assert described["status"] == "SUCCEEDED"
+    output = json.loads(described["output"])
+    assert output["echo"] == {"value": {"echo": {"skill": "manga"}}}
+    assert output["error"]["Error"] == "AgentUnavailable"
+    assert [c.handler.rsplit(".", 1)[1] for c in calls.calls] == ["handler", "fail"]
+
+
+def test_fails_fast_on_an_unknown_handler() -> None:
+    with mock_aws(), pytest.raises(ModuleNotFoundError):
+        deploy_function("tests.fixtures.no_such_module.handler")
