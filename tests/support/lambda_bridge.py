@@ -101,7 +101,7 @@ def resolve_handler(handler: str) -> Callable[[Any, Any], Any]:
     function = getattr(module, function_name, None)
     if not callable(function):
         raise ValueError(f"handler {handler!r}: {module_name} has no callable {function_name!r}")
-    return function  # type: ignore[no-any-return]
+    return function
 
 
 @contextmanager
