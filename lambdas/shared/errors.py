@@ -1,0 +1,143 @@
+"""Typed errors of the data-access layer.
+
+Each class carries the HTTP status an API handler answers with (``http_status``), so the mapping
+lives next to the error and not in every handler. Messages name ids and statuses only, never
+table names, keys or AWS error text, so ``str(error)`` is safe to return to a caller.
+"""
+
+from __future__ import annotations
+
+
+class StoreError(Exception):
+    """Base of every error the store raises on purpose."""
+
+    http_status = 500
+
+
+class InvalidInput(StoreError, ValueError):
+    """An argument is malformed (unknown role, limit out of range, empty id, ...)."""
+
+    http_status = 400
+
+
+class InvalidCursor(InvalidInput):
+    """A pagination cursor is malformed, or was minted for another session, customer or list."""
+
+    def __init__(self, reason: str = "the cursor is malformed") -> None:
+        super().__init__(f"invalid cursor: {reason}; restart the listing without a cursor")
+
+
+class NotFound(StoreError):
+    """The addressed record does not exist."""
+
+    http_status = 404
+
+    def __init__(self, kind: str, ident: str) -> None:
+        super().__init__(f"{kind} {ident!r} not found")
+        self.ident = ident
+
+
+class SessionNotFound(NotFound):
+    def __init__(self, session_id: str) -> None:
+        super().__init__("session", session_id)
+        self.session_id = session_id
+
+
+class HandoffNotFound(NotFound):
+    def __init__(self, session_id: str, handoff_id: str) -> None:
+        super().__init__("handoff", f"{session_id}/{handoff_id}")
+        self.session_id = session_id
+        self.handoff_id = handoff_id
+
+
+class ReviewNotFound(NotFound):
+    def __init__(self, review_id: str) -> None:
+        super().__init__("review", review_id)
+        self.review_id = review_id
+
+
+class AgentNotFound(NotFound):
+    def __init__(self, agent_id: str) -> None:
+        super().__init__("agent", agent_id)
+        self.agent_id = agent_id
+
+
+class Conflict(StoreError):
+    """A conditional write lost: the record exists already or changed under the caller."""
+
+    http_status = 409
+
+
+class InvalidTransition(Conflict):
+    """The session's current status does not allow moving to the requested one."""
+
+    def __init__(self, session_id: str, current: str, requested: str) -> None:
+        super().__init__(f"session {session_id!r} cannot move from {current!r} to {requested!r}")
+        self.session_id = session_id
+        self.current = current
+        self.requested = requested
+
+
+class UnexpectedStatus(InvalidTransition):
+    """The caller's ``expected`` status no longer holds (someone else moved the session)."""
+
+    def __init__(self, session_id: str, current: str, requested: str, expected: str) -> None:
+        super().__init__(session_id, current, requested)
+        self.expected = expected
+        self.args = (
+            f"session {session_id!r} is {current!r}, not the expected {expected!r}; it was not moved to {requested!r}",
+        )
+
+
+class SessionClosed(Conflict):
+    """The session exists but its status accepts no turns or connections."""
+
+    def __init__(self, session_id: str, status: str) -> None:
+        super().__init__(
+            f"session {session_id!r} is {status!r}; only active or handoff sessions accept turns and connections"
+        )
+        self.session_id = session_id
+        self.status = status
+
+
+class ReviewNotPending(Conflict):
+    """The review was decided already."""
+
+    def __init__(self, review_id: str, status: str) -> None:
+        super().__init__(f"review {review_id!r} is {status!r}, not pending_review")
+        self.review_id = review_id
+        self.status = status
+
+
+class ReviewExpired(Conflict):
+    """The review's ``expires_at`` has passed (TTL deletion may lag by up to days)."""
+
+    http_status = 410
+
+    def __init__(self, review_id: str, expires_at: int) -> None:
+        super().__init__(f"review {review_id!r} expired at {expires_at}")
+        self.review_id = review_id
+        self.expires_at = expires_at
+
+
+class AgentUnavailable(Conflict):
+    """The agent was reserved, released or changed by someone else first."""
+
+    def __init__(self, agent_id: str, reason: str) -> None:
+        super().__init__(f"agent {agent_id!r} {reason}")
+        self.agent_id = agent_id
+
+
+class BatchWriteIncomplete(StoreError):
+    """BatchWriteItem still returned UnprocessedItems after the retry bound.
+
+    ``remaining`` items (the unprocessed ones plus those never sent) are still in the table; the
+    operation is safe to run again.
+    """
+
+    http_status = 503
+
+    def __init__(self, remaining: int, deleted: int) -> None:
+        super().__init__(f"{remaining} item(s) left undeleted after retries ({deleted} deleted); retry later")
+        self.remaining = remaining
+        self.deleted = deleted

@@ -1,0 +1,83 @@
+"""Fixtures for unit tests: a moto sessions table, a fake clock, a store on both."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from lambdas.shared.store import DynamoSessionStore
+from tests.support.ddb import DEFAULT_TABLE_NAME, atomic_requests, create_sessions_table
+
+START_TIME = 1_767_225_600  # 2026-01-01T00:00:00Z
+
+
+class FakeClock:
+    """A settable clock in epoch seconds; pass it as ``clock=`` and move it with advance()."""
+
+    def __init__(self, now: float = START_TIME) -> None:
+        self.now = float(now)
+        self._lock = threading.Lock()
+
+    def __call__(self) -> float:
+        with self._lock:
+            return self.now
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self.now += seconds
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def ddb_client() -> Iterator[Any]:
+    """A low-level DynamoDB client inside an active moto mock (each request atomic).
+
+    Fake credentials and the region come from tests/conftest.py.
+    """
+    with mock_aws(), atomic_requests():
+        yield boto3.client("dynamodb", region_name="us-east-1")
+
+
+@pytest.fixture
+def table_name(ddb_client: Any) -> str:
+    create_sessions_table(ddb_client, DEFAULT_TABLE_NAME)
+    return DEFAULT_TABLE_NAME
+
+
+@pytest.fixture
+def sleeps() -> list[float]:
+    """Every delay the store asked to sleep (the store never really sleeps in tests)."""
+    return []
+
+
+@pytest.fixture
+def make_store(
+    ddb_client: Any, table_name: str, clock: FakeClock, sleeps: list[float]
+) -> Callable[..., DynamoSessionStore]:
+    """Factory: a store on the moto table with the fake clock; keywords override defaults."""
+
+    def make(**overrides: Any) -> DynamoSessionStore:
+        options: dict[str, Any] = {
+            "client": ddb_client,
+            "clock": clock,
+            "sleep": sleeps.append,
+            "rand": lambda: 1.0,  # jitter at its ceiling: delays are the exact backoff caps
+        }
+        options.update(overrides)
+        return DynamoSessionStore(table_name, **options)
+
+    return make
+
+
+@pytest.fixture
+def store(make_store: Callable[..., DynamoSessionStore]) -> DynamoSessionStore:
+    return make_store()
