@@ -1,0 +1,242 @@
+"""`make bench`: measure this project against baselines measured in the same run, print one table,
+and write it to docs/performance.md with the machine it ran on.
+
+Every row is a median over several runs (the count is in the row). Nothing here asserts a time:
+targets are printed next to the figures, and a miss is reported, never hidden.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PY = str(ROOT / ".venv" / "bin" / "python")
+ENV = {
+    **os.environ,
+    "JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION": "1",
+    "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+    "CDK_DISABLE_CLI_TELEMETRY": "true",
+}
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the table: what was measured, ours, the baseline, the target and whether we met it."""
+
+    what: str
+    this: str
+    baseline: str
+    target: str = ""
+    met: bool | None = None
+    runs: int = 1
+
+    def cells(self) -> list[str]:
+        verdict = "" if self.met is None else ("met" if self.met else "MISSED")
+        return [self.what, self.this, self.baseline, self.target, verdict, str(self.runs)]
+
+
+def _median_seconds(command: Sequence[str], runs: int, cwd: Path = ROOT) -> float:
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run(command, cwd=cwd, env=ENV, check=True, capture_output=True)  # noqa: S603
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def synth_rows(runs: int) -> list[Row]:
+    """Synth wall time of one stage via the CLI, against a one-bucket app on the same versions."""
+    out = Path(tempfile.mkdtemp(prefix="bench-synth-"))
+    ours = _median_seconds(
+        ["npx", "--no-install", "cdk", "synth", "-q", "--no-notices", "-c", "stage=dev", "-o", str(out / "app")],
+        runs,
+    )
+    baseline = _median_seconds(
+        [str(ROOT / "node_modules" / ".bin" / "cdk"), "synth", "-q", "--no-notices", "-o", str(out / "base")],
+        runs,
+        cwd=ROOT / "bench" / "baseline_app",
+    )
+    asset_rows = asset_size_rows(out / "app")
+    shutil.rmtree(out, ignore_errors=True)
+    ratio = ours / baseline
+    return [
+        Row(
+            "synth wall time, one stage (4 stacks)",
+            f"{ours:.1f} s",
+            f"{baseline:.1f} s (one-bucket app)",
+            "<= 1.5x baseline",
+            ratio <= 1.5,
+            runs,
+        ),
+        *asset_rows,
+    ]
+
+
+def asset_size_rows(cdk_out: Path) -> list[Row]:
+    """Zipped size of the lambdas code asset from the synthesized assembly."""
+    assets = [p for p in cdk_out.glob("**/asset.*") if p.is_dir() and (p / "lambdas").is_dir()]
+    if not assets:
+        return [Row("lambdas code asset (zipped)", "not found in cdk.out", "-")]
+    with tempfile.TemporaryDirectory() as scratch:
+        archive = Path(scratch) / "asset.zip"
+        with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zipped:
+            for file in sorted(assets[0].rglob("*")):
+                if file.is_file():
+                    zipped.write(file, file.relative_to(assets[0]))
+        size = archive.stat().st_size
+    return [Row("lambdas code asset (zipped)", f"{size / 1024:.0f} KB", "(absolute)", "< 300 KB", size < 300 * 1024)]
+
+
+def handler_modules() -> list[str]:
+    """Every module under lambdas/ that defines a Lambda entry point (`def handler`)."""
+    modules = []
+    for path in sorted((ROOT / "lambdas").rglob("*.py")):
+        if "def handler(" in path.read_text() or "\nhandler = " in path.read_text():
+            modules.append(".".join(path.relative_to(ROOT).with_suffix("").parts))
+    return modules
+
+
+def _cold_import_seconds(module: str, runs: int) -> float:
+    code = f"import time; t = time.perf_counter(); import {module}; print(time.perf_counter() - t)"
+    env = {**ENV, "AWS_DEFAULT_REGION": "us-east-1", "POWERTOOLS_TRACE_DISABLED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    samples = []
+    for _ in range(runs):
+        done = subprocess.run([PY, "-c", code], cwd=ROOT, env=env, check=True, capture_output=True, text=True)  # noqa: S603
+        samples.append(float(done.stdout.strip().splitlines()[-1]))
+    return statistics.median(samples)
+
+
+def import_rows(runs: int) -> list[Row]:
+    """Cold import of each handler module in a fresh interpreter, against `import boto3` alone."""
+    boto3_time = _cold_import_seconds("boto3", runs)
+    rows = [Row("cold import: boto3 alone (baseline)", f"{boto3_time * 1000:.0f} ms", "-", runs=runs)]
+    for module in handler_modules():
+        seconds = _cold_import_seconds(module, runs)
+        ratio = seconds / boto3_time
+        rows.append(
+            Row(
+                f"cold import: {module}",
+                f"{seconds * 1000:.0f} ms ({ratio:.2f}x)",
+                f"{boto3_time * 1000:.0f} ms (import boto3)",
+                "<= 1.5x boto3",
+                ratio <= 1.5,
+                runs,
+            )
+        )
+    return rows
+
+
+def test_suite_rows() -> list[Row]:
+    """`make test` wall time after install (one run: it is minutes long)."""
+    seconds = _median_seconds(["make", "test"], 1)
+    return [Row("make test wall time after install", f"{seconds:.0f} s", f"(absolute, {os.cpu_count()} cores)", runs=1)]
+
+
+def e2e_rows(runs: int) -> list[Row]:
+    """Wall time of the embedded end-to-end story."""
+    story = ROOT / "tests" / "e2e" / "test_story.py"
+    if not story.exists():
+        return [Row("embedded end-to-end story", "not present", "-")]
+    seconds = _median_seconds([PY, "-m", "pytest", "-q", "-n", "0", str(story)], runs)
+    return [Row("embedded end-to-end story (pytest)", f"{seconds:.1f} s", "(absolute)", runs=runs)]
+
+
+def store_rows() -> list[Row]:
+    """DynamoDB requests per chat turn and per 10,000-turn cleanup (bench/store.py, on moto)."""
+    from bench import store
+
+    rows = []
+    for item in store.run():
+        requests, floor = item["requests"], item["floor"]
+        measured_floor = item.get("floor_measured_backend", floor)
+        by_operation = ", ".join(f"{op} {count:g}" for op, count in item["by_operation"].items())
+        units = f"WRU moto {item['write_units_moto']:g}, model {item['write_units_model']:g}"
+        rows.append(
+            Row(
+                f"DynamoDB: {item['benchmark']}",
+                f"{requests} requests ({by_operation}); {units}",
+                f"floor {measured_floor} on moto (1,000,000-byte pages); {floor} on DynamoDB (1 MiB pages)"
+                if measured_floor != floor
+                else f"floor {floor} requests",
+                "at the floor",
+                requests <= measured_floor,
+            )
+        )
+    return rows
+
+
+def router_rows() -> list[Row]:
+    """AWS calls and records per second for a 100-record mixed batch (bench/router.py)."""
+    try:
+        from bench import router  # type: ignore[attr-defined]
+    except ImportError:
+        return [Row("stream router: 100-record batch", "bench/router.py missing", "-")]
+    return [item if isinstance(item, Row) else Row(**item) for item in router.run()]
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        model = next(
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        )
+        cpu = model
+    except (OSError, StopIteration):
+        pass
+    node = subprocess.run(["node", "--version"], capture_output=True, text=True, check=False).stdout.strip()  # noqa: S607
+    return (
+        f"{platform.system()} {platform.release()} {platform.machine()}, {os.cpu_count()} cores ({cpu}), "
+        f"Python {platform.python_version()}, Node {node}"
+    )
+
+
+def render(rows: Sequence[Row]) -> str:
+    header = ["what", "this project", "baseline (same run)", "target", "verdict", "runs"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(r.cells()) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str]) -> int:
+    runs = int(os.environ.get("BENCH_RUNS", "5"))
+    steps: list[tuple[str, Callable[[], list[Row]]]] = [
+        ("synth + asset", lambda: synth_rows(max(3, runs // 2))),
+        ("imports", lambda: import_rows(runs)),
+        ("store", store_rows),
+        ("router", router_rows),
+        ("e2e", lambda: e2e_rows(3)),
+    ]
+    if "--with-suite" in argv or os.environ.get("BENCH_SUITE") == "1":
+        steps.append(("make test", test_suite_rows))
+    rows: list[Row] = []
+    for label, step in steps:
+        print(f"measuring {label} ...", file=sys.stderr, flush=True)
+        rows += step()
+    table = render(rows)
+    print(table)
+    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    (ROOT / "docs" / "performance.md").write_text(
+        "# Performance\n\n"
+        f"Measured by `make bench` on {stamp}, on {machine()}.\n"
+        "Each figure is the median of the runs shown; every baseline was measured in the same run.\n"
+        "`make bench` skips the `make test` row unless `BENCH_SUITE=1` (it runs the whole suite).\n\n"
+        f"{table}\n"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
