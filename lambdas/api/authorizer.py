@@ -1,0 +1,112 @@
+"""REST API TOKEN authorizer: verifies the HS256 bearer token, answers a least-privilege policy.
+
+A valid token gets an Allow policy for exactly the routes its role may call
+(:data:`lambdas.api.access.ROUTES`), on this API and stage only, plus the context ``{sub, role}``
+that the integrations read as ``$context.authorizer.sub`` / ``requestContext.authorizer.sub``.
+Because API Gateway caches the result per token (``authorizer_cache_seconds``), the policy
+covers every route of the role, not only the method of the first call.
+
+Any refused token gets an explicit Deny of the whole API: the caller sees 403 (seed 000:
+"Token invalid -> 403"). A request without the header, or with one that is not ``Bearer
+<token>``, is answered 401 by API Gateway itself (identity source and validation expression)
+and never reaches this function. A failure to read the signing secret raises, so API Gateway
+answers 500 and nobody is let in.
+
+Environment:
+    JWT_SECRET_ARN: Secrets Manager secret holding the signing key (required).
+    JWT_ISSUER, JWT_AUDIENCE: the expected ``iss`` and ``aud`` (required).
+    SECRET_CACHE_SECONDS: how long a container keeps the secret, 0..3600 (default 300).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from lambdas.api.access import routes_for
+from lambdas.shared import env
+from lambdas.shared.tokens import TokenError, bearer, signing_secret, verify
+
+logger = Logger()
+
+
+@dataclass(frozen=True)
+class Settings:
+    secret_arn: str
+    issuer: str
+    audience: str
+    secret_cache_seconds: int
+
+
+@env.once
+def settings() -> Settings:
+    return Settings(
+        secret_arn=env.require("JWT_SECRET_ARN"),
+        issuer=env.require("JWT_ISSUER"),
+        audience=env.require("JWT_AUDIENCE"),
+        secret_cache_seconds=env.integer("SECRET_CACHE_SECONDS", 300, low=0, high=3600),
+    )
+
+
+def api_prefix(method_arn: str) -> str:
+    """``arn:aws:execute-api:<region>:<account>:<api-id>/<stage>`` of a method ARN."""
+    parts = method_arn.split("/")
+    if len(parts) < 3 or not parts[0].startswith("arn:") or ":execute-api:" not in parts[0] or not parts[1]:
+        raise ValueError("methodArn is not an execute-api method ARN")
+    return f"{parts[0]}/{parts[1]}"
+
+
+def policy(
+    principal_id: str, effect: str, resources: list[str], context: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """The authorizer response API Gateway expects."""
+    document: dict[str, Any] = {
+        "principalId": principal_id,
+        "policyDocument": {
+            "Version": "2012-10-17",
+            "Statement": [{"Action": "execute-api:Invoke", "Effect": effect, "Resource": resources}],
+        },
+    }
+    if context:
+        document["context"] = context
+    return document
+
+
+def allow(sub: str, role: str, method_arn: str) -> dict[str, Any]:
+    """Allow exactly the routes ``role`` may call, on this API and stage."""
+    prefix = api_prefix(method_arn)
+    resources = [f"{prefix}/{route.arn_suffix()}" for route in routes_for(role)]
+    return policy(sub, "Allow", resources, {"sub": sub, "role": role})
+
+
+def deny(method_arn: str) -> dict[str, Any]:
+    """Deny every route of this API and stage."""
+    try:
+        resource = f"{api_prefix(method_arn)}/*"
+    except ValueError:
+        resource = "*"
+    return policy("anonymous", "Deny", [resource])
+
+
+def authorize(event: dict[str, Any], secret: str, config: Settings) -> dict[str, Any]:
+    """The response for one TOKEN authorizer event (pure: tests call it without AWS)."""
+    method_arn = str(event.get("methodArn") or "")
+    token = bearer(event.get("authorizationToken"))
+    try:
+        claims = verify(token, secret, issuer=config.issuer, audience=config.audience)
+        return allow(claims.sub, claims.role, method_arn)
+    except TokenError as err:
+        logger.info("token refused", extra={"reason": err.reason})
+    except ValueError:
+        logger.warning("malformed methodArn")
+    return deny(method_arn)
+
+
+@logger.inject_lambda_context(clear_state=True)
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    config = settings()
+    secret = signing_secret(config.secret_arn, max_age=config.secret_cache_seconds)
+    return authorize(event, secret, config)

@@ -1,0 +1,295 @@
+"""Session Lambda behind the REST API: session CRUD, listings, execution status (seed 000 section 2).
+
+Routing is Powertools' ``APIGatewayRestResolver``. Every route validates its input again with the
+rules of :mod:`lambdas.api.validation` (the same ones API Gateway's models enforce, plus what they
+cannot: uuids, path and query parameters), checks the caller's role against
+:mod:`lambdas.api.access` and then ownership: a customer sees and changes only their own sessions
+and listing, an agent reads only sessions whose latest handoff is assigned to them, an admin
+everything. Anything the caller may not see answers 404, exactly like a missing record.
+
+Errors answer ``{"error": {"code", "message", "request_id"}}``: validation 400, forbidden 403,
+missing or foreign 404, conflict / illegal transition 409, anything unexpected 500 with only the
+request id (the details go to the log).
+
+Environment:
+    TABLE_NAME: the sessions table (required).
+    CORS_ALLOWED_ORIGINS: comma-separated origins answered with CORS headers (required).
+    SESSION_TTL_HOURS, CLEANUP_SHARDS: as the store's ``ttl_hours`` / ``cleanup_shards`` (defaults 24 / 8).
+    STATE_MACHINE_ARNS: comma-separated state machines whose executions ``GET /executions/{id}``
+        may describe (default: none, every execution answers 404).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, CORSConfig, Response, content_types
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from lambdas.api import access, validation
+from lambdas.api.validation import ValidationError
+from lambdas.shared import env
+from lambdas.shared.errors import Conflict, NotFound, StoreError
+from lambdas.shared.records import Session, SessionStatus
+from lambdas.shared.serialize import public
+from lambdas.shared.store import DynamoSessionStore
+
+logger = Logger()
+tracer = Tracer()
+
+
+@dataclass(frozen=True)
+class Settings:
+    table_name: str
+    cors_origins: tuple[str, ...]
+    session_ttl_hours: int
+    cleanup_shards: int
+    state_machine_arns: frozenset[str]
+
+
+def _split(value: str | None) -> tuple[str, ...]:
+    return tuple(part.strip() for part in (value or "").split(",") if part.strip())
+
+
+@env.once
+def settings() -> Settings:
+    origins = _split(env.require("CORS_ALLOWED_ORIGINS"))
+    return Settings(
+        table_name=env.require("TABLE_NAME"),
+        cors_origins=origins,
+        session_ttl_hours=env.integer("SESSION_TTL_HOURS", 24, low=1),
+        cleanup_shards=env.integer("CLEANUP_SHARDS", 8, low=1, high=64),
+        state_machine_arns=frozenset(_split(env.optional("STATE_MACHINE_ARNS"))),
+    )
+
+
+@env.once
+def store() -> DynamoSessionStore:
+    config = settings()
+    return DynamoSessionStore(
+        config.table_name, ttl_hours=config.session_ttl_hours, cleanup_shards=config.cleanup_shards
+    )
+
+
+@env.once
+def sfn() -> Any:
+    return boto3.client("stepfunctions", config=Config(retries={"mode": "standard"}))
+
+
+class Forbidden(Exception):
+    """The caller's role may not call this route at all."""
+
+
+@env.once
+def app() -> APIGatewayRestResolver:
+    """The resolver, built once per container (its CORS origins come from the environment)."""
+    origins = settings().cors_origins
+    cors = CORSConfig(
+        allow_origin=origins[0] if origins else "",
+        extra_origins=list(origins[1:]),
+        allow_headers=["Authorization", "Content-Type", "Idempotency-Key"],
+        max_age=600,
+    )
+    resolver = APIGatewayRestResolver(cors=cors)
+    _register(resolver)
+    return resolver
+
+
+@dataclass(frozen=True)
+class Caller:
+    sub: str
+    role: str
+
+
+def _request_id(resolver: APIGatewayRestResolver) -> str:
+    return str(resolver.current_event.request_context.request_id or "")
+
+
+def _error(resolver: APIGatewayRestResolver, status: int, code: str, message: str) -> Response:
+    body = {"error": {"code": code, "message": message, "request_id": _request_id(resolver)}}
+    return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body=json.dumps(body))
+
+
+def _json(status: int, body: Any) -> Response:
+    return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body=json.dumps(body))
+
+
+def _caller(resolver: APIGatewayRestResolver, method: str, path: str) -> Caller:
+    """The authorizer's identity, checked against the route table (defence in depth)."""
+    context = resolver.current_event.request_context.authorizer.get_context() or {}
+    sub, role = context.get("sub"), context.get("role")
+    if not isinstance(sub, str) or not sub or role not in access.route(method, path).roles:
+        raise Forbidden()
+    return Caller(sub, str(role))
+
+
+def _can_read(caller: Caller, session: Session) -> bool:
+    if caller.role == access.ADMIN:
+        return True
+    if caller.role == access.CUSTOMER:
+        return session.customer_id == caller.sub
+    if caller.role == access.AGENT:
+        handoff = store().latest_handoff(session.session_id)
+        return handoff is not None and handoff.agent_id == caller.sub
+    return False
+
+
+def _can_change(caller: Caller, session: Session) -> bool:
+    return caller.role == access.ADMIN or (caller.role == access.CUSTOMER and session.customer_id == caller.sub)
+
+
+def _visible_session(caller: Caller, session_id: str, *, change: bool = False) -> Session:
+    """The session if the caller may see (or change) it; NotFound otherwise, whichever the cause."""
+    session = store().get_session(session_id)
+    allowed = session is not None and (_can_change(caller, session) if change else _can_read(caller, session))
+    if session is None or not allowed:
+        raise NotFound("session", session_id)
+    return session
+
+
+def _session_id(resolver: APIGatewayRestResolver, value: str) -> str:
+    return validation.parse_path(value, validation.SESSION_ID, "id")
+
+
+def _register(resolver: APIGatewayRestResolver) -> None:
+    @resolver.post("/sessions")
+    @tracer.capture_method
+    def create_session() -> Response:
+        caller = _caller(resolver, "POST", "/sessions")
+        body = validation.parse_body(resolver.current_event.body, validation.CREATE_SESSION)
+        if caller.role == access.CUSTOMER and body["customer_id"] != caller.sub:
+            raise Forbidden()
+        session = store().create_session(body["customer_id"], metadata=body.get("metadata") or {})
+        return _json(201, public(session))
+
+    @resolver.get("/sessions/<session_id>")
+    @tracer.capture_method
+    def get_session(session_id: str) -> Response:
+        caller = _caller(resolver, "GET", "/sessions/{id}")
+        session = _visible_session(caller, _session_id(resolver, session_id))
+        return _json(200, public(session))
+
+    @resolver.get("/sessions/<session_id>/turns")
+    @tracer.capture_method
+    def get_turns(session_id: str) -> Response:
+        caller = _caller(resolver, "GET", "/sessions/{id}/turns")
+        sid = _session_id(resolver, session_id)
+        query = validation.parse_query(resolver.current_event.query_string_parameters, validation.TURNS_QUERY)
+        _visible_session(caller, sid)
+        page = store().list_turns(sid, limit=query["limit"], cursor=query.get("cursor"))
+        return _json(
+            200,
+            {"session_id": sid, "turns": [public(turn) for turn in page.items], "next_cursor": page.next_cursor},
+        )
+
+    @resolver.delete("/sessions/<session_id>")
+    @tracer.capture_method
+    def delete_session(session_id: str) -> Response:
+        caller = _caller(resolver, "DELETE", "/sessions/{id}")
+        session = _visible_session(caller, _session_id(resolver, session_id), change=True)
+        updated = store().update_status(session.session_id, SessionStatus.DELETED)
+        return _json(202, {"session_id": updated.session_id, "status": str(updated.status)})
+
+    @resolver.get("/customers/<customer_id>/sessions")
+    @tracer.capture_method
+    def list_customer_sessions(customer_id: str) -> Response:
+        caller = _caller(resolver, "GET", "/customers/{id}/sessions")
+        cid = validation.parse_path(customer_id, validation.CUSTOMER_ID, "id")
+        query = validation.parse_query(
+            resolver.current_event.query_string_parameters, validation.CUSTOMER_SESSIONS_QUERY
+        )
+        if caller.role != access.ADMIN and cid != caller.sub:
+            raise NotFound("customer", cid)
+        page = store().list_customer_sessions(cid, limit=query["limit"], cursor=query.get("cursor"))
+        return _json(
+            200,
+            {"customer_id": cid, "sessions": [public(s) for s in page.items], "next_cursor": page.next_cursor},
+        )
+
+    @resolver.get("/executions/<execution_id>")
+    @tracer.capture_method
+    def describe_execution(execution_id: str) -> Response:
+        caller = _caller(resolver, "GET", "/executions/{id}")
+        arn = validation.parse_path(execution_id, validation.EXECUTION_ID, "id")
+        return _json(200, _execution(caller, arn))
+
+    @resolver.exception_handler(ValidationError)
+    def on_validation(err: ValidationError) -> Response:
+        return _error(resolver, 400, "ValidationError", str(err))
+
+    @resolver.exception_handler(Forbidden)
+    def on_forbidden(_: Forbidden) -> Response:
+        return _error(resolver, 403, "Forbidden", "this role may not do that")
+
+    @resolver.exception_handler(NotFound)
+    def on_not_found(err: NotFound) -> Response:
+        return _error(resolver, 404, "NotFound", str(err))
+
+    @resolver.exception_handler(Conflict)
+    def on_conflict(err: Conflict) -> Response:
+        # ReviewExpired (410) and the like keep their own status.
+        return _error(resolver, err.http_status, type(err).__name__, str(err))
+
+    @resolver.exception_handler(StoreError)
+    def on_store_error(err: StoreError) -> Response:
+        if 400 <= err.http_status < 500:
+            return _error(resolver, err.http_status, type(err).__name__, str(err))
+        logger.exception("store error")
+        return _error(resolver, 500, "InternalError", "internal error; quote the request id")
+
+    @resolver.exception_handler(Exception)
+    def on_unexpected(_: Exception) -> Response:
+        logger.exception("unhandled error")
+        return _error(resolver, 500, "InternalError", "internal error; quote the request id")
+
+    @resolver.not_found
+    def on_unknown_route(_: Exception) -> Response:
+        return _error(resolver, 404, "NotFound", "no such route")
+
+
+def _execution(caller: Caller, execution_arn: str) -> dict[str, Any]:
+    """Status of an execution the caller started (admins: any of ours); NotFound otherwise."""
+    workflow, _, _name = execution_arn.rpartition(":")
+    state_machine_arn = workflow.replace(":execution:", ":stateMachine:", 1)
+    if state_machine_arn not in settings().state_machine_arns:
+        raise NotFound("execution", execution_arn)
+    try:
+        described = sfn().describe_execution(executionArn=execution_arn)
+    except ClientError as err:
+        if err.response.get("Error", {}).get("Code") in ("ExecutionDoesNotExist", "InvalidArn"):
+            raise NotFound("execution", execution_arn) from None
+        raise
+    try:
+        started_by = json.loads(described.get("input") or "{}").get("requested_by")
+    except (ValueError, AttributeError):
+        started_by = None
+    if caller.role != access.ADMIN and started_by != caller.sub:
+        raise NotFound("execution", execution_arn)
+    result: dict[str, Any] = {
+        "execution_arn": execution_arn,
+        "status": described["status"],
+        "started_at": described["startDate"].isoformat(),
+    }
+    if described.get("stopDate"):
+        result["stopped_at"] = described["stopDate"].isoformat()
+    if described["status"] != "SUCCEEDED" and described.get("error"):
+        result["error"] = described["error"]  # the error name only; its cause may hold internals
+    if caller.role == access.ADMIN and described.get("output"):
+        try:
+            result["output"] = json.loads(described["output"])
+        except ValueError:
+            result["output"] = None
+    return result
+
+
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST, clear_state=True)
+@tracer.capture_lambda_handler
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return app().resolve(event, context)
