@@ -213,3 +213,24 @@ def test_signing_secret_is_fetched_once_then_cached(secrets_client: Any) -> None
     assert first == second == SECRET
     env.reset()
     assert signing_secret(arn, max_age=300) == "r" * 48
+
+
+def test_mint_token_tool_prints_a_token_the_stage_accepts(capsys: pytest.CaptureFixture[str]) -> None:
+    # Given the dev stage's issuer and audience from cdk.json
+    from tools.mint_token import main, stage_config
+
+    config = stage_config("dev")
+    # When a token is minted on the command line
+    assert main(["--sub", "alice", "--role", "agent", "--secret", SECRET]) == 0
+    token = capsys.readouterr().out.strip()
+    # Then it verifies against the stage's settings with the same secret
+    claims = verify(token, SECRET, issuer=config.jwt_issuer, audience=config.jwt_audience)
+    assert (claims.sub, claims.role) == ("alice", "agent")
+
+
+def test_mint_token_tool_fails_on_a_bad_role(capsys: pytest.CaptureFixture[str]) -> None:
+    from tools.mint_token import main
+
+    with pytest.raises(SystemExit):
+        main(["--sub", "alice", "--role", "root", "--secret", SECRET])
+    assert "invalid choice" in capsys.readouterr().err

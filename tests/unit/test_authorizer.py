@@ -1,0 +1,230 @@
+"""REST TOKEN authorizer: policies per role, every refusal, generated tokens, the handler on moto."""
+
+from __future__ import annotations
+
+import base64
+import fnmatch
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from moto import mock_aws
+
+from lambdas.api import access, authorizer
+from lambdas.shared import env
+from lambdas.shared.tokens import mint
+
+SECRET = "k" * 64
+ISS = "https://auth.test"
+AUD = "test-api"
+PREFIX = "arn:aws:execute-api:us-east-1:123456789012:abc123/dev"
+CONFIG = authorizer.Settings(secret_arn="unused", issuer=ISS, audience=AUD, secret_cache_seconds=300)
+
+
+def token_event(token: str | None, method_arn: str = f"{PREFIX}/GET/sessions/123") -> dict[str, Any]:
+    """A TOKEN authorizer event as API Gateway sends it."""
+    event: dict[str, Any] = {"type": "TOKEN", "methodArn": method_arn}
+    if token is not None:
+        event["authorizationToken"] = token
+    return event
+
+
+def _token(**overrides: Any) -> str:
+    args: dict[str, Any] = {"sub": "alice", "role": "customer", "secret": SECRET, "issuer": ISS, "audience": AUD}
+    args.update(overrides)
+    return mint(**args)
+
+
+def _authorize(header: str | None, **kw: Any) -> dict[str, Any]:
+    return authorizer.authorize(token_event(header, **kw), SECRET, CONFIG)
+
+
+def _allowed(response: dict[str, Any], method: str, path: str) -> bool:
+    """IAM's evaluation of the policy for one request: explicit deny wins, `*` spans `/`."""
+    arn = f"{PREFIX}/{method}/{path.lstrip('/')}"
+    allow = deny = False
+    for statement in response["policyDocument"]["Statement"]:
+        resources = statement["Resource"]
+        if any(fnmatch.fnmatchcase(arn, pattern) for pattern in resources):
+            allow |= statement["Effect"] == "Allow"
+            deny |= statement["Effect"] == "Deny"
+    return allow and not deny
+
+
+def _concrete(route: access.Route) -> str:
+    return route.path.replace("{id}", "0b7c").replace("{session_id}", "0b7c")
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+# ---------------------------------------------------------------- allow
+
+
+@pytest.mark.parametrize("role", [access.CUSTOMER, access.AGENT, access.ADMIN])
+def test_valid_token_gets_exactly_its_roles_routes(role: str) -> None:
+    # Given a valid token of the role
+    response = _authorize(f"Bearer {_token(role=role, sub='u-1')}")
+    # Then the principal and context carry sub and role
+    assert response["principalId"] == "u-1"
+    assert response["context"] == {"sub": "u-1", "role": role}
+    # And every route of the table is allowed exactly when the role is listed for it
+    for route in access.ROUTES:
+        if route.public:
+            continue
+        assert _allowed(response, route.method, _concrete(route)) == (role in route.roles), (role, route)
+
+
+def test_policy_is_limited_to_this_api_and_stage() -> None:
+    response = _authorize(f"Bearer {_token(role='admin')}")
+    for resource in response["policyDocument"]["Statement"][0]["Resource"]:
+        assert resource.startswith(f"{PREFIX}/")
+    assert not any(r.endswith("/*/*") for r in response["policyDocument"]["Statement"][0]["Resource"])
+
+
+def test_customer_policy_allows_no_admin_or_agent_route() -> None:
+    response = _authorize(f"Bearer {_token()}")
+    assert _allowed(response, "GET", "/sessions/0b7c")
+    assert not _allowed(response, "POST", "/admin/cleanup")
+    assert not _allowed(response, "POST", "/handoffs/0b7c/accept")
+    assert not _allowed(response, "PUT", "/sessions/0b7c")
+
+
+# ---------------------------------------------------------------- deny
+
+
+def _is_deny_all(response: dict[str, Any]) -> bool:
+    statements = response["policyDocument"]["Statement"]
+    return (
+        response["principalId"] == "anonymous"
+        and "context" not in response
+        and [s["Effect"] for s in statements] == ["Deny"]
+        and statements[0]["Resource"] == [f"{PREFIX}/*"]
+    )
+
+
+NOW = int(time.time())
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        pytest.param(None, id="missing"),
+        pytest.param("", id="empty"),
+        pytest.param("Bearer", id="bearer-without-token"),
+        pytest.param(f"Basic {_token()}", id="other-scheme"),
+        pytest.param("Bearer not-a-jwt", id="malformed"),
+        pytest.param("Bearer a.b.c", id="malformed-segments"),
+        pytest.param(f"Bearer {_token(now=NOW - 7200, ttl_seconds=60)}", id="expired"),
+        pytest.param(f"Bearer {_token(now=NOW + 3600)}", id="not-yet-valid"),
+        pytest.param(f"Bearer {_token(audience='other-api')}", id="wrong-audience"),
+        pytest.param(f"Bearer {_token(issuer='https://evil.test')}", id="wrong-issuer"),
+        pytest.param(f"Bearer {_token(secret='x' * 64)}", id="wrong-secret"),
+    ],
+)
+def test_refused_tokens_get_a_deny_of_everything(header: str | None) -> None:
+    assert _is_deny_all(_authorize(header))
+
+
+def test_tampered_payload_is_denied() -> None:
+    head, payload, sig = _token().split(".")
+    claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    claims["role"] = "admin"
+    assert _is_deny_all(_authorize(f"Bearer {head}.{_b64(json.dumps(claims).encode())}.{sig}"))
+
+
+def test_tampered_signature_is_denied() -> None:
+    head, payload, sig = _token().split(".")
+    tampered = ("A" if sig[0] != "A" else "B") + sig[1:]
+    assert _is_deny_all(_authorize(f"Bearer {head}.{payload}.{tampered}"))
+
+
+@pytest.mark.parametrize("alg", ["none", "HS512", "RS256"])
+def test_other_algorithms_are_denied(alg: str) -> None:
+    _, payload, sig = _token().split(".")
+    head = _b64(json.dumps({"alg": alg, "typ": "JWT"}).encode())
+    assert _is_deny_all(_authorize(f"Bearer {head}.{payload}."))
+    assert _is_deny_all(_authorize(f"Bearer {head}.{payload}.{sig}"))
+
+
+def test_malformed_method_arn_is_denied_everywhere() -> None:
+    response = authorizer.authorize(token_event(f"Bearer {_token()}", method_arn="garbage"), SECRET, CONFIG)
+    assert response["policyDocument"]["Statement"] == [
+        {"Action": "execute-api:Invoke", "Effect": "Deny", "Resource": ["*"]}
+    ]
+
+
+# ---------------------------------------------------------------- generated tokens
+
+_b64_segment = st.binary(max_size=80).map(_b64)
+_json_segment = st.dictionaries(
+    st.sampled_from(["alg", "typ", "sub", "role", "iss", "aud", "exp", "nbf", "kid"]),
+    st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+    max_size=8,
+).map(lambda d: _b64(json.dumps(d).encode()))
+_random_tokens = st.one_of(
+    st.text(max_size=300),
+    st.tuples(_json_segment | _b64_segment, _json_segment | _b64_segment, _b64_segment).map(".".join),
+    st.tuples(
+        st.just(_b64(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())),
+        _json_segment,
+        _b64_segment,
+    ).map(".".join),
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(token=_random_tokens, scheme=st.sampled_from(["Bearer ", "bearer ", "", "Basic "]))
+def test_no_generated_token_is_allowed(token: str, scheme: str) -> None:
+    response = _authorize(scheme + token)
+    assert [s["Effect"] for s in response["policyDocument"]["Statement"]] == ["Deny"]
+
+
+# ---------------------------------------------------------------- the handler on moto
+
+
+class Context:
+    function_name = "Authorizer"
+    memory_limit_in_mb = 128
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:Authorizer"
+    aws_request_id = "lambda-request-1"
+
+
+@pytest.fixture
+def secret_arn(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    with mock_aws():
+        arn = boto3.client("secretsmanager").create_secret(Name="jwt", SecretString=SECRET)["ARN"]
+        monkeypatch.setenv("JWT_SECRET_ARN", arn)
+        monkeypatch.setenv("JWT_ISSUER", ISS)
+        monkeypatch.setenv("JWT_AUDIENCE", AUD)
+        env.reset()
+        yield arn
+        env.reset()
+
+
+def test_handler_reads_the_secret_and_allows(secret_arn: str) -> None:
+    response = authorizer.handler(token_event(f"Bearer {_token(role='agent')}"), Context())
+    assert response["context"] == {"sub": "alice", "role": "agent"}
+    assert response["policyDocument"]["Statement"][0]["Effect"] == "Allow"
+
+
+def test_handler_fails_loudly_when_the_secret_is_unreadable(secret_arn: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given a secret id that does not exist: API Gateway must answer 500, never allow
+    monkeypatch.setenv("JWT_SECRET_ARN", secret_arn + "-gone")
+    env.reset()
+    with pytest.raises(Exception, match=r"(?i)secret"):
+        authorizer.handler(token_event(f"Bearer {_token()}"), Context())
+
+
+def test_handler_fails_on_missing_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("JWT_SECRET_ARN", raising=False)
+    env.reset()
+    with pytest.raises(env.MissingSetting, match="JWT_SECRET_ARN"):
+        authorizer.handler(token_event("Bearer x"), Context())
+    env.reset()
