@@ -1,0 +1,244 @@
+"""Review links: ``GET /reviews/{id}/approve`` and ``GET /reviews/{id}/reject`` from the e-mail.
+
+A reviewer clicks a link sent by the approval gate (``lambdas.orchestration.review_request``).
+This handler checks the link's HMAC signature (constant time) and expiry, records the decision
+with the store's conditional ``decide_review`` (only a pending review whose ``expires_at`` has
+not passed; TTL deletion lags by up to 48 h, so it is never trusted), then completes the paused
+workflow's task token (kept on the review record) with success (the checkpointed state is the
+task's output) or failure (error ``ReviewRejected``, cause the review id). A person reads the
+answer, so every answer is a small HTML page, never JSON and never internals:
+
+| case | status |
+|---|---|
+| approved / rejected | 200 |
+| signature missing, malformed, forged or altered | 403 "invalid link" |
+| unknown review (valid signature, no record) | 404 |
+| already decided (second click, the other link) | 409 |
+| link or review expired; workflow no longer waiting | 410 |
+| anything unexpected | 500 with the request id |
+
+The order of checks means a forged link never reaches DynamoDB and an expired one never reaches
+Step Functions. If recording succeeded but completing the token failed (throttling, a crash),
+clicking the same link again answers 409 and delivers the recorded decision to the workflow
+again; Step Functions completes a task at most once, so the workflow is never resumed twice.
+
+Deployed by ApiStack behind the REST API (no authorizer: the signature is the credential).
+Environment:
+    TABLE_NAME: the single table (read and conditional update of ``REVIEW#`` records).
+    REVIEW_SECRET_ARN: the gate's signing secret (``HumanApprovalGate.signing_secret``).
+Permissions: ``HumanApprovalGate.grant_decide(function, state_machine)`` grants all of them
+(SendTaskSuccess/SendTaskFailure on the state machine, secret read, table read/write).
+"""
+
+from __future__ import annotations
+
+import html
+import time
+from dataclasses import dataclass
+from typing import Any, Final
+
+import boto3
+from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from lambdas.shared import env, signing, tokens
+from lambdas.shared.errors import ReviewExpired, ReviewNotFound, ReviewNotPending
+from lambdas.shared.records import Review, ReviewStatus
+from lambdas.shared.store import DynamoSessionStore
+
+logger = Logger()
+tracer = Tracer()
+app = APIGatewayRestResolver()
+
+#: Error name the rejected task fails with; the gate's Catch routes it to the rejection path.
+REJECTED_ERROR: Final = "ReviewRejected"
+_OUTCOME: Final = {"approve": ReviewStatus.APPROVED, "reject": ReviewStatus.REJECTED}
+# Step Functions' answers for a token whose task is over (completed, timed out, aborted).
+_TASK_OVER: Final = frozenset({"TaskTimedOut", "TaskDoesNotExist", "InvalidToken"})
+_SECRET_MAX_AGE: Final = 300
+_MAX_EXP_DIGITS: Final = 12
+
+
+@dataclass(frozen=True)
+class Settings:
+    table_name: str
+    secret_arn: str
+
+
+@env.once
+def settings() -> Settings:
+    return Settings(table_name=env.require("TABLE_NAME"), secret_arn=env.require("REVIEW_SECRET_ARN"))
+
+
+@env.once
+def store() -> DynamoSessionStore:
+    return DynamoSessionStore(settings().table_name)
+
+
+@env.once
+def sfn() -> Any:
+    return boto3.client("stepfunctions", config=Config(retries={"mode": "standard", "max_attempts": 5}))
+
+
+def signing_key() -> bytes:
+    return signing.key_from_secret(tokens.signing_secret(settings().secret_arn, max_age=_SECRET_MAX_AGE))
+
+
+# ---------------------------------------------------------------------------- pages
+
+_PAGES: Final[dict[str, tuple[int, str, str]]] = {
+    "approved": (200, "Approved", "Thank you. The request was approved and the workflow continues."),
+    "rejected": (200, "Rejected", "Thank you. The request was rejected; the requester will be told."),
+    "invalid": (403, "Invalid link", "This link is not valid. Use the link from the e-mail exactly as sent."),
+    "unknown": (404, "Unknown review", "There is no such review (it may have been removed after it expired)."),
+    "already_approved": (409, "Already decided", "This request was already approved. Nothing was changed."),
+    "already_rejected": (409, "Already decided", "This request was already rejected. Nothing was changed."),
+    "expired": (410, "Link expired", "This link has expired. The request was treated as rejected."),
+    "not_waiting": (410, "No longer waiting", "This request is no longer waiting for a decision."),
+    "not_found": (404, "Not found", "There is nothing at this address."),
+    "error": (500, "Something went wrong", "The decision could not be recorded. Please try the link again later."),
+}
+#: Every page kind, for tests and for anyone adding one.
+PAGE_KINDS: Final = tuple(_PAGES)
+
+
+def page(kind: str, *, detail: str | None = None) -> Response[str]:
+    """A small, self-contained HTML page (escaped text, no scripts, no external resources)."""
+    status, title, text = _PAGES[kind]
+    paragraphs = f"<p>{html.escape(text)}</p>"
+    if detail:
+        paragraphs += f"<p>{html.escape(detail)}</p>"
+    body = (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{html.escape(title)}</title></head>"
+        f"<body><h1>{html.escape(title)}</h1>{paragraphs}</body></html>"
+    )
+    return Response(
+        status_code=status,
+        content_type="text/html; charset=utf-8",
+        body=body,
+        headers={
+            "Cache-Control": "no-store",
+            "Content-Security-Policy": "default-src 'none'",
+            "Referrer-Policy": "no-referrer",
+            "X-Content-Type-Options": "nosniff",
+            "X-Frame-Options": "DENY",
+        },
+    )
+
+
+# ---------------------------------------------------------------------------- domain
+
+
+def parse_expiry(raw: str | None) -> int | None:
+    """The ``exp`` query value as epoch seconds, or None when absent or not a plain number."""
+    if raw is None or not raw.isascii() or not raw.isdigit() or len(raw) > _MAX_EXP_DIGITS:
+        return None
+    return int(raw)
+
+
+def complete(review: Review, decision: ReviewStatus) -> bool:
+    """Hand the decision to the paused workflow; False when its task is already over."""
+    if not review.task_token:
+        raise RuntimeError(f"review {review.review_id} holds no task token")
+    try:
+        if decision == ReviewStatus.APPROVED:
+            sfn().send_task_success(taskToken=review.task_token, output=review.state)
+        else:
+            sfn().send_task_failure(taskToken=review.task_token, error=REJECTED_ERROR, cause=review.review_id)
+    except ClientError as err:
+        if err.response.get("Error", {}).get("Code") in _TASK_OVER:
+            return False
+        raise
+    return True
+
+
+def decide(review_id: str, action: str, exp_raw: str | None, sig: str | None, decided_by: str) -> Response[str]:
+    """Verify, record, resume: the whole decision, as a page for the person who clicked."""
+    exp = parse_expiry(exp_raw)
+    if exp is None or not sig or not signing.verify(signing_key(), review_id, action, exp, sig):
+        logger.warning("review link refused: bad signature", extra={"review_id": review_id[:64], "action": action})
+        return page("invalid")
+    if time.time() >= exp:
+        return page("expired")
+    review = store().get_review(review_id)
+    if review is None:
+        return page("unknown")
+    if review.expires_at != exp:
+        logger.warning("review link refused: expiry differs from the record", extra={"review_id": review_id})
+        return page("invalid")
+    outcome = _OUTCOME[action]
+    try:
+        decided = store().decide_review(review_id, outcome, decided_by=decided_by)
+    except ReviewNotFound:
+        return page("unknown")
+    except ReviewExpired:
+        return page("expired")
+    except ReviewNotPending as err:
+        return _second_click(review, outcome, err.status)
+    if not complete(decided, outcome):
+        logger.warning("decision recorded but the workflow no longer waits", extra={"review_id": review_id})
+        return page("not_waiting")
+    logger.info("review decided", extra={"review_id": review_id, "status": str(outcome)})
+    return page("approved" if outcome == ReviewStatus.APPROVED else "rejected")
+
+
+def _second_click(review: Review, outcome: ReviewStatus, status: str) -> Response[str]:
+    """409 for a decided review; the same decision is delivered again in case the first failed."""
+    if status == ReviewStatus.EXPIRED:
+        return page("expired")
+    if status == outcome:
+        # Repairs a first click whose SendTask call failed after the record changed; Step
+        # Functions refuses it (TaskDoesNotExist/InvalidToken) when the task is already over.
+        try:
+            if complete(review, outcome):
+                logger.warning("recorded decision delivered on a repeated click", extra={"review_id": review.review_id})
+        except Exception:
+            logger.exception("redelivery of a recorded decision failed", extra={"review_id": review.review_id})
+    return page("already_approved" if status == ReviewStatus.APPROVED else "already_rejected")
+
+
+# ---------------------------------------------------------------------------- routes
+
+
+def _caller() -> str:
+    source_ip = app.current_event.request_context.identity.source_ip
+    return f"review-link from {source_ip}" if source_ip else "review-link"
+
+
+def _route(review_id: str, action: str) -> Response[str]:
+    params = app.current_event.query_string_parameters or {}
+    return decide(review_id, action, params.get("exp"), params.get("sig"), _caller())
+
+
+@app.get("/reviews/<review_id>/approve")
+def approve(review_id: str) -> Response[str]:
+    return _route(review_id, "approve")
+
+
+@app.get("/reviews/<review_id>/reject")
+def reject(review_id: str) -> Response[str]:
+    return _route(review_id, "reject")
+
+
+@app.not_found
+def not_found(_: Exception) -> Response[str]:
+    return page("not_found")
+
+
+@app.exception_handler(Exception)
+def unexpected(error: Exception) -> Response[str]:
+    logger.exception("review link failed")
+    request_id = app.current_event.request_context.request_id
+    return page("error", detail=f"Reference: {request_id}" if request_id else None)
+
+
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
+@tracer.capture_lambda_handler
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return app.resolve(event, context)

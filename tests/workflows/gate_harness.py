@@ -1,0 +1,280 @@
+"""Run HumanApprovalGate state machines, as synthesized, on moto's executor (helpers for tests).
+
+A CDK test stack holds the gate(s); :func:`deploy_gate_machine` resolves one state machine's
+definition and the request Lambda's environment against moto resources (table, topic, secret,
+in-process Lambda functions via ``tests.support.lambda_bridge``) and creates it on moto. The
+reviewer's e-mails land on an SQS queue subscribed to the topic (raw delivery), so a test reads
+the links exactly as a person would, and clicks them through the deployed link handler.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+from unittest import mock
+from urllib.parse import parse_qsl, urlsplit
+
+import boto3
+from moto.core.responses import EmptyResult
+from moto.stepfunctions.responses import StepFunctionResponse
+
+from tests.support.ddb import create_sessions_table
+from tests.support.lambda_bridge import deploy_function
+
+LINK_BASE_URL = "https://api.example.test/prod"
+REGION = "us-east-1"
+
+
+@contextmanager
+def task_failure_cause() -> Iterator[None]:
+    """Make moto pass SendTaskFailure's ``cause`` on to the execution, as Step Functions does.
+
+    moto 5.2.5's ``StepFunctionResponse.send_task_failure`` reads only ``taskToken`` and
+    ``error`` and drops ``cause`` (its executor backend accepts one), so a Catch would see no
+    Cause. This restores the documented behaviour for the duration of the block.
+    """
+
+    def send_task_failure(self: StepFunctionResponse) -> EmptyResult:
+        backend: Any = self.stepfunction_backend  # the executor's backend, whose method takes cause
+        backend.send_task_failure(
+            self._get_param("taskToken"), error=self._get_param("error"), cause=self._get_param("cause")
+        )
+        return EmptyResult()
+
+    with mock.patch.object(StepFunctionResponse, "send_task_failure", send_task_failure):
+        yield
+
+
+def resolve(value: Any, refs: Mapping[str, str]) -> Any:
+    """Resolve Ref / Fn::GetAtt(Arn) / Fn::Join of a CloudFormation value with ``refs``."""
+    if isinstance(value, dict):
+        if "Ref" in value:
+            return refs[value["Ref"]]
+        if "Fn::GetAtt" in value:
+            logical_id, attribute = value["Fn::GetAtt"]
+            return refs[f"{logical_id}.{attribute}"]
+        if "Fn::Join" in value:
+            separator, parts = value["Fn::Join"]
+            return separator.join(str(resolve(part, refs)) for part in parts)
+        return {k: resolve(v, refs) for k, v in value.items()}
+    if isinstance(value, list):
+        return [resolve(v, refs) for v in value]
+    return value
+
+
+def logical_id_of(template: Mapping[str, Any], kind: str, path_part: str) -> str:
+    """The logical id of the one resource of ``kind`` whose construct path contains ``path_part``."""
+    found = [
+        lid
+        for lid, res in template["Resources"].items()
+        if res["Type"] == kind and path_part in res.get("Metadata", {}).get("aws:cdk:path", "")
+    ]
+    if len(found) != 1:
+        raise KeyError(f"expected one {kind} under {path_part!r}, found {found}")
+    return found[0]
+
+
+@dataclass
+class GateMachine:
+    """A gate state machine deployed on moto, with what a test needs to drive it."""
+
+    state_machine_arn: str
+    table_name: str
+    topic_arn: str
+    queue_url: str
+    secret_arn: str
+    review_function: str
+    key: bytes
+
+    # ------------------------------------------------------------------ executions
+
+    def start(self, state: Mapping[str, Any]) -> str:
+        sfn = boto3.client("stepfunctions", region_name=REGION)
+        # Always name it: moto 5.2.5 names an unnamed execution "None", so a second unnamed start
+        # with the same input returns the first execution (idempotent start) instead of a new one.
+        name = f"run-{uuid.uuid4().hex}"
+        response = sfn.start_execution(stateMachineArn=self.state_machine_arn, name=name, input=json.dumps(state))
+        return str(response["executionArn"])
+
+    def describe(self, execution_arn: str) -> dict[str, Any]:
+        return dict(boto3.client("stepfunctions", region_name=REGION).describe_execution(executionArn=execution_arn))
+
+    def wait_done(self, execution_arn: str, timeout: float = 20.0) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            description = self.describe(execution_arn)
+            if description["status"] != "RUNNING":
+                return description
+            time.sleep(0.1)
+        raise AssertionError(f"execution {execution_arn} still RUNNING after {timeout} s")
+
+    def history(self, execution_arn: str) -> list[dict[str, Any]]:
+        sfn = boto3.client("stepfunctions", region_name=REGION)
+        return list(sfn.get_execution_history(executionArn=execution_arn, maxResults=1000)["events"])
+
+    def entered(self, execution_arn: str, state_name: str) -> int:
+        """How often the execution entered ``state_name``."""
+        return sum(
+            1
+            for event in self.history(execution_arn)
+            if event.get("stateEnteredEventDetails", {}).get("name") == state_name
+        )
+
+    # ------------------------------------------------------------------ e-mail and links
+
+    def next_email(self, timeout: float = 15.0) -> str:
+        sqs = boto3.client("sqs", region_name=REGION)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            messages = sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=1).get("Messages", [])
+            if messages:
+                sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=messages[0]["ReceiptHandle"])
+                return str(messages[0]["Body"])
+            time.sleep(0.1)
+        raise AssertionError(f"no reviewer e-mail within {timeout} s")
+
+    def click(self, url: str, *, source_ip: str = "203.0.113.9") -> tuple[int, str]:
+        """GET ``url`` through the deployed link handler; the status code and the HTML body."""
+        parts = urlsplit(url)
+        base_path = urlsplit(LINK_BASE_URL).path
+        path = parts.path[len(base_path) :] if parts.path.startswith(base_path) else parts.path
+        query = dict(parse_qsl(parts.query, keep_blank_values=True))
+        event = api_gateway_event(path, query, source_ip=source_ip)
+        response = boto3.client("lambda", region_name=REGION).invoke(
+            FunctionName=self.review_function, Payload=json.dumps(event).encode()
+        )
+        payload = json.loads(response["Payload"].read())
+        if "FunctionError" in response:
+            raise AssertionError(f"link handler crashed: {payload}")
+        return int(payload["statusCode"]), str(payload["body"])
+
+    def review(self, review_id: str) -> dict[str, Any] | None:
+        from lambdas.shared.store import DynamoSessionStore
+
+        found = DynamoSessionStore(self.table_name).get_review(review_id)
+        return None if found is None else {"status": str(found.status), "review": found}
+
+
+def links_of(email: str) -> dict[str, str]:
+    """The approve and reject URLs in a reviewer e-mail."""
+    found = dict(re.findall(r"^(Approve|Reject): (\S+)$", email, flags=re.MULTILINE))
+    return {"approve": found["Approve"], "reject": found["Reject"]}
+
+
+def review_id_of(url: str) -> str:
+    return urlsplit(url).path.rstrip("/").split("/")[-2]
+
+
+def api_gateway_event(path: str, query: Mapping[str, str], *, source_ip: str = "203.0.113.9") -> dict[str, Any]:
+    """A REST API (v1) Lambda proxy event for ``GET path?query``, shaped as API Gateway sends it."""
+    segments = path.strip("/").split("/")
+    is_review = len(segments) == 3 and segments[0] == "reviews"
+    resource = f"/reviews/{{id}}/{segments[2]}" if is_review else path
+    request_id = str(uuid.uuid4())
+    return {
+        "resource": resource,
+        "path": path,
+        "httpMethod": "GET",
+        "headers": {"Host": "api.example.test", "User-Agent": "Mozilla/5.0", "Accept": "text/html"},
+        "multiValueHeaders": {"Host": ["api.example.test"], "User-Agent": ["Mozilla/5.0"], "Accept": ["text/html"]},
+        "queryStringParameters": dict(query) or None,
+        "multiValueQueryStringParameters": {k: [v] for k, v in query.items()} or None,
+        "pathParameters": {"id": segments[1]} if is_review else None,
+        "stageVariables": None,
+        "requestContext": {
+            "resourceId": "abc123",
+            "resourcePath": resource,
+            "httpMethod": "GET",
+            "extendedRequestId": request_id,
+            "requestTime": "01/Jan/2026:00:00:00 +0000",
+            "path": f"/prod{path}",
+            "accountId": "123456789012",
+            "protocol": "HTTP/1.1",
+            "stage": "prod",
+            "domainPrefix": "api",
+            "requestTimeEpoch": int(time.time() * 1000),
+            "requestId": request_id,
+            "identity": {"sourceIp": source_ip, "userAgent": "Mozilla/5.0"},
+            "domainName": "api.example.test",
+            "apiId": "abc123",
+        },
+        "body": None,
+        "isBase64Encoded": False,
+    }
+
+
+def deploy_gate_machine(
+    template: Mapping[str, Any],
+    *,
+    gate_path: str,
+    machine_path: str,
+    table_path: str,
+    extra_refs: Callable[[dict[str, str]], None] | None = None,
+) -> GateMachine:
+    """Create the moto resources behind one gate state machine of ``template`` (inside mock_aws).
+
+    ``*_path`` are fragments of CDK construct paths (``GateTest/Quick/``) that pick the gate's
+    function, topic and secret, the state machine, and the table.
+    """
+    suffix = uuid.uuid4().hex[:8]
+    ddb = boto3.client("dynamodb", region_name=REGION)
+    table_name = f"gate-test-{suffix}"
+    create_sessions_table(ddb, table_name)
+
+    sns = boto3.client("sns", region_name=REGION)
+    sqs = boto3.client("sqs", region_name=REGION)
+    topic_arn = sns.create_topic(Name=f"reviewers-{suffix}")["TopicArn"]
+    queue_url = sqs.create_queue(QueueName=f"reviewer-inbox-{suffix}")["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    sns.subscribe(TopicArn=topic_arn, Protocol="sqs", Endpoint=queue_arn, Attributes={"RawMessageDelivery": "true"})
+
+    secret_value = secrets.token_urlsafe(48)
+    secret_arn = boto3.client("secretsmanager", region_name=REGION).create_secret(
+        Name=f"review-signing-{suffix}", SecretString=secret_value
+    )["ARN"]
+
+    function_id = logical_id_of(template, "AWS::Lambda::Function", f"{gate_path}RequestFunction/")
+    refs: dict[str, str] = {
+        "AWS::Partition": "aws",
+        "AWS::Region": REGION,
+        "AWS::AccountId": "123456789012",
+        logical_id_of(template, "AWS::DynamoDB::Table", table_path): table_name,
+        logical_id_of(template, "AWS::SNS::Topic", gate_path): topic_arn,
+        logical_id_of(template, "AWS::SecretsManager::Secret", gate_path): secret_arn,
+    }
+    if extra_refs is not None:
+        extra_refs(refs)
+    function = template["Resources"][function_id]["Properties"]
+    environment = resolve(function["Environment"]["Variables"], refs)
+    request_arn = deploy_function(function["Handler"], environment, name=f"review-request-{suffix}")
+    refs[f"{function_id}.Arn"] = request_arn
+
+    review_function = f"review-links-{suffix}"
+    deploy_function(
+        "lambdas.api.review.handler",
+        {"TABLE_NAME": table_name, "REVIEW_SECRET_ARN": secret_arn, "POWERTOOLS_SERVICE_NAME": "review-links"},
+        name=review_function,
+    )
+
+    machine_id = logical_id_of(template, "AWS::StepFunctions::StateMachine", machine_path)
+    definition = resolve(template["Resources"][machine_id]["Properties"]["DefinitionString"], refs)
+    role_arn = boto3.client("iam", region_name=REGION).get_role(RoleName="in-process-lambda-role")["Role"]["Arn"]
+    state_machine_arn = boto3.client("stepfunctions", region_name=REGION).create_state_machine(
+        name=f"gate-{suffix}", definition=definition, roleArn=role_arn
+    )["stateMachineArn"]
+    return GateMachine(
+        state_machine_arn=state_machine_arn,
+        table_name=table_name,
+        topic_arn=topic_arn,
+        queue_url=queue_url,
+        secret_arn=secret_arn,
+        review_function=review_function,
+        key=secret_value.encode(),
+    )
