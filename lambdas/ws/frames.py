@@ -1,0 +1,151 @@
+"""The WebSocket chat protocol: client frames in, server frames out, plain functions without AWS.
+
+Client -> server (one route per ``action``)::
+
+    {"action": "sendMessage", "text": "Is volume 3 of Frieren out?"}
+
+Server -> client, every frame has a ``type``::
+
+    {"type": "welcome", "session_id": ..., "resumed": false, "status": "active", "message": ...}
+    {"type": "message", "role": "assistant" | "agent", "session_id": ..., "turn_number": 4, "text": ...}
+    {"type": "ack", "session_id": ..., "turn_number": 3, "status": "handoff", "message": ...}
+    {"type": "error", "code": "invalid_frame", "message": "..."}
+
+Error frames always have exactly ``type``, ``code`` and ``message``; the message says what to fix
+and never carries internals (no AWS error text, table names or stack traces).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from dataclasses import dataclass
+from typing import Any, Final
+
+SEND_MESSAGE: Final = "sendMessage"
+ACTIONS: Final = (SEND_MESSAGE,)
+MAX_TEXT_CHARS: Final = 4000
+#: A raw frame larger than this is refused before parsing (the text limit plus JSON overhead,
+#: with every character escaped as \\uXXXX in the worst case).
+MAX_FRAME_CHARS: Final = MAX_TEXT_CHARS * 6 + 1024
+SESSION_ID_PATTERN: Final = re.compile(r"^[A-Za-z0-9-]{1,64}$")
+
+# Allowed whitespace inside a message; every other control character (Unicode category Cc) and
+# the format characters used to hide text (bidi overrides, zero-width) are refused.
+_ALLOWED_CONTROL: Final = frozenset("\n\t")
+_FORBIDDEN_FORMAT: Final = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200b\ufeff")
+
+
+class FrameError(ValueError):
+    """A client frame was refused; ``code`` is the error frame's code."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    """A validated ``sendMessage`` frame."""
+
+    text: str
+
+
+def error_frame(code: str, message: str) -> dict[str, str]:
+    """The one shape of an error frame."""
+    return {"type": "error", "code": code, "message": message}
+
+
+def unknown_action_frame(action: object = None) -> dict[str, str]:
+    valid = ", ".join(ACTIONS)
+    given = f" {action!r} is not one of them." if isinstance(action, str) and len(action) <= 64 else ""
+    return error_frame(
+        "unknown_action",
+        f'Valid actions: {valid}. Send {{"action": "{SEND_MESSAGE}", "text": "..."}}.{given}',
+    )
+
+
+def parse_message(body: str | None) -> ChatMessage:
+    """Validate a ``sendMessage`` frame: JSON object, known action, text of 1..4000 characters.
+
+    The text is NFC-normalised and stripped of surrounding whitespace before it is measured.
+    Raises FrameError with the code and the fix.
+    """
+    if body is None or not body.strip():
+        raise FrameError("invalid_frame", f'Send a JSON object such as {{"action": "{SEND_MESSAGE}", "text": "..."}}.')
+    if len(body) > MAX_FRAME_CHARS:
+        raise FrameError("message_too_long", f"A message may hold at most {MAX_TEXT_CHARS} characters.")
+    try:
+        frame = json.loads(body)
+    except (ValueError, RecursionError):
+        raise FrameError("invalid_frame", "The frame is not valid JSON.") from None
+    if not isinstance(frame, dict):
+        raise FrameError("invalid_frame", "The frame must be a JSON object.")
+    action = frame.get("action")
+    if action not in ACTIONS:
+        raise FrameError("unknown_action", unknown_action_frame(action)["message"])
+    text = frame.get("text")
+    if not isinstance(text, str):
+        raise FrameError("invalid_text", '"text" must be a string.')
+    text = unicodedata.normalize("NFC", text.replace("\r\n", "\n")).strip()
+    if not text:
+        raise FrameError("invalid_text", '"text" must not be empty.')
+    if len(text) > MAX_TEXT_CHARS:
+        raise FrameError("message_too_long", f"A message may hold at most {MAX_TEXT_CHARS} characters.")
+    for char in text:
+        if (unicodedata.category(char) == "Cc" and char not in _ALLOWED_CONTROL) or char in _FORBIDDEN_FORMAT:
+            raise FrameError("invalid_text", '"text" must not contain control characters.')
+    return ChatMessage(text=text)
+
+
+def message_frame(*, role: str, session_id: str, turn_number: int, text: str) -> dict[str, Any]:
+    return {"type": "message", "role": role, "session_id": session_id, "turn_number": turn_number, "text": text}
+
+
+def ack_frame(*, session_id: str, turn_number: int, status: str, message: str) -> dict[str, Any]:
+    return {"type": "ack", "session_id": session_id, "turn_number": turn_number, "status": status, "message": message}
+
+
+def welcome_frame(*, session_id: str, resumed: bool, status: str, message: str, turn_number: int) -> dict[str, Any]:
+    return {
+        "type": "welcome",
+        "session_id": session_id,
+        "resumed": resumed,
+        "status": status,
+        "message": message,
+        "turn_number": turn_number,
+    }
+
+
+@dataclass(frozen=True)
+class RouteContext:
+    """What a WebSocket route event tells about the caller and the connection."""
+
+    route_key: str
+    connection_id: str
+    domain_name: str
+    stage: str
+    request_id: str
+    customer_id: str | None
+    role: str | None
+
+
+def route_context(event: dict[str, Any]) -> RouteContext:
+    """Read the request context API Gateway sends with every WebSocket route invocation.
+
+    ``customer_id``/``role`` come from the $connect authorizer's context, which API Gateway
+    attaches to every later route of the same connection.
+    """
+    ctx = event.get("requestContext") or {}
+    authorizer = ctx.get("authorizer") or {}
+    customer_id = authorizer.get("customer_id") or authorizer.get("principalId")
+    return RouteContext(
+        route_key=str(ctx.get("routeKey", "")),
+        connection_id=str(ctx.get("connectionId", "")),
+        domain_name=str(ctx.get("domainName", "")),
+        stage=str(ctx.get("stage", "")),
+        request_id=str(ctx.get("requestId", "")),
+        customer_id=str(customer_id) if customer_id else None,
+        role=str(authorizer["role"]) if authorizer.get("role") else None,
+    )

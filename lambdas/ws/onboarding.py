@@ -1,0 +1,138 @@
+"""The Lambda steps of the Onboarding (Express) workflow started by ``$connect``.
+
+``handler`` (table access) runs one of two steps, named by the input's ``step``:
+``onboard`` creates the session, or resumes the caller's own; records the ``CONN#`` item (TTL) and
+the session's ``connection_id``; writes the greeting turn; returns the welcome frame.
+``abandon`` runs when the welcome could never be delivered (the client left before its
+connection opened, possibly before ``$disconnect`` could see a ``CONN#`` record): it disconnects
+the session exactly as ``$disconnect`` does, so it does not stay ``active`` with a dead connection.
+``deliver`` (management API access only): post one frame to the connection. While the connection is not established yet
+(API Gateway answers 410 Gone or 403 Forbidden until ``$connect`` has returned) it raises
+:class:`ConnectionNotReady`, which the state machine retries with backoff and full jitter,
+bounded; the workflow, not this code, owns the retry policy.
+
+Both are safe to run again: a retried ``onboard`` finds its ``CONN#`` record and reuses the
+session instead of creating a second one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from aws_lambda_powertools import Logger
+
+from lambdas.shared.connections import DeliveryError, management_endpoint, post_to_connection
+from lambdas.shared.records import Role, Session
+from lambdas.ws import runtime
+from lambdas.ws.disconnect import disconnect_connection
+from lambdas.ws.frames import welcome_frame
+
+logger = Logger()
+
+GREETING: Final = (
+    "Hi, I'm MangaAssist! Ask me about series, volumes, editions or your orders, and I'll help you find your next read."
+)
+WELCOME_BACK: Final = "Welcome back! Pick up where you left off; I still have our conversation."
+_NOT_READY: Final = frozenset({"ForbiddenException"})
+
+
+class ConnectionNotReady(Exception):
+    """The connection cannot take frames yet (or anymore); the workflow retries, bounded."""
+
+
+class ForeignSession(Exception):
+    """The session to resume belongs to another customer (checked again after $connect)."""
+
+
+def _field(event: Mapping[str, Any], name: str) -> str:
+    value = event.get(name)
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"onboarding input needs a non-empty string {name!r}")
+    return value
+
+
+@logger.inject_lambda_context(clear_state=True)
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """The table-side steps of the workflow, chosen by ``event["step"]``."""
+    step = event.get("step")
+    if step == "onboard":
+        return onboard(event)
+    if step == "abandon":
+        connection_id = _field(event, "connection_id")
+        outcome = disconnect_connection(runtime.store(), connection_id)
+        logger.info(
+            "welcome undeliverable; connection abandoned", extra={"connection_id": connection_id, "outcome": outcome}
+        )
+        return {"outcome": outcome}
+    raise ValueError(f"step must be 'onboard' or 'abandon' (given {step!r})")
+
+
+def onboard(event: Mapping[str, Any]) -> dict[str, Any]:
+    """Create or resume the session, record the connection, greet; returns the welcome frame."""
+    connection_id = _field(event, "connection_id")
+    customer_id = _field(event, "customer_id")
+    domain_name, stage = _field(event, "domain_name"), _field(event, "stage")
+    requested = event.get("session_id") or None
+    logger.append_keys(connection_id=connection_id)
+    store = runtime.store()
+
+    existing = store.get_connection(connection_id)
+    session: Session | None
+    if existing is not None:  # a retry of this step: the session was chosen already
+        if existing.customer_id != customer_id:
+            raise ForeignSession(f"connection {connection_id!r} belongs to another customer")
+        session = store.get_session(existing.session_id)
+        resumed = requested is not None
+        greet = session is not None and session.turn_count == 0
+    elif requested is not None:
+        session = store.get_session(requested)
+        if session is None or session.customer_id != customer_id:
+            raise ForeignSession(f"session {requested!r} cannot be resumed by this customer")
+        resumed, greet = True, True
+    else:
+        session = store.create_session(customer_id, metadata={"channel": "websocket"})
+        resumed, greet = False, True
+    if session is None:
+        raise ForeignSession(f"the session of connection {connection_id!r} no longer exists")
+
+    if existing is None:
+        store.put_connection(
+            connection_id, session_id=session.session_id, customer_id=customer_id, domain_name=domain_name, stage=stage
+        )
+    session = store.set_connection(session.session_id, connection_id)  # SessionClosed if it ended meanwhile
+    text = WELCOME_BACK if resumed else GREETING
+    turn_number = session.turn_count
+    if greet:
+        turn_number = store.add_turn(session.session_id, Role.ASSISTANT, text).turn_number
+    logger.info("onboarded", extra={"session_id": session.session_id, "resumed": resumed})
+    return {
+        "session_id": session.session_id,
+        "resumed": resumed,
+        "frame": welcome_frame(
+            session_id=session.session_id,
+            resumed=resumed,
+            status=str(session.status),
+            message=text,
+            turn_number=turn_number,
+        ),
+    }
+
+
+@logger.inject_lambda_context(clear_state=True)
+def deliver(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Post ``event["frame"]`` to the connection; ConnectionNotReady while it cannot take it."""
+    connection_id = _field(event, "connection_id")
+    frame = event.get("frame")
+    if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
+        raise ValueError("deliver input needs a 'frame' object with a 'type'")
+    endpoint = management_endpoint(_field(event, "domain_name"), _field(event, "stage"))
+    try:
+        delivered = post_to_connection(endpoint, connection_id, frame)
+    except DeliveryError as err:
+        if err.code in _NOT_READY:
+            raise ConnectionNotReady(f"connection {connection_id!r} is not open yet ({err.code})") from None
+        raise
+    if not delivered:
+        raise ConnectionNotReady(f"connection {connection_id!r} is not open yet (410 Gone)")
+    return {"delivered": True, "type": frame["type"]}

@@ -1,0 +1,201 @@
+"""Responders: the context sent to the model, Converse retries, and the echo fallback."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import boto3
+import pytest
+from botocore.stub import ANY, Stubber
+
+from lambdas.shared.records import Role, Summary, Turn
+from lambdas.shared.responder import (
+    SYSTEM_PROMPT,
+    BedrockResponder,
+    EchoResponder,
+    ResponderError,
+    build_messages,
+    responder_for,
+)
+
+MODEL = "anthropic.claude-3-haiku-20240307-v1:0"
+
+
+def turn(number: int, role: str, text: str) -> Turn:
+    return Turn(session_id="s-1", turn_number=number, role=Role(role), content=text, created_at=0, ttl=0)
+
+
+def converse_response(text: str) -> dict[str, Any]:
+    return {
+        "output": {"message": {"role": "assistant", "content": [{"text": text}]}},
+        "stopReason": "end_turn",
+        "usage": {"inputTokens": 10, "outputTokens": 5, "totalTokens": 15},
+        "metrics": {"latencyMs": 120},
+    }
+
+
+def bedrock(**options: Any) -> tuple[BedrockResponder, Stubber, list[float]]:
+    client = boto3.client("bedrock-runtime", region_name="us-east-1")
+    sleeps: list[float] = []
+    defaults: dict[str, Any] = {"client": client, "sleep": sleeps.append, "rand": lambda: 1.0}
+    defaults.update(options)
+    return BedrockResponder(MODEL, **defaults), Stubber(client), sleeps
+
+
+# ------------------------------------------------------------------ context
+
+
+def test_messages_map_roles_merge_runs_and_start_with_the_customer() -> None:
+    # Given a greeting, two customer turns in a row, an agent turn and a system note
+    turns = [
+        turn(1, "assistant", "Hi, I'm MangaAssist!"),
+        turn(2, "user", "Looking for Frieren"),
+        turn(3, "user", "volume 3"),
+        turn(4, "agent", "It ships Friday."),
+        turn(5, "system", "An agent joined."),
+        turn(6, "user", "Thanks!"),
+    ]
+    # When the Converse messages are built
+    messages = build_messages(turns, max_tokens=1000)
+    # Then the leading greeting is dropped, runs merge, agents speak as assistant, system is out
+    assert messages == [
+        {"role": "user", "content": [{"text": "Looking for Frieren\n\nvolume 3"}]},
+        {"role": "assistant", "content": [{"text": "(human agent) It ships Friday."}]},
+        {"role": "user", "content": [{"text": "Thanks!"}]},
+    ]
+
+
+def test_messages_keep_only_the_newest_turns_within_the_token_budget() -> None:
+    turns = [turn(n, "user" if n % 2 else "assistant", "x" * 400) for n in range(1, 21)]
+    messages = build_messages(turns, max_tokens=350)
+    # 400 chars ~ 101 tokens: three turns fit, and the first kept must be a user turn
+    assert [m["role"] for m in messages] == ["user", "assistant"]
+    assert all(len(m["content"][0]["text"]) == 400 for m in messages)
+
+
+def test_newest_turn_is_kept_truncated_when_it_alone_exceeds_the_budget() -> None:
+    messages = build_messages([turn(1, "user", "y" * 10_000)], max_tokens=100)
+    assert messages == [{"role": "user", "content": [{"text": "y" * 400}]}]
+
+
+def test_request_has_the_system_prompt_the_summary_and_the_model() -> None:
+    responder, _, _ = bedrock()
+    summary = Summary(
+        session_id="s-1",
+        summary_number=1,
+        summary_text="Customer collects Frieren.",
+        window_start=1,
+        window_end=10,
+        turn_count_at_summary=10,
+        created_at=0,
+        ttl=0,
+    )
+    request = responder.request([turn(11, "user", "Next volume?")], summary=summary)
+    assert request["modelId"] == MODEL
+    assert request["system"][0] == {"text": SYSTEM_PROMPT}
+    assert "manga" in SYSTEM_PROMPT
+    assert request["system"][1] == {"text": "Summary of the earlier conversation: Customer collects Frieren."}
+    assert request["messages"] == [{"role": "user", "content": [{"text": "Next volume?"}]}]
+    assert request["inferenceConfig"] == {"maxTokens": 512, "temperature": 0.3}
+
+
+def test_fails_request_without_a_customer_message() -> None:
+    responder, _, _ = bedrock()
+    with pytest.raises(ResponderError) as raised:
+        responder.request([turn(1, "assistant", "Hi")])
+    assert raised.value.reason == "empty"
+
+
+# ------------------------------------------------------------------ Converse
+
+
+def test_reply_is_the_models_text() -> None:
+    responder, stub, sleeps = bedrock()
+    stub.add_response(
+        "converse",
+        converse_response("Volume 3 is out."),
+        {"modelId": MODEL, **dict.fromkeys(("system", "messages", "inferenceConfig"), ANY)},
+    )
+    with stub:
+        assert responder.reply([turn(1, "user", "Is volume 3 out?")]) == "Volume 3 is out."
+    assert sleeps == []
+
+
+def test_throttling_is_retried_with_full_jitter_backoff() -> None:
+    responder, stub, sleeps = bedrock(attempts=3)
+    stub.add_client_error("converse", "ThrottlingException", http_status_code=429)
+    stub.add_client_error("converse", "ServiceUnavailableException", http_status_code=503)
+    stub.add_response("converse", converse_response("Here you go."))
+    with stub:
+        assert responder.reply([turn(1, "user", "hi")]) == "Here you go."
+    assert sleeps == [0.25, 0.5]
+
+
+def test_throttling_past_the_attempts_raises_throttled() -> None:
+    responder, stub, sleeps = bedrock(attempts=2)
+    for _ in range(2):
+        stub.add_client_error("converse", "ThrottlingException", http_status_code=429)
+    with stub, pytest.raises(ResponderError) as raised:
+        responder.reply([turn(1, "user", "hi")])
+    assert raised.value.reason == "throttled"
+    assert len(sleeps) == 1
+
+
+def test_no_retry_starts_after_the_deadline() -> None:
+    now = [0.0]
+    responder, stub, sleeps = bedrock(attempts=5, deadline_seconds=1.0, clock=lambda: now[0])
+
+    def late_sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        now[0] += 10
+
+    responder._sleep = late_sleep
+    for _ in range(2):
+        stub.add_client_error("converse", "ThrottlingException", http_status_code=429)
+    with stub, pytest.raises(ResponderError):
+        responder.reply([turn(1, "user", "hi")])
+    assert len(sleeps) == 1  # the second failure came after the deadline: no third call
+
+
+def test_validation_errors_are_not_retried() -> None:
+    responder, stub, sleeps = bedrock()
+    stub.add_client_error("converse", "AccessDeniedException", http_status_code=403)
+    with stub, pytest.raises(ResponderError) as raised:
+        responder.reply([turn(1, "user", "hi")])
+    assert raised.value.reason == "unavailable"
+    assert "AccessDenied" in str(raised.value)
+    assert sleeps == []
+
+
+def test_empty_model_output_is_an_error() -> None:
+    responder, stub, _ = bedrock()
+    stub.add_response("converse", converse_response("   "))
+    with stub, pytest.raises(ResponderError) as raised:
+        responder.reply([turn(1, "user", "hi")])
+    assert raised.value.reason == "empty"
+
+
+# ------------------------------------------------------------------ choice and echo
+
+
+def test_stage_without_model_gets_the_echo_responder() -> None:
+    assert isinstance(responder_for(None), EchoResponder)
+    assert isinstance(responder_for("  "), EchoResponder)
+    assert isinstance(responder_for(MODEL), BedrockResponder)
+
+
+def test_echo_repeats_the_last_customer_message() -> None:
+    echo = EchoResponder()
+    assert echo.reply([turn(1, "user", "one"), turn(2, "assistant", "ok"), turn(3, "user", "two")]) == "You said: two"
+    assert "help" in echo.reply([])
+
+
+@pytest.mark.parametrize(("option", "value"), [("attempts", 0), ("max_context_tokens", 0)])
+def test_fails_invalid_bounds(option: str, value: int) -> None:
+    with pytest.raises(ValueError, match=">= 1"):
+        BedrockResponder(MODEL, **{option: value})
+
+
+def test_fails_empty_model_id() -> None:
+    with pytest.raises(ValueError, match="model_id"):
+        BedrockResponder(" ")

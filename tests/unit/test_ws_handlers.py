@@ -1,0 +1,528 @@
+"""WebSocket route handlers on moto, with events shaped as API Gateway sends them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+
+from lambdas.shared import connections, env
+from lambdas.shared.records import Role, SessionStatus, Summary, Turn
+from lambdas.shared.responder import BedrockResponder
+from lambdas.shared.store import DynamoSessionStore
+from lambdas.shared.tokens import mint
+from lambdas.ws import authorizer, connect, default, disconnect, message, onboarding
+from lambdas.ws.frames import MAX_TEXT_CHARS
+from tests.support.websocket import DOMAIN, ENDPOINT, STAGE, authorizer_event, sent_frames, ws_event
+from tests.unit.test_responder import converse_response
+
+CONN = "L0SM9cOFvHcCIhw="
+OTHER_CONN = "M1TN0dPGwIdDJix="
+SECRET = "s" * 64
+ISSUER = "https://auth.test"
+AUDIENCE = "chat-test"
+
+
+class FakeContext:
+    function_name = "ws-test"
+    function_version = "$LATEST"
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:ws-test"
+    memory_limit_in_mb = 256
+    aws_request_id = "req-1"
+    log_group_name = "/aws/lambda/ws-test"
+    log_stream_name = "test"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 30_000
+
+
+CTX: Any = FakeContext()
+
+
+@pytest.fixture
+def ws(table_name: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[DynamoSessionStore]:
+    """The handlers' environment on moto (table, Express state machine); yields a store to inspect."""
+    machine = boto3.client("stepfunctions", region_name="us-east-1").create_state_machine(
+        name="onboarding",
+        definition=json.dumps({"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}),
+        roleArn="arn:aws:iam::123456789012:role/sfn",
+        type="EXPRESS",
+    )["stateMachineArn"]
+    for key, value in {
+        "TABLE_NAME": table_name,
+        "SESSION_TTL_HOURS": "24",
+        "CLEANUP_SHARDS": "8",
+        "ONBOARDING_STATE_MACHINE_ARN": machine,
+    }.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("BEDROCK_MODEL_ID", raising=False)
+    env.reset()
+    yield DynamoSessionStore(table_name)
+    env.reset()
+
+
+def onboarded(customer: str = "alice", connection_id: str = CONN, session_id: str | None = None) -> str:
+    """Run the onboarding step for a connection as the workflow would; returns the session id."""
+    result = onboarding.handler(
+        {
+            "step": "onboard",
+            "connection_id": connection_id,
+            "customer_id": customer,
+            "session_id": session_id,
+            "domain_name": DOMAIN,
+            "stage": STAGE,
+        },
+        CTX,
+    )
+    return str(result["session_id"])
+
+
+def send(text: Any, connection_id: str = CONN, customer: str = "alice") -> dict[str, Any]:
+    body = json.dumps({"action": "sendMessage", "text": text})
+    return message.handler(ws_event("sendMessage", connection_id=connection_id, body=body, customer_id=customer), CTX)
+
+
+def executions() -> list[dict[str, Any]]:
+    sfn = boto3.client("stepfunctions", region_name="us-east-1")
+    arn = env.require("ONBOARDING_STATE_MACHINE_ARN")
+    return [
+        sfn.describe_execution(executionArn=e["executionArn"])
+        for e in sfn.list_executions(stateMachineArn=arn)["executions"]
+    ]
+
+
+def roles(turns: Sequence[Turn]) -> list[str]:
+    return [str(t.role) for t in turns]
+
+
+# ------------------------------------------------------------------ authorizer
+
+
+@pytest.fixture
+def jwt_secret(ddb_client: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    arn = boto3.client("secretsmanager", region_name="us-east-1").create_secret(Name="jwt", SecretString=SECRET)["ARN"]
+    for key, value in {"JWT_SECRET_ARN": arn, "JWT_ISSUER": ISSUER, "JWT_AUDIENCE": AUDIENCE}.items():
+        monkeypatch.setenv(key, value)
+    env.reset()
+    yield
+    env.reset()
+
+
+def _token(role: str = "customer", **overrides: Any) -> str:
+    args: dict[str, Any] = {"sub": "alice", "role": role, "secret": SECRET, "issuer": ISSUER, "audience": AUDIENCE}
+    args.update(overrides)
+    return mint(**args)
+
+
+@pytest.mark.usefixtures("jwt_secret")
+def test_authorizer_allows_a_customer_token_from_the_query_string() -> None:
+    event = authorizer_event(_token())
+    response = authorizer.handler(event, CTX)
+    assert response["principalId"] == "alice"
+    assert response["context"] == {"customer_id": "alice", "role": "customer"}
+    assert response["policyDocument"]["Statement"] == [
+        {"Action": "execute-api:Invoke", "Effect": "Allow", "Resource": event["methodArn"]}
+    ]
+
+
+@pytest.mark.usefixtures("jwt_secret")
+@pytest.mark.parametrize(
+    "token",
+    [
+        None,
+        "not-a-jwt",
+        "eyJhbGciOiJub25lIn0.eyJzdWIiOiJhbGljZSJ9.",
+        "WRONG_SECRET",
+        "EXPIRED",
+        "OTHER_AUDIENCE",
+        "AGENT",
+    ],
+)
+def test_authorizer_denies_every_refused_token(token: str | None) -> None:
+    special = {
+        "WRONG_SECRET": lambda: _token(secret="x" * 64),
+        "EXPIRED": lambda: _token(now=1_000, ttl_seconds=60),
+        "OTHER_AUDIENCE": lambda: _token(audience="other"),
+        "AGENT": lambda: _token(role="agent"),
+    }
+    value = special[token]() if token in special else token
+    response = authorizer.handler(authorizer_event(value), CTX)
+    assert response["policyDocument"]["Statement"][0]["Effect"] == "Deny"
+    assert "context" not in response
+
+
+# ------------------------------------------------------------------ $connect
+
+
+def test_connect_starts_onboarding_for_a_new_session(ws: DynamoSessionStore) -> None:
+    response = connect.handler(ws_event("$connect", connection_id=CONN), CTX)
+    assert response == {"statusCode": 200}
+    [execution] = executions()
+    assert json.loads(execution["input"]) == {
+        "connection_id": CONN,
+        "customer_id": "alice",
+        "session_id": None,
+        "domain_name": DOMAIN,
+        "stage": STAGE,
+        "request_id": json.loads(execution["input"])["request_id"],
+    }
+    assert "=" not in execution["name"]
+
+
+def test_connect_resumes_the_callers_own_session(ws: DynamoSessionStore) -> None:
+    session_id = ws.create_session("alice").session_id
+    response = connect.handler(ws_event("$connect", query={"session_id": session_id, "token": "t"}), CTX)
+    assert response == {"statusCode": 200}
+    assert json.loads(executions()[0]["input"])["session_id"] == session_id
+
+
+@pytest.mark.parametrize("owner", ["mallory", None])
+def test_connect_refuses_a_foreign_or_unknown_session_alike(ws: DynamoSessionStore, owner: str | None) -> None:
+    session_id = ws.create_session(owner).session_id if owner else "0b7c5e3a-0000-4000-8000-000000000000"
+    response = connect.handler(ws_event("$connect", query={"session_id": session_id}), CTX)
+    assert response["statusCode"] == 403
+    assert json.loads(response["body"]) == {"code": "forbidden", "message": "You cannot resume this session."}
+    assert executions() == []
+
+
+def test_connect_refuses_a_closed_session_of_the_caller(ws: DynamoSessionStore) -> None:
+    session_id = ws.create_session("alice").session_id
+    ws.update_status(session_id, SessionStatus.DISCONNECTED)
+    response = connect.handler(ws_event("$connect", query={"session_id": session_id}), CTX)
+    assert response["statusCode"] == 410
+    assert json.loads(response["body"])["code"] == "session_closed"
+    assert executions() == []
+
+
+@pytest.mark.parametrize("session_id", ["../etc", "x" * 65, "a b"])
+def test_connect_rejects_a_malformed_session_id(ws: DynamoSessionStore, session_id: str) -> None:
+    response = connect.handler(ws_event("$connect", query={"session_id": session_id}), CTX)
+    assert response["statusCode"] == 400
+
+
+def test_connect_refuses_non_customers(ws: DynamoSessionStore) -> None:
+    assert connect.handler(ws_event("$connect", role="agent"), CTX)["statusCode"] == 403
+    assert connect.handler(ws_event("$connect", customer_id=None), CTX)["statusCode"] == 403
+
+
+def test_connect_answers_500_without_internals_when_the_workflow_cannot_start(
+    ws: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ONBOARDING_STATE_MACHINE_ARN", "arn:aws:states:us-east-1:123456789012:stateMachine:gone")
+    env.reset()
+    response = connect.handler(ws_event("$connect"), CTX)
+    assert response["statusCode"] == 500
+    assert "StateMachineDoesNotExist" not in response["body"]
+
+
+# ------------------------------------------------------------------ onboarding steps
+
+
+def test_onboard_creates_session_connection_and_greeting(ws: DynamoSessionStore) -> None:
+    session_id = onboarded()
+    session = ws.get_session(session_id)
+    assert session is not None
+    assert session.customer_id == "alice"
+    assert session.status == SessionStatus.ACTIVE
+    assert session.connection_id == CONN
+    conn = ws.get_connection(CONN)
+    assert conn is not None
+    assert (conn.session_id, conn.customer_id, conn.domain_name, conn.stage) == (session_id, "alice", DOMAIN, STAGE)
+    assert conn.ttl == conn.connected_at + 24 * 3600
+    [greeting] = ws.list_turns(session_id).items
+    assert greeting.role == Role.ASSISTANT
+    assert greeting.content == onboarding.GREETING
+
+
+def test_onboard_is_safe_to_retry(ws: DynamoSessionStore) -> None:
+    first = onboarded()
+    assert onboarded() == first
+    assert len(ws.list_turns(first).items) == 1
+    assert ws.list_customer_sessions("alice").items[0].session_id == first
+
+
+def test_onboard_resumes_with_a_welcome_back_turn(ws: DynamoSessionStore) -> None:
+    session_id = onboarded()
+    resumed = onboarding.handler(
+        {"step": "onboard", "connection_id": OTHER_CONN, "customer_id": "alice", "session_id": session_id,
+         "domain_name": DOMAIN, "stage": STAGE},
+        CTX,
+    )  # fmt: skip
+    assert resumed["session_id"] == session_id
+    assert resumed["frame"]["type"] == "welcome"
+    assert resumed["frame"]["resumed"] is True
+    session = ws.get_session(session_id)
+    assert session is not None
+    assert session.connection_id == OTHER_CONN
+    assert [t.content for t in ws.list_turns(session_id).items][-1] == onboarding.WELCOME_BACK
+
+
+def test_onboard_refuses_a_foreign_session(ws: DynamoSessionStore) -> None:
+    session_id = ws.create_session("mallory").session_id
+    with pytest.raises(onboarding.ForeignSession):
+        onboarded("alice", session_id=session_id)
+    assert ws.get_connection(CONN) is None
+
+
+def test_deliver_posts_the_frame(ws: DynamoSessionStore) -> None:
+    frame = {"type": "welcome", "session_id": "s"}
+    result = onboarding.deliver({"connection_id": CONN, "domain_name": DOMAIN, "stage": STAGE, "frame": frame}, CTX)
+    assert result == {"delivered": True, "type": "welcome"}
+    assert sent_frames(CONN) == [frame]
+
+
+@pytest.mark.parametrize(("code", "status"), [("GoneException", 410), ("ForbiddenException", 403)])
+def test_deliver_reports_a_connection_that_is_not_open_yet(ws: DynamoSessionStore, code: str, status: int) -> None:
+    with Stubber(connections.management_client(ENDPOINT)) as stub:
+        stub.add_client_error("post_to_connection", code, http_status_code=status)
+        with pytest.raises(onboarding.ConnectionNotReady):
+            onboarding.deliver(
+                {"connection_id": CONN, "domain_name": DOMAIN, "stage": STAGE, "frame": {"type": "welcome"}}, CTX
+            )
+
+
+def test_abandon_disconnects_the_session_of_a_client_that_left(ws: DynamoSessionStore) -> None:
+    session_id = onboarded()
+    assert onboarding.handler({"step": "abandon", "connection_id": CONN}, CTX) == {"outcome": "disconnected"}
+    session = ws.get_session(session_id)
+    assert session is not None
+    assert session.status == SessionStatus.DISCONNECTED
+    assert ws.get_connection(CONN) is None
+
+
+# ------------------------------------------------------------------ $disconnect
+
+
+def test_disconnect_marks_the_session_for_cleanup_and_forgets_the_connection(ws: DynamoSessionStore) -> None:
+    session_id = onboarded()
+    assert disconnect.handler(ws_event("$disconnect"), CTX) == {"statusCode": 200}
+    session = ws.get_session(session_id)
+    assert session is not None
+    assert session.status == SessionStatus.DISCONNECTED
+    assert session.disconnected_at is not None
+    assert session.connection_id is None
+    assert ws.get_connection(CONN) is None
+    waiting = ws.sessions_awaiting_cleanup(session.disconnected_at + 1).items
+    assert [c.session_id for c in waiting] == [session_id]
+
+
+def test_disconnect_twice_is_harmless(ws: DynamoSessionStore) -> None:
+    session_id = onboarded()
+    disconnect.handler(ws_event("$disconnect"), CTX)
+    before = ws.get_session(session_id)
+    assert disconnect.handler(ws_event("$disconnect"), CTX) == {"statusCode": 200}
+    assert ws.get_session(session_id) == before
+
+
+def test_disconnect_of_an_unknown_connection_is_harmless(ws: DynamoSessionStore) -> None:
+    assert disconnect.handler(ws_event("$disconnect", connection_id="never-seen"), CTX) == {"statusCode": 200}
+
+
+def test_disconnect_of_a_superseded_connection_leaves_the_resumed_session_open(ws: DynamoSessionStore) -> None:
+    # Given a session resumed on a second connection before the first one's $disconnect arrives
+    session_id = onboarded()
+    onboarded(connection_id=OTHER_CONN, session_id=session_id)
+    # When the old connection disconnects
+    disconnect.handler(ws_event("$disconnect", connection_id=CONN), CTX)
+    # Then only its record goes; the session stays active on the new connection
+    session = ws.get_session(session_id)
+    assert session is not None
+    assert (session.status, session.connection_id) == (SessionStatus.ACTIVE, OTHER_CONN)
+    assert ws.get_connection(CONN) is None
+    assert ws.get_connection(OTHER_CONN) is not None
+
+
+# ------------------------------------------------------------------ sendMessage
+
+
+def test_message_in_an_active_session_is_answered_stored_and_posted(ws: DynamoSessionStore) -> None:
+    session_id = onboarded()
+    assert send("Is Frieren volume 3 out?") == {"statusCode": 200}
+    turns = ws.list_turns(session_id).items
+    assert roles(turns) == ["assistant", "user", "assistant"]
+    assert turns[1].content == "Is Frieren volume 3 out?"
+    assert turns[2].content == "You said: Is Frieren volume 3 out?"  # the stage has no model: echo
+    assert sent_frames(CONN) == [
+        {
+            "type": "message",
+            "role": "assistant",
+            "session_id": session_id,
+            "turn_number": 3,
+            "text": "You said: Is Frieren volume 3 out?",
+        }
+    ]
+
+
+class ExplodingResponder:
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+        self.calls = 0
+
+    def reply(self, turns: Sequence[Turn], *, summary: Summary | None = None) -> str:
+        self.calls += 1
+        raise self.error
+
+
+def test_message_in_a_handoff_session_goes_to_the_agent_without_a_model_call(
+    ws: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a session an agent has taken over
+    session_id = onboarded()
+    ws.update_status(session_id, SessionStatus.HANDOFF)
+    model = ExplodingResponder(AssertionError("the model must not be called"))
+    monkeypatch.setattr(message, "responder", lambda: model)
+    # When the customer writes
+    send("Where is my order?")
+    # Then the turn is stored for the agent, the customer is acknowledged, the model untouched
+    turns = ws.list_turns(session_id).items
+    assert roles(turns) == ["assistant", "user"]
+    assert model.calls == 0
+    assert sent_frames(CONN) == [
+        {
+            "type": "ack",
+            "session_id": session_id,
+            "turn_number": 2,
+            "status": "handoff",
+            "message": message.HANDOFF_ACK,
+        }
+    ]
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        ("{not json", "invalid_frame"),
+        ("[1, 2]", "invalid_frame"),
+        ("", "invalid_frame"),
+        (json.dumps({"action": "sendMessage"}), "invalid_text"),
+        (json.dumps({"action": "sendMessage", "text": 42}), "invalid_text"),
+        (json.dumps({"action": "sendMessage", "text": "   "}), "invalid_text"),
+        (json.dumps({"action": "sendMessage", "text": "hi\u0000there"}), "invalid_text"),
+        (json.dumps({"action": "sendMessage", "text": "bell\u0007"}), "invalid_text"),
+        (json.dumps({"action": "sendMessage", "text": "rtl\u202eevil"}), "invalid_text"),
+        (json.dumps({"action": "sendMessage", "text": "x" * (MAX_TEXT_CHARS + 1)}), "message_too_long"),
+        ("x" * 100_000, "message_too_long"),
+        (json.dumps({"action": "shout", "text": "hi"}), "unknown_action"),
+    ],
+)
+def test_malformed_and_oversized_frames_get_an_error_frame_and_store_nothing(
+    ws: DynamoSessionStore, body: str, code: str
+) -> None:
+    session_id = onboarded()
+    message.handler(ws_event("sendMessage", body=body), CTX)
+    [frame] = sent_frames(CONN)
+    assert set(frame) == {"type", "code", "message"}
+    assert (frame["type"], frame["code"]) == ("error", code)
+    assert len(ws.list_turns(session_id).items) == 1  # the greeting only
+
+
+def test_a_message_of_exactly_the_limit_is_accepted(ws: DynamoSessionStore) -> None:
+    session_id = onboarded()
+    send("y" * MAX_TEXT_CHARS)
+    assert roles(ws.list_turns(session_id).items) == ["assistant", "user", "assistant"]
+
+
+def test_multiline_text_is_accepted(ws: DynamoSessionStore) -> None:
+    session_id = onboarded()
+    send("line one\r\nline two\tend")
+    assert ws.list_turns(session_id).items[1].content == "line one\nline two\tend"
+
+
+def test_bedrock_throttled_keeps_the_turn_and_tells_the_customer(
+    ws: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a Bedrock responder whose every call is throttled
+    client = boto3.client("bedrock-runtime", region_name="us-east-1")
+    sleeps: list[float] = []
+    model = BedrockResponder("anthropic.claude-3-haiku-20240307-v1:0", client=client, attempts=3, sleep=sleeps.append)
+    monkeypatch.setattr(message, "responder", lambda: model)
+    session_id = onboarded()
+    with Stubber(client) as stub:
+        for _ in range(3):
+            stub.add_client_error("converse", "ThrottlingException", http_status_code=429)
+        # When the customer writes
+        send("Recommend a shonen series")
+        stub.assert_no_pending_responses()
+    # Then the user's turn is stored, no reply is invented, and the customer gets a friendly error
+    turns = ws.list_turns(session_id).items
+    assert roles(turns) == ["assistant", "user"]
+    assert turns[1].content == "Recommend a shonen series"
+    assert len(sleeps) == 2
+    [frame] = sent_frames(CONN)
+    assert frame == message.NO_REPLY
+    assert "Throttling" not in frame["message"]
+
+
+def test_bedrock_recovering_within_the_retries_answers(ws: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    client = boto3.client("bedrock-runtime", region_name="us-east-1")
+    model = BedrockResponder("m", client=client, attempts=3, sleep=lambda _: None)
+    monkeypatch.setattr(message, "responder", lambda: model)
+    session_id = onboarded()
+    with Stubber(client) as stub:
+        stub.add_client_error("converse", "ThrottlingException", http_status_code=429)
+        stub.add_response("converse", converse_response("Try Mob Psycho."))
+        send("Recommend a shonen series")
+    assert ws.list_turns(session_id).items[-1].content == "Try Mob Psycho."
+    assert sent_frames(CONN)[0]["text"] == "Try Mob Psycho."
+
+
+def test_gone_connection_disconnects_the_session_and_keeps_both_turns(ws: DynamoSessionStore) -> None:
+    session_id = onboarded()
+    with Stubber(connections.management_client(ENDPOINT)) as stub:
+        stub.add_client_error("post_to_connection", "GoneException", http_status_code=410)
+        send("Still there?")
+    session = ws.get_session(session_id)
+    assert session is not None
+    assert session.status == SessionStatus.DISCONNECTED
+    assert session.disconnected_at is not None
+    assert ws.get_connection(CONN) is None
+    assert roles(ws.list_turns(session_id).items) == ["assistant", "user", "assistant"]
+
+
+def test_unexpected_failure_after_storing_keeps_the_turn_and_leaks_nothing(
+    ws: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(message, "responder", lambda: ExplodingResponder(RuntimeError("table arn:aws:dynamodb:...")))
+    session_id = onboarded()
+    send("hello")
+    assert roles(ws.list_turns(session_id).items) == ["assistant", "user"]
+    [frame] = sent_frames(CONN)
+    assert frame == message.REPLY_FAILED
+    assert "arn" not in json.dumps(frame)
+
+
+def test_message_before_onboarding_finished_asks_to_retry(ws: DynamoSessionStore) -> None:
+    send("too early")
+    assert sent_frames(CONN) == [message.NOT_READY]
+
+
+def test_message_in_a_closed_session_is_refused(ws: DynamoSessionStore) -> None:
+    session_id = onboarded()
+    ws.update_status(session_id, SessionStatus.DELETED)
+    send("anyone?")
+    assert sent_frames(CONN) == [message.SESSION_CLOSED]
+    assert len(ws.list_turns(session_id).items) == 1
+
+
+def test_message_on_another_customers_connection_is_refused(ws: DynamoSessionStore) -> None:
+    session_id = onboarded("alice")
+    send("hijack", customer="mallory")
+    assert sent_frames(CONN) == [message.NOT_READY]
+    assert len(ws.list_turns(session_id).items) == 1
+
+
+# ------------------------------------------------------------------ $default
+
+
+@pytest.mark.parametrize("body", ['{"action": "dance"}', "plain text", None])
+def test_default_route_names_the_valid_actions(body: str | None) -> None:
+    response = default.handler(ws_event("$default", body=body), CTX)
+    frame = json.loads(response["body"])
+    assert response["statusCode"] == 200
+    assert (frame["type"], frame["code"]) == ("error", "unknown_action")
+    assert "sendMessage" in frame["message"]
+    assert set(frame) == {"type", "code", "message"}
