@@ -41,6 +41,13 @@ _MAX_TIMEOUT = Duration.days(365)
 _OUTCOME_PATH = re.compile(r"^\$\.[A-Za-z_][A-Za-z0-9_]*$")
 
 
+def _path_or_value(value: str | IResolvable) -> str | IResolvable:
+    """A plain ``$.x`` / ``$$.x`` string as a JSONPath (``TaskInput.from_object`` would send it literally)."""
+    if isinstance(value, str) and not Token.is_unresolved(value) and value.startswith("$"):
+        return sfn.JsonPath.object_at(value)
+    return value
+
+
 @jsii.implements(IValidation)
 class _RejectionPathAttached:
     def __init__(self, gate: HumanApprovalGate) -> None:
@@ -103,10 +110,11 @@ class HumanApprovalGate(sfn.StateMachineFragment):
         review_ttl_days: days until DynamoDB's TTL removes the record (1..365, at least the
             timeout). Defaults to 7 (seed 001).
         subject: e-mail subject, at most 100 characters. Defaults to "Approval needed".
-        requested_by: JSONPath (e.g. ``sfn.JsonPath.string_at("$.requested_by")``) or literal
-            naming who asked. Defaults to the execution's ARN.
-        details: JSONPath of a value shown to the reviewer in the e-mail (keep it free of
-            personal data: e-mail is not a private channel). Defaults to nothing from the state.
+        requested_by: JSONPath (``"$.requested_by"`` or ``sfn.JsonPath.string_at(...)``) or a
+            literal naming who asked. Defaults to the execution's ARN.
+        details: JSONPath (``"$.reason"`` or ``sfn.JsonPath.object_at(...)``) of a value shown to
+            the reviewer in the e-mail (keep it free of personal data: e-mail is not a private
+            channel). Defaults to nothing from the state.
         outcome_path: where the rejection path finds ``outcome``/``reason``. Defaults to ``$.approval``.
         handler: request handler. Defaults to ``lambdas.orchestration.review_request.handler``.
         log_retention: retention of the request Lambda's logs. Defaults to one week.
@@ -128,7 +136,7 @@ class HumanApprovalGate(sfn.StateMachineFragment):
         timeout: Duration | None = None,
         review_ttl_days: int = 7,
         subject: str = "Approval needed",
-        requested_by: str | None = None,
+        requested_by: str | IResolvable | None = None,
         details: str | IResolvable | None = None,
         outcome_path: str = "$.approval",
         handler: str = DEFAULT_HANDLER,
@@ -244,12 +252,12 @@ class HumanApprovalGate(sfn.StateMachineFragment):
         payload: dict[str, Any] = {
             "task_token": sfn.JsonPath.task_token,
             "state": sfn.JsonPath.object_at("$"),
-            "requested_by": requested_by or sfn.JsonPath.string_at("$$.Execution.Id"),
+            "requested_by": _path_or_value(requested_by) if requested_by else sfn.JsonPath.string_at("$$.Execution.Id"),
             "entered_time": sfn.JsonPath.string_at("$$.State.EnteredTime"),
             "execution_id": sfn.JsonPath.string_at("$$.Execution.Id"),
         }
         if details is not None:
-            payload["details"] = details
+            payload["details"] = _path_or_value(details)
         self.request_review: tasks.LambdaInvoke = tasks.LambdaInvoke(
             self,
             "RequestReview",

@@ -69,6 +69,34 @@ def resolve(value: Any, refs: Mapping[str, str]) -> Any:
     return value
 
 
+#: Error names AWS defines that moto 5.2.5's ASL parser does not know (it refuses the whole
+#: definition: "Custom Error Names MUST NOT begin with the prefix 'States.'").
+_UNKNOWN_TO_MOTO = ("States.Http.Socket",)
+
+
+def moto_compatible(definition: str) -> str:
+    """The definition without error names moto cannot parse in Retry/Catch ``ErrorEquals``.
+
+    Only those names go; every state, transition, retry and catch stays. On AWS they match HTTP
+    Task socket errors, which none of the gate's or the export's states can raise.
+    """
+    document = json.loads(definition)
+
+    def strip(node: Any) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "ErrorEquals" and isinstance(value, list):
+                    node[key] = [name for name in value if name not in _UNKNOWN_TO_MOTO] or value
+                else:
+                    strip(value)
+        elif isinstance(node, list):
+            for item in node:
+                strip(item)
+
+    strip(document)
+    return json.dumps(document)
+
+
 def logical_id_of(template: Mapping[str, Any], kind: str, path_part: str) -> str:
     """The logical id of the one resource of ``kind`` whose construct path contains ``path_part``."""
     found = [
@@ -217,6 +245,7 @@ def deploy_gate_machine(
     machine_path: str,
     table_path: str,
     extra_refs: Callable[[dict[str, str]], None] | None = None,
+    topic_path: str | None = None,
 ) -> GateMachine:
     """Create the moto resources behind one gate state machine of ``template`` (inside mock_aws).
 
@@ -246,7 +275,7 @@ def deploy_gate_machine(
         "AWS::Region": REGION,
         "AWS::AccountId": "123456789012",
         logical_id_of(template, "AWS::DynamoDB::Table", table_path): table_name,
-        logical_id_of(template, "AWS::SNS::Topic", gate_path): topic_arn,
+        logical_id_of(template, "AWS::SNS::Topic", topic_path or gate_path): topic_arn,
         logical_id_of(template, "AWS::SecretsManager::Secret", gate_path): secret_arn,
     }
     if extra_refs is not None:
@@ -264,7 +293,7 @@ def deploy_gate_machine(
     )
 
     machine_id = logical_id_of(template, "AWS::StepFunctions::StateMachine", machine_path)
-    definition = resolve(template["Resources"][machine_id]["Properties"]["DefinitionString"], refs)
+    definition = moto_compatible(resolve(template["Resources"][machine_id]["Properties"]["DefinitionString"], refs))
     role_arn = boto3.client("iam", region_name=REGION).get_role(RoleName="in-process-lambda-role")["Role"]["Arn"]
     state_machine_arn = boto3.client("stepfunctions", region_name=REGION).create_state_machine(
         name=f"gate-{suffix}", definition=definition, roleArn=role_arn

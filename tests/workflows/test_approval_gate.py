@@ -10,10 +10,13 @@ from __future__ import annotations
 import functools
 import json
 import time
+import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 from unittest import mock
 
+import boto3
 import pytest
 from aws_cdk import App, Duration, Stack
 from aws_cdk import aws_dynamodb as dynamodb
@@ -27,9 +30,11 @@ from stacks.stage import LAMBDAS_DIR
 from tests.support.lambda_bridge import in_process
 from tests.workflows.gate_harness import (
     LINK_BASE_URL,
+    REGION,
     GateMachine,
     deploy_gate_machine,
     links_of,
+    logical_id_of,
     review_id_of,
     task_failure_cause,
 )
@@ -327,3 +332,172 @@ def test_unknown_paths_answer_html_not_json(slow: GateMachine) -> None:
 
     assert status == 404
     assert body.lstrip().startswith("<!doctype html>")
+
+
+# ---------------------------------------------------------------------------- the export workflow
+
+
+@functools.cache
+def export_template() -> dict[str, Any]:
+    """ExportWorkflow (issue 6) with the gate as its approval, as OrchestrationStack wires it."""
+    from aws_cdk import aws_kms as kms
+    from aws_cdk import aws_s3 as s3
+
+    from constructs_lib.export_workflow import ExportWorkflow
+
+    app = App(context={"aws:cdk:enable-path-metadata": True})
+    stack = Stack(app, "ExportTest")
+    table = dynamodb.Table(
+        stack,
+        "Table",
+        partition_key=dynamodb.Attribute(name="PK", type=dynamodb.AttributeType.STRING),
+        sort_key=dynamodb.Attribute(name="SK", type=dynamodb.AttributeType.STRING),
+        point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+            point_in_time_recovery_enabled=True
+        ),
+    )
+    key = kms.Key(stack, "Key")
+    bucket = s3.Bucket(stack, "Archive", encryption_key=key)
+    gate = HumanApprovalGate(
+        stack,
+        "ExportApproval",
+        code_root=LAMBDAS_DIR,
+        table=table,
+        link_base_url=LINK_BASE_URL,
+        encryption_key=key,
+        timeout=Duration.seconds(SLOW_TIMEOUT),
+        requested_by=sfn.JsonPath.string_at("$.requested_by"),
+        details="$.reason",
+    )
+    ExportWorkflow(
+        stack,
+        "Export",
+        table=table,
+        bucket=bucket,
+        encryption_key=key,
+        approval=gate,
+        poll_interval=Duration.seconds(1),
+        max_polls=10,
+    )
+    return dict(Template.from_stack(stack).to_json())
+
+
+@dataclass
+class ExportCloud:
+    gate: GateMachine
+    bucket: str
+    notifications: str
+
+
+@pytest.fixture
+def export_manifest() -> Iterator[None]:
+    """Give a COMPLETED moto export the ``ExportManifest`` AWS reports (moto 5.2.5 omits it).
+
+    DynamoDB's DescribeExport names the manifest of a completed export
+    (``<prefix>/AWSDynamoDB/<export id>/manifest-summary.json``); the workflow's requester
+    notification quotes it. moto writes the data files but reports no manifest.
+    """
+    from moto.dynamodb.models.table_export import TableExport
+
+    original = TableExport.response
+
+    def response(self: TableExport) -> dict[str, Any]:
+        described = original(self)
+        if described["ExportStatus"] == "COMPLETED":
+            export_id = self.arn.rsplit("/", 1)[1]
+            described["ExportManifest"] = f"{self.s3_prefix}/AWSDynamoDB/{export_id}/manifest-summary.json"
+        return described
+
+    with mock.patch.object(TableExport, "response", response):
+        yield
+
+
+@pytest.fixture
+def export(cloud: None, export_manifest: None) -> ExportCloud:
+    s3 = boto3.client("s3", region_name=REGION)
+    sns = boto3.client("sns", region_name=REGION)
+    sqs = boto3.client("sqs", region_name=REGION)
+    bucket = f"archive-{uuid.uuid4().hex[:8]}"
+    s3.create_bucket(Bucket=bucket)
+    topic = sns.create_topic(Name=f"export-notifications-{uuid.uuid4().hex[:8]}")["TopicArn"]
+    queue = sqs.create_queue(QueueName=f"requester-{uuid.uuid4().hex[:8]}")["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn, Attributes={"RawMessageDelivery": "true"})
+    template = export_template()
+
+    def more_refs(refs: dict[str, str]) -> None:
+        table_id = logical_id_of(template, "AWS::DynamoDB::Table", "ExportTest/Table/")
+        refs[f"{table_id}.Arn"] = f"arn:aws:dynamodb:{REGION}:123456789012:table/{refs[table_id]}"
+        refs[logical_id_of(template, "AWS::S3::Bucket", "ExportTest/Archive/")] = bucket
+        key_id = logical_id_of(template, "AWS::KMS::Key", "ExportTest/Key/")
+        refs[f"{key_id}.Arn"] = f"arn:aws:kms:{REGION}:123456789012:key/{uuid.uuid4()}"
+        refs[logical_id_of(template, "AWS::SNS::Topic", "ExportTest/Export/")] = topic
+
+    gate = deploy_gate_machine(
+        template,
+        gate_path="ExportTest/ExportApproval/",
+        machine_path="ExportTest/Export/",
+        table_path="ExportTest/Table/",
+        extra_refs=more_refs,
+        topic_path="ExportTest/ExportApproval/",
+    )
+    boto3.client("dynamodb", region_name=REGION).update_continuous_backups(
+        TableName=gate.table_name,
+        PointInTimeRecoverySpecification={"PointInTimeRecoveryEnabled": True},
+    )
+    return ExportCloud(gate=gate, bucket=bucket, notifications=queue)
+
+
+def _exported_objects(bucket: str) -> list[str]:
+    listing = boto3.client("s3", region_name=REGION).list_objects_v2(Bucket=bucket, Prefix="exports/")
+    return [obj["Key"] for obj in listing.get("Contents", [])]
+
+
+def _requester_messages(queue: str) -> list[dict[str, Any]]:
+    sqs = boto3.client("sqs", region_name=REGION)
+    messages = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10).get("Messages", [])
+    return [json.loads(m["Body"]) for m in messages]
+
+
+EXPORT_REQUEST = {"requested_by": "admin-7", "reason": "customer asked for their data (ticket 42)"}
+
+
+def test_an_approved_export_runs(export: ExportCloud) -> None:
+    # Given an export waiting for approval, with nothing exported yet
+    gate = export.gate
+    execution = gate.start(EXPORT_REQUEST)
+    email = gate.next_email()
+    assert "customer asked for their data (ticket 42)" in email
+    assert _exported_objects(export.bucket) == []
+
+    # When the reviewer approves
+    status, _ = gate.click(links_of(email)["approve"])
+
+    # Then the table is exported under exports/<execution name>/ and the requester is told where
+    assert status == 200
+    done = gate.wait_done(execution, timeout=30)
+    assert done["status"] == "SUCCEEDED", done
+    name = execution.rsplit(":", 1)[1]
+    objects = _exported_objects(export.bucket)
+    assert objects
+    assert all(key.startswith(f"exports/{name}/") for key in objects)
+    notes = _requester_messages(export.notifications)
+    assert [n["event_type"] for n in notes] == ["export_completed"]
+    assert notes[0]["requested_by"] == "admin-7"
+
+
+def test_a_rejected_export_ends_without_exporting(export: ExportCloud) -> None:
+    gate = export.gate
+    execution = gate.start(EXPORT_REQUEST)
+    email = gate.next_email()
+
+    status, _ = gate.click(links_of(email)["reject"])
+
+    assert status == 200
+    done = gate.wait_done(execution, timeout=30)
+    assert done["status"] == "FAILED"
+    assert done.get("error") == "ExportRejected"
+    assert gate.entered(execution, "StartExport") == 0
+    assert _exported_objects(export.bucket) == []
+    notes = _requester_messages(export.notifications)
+    assert [n["event_type"] for n in notes] == ["export_rejected"]
