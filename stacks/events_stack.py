@@ -2,15 +2,78 @@
 
 from __future__ import annotations
 
-from aws_cdk import Stack
+from pathlib import Path
+from typing import Any
+
+from aws_cdk import Duration, RemovalPolicy, Size, Stack
+from aws_cdk import aws_events as events
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from stacks.config import StageConfig
+from constructs_lib import (
+    EncryptionKey,
+    FanoutTopic,
+    S3DeliveryStream,
+    SecureEventBus,
+    SecureQueue,
+    SharedFunction,
+    StreamConsumer,
+)
+from constructs_lib.nag_findings import acknowledge_policy, resource_finding
+from lambdas.events import routing
+from lambdas.shared import keys
+from stacks.config import LOG_RETENTION_DAYS, StageConfig
 from stacks.storage_stack import StorageStack
+
+#: Key prefix of the audit objects the router writes into the Object Lock bucket.
+AUDIT_PREFIX = "audit"
+
+LAMBDAS_DIR = Path(__file__).resolve().parent.parent / "lambdas"
+
+_RETENTION = dict(zip(LOG_RETENTION_DAYS, [d for d in logs.RetentionDays if d.name != "INFINITE"], strict=True))
+
+#: Stream records that reach the router: the records of the architecture page (every entity's
+#: META, turns, summaries, handoffs). Left out: derived rows (agent SKILL# index rows, agent
+#: INBOX# rows written by the dashboard updater), whose changes mirror a META or HANDOFF change
+#: that is already routed, audited and counted; filtering them in the mapping saves invocations.
+ROUTED_SORT_KEYS: list[Any] = [
+    keys.META_SK,
+    {"prefix": keys.TURN_PREFIX},
+    {"prefix": keys.SUMMARY_PREFIX},
+    {"prefix": keys.HANDOFF_PREFIX},
+]
+
+#: Handoff topic -> queue filters, exactly seed 003's table (by message attribute).
+AGENT_DASHBOARD_FILTER = {"agent_id": sns.SubscriptionFilter.exists_filter()}
+ESCALATION_FILTER = {"reason": sns.SubscriptionFilter.string_filter(allowlist=["escalated"])}
+
+
+def log_retention(days: int) -> logs.RetentionDays:
+    """The CloudWatch Logs retention matching ``config.log_retention_days``."""
+    return _RETENTION[days]
+
+
+def status_changed_pattern(new_status: str) -> events.EventPattern:
+    """Events of the bus where a session moved to ``new_status`` (the seed's rules; shared)."""
+    return events.EventPattern(
+        source=[routing.EVENT_SOURCE],
+        detail_type=[routing.STATUS_CHANGED],
+        detail={"new_status": [new_status]},
+    )
 
 
 class EventsStack(Stack):
-    """Everything the table stream drives. Receives the storage it reads from."""
+    """Everything the table stream drives. Receives the storage it reads from.
+
+    Exposes ``bus`` (source ``mangaassist.sessions``, detail-type ``SessionStatusChanged``; the
+    Orchestration stack adds the SessionEnded rule with ``status_changed_pattern("disconnected")``),
+    ``handoff_topic``, ``customer_notification_queue`` (its consumer is deployed in ApiStack with
+    a timeout of at most ``customer_notifier_timeout``), ``managers_topic`` and the functions.
+    """
 
     def __init__(
         self, scope: Construct, construct_id: str, *, config: StageConfig, storage: StorageStack, **kwargs: object
@@ -18,3 +81,221 @@ class EventsStack(Stack):
         super().__init__(scope, construct_id, **kwargs)  # type: ignore[arg-type]
         self.config = config
         self.storage = storage
+        # This stack's own keys. Services attach key-policy statements naming our resources (the
+        # bus; SNS -> SQS names the topic), so the Storage key, which must not reference this
+        # stack, cannot serve; and queues need a key other than the topics' (see FanoutTopic).
+        removal = RemovalPolicy.RETAIN if config.is_production else RemovalPolicy.DESTROY
+        window = Duration.days(30 if config.is_production else 7)
+        self.events_key = EncryptionKey(
+            self,
+            "EventsKey",
+            description=f"MangaAssist {config.name}: event bus, topics, delivery stream buffer",
+            service_principals=["sns", "events", "firehose"],
+            removal_policy=removal,
+            pending_window=window,
+        )
+        self.queues_key = EncryptionKey(
+            self,
+            "QueuesKey",
+            description=f"MangaAssist {config.name}: SQS queues and dead-letter queues",
+            service_principals=["sns", "events"],
+            removal_policy=removal,
+            pending_window=window,
+        )
+        key = self.events_key.key
+        queue_key = self.queues_key.key
+        retention = log_retention(config.log_retention_days)
+        timeout = Duration.seconds(config.lambda_timeout_seconds)
+
+        def function(construct_id: str, handler: str, environment: dict[str, str], **extra: Any) -> SharedFunction:
+            return SharedFunction(
+                self,
+                construct_id,
+                code_root=LAMBDAS_DIR,
+                handler=handler,
+                environment=environment,
+                timeout=extra.pop("timeout", timeout),
+                memory_size=config.lambda_memory_mb,
+                log_retention=retention,
+                service_name=construct_id,
+                metrics_namespace="MangaAssist",
+                **extra,
+            )
+
+        # -- event bus and its rules ---------------------------------------------------------
+        self.event_bus = SecureEventBus(
+            self,
+            "SessionEvents",
+            encryption_key=key,
+            dead_letter_queue_encryption_key=queue_key,
+            event_bus_name=f"MangaAssist-{config.name}-sessions",
+            archive_retention=Duration.days(config.event_archive_retention_days),
+        )
+        self.bus: events.IEventBus = self.event_bus.event_bus
+        self.metrics_function = function(
+            "SessionMetrics",
+            "lambdas.events.metrics.handler",
+            {},
+            on_failure=self.event_bus.dead_letter_queue,
+            retry_attempts=2,
+        )
+        self.event_bus.route_to_function(
+            "SessionStartedRule",
+            event_pattern=status_changed_pattern("active"),
+            function=self.metrics_function.function,
+            description="SessionStarted: a session became active -> sessions-started metric",
+        )
+        self.agent_notification = SecureQueue(self, "AgentNotificationQueue", encryption_key=queue_key)
+        self.agent_notification_queue: sqs.IQueue = self.agent_notification.queue
+        self.event_bus.route_to_queue(
+            "SessionHandoffRule",
+            event_pattern=status_changed_pattern("handoff"),
+            queue=self.agent_notification.queue,
+            description="SessionHandoff: a session waits for a human agent -> agent notification queue",
+        )
+
+        # -- handoff fan-out --------------------------------------------------------------------
+        self.handoffs = FanoutTopic(self, "HandoffTopic", encryption_key=key, queue_encryption_key=queue_key)
+        self.handoff_topic: sns.ITopic = self.handoffs.topic
+        self.managers = FanoutTopic(self, "ManagersTopic", encryption_key=key, queue_encryption_key=queue_key)
+        self.managers_topic: sns.ITopic = self.managers.topic
+        table_env = {"TABLE_NAME": storage.table.table_name}
+
+        self.dashboard_function = function("AgentDashboardUpdater", "lambdas.events.dashboard.handler", table_env)
+        storage.table.grant_write_data(self.dashboard_function.function)
+        self.handoffs.add_queue_subscriber(
+            "AgentDashboardQueue", filter_policy=AGENT_DASHBOARD_FILTER, consumer=self.dashboard_function.function
+        )
+
+        self.customer_notifier_timeout = timeout
+        customer = self.handoffs.add_queue_subscriber(
+            "CustomerNotificationQueue", raw_message_delivery=True, consumer_timeout=timeout
+        )
+        self.customer_notification_queue: sqs.IQueue = customer.queue
+
+        self.escalation_function = function(
+            "EscalationManager",
+            "lambdas.events.escalation.handler",
+            {**table_env, "MANAGERS_TOPIC_ARN": self.managers.topic_arn},
+        )
+        storage.table.grant_read_write_data(self.escalation_function.function)
+        self.managers.grant_publish(self.escalation_function.function)
+        self.handoffs.add_queue_subscriber(
+            "EscalationQueue", filter_policy=ESCALATION_FILTER, consumer=self.escalation_function.function
+        )
+
+        # -- analytics ----------------------------------------------------------------------
+        self.analytics = S3DeliveryStream(
+            self,
+            "AnalyticsDeliveryStream",
+            bucket=storage.analytics.bucket,
+            encryption_key=storage.key,
+            stream_encryption_key=key,
+            prefix="sessions/",
+            error_prefix="errors/",
+            buffering_interval=Duration.seconds(config.firehose_buffer_seconds),
+            buffering_size=Size.mebibytes(config.firehose_buffer_mb),
+            log_retention=retention,
+        )
+
+        # -- summaries ----------------------------------------------------------------------
+        self.summary_dead_letter_queue = SecureQueue(
+            self, "SummaryDeadLetterQueue", encryption_key=queue_key, dead_letter_queue=False
+        ).queue
+        summary_env = {**table_env, "SUMMARY_INTERVAL": str(config.summary_interval)}
+        if config.bedrock_model_id is not None:
+            summary_env["BEDROCK_MODEL_ID"] = config.bedrock_model_id
+        self.summary_function = function(
+            "SummaryGenerator",
+            "lambdas.events.summary.handler",
+            summary_env,
+            timeout=Duration.seconds(max(config.lambda_timeout_seconds, 90)),
+            on_failure=self.summary_dead_letter_queue,
+            retry_attempts=2,
+        )
+        storage.table.grant_read_write_data(self.summary_function.function)
+        if config.bedrock_model_id is not None:
+            self._allow_model(self.summary_function, config.bedrock_model_id)
+
+        # -- stream router ------------------------------------------------------------------
+        self.router_function = function(
+            "StreamRouter",
+            "lambdas.events.router.handler",
+            {
+                "EVENT_BUS_NAME": self.event_bus.event_bus_name,
+                "HANDOFF_TOPIC_ARN": self.handoffs.topic_arn,
+                "ANALYTICS_STREAM_NAME": self.analytics.delivery_stream_name,
+                "AUDIT_BUCKET_NAME": storage.audit.bucket.bucket_name,
+                "AUDIT_PREFIX": AUDIT_PREFIX,
+                "SUMMARY_FUNCTION_NAME": self.summary_function.function_name,
+                "SUMMARY_INTERVAL": str(config.summary_interval),
+            },
+            timeout=Duration.seconds(max(config.lambda_timeout_seconds, 60)),
+        )
+        router = self.router_function.function
+        self.event_bus.grant_put_events_to(router)
+        self.handoffs.grant_publish(router)
+        self.analytics.grant_put_records(router)
+        storage.audit.bucket.grant_put(router, f"{AUDIT_PREFIX}/*")
+        self.summary_function.grant_invoke(router)
+        self.stream_source = StreamConsumer(
+            self,
+            "StreamRouterSource",
+            function=router,
+            table=storage.table,
+            encryption_key=queue_key,
+            # TRIM_HORIZON: a new or re-created mapping starts at the oldest record still in the
+            # stream, so no change made before the mapping existed escapes the audit trail; the
+            # router is idempotent, so reading a record twice changes nothing.
+            starting_position=lambda_.StartingPosition.TRIM_HORIZON,
+            batch_size=config.stream_batch_size,
+            max_batching_window=Duration.seconds(config.stream_batching_window_seconds),
+            retry_attempts=config.stream_max_retries,
+            max_record_age=Duration.seconds(config.stream_max_record_age_seconds),
+            filters=[{"dynamodb": {"Keys": {"SK": {"S": ROUTED_SORT_KEYS}}}}],
+        )
+        self.stream_dead_letter_queue: sqs.IQueue = self.stream_source.dead_letter_queue
+        self._acknowledge_grants(storage)
+
+    def _acknowledge_grants(self, storage: StorageStack) -> None:
+        """cdk-nag IAM5 findings of CDK's own grants, one acknowledgement per finding and policy."""
+        kms_reason = (
+            "CDK's KMS grant for an encrypted table, queue, topic or stream: GenerateDataKey*/ReEncrypt* "
+            "on one named key ARN, no resource wildcard."
+        )
+        index_reason = (
+            "The store queries this table's own GSIs (customer sessions, cleanup, available agents); the "
+            "wildcard covers only this table's indexes."
+        )
+        table_index = resource_finding(self, storage.table.table_arn, "/index/*", owner=storage.table)
+        common = {
+            "Action::kms:GenerateDataKey*": kms_reason,
+            "Action::kms:ReEncrypt*": kms_reason,
+        }
+        acknowledge_policy(self.metrics_function.role, common)
+        for fn in (self.dashboard_function, self.escalation_function, self.summary_function):
+            acknowledge_policy(fn.role, {**common, table_index: index_reason})
+        acknowledge_policy(
+            self.router_function.role,
+            {
+                **common,
+                "Action::s3:Abort*": "CDK's grant_put on the audit prefix: Abort* cleans up an interrupted "
+                "multipart upload of the router's own audit objects.",
+                resource_finding(
+                    self, storage.audit.bucket.bucket_arn, f"/{AUDIT_PREFIX}/*", owner=storage.audit.bucket
+                ): (
+                    "Audit objects are named per batch (sequence numbers), so they cannot be listed in "
+                    "advance; the grant is PutObject under the audit/ prefix of one bucket."
+                ),
+                resource_finding(self, self.summary_function.function.function_arn, ":*"): (
+                    "lambda:InvokeFunction on the summary generator's versions and aliases only."
+                ),
+                "Resource::*": "dynamodb:ListStreams (the event source mapping's grant) supports no "
+                "resource-level permissions.",
+            },
+        )
+
+    def _allow_model(self, fn: SharedFunction, model_id: str) -> None:
+        """Converse on exactly one foundation model in this stack's region (bedrock:InvokeModel)."""
+        arn = self.format_arn(service="bedrock", account="", resource="foundation-model", resource_name=model_id)
+        fn.role.add_to_principal_policy(iam.PolicyStatement(actions=["bedrock:InvokeModel"], resources=[arn]))

@@ -35,6 +35,7 @@ UNSCOPABLE_ACTIONS = {
     "states:SendTaskFailure",
     "states:SendTaskHeartbeat",
     "bedrock:ListFoundationModels",
+    "dynamodb:ListStreams",  # stream event source mappings (CDK's grant); no resource-level permission
     "s3:GetBucketLocation",
     "s3:ListAllMyBuckets",
 }

@@ -1,0 +1,149 @@
+"""An encrypted SNS topic fanned out to filtered SQS queues, each with a DLQ and optionally a consumer."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from aws_cdk import Duration
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as sources
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from constructs_lib.secure_queue import SecureQueue
+
+#: AWS's advice for a queue that triggers a function: visibility >= 6x the function timeout.
+VISIBILITY_FACTOR = 6
+
+
+@dataclass(frozen=True)
+class Subscriber:
+    """One fan-out branch: the queue, its DLQ and the subscription (with its filter policy)."""
+
+    queue: sqs.Queue
+    dead_letter_queue: sqs.Queue
+    subscription: sns.Subscription
+
+
+class FanoutTopic(Construct):
+    """KMS-encrypted, SSL-only topic; ``add_queue_subscriber`` adds a filtered queue branch.
+
+    Example::
+
+        topic = FanoutTopic(self, "Handoffs", encryption_key=topic_key, queue_encryption_key=queue_key)
+        topic.add_queue_subscriber("Dashboard", consumer=fn, consumer_timeout=Duration.seconds(30),
+                                   filter_policy={"agent_id": sns.SubscriptionFilter.exists_filter()})
+
+    Every branch queue is KMS-encrypted, SSL-only, moves a message to its DLQ after
+    ``max_receive_count`` receives (the subscription sends what SNS cannot deliver to the same
+    DLQ), and has a visibility timeout of at least 6x its consumer's timeout. A consumer reads
+    with partial batch responses.
+
+    Args:
+        encryption_key: customer key of the topic. Required.
+        queue_encryption_key: customer key of the branch queues and their DLQs. Required, and it
+            must not be ``encryption_key``: the SNS -> SQS subscription adds a statement naming
+            the topic to the queue key's policy, and a topic encrypted with that same key would
+            make a CloudFormation dependency cycle (key -> topic -> key).
+        existing_topic: a topic to fan out instead of a new one. Defaults to a new topic. Do not
+            combine with ``display_name``.
+        display_name: display name of a new topic. Defaults to none.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        encryption_key: kms.IKey,
+        queue_encryption_key: kms.IKey,
+        existing_topic: sns.ITopic | None = None,
+        display_name: str | None = None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        if existing_topic is not None and display_name is not None:
+            raise ValueError("give existing_topic or display_name, not both: display_name only shapes a new topic")
+        if queue_encryption_key.node.path == encryption_key.node.path:
+            raise ValueError(
+                "queue_encryption_key must differ from encryption_key: the queue key's policy names the "
+                "topic, so one key for both makes a dependency cycle; give the queues their own key"
+            )
+        self._key = queue_encryption_key
+        self.topic: sns.ITopic = existing_topic or sns.Topic(
+            self, "Resource", master_key=encryption_key, enforce_ssl=True, display_name=display_name
+        )
+        self.subscribers: dict[str, Subscriber] = {}
+
+    @property
+    def topic_arn(self) -> str:
+        return self.topic.topic_arn
+
+    def grant_publish(self, grantee: iam.IGrantable) -> iam.Grant:
+        return self.topic.grant_publish(grantee)
+
+    def add_queue_subscriber(
+        self,
+        construct_id: str,
+        *,
+        filter_policy: Mapping[str, sns.SubscriptionFilter] | None = None,
+        raw_message_delivery: bool = True,
+        consumer: lambda_.IFunction | None = None,
+        consumer_timeout: Duration | None = None,
+        batch_size: int = 10,
+        max_receive_count: int = 3,
+    ) -> Subscriber:
+        """Subscribe a new queue (with DLQ) to the topic; attach ``consumer`` when given.
+
+        Args:
+            filter_policy: message-attribute filter. Defaults to none: every message.
+            raw_message_delivery: deliver the message body without the SNS envelope (message
+                attributes become SQS attributes). Defaults to true.
+            consumer: function reading the queue with partial batch responses. Defaults to none
+                (another stack attaches its consumer; size ``consumer_timeout`` for it).
+            consumer_timeout: the consumer's timeout; the queue's visibility timeout is 6x it.
+                Defaults to the consumer's timeout, or 30 seconds.
+            batch_size: messages per invocation, 1..10. Defaults to 10.
+            max_receive_count: receives before the DLQ. Defaults to 3.
+        """
+        if construct_id in self.subscribers:
+            raise ValueError(f"a subscriber {construct_id!r} exists already; ids must be unique")
+        if not 1 <= batch_size <= 10:
+            raise ValueError(f"batch_size must be 1..10 (given {batch_size})")
+        timeout = consumer_timeout or getattr(consumer, "timeout", None) or Duration.seconds(30)
+        branch = SecureQueue(
+            self,
+            construct_id,
+            encryption_key=self._key,
+            visibility_timeout=Duration.seconds(int(timeout.to_seconds()) * VISIBILITY_FACTOR),
+            max_receive_count=max_receive_count,
+        )
+        assert branch.dead_letter_queue is not None  # noqa: S101 - SecureQueue made one
+        subscription = subscriptions.SqsSubscription(
+            branch.queue,
+            raw_message_delivery=raw_message_delivery,
+            filter_policy=dict(filter_policy or {}) or None,
+            # Messages SNS cannot deliver to the queue (after its own retries) land in the DLQ too.
+            dead_letter_queue=branch.dead_letter_queue,
+        )
+        self.topic.add_subscription(subscription)
+        sub_construct = _find_subscription(branch.queue, self.topic)
+        if consumer is not None:
+            consumer.add_event_source(
+                sources.SqsEventSource(branch.queue, batch_size=batch_size, report_batch_item_failures=True)
+            )
+        subscriber = Subscriber(branch.queue, branch.dead_letter_queue, sub_construct)
+        self.subscribers[construct_id] = subscriber
+        return subscriber
+
+
+def _find_subscription(queue: sqs.Queue, topic: sns.ITopic) -> sns.Subscription:
+    """The Subscription CDK created for ``queue`` (SqsSubscription puts it under the queue)."""
+    for child in queue.node.find_all():
+        if isinstance(child, sns.Subscription):
+            return child
+    raise LookupError(f"no subscription of {queue.node.path} to {topic.node.path}")

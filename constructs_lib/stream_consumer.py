@@ -1,0 +1,121 @@
+"""A Lambda function consuming a DynamoDB stream the safe way: partial failures, bisect, bounded retries."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from aws_cdk import Duration
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as sources
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from constructs_lib.secure_queue import SecureQueue
+
+#: DynamoDB streams keep records for 24 hours; a record older than that is gone anyway.
+STREAM_RETENTION_SECONDS = 86400
+
+
+class StreamConsumer(Construct):
+    """Event source mapping from a table's stream to a function, with an on-failure SQS DLQ.
+
+    Example::
+
+        StreamConsumer(self, "RouterSource", function=router.function, table=table,
+                       encryption_key=key, batch_size=100, max_batching_window=Duration.seconds(5),
+                       filters=[{"dynamodb": {"Keys": {"SK": {"S": [{"prefix": "TURN#"}]}}}}])
+
+    The mapping reports batch item failures (the function returns ``batchItemFailures``), bisects
+    a failing batch, retries a bounded number of times, drops records older than
+    ``max_record_age`` (below the stream's 24 h retention, so a stuck record is sent to the DLQ
+    instead of silently expiring) and sends what it gives up on to the DLQ. For a DynamoDB stream
+    the DLQ message holds the shard and sequence-number range, not the record: an operator
+    re-reads the range while it is in the stream.
+
+    Args:
+        function: the consumer. Its role gets stream read access through the mapping.
+        table: the table whose stream is consumed; it must have a stream.
+        encryption_key: customer key of the DLQ (when a new one is created).
+        starting_position: defaults to TRIM_HORIZON: a new mapping starts at the oldest record
+            still in the stream, so changes written between table creation and mapping creation
+            are not skipped; the consumer must be idempotent (it must be anyway: at-least-once).
+        batch_size: records per invocation, 1..1000. Defaults to 100.
+        max_batching_window: wait for a fuller batch, 0..300 s. Defaults to 5 seconds.
+        retry_attempts: retries of a failing batch, 0..10000. Defaults to 5.
+        max_record_age: 60 s..24 h. Defaults to 6 hours.
+        parallelization_factor: batches per shard at once, 1..10. Defaults to 1 (strict order
+            per partition key; raising it keeps order per key but costs more invocations).
+        filters: Lambda event filter patterns (ORed). Defaults to none (every record invokes).
+        existing_dead_letter_queue: the on-failure queue to use. Defaults to a new SecureQueue
+            without a DLQ of its own. Do not combine with ``dead_letter_queue_retention``.
+        dead_letter_queue_retention: retention of a new DLQ. Defaults to 14 days.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        function: lambda_.IFunction,
+        table: dynamodb.ITable,
+        encryption_key: kms.IKey,
+        starting_position: lambda_.StartingPosition = lambda_.StartingPosition.TRIM_HORIZON,
+        batch_size: int = 100,
+        max_batching_window: Duration | None = None,
+        retry_attempts: int = 5,
+        max_record_age: Duration | None = None,
+        parallelization_factor: int = 1,
+        filters: Sequence[Mapping[str, Any]] = (),
+        existing_dead_letter_queue: sqs.IQueue | None = None,
+        dead_letter_queue_retention: Duration | None = None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        if existing_dead_letter_queue is not None and dead_letter_queue_retention is not None:
+            raise ValueError(
+                "give existing_dead_letter_queue or dead_letter_queue_retention, not both: "
+                "the retention only shapes a new queue"
+            )
+        window = max_batching_window if max_batching_window is not None else Duration.seconds(5)
+        age = max_record_age or Duration.hours(6)
+        if not 1 <= batch_size <= 1000:
+            raise ValueError(f"batch_size must be 1..1000 for a DynamoDB stream (given {batch_size})")
+        if not 0 <= window.to_seconds() <= 300:
+            raise ValueError(f"max_batching_window must be 0..300 seconds (given {window.to_seconds()})")
+        if not 0 <= retry_attempts <= 10000:
+            raise ValueError(f"retry_attempts must be 0..10000, never infinite (given {retry_attempts})")
+        if not 60 <= age.to_seconds() < STREAM_RETENTION_SECONDS:
+            raise ValueError(
+                f"max_record_age must be 60..{STREAM_RETENTION_SECONDS - 1} seconds, below the stream's "
+                f"24 h retention (given {age.to_seconds()})"
+            )
+        if not 1 <= parallelization_factor <= 10:
+            raise ValueError(f"parallelization_factor must be 1..10 (given {parallelization_factor})")
+        if len(filters) > 5:
+            raise ValueError(f"at most 5 filter patterns per mapping (given {len(filters)})")
+
+        self.dead_letter_queue: sqs.IQueue = existing_dead_letter_queue or (
+            SecureQueue(
+                self,
+                "DeadLetterQueue",
+                encryption_key=encryption_key,
+                dead_letter_queue=False,
+                retention_period=dead_letter_queue_retention,
+            ).queue
+        )
+        self.event_source = sources.DynamoEventSource(
+            table,
+            starting_position=starting_position,
+            batch_size=batch_size,
+            max_batching_window=window,
+            bisect_batch_on_error=True,
+            report_batch_item_failures=True,
+            retry_attempts=retry_attempts,
+            max_record_age=age,
+            parallelization_factor=parallelization_factor,
+            on_failure=sources.SqsDlq(self.dead_letter_queue),
+            filters=[lambda_.FilterCriteria.filter(dict(pattern)) for pattern in filters] or None,
+        )
+        function.add_event_source(self.event_source)

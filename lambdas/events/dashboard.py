@@ -1,0 +1,48 @@
+"""Agent-dashboard queue consumer: puts each assigned handoff into the agent's inbox.
+
+Queue filter: ``agent_id`` exists. One inbox item per (agent, handoff), written conditionally, so
+a redelivered message changes nothing. Partial batch responses: a failed message is retried
+alone and reaches the DLQ after 3 receives.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from lambdas.events.messages import InvalidMessage, parse_body
+from lambdas.shared import env
+from lambdas.shared.store import DynamoSessionStore
+
+logger = Logger()
+processor = BatchProcessor(event_type=EventType.SQS)
+
+
+@env.once
+def store() -> DynamoSessionStore:
+    return DynamoSessionStore(env.require("TABLE_NAME"))
+
+
+def record_handler(record: SQSRecord) -> str:
+    message = parse_body(record.body)
+    if message.agent_id is None or message.handoff_id is None:
+        raise InvalidMessage("a dashboard message needs agent_id and handoff_id")
+    created = store().put_inbox_item(
+        message.agent_id,
+        session_id=message.session_id,
+        handoff_id=message.handoff_id,
+        reason=message.reason or "unspecified",
+        priority=message.priority,
+    )
+    logger.info("inbox", extra={"agent_id": message.agent_id, "handoff_id": message.handoff_id, "created": created})
+    return message.handoff_id
+
+
+@logger.inject_lambda_context
+def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
+    return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)

@@ -1,0 +1,293 @@
+"""Batched writers for the stream router: one chunked call per service, retries of failed entries only.
+
+Each writer takes entries tagged with the *owner* (the stream record's sequence number they came
+from), sends them in as few calls as the service allows (Firehose PutRecordBatch: 500 records or
+4 MiB; EventBridge PutEvents and SNS PublishBatch: 10 entries or 256 KiB), and retries only the
+entries the service reported as failed (``FailedPutCount``, ``FailedEntryCount``, ``Failed``),
+with exponential backoff and full jitter, at most ``Backoff.attempts`` calls per chunk. What is
+still failed after that comes back as the set of owners, so the router reports exactly those
+records in ``batchItemFailures``.
+
+A whole call that raises (throttling, 5xx) is retried the same way; an error that a retry cannot
+fix (validation, access denied) fails the chunk at once.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import random
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Generic, TypeVar
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+FIREHOSE_MAX_RECORDS: Final = 500
+FIREHOSE_MAX_BYTES: Final = 4 * 1024 * 1024
+EVENTS_MAX_ENTRIES: Final = 10
+EVENTS_MAX_BYTES: Final = 256 * 1024
+SNS_MAX_ENTRIES: Final = 10
+SNS_MAX_BYTES: Final = 256 * 1024
+
+_RETRYABLE_CODES: Final = frozenset(
+    {
+        "ThrottlingException",
+        "Throttling",
+        "ThrottledException",
+        "TooManyRequestsException",
+        "ServiceUnavailable",
+        "ServiceUnavailableException",
+        "InternalFailure",
+        "InternalError",
+        "InternalException",
+        "RequestTimeout",
+        "RequestTimeoutException",
+        "SlowDown",
+        "KMSThrottlingException",
+    }
+)
+
+_system_random = random.SystemRandom()
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Bounded retries: at most ``attempts`` calls; before call n+1 sleep rand() * min(cap, base * 2**n)."""
+
+    attempts: int = 4
+    base_seconds: float = 0.05
+    cap_seconds: float = 1.0
+    sleep: Callable[[float], None] = time.sleep
+    rand: Callable[[], float] = _system_random.random
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.attempts <= 10:
+            raise ValueError(f"attempts must be 1..10 (given {self.attempts})")
+        if self.base_seconds < 0 or self.cap_seconds < self.base_seconds:
+            raise ValueError(f"need 0 <= base <= cap (given {self.base_seconds}, {self.cap_seconds})")
+
+    def delay(self, retry: int) -> float:
+        return float(self.rand() * min(self.cap_seconds, self.base_seconds * 2**retry))
+
+
+@dataclass(frozen=True)
+class Entry(Generic[T]):
+    """One outgoing item: the request entry and the stream record (sequence number) it belongs to."""
+
+    owner: str
+    payload: T
+    size: int
+
+
+def is_retryable(error: Exception) -> bool:
+    """True for errors a later call may not hit: throttling, 5xx, timeouts, connection errors."""
+    if isinstance(error, BotoCoreError):
+        return True
+    if isinstance(error, ClientError):
+        code = str(error.response.get("Error", {}).get("Code", ""))
+        status = int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+        return code in _RETRYABLE_CODES or status >= 500 or "Throttl" in code
+    return False
+
+
+def chunked(entries: Sequence[Entry[T]], *, max_count: int, max_bytes: int) -> Iterator[list[Entry[T]]]:
+    """Consecutive chunks of at most ``max_count`` entries and ``max_bytes`` summed sizes."""
+    chunk: list[Entry[T]] = []
+    size = 0
+    for entry in entries:
+        if chunk and (len(chunk) >= max_count or size + entry.size > max_bytes):
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(entry)
+        size += entry.size
+    if chunk:
+        yield chunk
+
+
+def send_with_retries(
+    chunk: Sequence[Entry[T]],
+    send: Callable[[list[T]], list[bool]],
+    backoff: Backoff,
+) -> list[Entry[T]]:
+    """Send a chunk; resend only the entries reported failed; return those still failed at the end.
+
+    ``send`` makes ONE call with the given payloads and returns one ok-flag per payload, in order.
+    """
+    pending = list(chunk)
+    for attempt in range(backoff.attempts):
+        try:
+            flags = send([e.payload for e in pending])
+        except (ClientError, BotoCoreError) as err:
+            if not is_retryable(err):
+                return pending
+            flags = [False] * len(pending)
+        pending = [entry for entry, ok in zip(pending, flags, strict=True) if not ok]
+        if not pending:
+            return []
+        if attempt + 1 < backoff.attempts:
+            backoff.sleep(backoff.delay(attempt))
+    return pending
+
+
+@dataclass
+class FirehoseWriter:
+    """PutRecordBatch of newline-delimited JSON records, 500 records / 4 MiB per call."""
+
+    client: Any
+    stream_name: str
+    backoff: Backoff = field(default_factory=Backoff)
+
+    def write(self, entries: Sequence[Entry[dict[str, Any]]]) -> set[str]:
+        """Deliver every entry; returns the owners of entries that finally failed."""
+        records = [Entry(e.owner, {"Data": _ndjson(e.payload)}, 0) for e in entries]
+        records = [Entry(r.owner, r.payload, len(r.payload["Data"])) for r in records]
+        failed: set[str] = set()
+        for chunk in chunked(records, max_count=FIREHOSE_MAX_RECORDS, max_bytes=FIREHOSE_MAX_BYTES):
+            failed.update(e.owner for e in send_with_retries(chunk, self._send, self.backoff))
+        return failed
+
+    def _send(self, records: list[dict[str, Any]]) -> list[bool]:
+        resp = self.client.put_record_batch(DeliveryStreamName=self.stream_name, Records=records)
+        results = resp.get("RequestResponses", [])
+        if not resp.get("FailedPutCount"):
+            return [True] * len(records)
+        return [not r.get("ErrorCode") for r in results]
+
+
+@dataclass
+class EventBusWriter:
+    """PutEvents, 10 entries / 256 KiB per call."""
+
+    client: Any
+    backoff: Backoff = field(default_factory=Backoff)
+
+    def write(self, entries: Sequence[Entry[dict[str, Any]]]) -> set[str]:
+        sized = [Entry(e.owner, e.payload, _event_size(e.payload)) for e in entries]
+        failed: set[str] = set()
+        for chunk in chunked(sized, max_count=EVENTS_MAX_ENTRIES, max_bytes=EVENTS_MAX_BYTES):
+            failed.update(e.owner for e in send_with_retries(chunk, self._send, self.backoff))
+        return failed
+
+    def _send(self, entries: list[dict[str, Any]]) -> list[bool]:
+        resp = self.client.put_events(Entries=entries)
+        if not resp.get("FailedEntryCount"):
+            return [True] * len(entries)
+        return [not r.get("ErrorCode") for r in resp.get("Entries", [])]
+
+
+@dataclass
+class TopicWriter:
+    """SNS PublishBatch, 10 messages / 256 KiB per call (an entry's ``Id`` is set here)."""
+
+    client: Any
+    topic_arn: str
+    backoff: Backoff = field(default_factory=Backoff)
+
+    def write(self, entries: Sequence[Entry[dict[str, Any]]]) -> set[str]:
+        sized = [Entry(e.owner, e.payload, _message_size(e.payload)) for e in entries]
+        failed: set[str] = set()
+        for chunk in chunked(sized, max_count=SNS_MAX_ENTRIES, max_bytes=SNS_MAX_BYTES):
+            failed.update(e.owner for e in send_with_retries(chunk, self._send, self.backoff))
+        return failed
+
+    def _send(self, messages: list[dict[str, Any]]) -> list[bool]:
+        batch = [{**m, "Id": str(i)} for i, m in enumerate(messages)]
+        resp = self.client.publish_batch(TopicArn=self.topic_arn, PublishBatchRequestEntries=batch)
+        failed_ids = {f["Id"] for f in resp.get("Failed", [])}
+        return [str(i) not in failed_ids for i in range(len(messages))]
+
+
+@dataclass
+class AsyncInvoker:
+    """Asynchronous Lambda invocations (InvocationType Event), one call per payload.
+
+    There is no batch API for Invoke; the router calls it only for every N-th turn.
+    """
+
+    client: Any
+    function_name: str
+    backoff: Backoff = field(default_factory=Backoff)
+
+    def write(self, entries: Sequence[Entry[dict[str, Any]]]) -> set[str]:
+        failed: set[str] = set()
+        for entry in entries:
+            if send_with_retries([entry], self._send, self.backoff):
+                failed.add(entry.owner)
+        return failed
+
+    def _send(self, payloads: list[dict[str, Any]]) -> list[bool]:
+        (payload,) = payloads
+        self.client.invoke(
+            FunctionName=self.function_name,
+            InvocationType="Event",
+            Payload=json.dumps(payload, separators=(",", ":"), sort_keys=True).encode(),
+        )
+        return [True]
+
+
+@dataclass
+class ObjectWriter:
+    """The audit lines of one batch as ONE gzip NDJSON object, written once.
+
+    Object Lock buckets refuse a PUT without Content-MD5 or an x-amz-checksum header, so every
+    PutObject carries a SHA-256 checksum. ``IfNoneMatch='*'`` makes the write conditional: a
+    replayed batch (same records, hence same key) finds the object in place and changes nothing.
+    """
+
+    client: Any
+    bucket: str
+    prefix: str = "audit"
+    backoff: Backoff = field(default_factory=Backoff)
+
+    def write(self, entries: Sequence[Entry[dict[str, Any]]], *, key_time: int) -> set[str]:
+        if not entries:
+            return set()
+        body = gzip.compress(b"".join(_ndjson(e.payload) for e in entries), mtime=0)
+        owners = [e.owner for e in entries]
+        digest = hashlib.sha256("\n".join(owners).encode()).hexdigest()[:16]
+        day = time.strftime("year=%Y/month=%m/day=%d", time.gmtime(key_time))
+        key = f"{self.prefix}/{day}/{owners[0]}-{owners[-1]}-{digest}.ndjson.gz"
+        ok = not send_with_retries(
+            [Entry("batch", body, len(body))], lambda bodies: self._put(key, bodies[0]), self.backoff
+        )
+        return set() if ok else set(owners)
+
+    def _put(self, key: str, body: bytes) -> list[bool]:
+        try:
+            self.client.put_object(
+                Bucket=self.bucket,
+                Key=key,
+                Body=body,
+                ContentType="application/x-ndjson",
+                ContentEncoding="gzip",
+                ChecksumAlgorithm="SHA256",
+                IfNoneMatch="*",
+            )
+        except ClientError as err:
+            if err.response.get("Error", {}).get("Code") in ("PreconditionFailed", "412"):
+                return [True]  # written by an earlier delivery of this batch
+            raise
+        return [True]
+
+
+def _ndjson(payload: dict[str, Any]) -> bytes:
+    return (json.dumps(payload, separators=(",", ":"), sort_keys=True, default=str) + "\n").encode()
+
+
+def _event_size(entry: dict[str, Any]) -> int:
+    # The PutEvents entry-size formula: Source + DetailType + Detail + resources, plus 14 bytes
+    # for the time; rounded up a little so a chunk never crosses the limit.
+    return sum(len(str(entry.get(k, "")).encode()) for k in ("Source", "DetailType", "Detail")) + 64
+
+
+def _message_size(entry: dict[str, Any]) -> int:
+    attributes = entry.get("MessageAttributes", {})
+    attr_size = sum(
+        len(k) + len(str(v.get("StringValue", ""))) + len(str(v.get("DataType", ""))) for k, v in attributes.items()
+    )
+    return len(str(entry.get("Message", "")).encode()) + attr_size + 64

@@ -1,0 +1,156 @@
+"""Stream router: the sessions table's stream -> summaries, bus, handoff topic, analytics, audit.
+
+Trigger: the table stream (event source mapping with ReportBatchItemFailures). Routing rules are
+in :mod:`lambdas.events.routing`; the batched writers in :mod:`lambdas.events.delivery`.
+
+How a batch is processed, and why the response is assembled here:
+
+1. Powertools ``BatchProcessor(EventType.DynamoDBStreams)`` runs ``record_handler`` on each record
+   (as ``DynamoDBRecord`` data classes). The handler only *classifies*: cheap, no AWS call, and it
+   raises only for a malformed (poison) record, which Powertools then reports alone.
+2. After the loop the outgoing entries of all good records are flushed together: ONE Firehose
+   PutRecordBatch per 500 records / 4 MiB, PutEvents and SNS PublishBatch in chunks of 10, one
+   async Invoke per summary trigger (every N-th turn only), ONE audit object per batch. Each
+   writer retries only the entries the service reported failed, bounded and jittered.
+3. A record whose entries finally failed is added to the processor's ``batchItemFailures``.
+   Calling the services per record inside the handler would keep Powertools' response as is,
+   but would cost one call per record per service: the shape seed 003 shows and the issue
+   rules out. The response keeps Powertools' shape: ``{"batchItemFailures": [{"itemIdentifier":
+   <SequenceNumber>}]}``, in stream order.
+
+Idempotency: every entry carries ``event_id`` (the stream eventID), the audit object key is
+derived from the batch's sequence numbers and written with If-None-Match, and summaries are
+conditional writes; a replayed batch therefore changes nothing that is keyed, and duplicate
+analytics lines carry the same ``event_id`` for de-duplication at query time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from botocore.config import Config
+
+from lambdas.events.delivery import (
+    AsyncInvoker,
+    Backoff,
+    Entry,
+    EventBusWriter,
+    FirehoseWriter,
+    ObjectWriter,
+    TopicWriter,
+)
+from lambdas.events.routing import Actions, classify
+from lambdas.shared import env
+
+logger = Logger()
+
+_CLIENT_CONFIG = Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=5, read_timeout=10)
+
+
+@dataclass(frozen=True)
+class Settings:
+    bus_name: str
+    handoff_topic_arn: str
+    analytics_stream: str
+    audit_bucket: str
+    audit_prefix: str
+    summary_function: str
+    summary_interval: int
+
+
+@env.once
+def settings() -> Settings:
+    return Settings(
+        bus_name=env.require("EVENT_BUS_NAME"),
+        handoff_topic_arn=env.require("HANDOFF_TOPIC_ARN"),
+        analytics_stream=env.require("ANALYTICS_STREAM_NAME"),
+        audit_bucket=env.require("AUDIT_BUCKET_NAME"),
+        audit_prefix=env.optional("AUDIT_PREFIX", "audit") or "audit",
+        summary_function=env.require("SUMMARY_FUNCTION_NAME"),
+        summary_interval=env.integer("SUMMARY_INTERVAL", 10, low=2, high=1000),
+    )
+
+
+@dataclass
+class Sinks:
+    """The writers one invocation flushes into."""
+
+    analytics: FirehoseWriter
+    audit: ObjectWriter
+    bus: EventBusWriter
+    topic: TopicWriter
+    summaries: AsyncInvoker
+
+    @classmethod
+    def from_clients(cls, s: Settings, client: Callable[[str], Any], backoff: Backoff | None = None) -> Sinks:
+        b = backoff or Backoff()
+        return cls(
+            analytics=FirehoseWriter(client("firehose"), s.analytics_stream, b),
+            audit=ObjectWriter(client("s3"), s.audit_bucket, s.audit_prefix, b),
+            bus=EventBusWriter(client("events"), b),
+            topic=TopicWriter(client("sns"), s.handoff_topic_arn, b),
+            summaries=AsyncInvoker(client("lambda"), s.summary_function, b),
+        )
+
+
+@env.once
+def sinks() -> Sinks:
+    return Sinks.from_clients(settings(), lambda service: boto3.client(service, config=_CLIENT_CONFIG))
+
+
+@dataclass
+class RouterBatch:
+    """Classifies the records of one batch, then flushes their entries together."""
+
+    summary_interval: int
+    bus_name: str
+    routed: list[Actions] = field(default_factory=list)
+
+    def record_handler(self, record: DynamoDBRecord) -> str:
+        actions = classify(record, summary_interval=self.summary_interval, bus_name=self.bus_name)
+        self.routed.append(actions)
+        logger.info("stream change", extra={"audit": actions.audit})
+        return actions.change.sequence_number
+
+    def flush(self, out: Sinks) -> set[str]:
+        """Send everything; the sequence numbers of records with a finally failed entry."""
+        if not self.routed:
+            return set()
+        failed: set[str] = set()
+        failed |= out.analytics.write([Entry(a.change.sequence_number, a.analytics, 0) for a in self.routed])
+        failed |= out.audit.write(
+            [Entry(a.change.sequence_number, a.audit, 0) for a in self.routed],
+            key_time=self.routed[0].change.approximate_time,
+        )
+        failed |= out.bus.write([Entry(a.change.sequence_number, a.bus_event, 0) for a in self.routed if a.bus_event])
+        failed |= out.topic.write([Entry(a.change.sequence_number, a.handoff, 0) for a in self.routed if a.handoff])
+        failed |= out.summaries.write([Entry(a.change.sequence_number, a.summary, 0) for a in self.routed if a.summary])
+        return failed
+
+
+def route(event: dict[str, Any], context: LambdaContext | None, *, cfg: Settings, out: Sinks) -> dict[str, Any]:
+    """Process one stream batch; returns the partial batch response."""
+    batch = RouterBatch(summary_interval=cfg.summary_interval, bus_name=cfg.bus_name)
+    processor = BatchProcessor(event_type=EventType.DynamoDBStreams, raise_on_entire_batch_failure=False)
+    response = process_partial_response(
+        event=event, record_handler=batch.record_handler, processor=processor, context=context
+    )
+    failed = {f["itemIdentifier"] for f in response.get("batchItemFailures", [])}
+    delivery_failed = batch.flush(out)
+    if delivery_failed:
+        logger.warning("downstream delivery failed", extra={"sequence_numbers": sorted(delivery_failed)})
+    failed |= delivery_failed
+    order = [str(r.get("dynamodb", {}).get("SequenceNumber")) for r in event.get("Records", [])]
+    return {"batchItemFailures": [{"itemIdentifier": seq} for seq in order if seq in failed]}
+
+
+@logger.inject_lambda_context
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return route(event, context, cfg=settings(), out=sinks())

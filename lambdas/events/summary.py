@@ -1,0 +1,154 @@
+"""Rolling summary generator (seed 003 section 5), invoked asynchronously by the stream router.
+
+Payload: ``{"session_id": str, "turn_number": int, "event_id": str}``, sent only for turn numbers
+that are multiples of the interval. For turn N it summarises exactly turns N-interval+1..N (one
+SK-range Query), with the previous summary as context, and stores ``SUMMARY#<N/interval>`` with
+a conditional write (a retried or replayed trigger changes nothing).
+
+Why an async Invoke and not a bus event: the summary has exactly one consumer, and an async
+invoke gives the Lambda service's own retries plus an on-failure destination (an SQS DLQ) whose
+message carries the original payload, session id included; a bus event would add a rule, a
+target DLQ and a second retry layer for the same guarantee. Failures (Bedrock still throttled
+after bounded retries, DynamoDB errors) raise, so after the async retries the payload lands in
+the DLQ and is never lost silently.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from lambdas.shared import env
+from lambdas.shared.bedrock import bedrock_client, converse_text
+from lambdas.shared.records import Summary, Turn
+from lambdas.shared.store import DynamoSessionStore, SessionStore
+
+logger = Logger()
+
+SYSTEM_PROMPT = (
+    "You summarise customer-support chats of a manga shop. Write 3-5 plain sentences covering the "
+    "topics, decisions and open questions. Never invent facts; never include payment details."
+)
+EXTRACT_CHARS = 160
+
+
+@dataclass(frozen=True)
+class Settings:
+    table_name: str
+    interval: int
+    model_id: str | None
+
+
+@env.once
+def settings() -> Settings:
+    return Settings(
+        table_name=env.require("TABLE_NAME"),
+        interval=env.integer("SUMMARY_INTERVAL", 10, low=2, high=1000),
+        model_id=env.optional("BEDROCK_MODEL_ID"),
+    )
+
+
+@env.once
+def store() -> SessionStore:
+    return DynamoSessionStore(settings().table_name)
+
+
+class InvalidTrigger(ValueError):
+    """The payload is not a summary trigger (missing session id or turn number)."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: str  # generated | exists | skipped
+    summary_number: int | None = None
+    reason: str | None = None
+
+
+def window(turn_number: int, interval: int) -> tuple[int, int, int] | None:
+    """(summary_number, first_turn, last_turn) for turn N, or None when N is not at the interval."""
+    if turn_number < interval or turn_number % interval != 0:
+        return None
+    return turn_number // interval, turn_number - interval + 1, turn_number
+
+
+def build_prompt(previous: Summary | None, turns: list[Turn]) -> str:
+    lines = [f"{t.role}: {t.content}" for t in turns]
+    context = f"Summary so far:\n{previous.summary_text}\n\n" if previous else ""
+    return f"{context}New conversation segment:\n" + "\n".join(lines) + "\n\nWrite the updated rolling summary."
+
+
+def extractive_summary(previous: Summary | None, turns: list[Turn]) -> str:
+    """The echo summariser (no model configured): previous summary + the start of each turn."""
+    parts = [previous.summary_text] if previous else []
+    parts += [f"{t.role}: {t.content[:EXTRACT_CHARS]}" for t in turns]
+    return "\n".join(parts)[-4000:]
+
+
+def summarise(
+    session_store: SessionStore,
+    session_id: str,
+    turn_number: int,
+    *,
+    interval: int,
+    generate: Any,
+) -> Outcome:
+    """Generate and store the summary that turn ``turn_number`` closes (see the module docstring).
+
+    ``generate(previous, turns) -> str`` writes the text (Bedrock or the extractive fallback).
+    """
+    bounds = window(turn_number, interval)
+    if bounds is None:
+        return Outcome("skipped", reason=f"turn {turn_number} is not a multiple of {interval}")
+    number, first, last = bounds
+    latest = session_store.latest_summary(session_id)
+    if latest is not None and latest.summary_number >= number:
+        # Done already (a replay), or a later summary exists and already rolled past this window.
+        return Outcome("exists", latest.summary_number)
+    turns = session_store.turns_between(session_id, first, last)
+    if not turns:
+        return Outcome("skipped", number, reason=f"turns {first}..{last} are gone")
+    text = generate(latest, turns)
+    stored = session_store.put_summary(
+        session_id,
+        number,
+        summary_text=text,
+        window_start=first,
+        window_end=last,
+        turn_count_at_summary=turn_number,
+    )
+    return Outcome("generated" if stored.summary_text == text else "exists", number)
+
+
+def _generator(cfg: Settings) -> Any:
+    if cfg.model_id is None:
+        return extractive_summary
+    model_id = cfg.model_id
+
+    def generate(previous: Summary | None, turns: list[Turn]) -> str:
+        return converse_text(bedrock_client(), model_id, build_prompt(previous, turns), system=SYSTEM_PROMPT)
+
+    return generate
+
+
+def parse_trigger(event: Any) -> tuple[str, int]:
+    if not isinstance(event, dict):
+        raise InvalidTrigger("the payload must be an object")
+    session_id, turn_number = event.get("session_id"), event.get("turn_number")
+    if not isinstance(session_id, str) or not session_id:
+        raise InvalidTrigger("session_id is required")
+    if isinstance(turn_number, bool) or not isinstance(turn_number, int) or turn_number < 1:
+        raise InvalidTrigger(f"turn_number must be a positive integer (given {turn_number!r})")
+    return session_id, turn_number
+
+
+@logger.inject_lambda_context
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    cfg = settings()
+    session_id, turn_number = parse_trigger(event)
+    logger.append_keys(session_id=session_id, turn_number=turn_number)
+    outcome = summarise(store(), session_id, turn_number, interval=cfg.interval, generate=_generator(cfg))
+    logger.info("summary", extra={"status": outcome.status, "summary_number": outcome.summary_number})
+    return {"status": outcome.status, "summary_number": outcome.summary_number, "reason": outcome.reason}
