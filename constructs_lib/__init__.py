@@ -3,21 +3,30 @@
 Each construct has its own module; this index only re-exports them.
 """
 
+from constructs_lib.cleanup_workflow import CleanupWorkflow
 from constructs_lib.delivery_stream import S3DeliveryStream
 from constructs_lib.encryption_key import EncryptionKey
 from constructs_lib.event_bus import SecureEventBus
+from constructs_lib.export_workflow import ExportWorkflow
 from constructs_lib.fanout_topic import FanoutTopic, Subscriber
+from constructs_lib.handoff_workflow import HandoffFunctions, HandoffWorkflow
 from constructs_lib.secure_bucket import SecureBucket
 from constructs_lib.secure_queue import SecureQueue
 from constructs_lib.shared_function import LambdaCode, SharedFunction
 from constructs_lib.single_table import GlobalIndex, SingleTable
 from constructs_lib.stream_consumer import StreamConsumer
+from constructs_lib.workflow_defaults import RetryPolicy, WorkflowStateMachine
 
 __all__ = [
+    "CleanupWorkflow",
     "EncryptionKey",
+    "ExportWorkflow",
     "FanoutTopic",
     "GlobalIndex",
+    "HandoffFunctions",
+    "HandoffWorkflow",
     "LambdaCode",
+    "RetryPolicy",
     "S3DeliveryStream",
     "SecureBucket",
     "SecureEventBus",
@@ -26,4 +35,5 @@ __all__ = [
     "SingleTable",
     "StreamConsumer",
     "Subscriber",
+    "WorkflowStateMachine",
 ]

@@ -1,17 +1,60 @@
-"""OrchestrationStack: the Step Functions workflows (handoff, cleanup, export)."""
+"""OrchestrationStack: the Step Functions workflows (handoff, cleanup, export) and their triggers."""
 
 from __future__ import annotations
 
-from aws_cdk import Stack
+from pathlib import Path
+
+from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import aws_events as eventbridge
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as sources
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_ssm as ssm
+from aws_cdk import aws_stepfunctions as sfn
+from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
-from stacks.config import StageConfig
+from constructs_lib import (
+    CleanupWorkflow,
+    ExportWorkflow,
+    HandoffFunctions,
+    HandoffWorkflow,
+    SecureQueue,
+    SharedFunction,
+)
+from constructs_lib.approval_gate import HumanApprovalGate
+from constructs_lib.nag_findings import acknowledge_policy, resource_finding
+from lambdas.shared import keys, schema
+from stacks.config import LOG_RETENTION_DAYS, StageConfig
 from stacks.events_stack import EventsStack
 from stacks.storage_stack import StorageStack
 
+LAMBDAS_DIR = Path(__file__).resolve().parent.parent / "lambdas"
+_RETENTION = dict(zip(LOG_RETENTION_DAYS, [d for d in logs.RetentionDays if d.name != "INFINITE"], strict=True))
+
+#: The REST API writes its base URL here (it is deployed after this stack); the approval
+#: gate's request Lambda reads it at run time to build the review links.
+REST_API_URL_PARAMETER = "/mangaassist/{stage}/rest-api-url"
+
+
+def rest_api_url_parameter(stage: str) -> str:
+    return REST_API_URL_PARAMETER.format(stage=stage)
+
 
 class OrchestrationStack(Stack):
-    """The multi-step workflows. Receives the storage and the event bus they react to."""
+    """The multi-step workflows. Receives the storage and the event bus they react to.
+
+    Exposes ``handoff_state_machine``, ``cleanup_state_machine``, ``export_state_machine``
+    (start them with the execution name as idempotency key), ``handoff`` (its
+    ``grant_task_response`` is what the agent routes need), ``approval_gate`` and
+    ``review_signing_secret`` (the review-link routes), and :meth:`grant_agent_routes`.
+
+    Execution inputs: handoff ``{"session_id", "reason", "priority", "requested_by"}``; cleanup
+    ``{}`` or ``{"older_than_seconds"}`` (admin) or ``{"now"}`` (tests); export
+    ``{"requested_by", "reason"}``.
+    """
 
     def __init__(
         self,
@@ -25,3 +68,200 @@ class OrchestrationStack(Stack):
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)  # type: ignore[arg-type]
         self.config = config
+        table, key = storage.table, storage.key
+        removal = RemovalPolicy.RETAIN if config.is_production else RemovalPolicy.DESTROY
+        retention = _RETENTION[config.log_retention_days]
+        workflow_timeout = Duration.minutes(config.workflow_timeout_minutes)
+        base_env = {
+            "TABLE_NAME": table.table_name,
+            "SESSION_TTL_HOURS": str(config.session_ttl_hours),
+            "CLEANUP_SHARDS": str(config.cleanup_shards),
+        }
+
+        table_findings = {
+            "Action::kms:GenerateDataKey*": "Data keys of the sessions table's customer key (table grant); one key.",
+            "Action::kms:ReEncrypt*": "Part of the table grant's encrypt/decrypt on its one customer key.",
+            resource_finding(self, table.table_arn, "/index/*", owner=table): "Queries of the sessions table's "
+            "own indexes (available agents, cleanup); CDK's table grant names them with /index/*.",
+        }
+
+        def function(
+            construct_id: str,
+            handler: str,
+            environment: dict[str, str] | None = None,
+            *,
+            table_access: bool = True,
+        ) -> lambda_.Function:
+            fn = SharedFunction(
+                self,
+                construct_id,
+                code_root=LAMBDAS_DIR,
+                handler=handler,
+                environment={**base_env, **(environment or {})},
+                timeout=Duration.seconds(config.lambda_timeout_seconds),
+                memory_size=config.lambda_memory_mb,
+                log_retention=retention,
+                log_encryption_key=key,
+            ).function
+            if table_access:
+                table.grant_read_write_data(fn)
+                acknowledge_policy(fn.role, table_findings)  # type: ignore[arg-type]
+            return fn
+
+        # -- human handoff --------------------------------------------------------------------
+        topic_env = {"HANDOFF_TOPIC_ARN": events.handoff_topic.topic_arn}
+        handoff_functions = HandoffFunctions(
+            check_agent_availability=function("CheckAgentAvailability", "lambdas.orchestration.handoff.check_agent"),
+            escalate_to_manager=function("EscalateToManager", "lambdas.orchestration.handoff.escalate"),
+            update_handoff=function("HandoffTransaction", "lambdas.orchestration.handoff.begin"),
+            transfer_context=function("TransferContext", "lambdas.orchestration.handoff.transfer_context", topic_env),
+            await_reply=function("AwaitAgentReply", "lambdas.orchestration.handoff.await_reply"),
+            reassign_agent=function(
+                "ReassignAgent",
+                "lambdas.orchestration.handoff.reassign",
+                {"MAX_REASSIGNMENTS": str(config.handoff_max_reassignments)},
+            ),
+            handoff_failed=function("HandoffFailed", "lambdas.orchestration.handoff.fail"),
+        )
+        events.handoff_topic.grant_publish(handoff_functions.transfer_context)
+        self.handoff: HandoffWorkflow = HandoffWorkflow(
+            self,
+            "Handoff",
+            table=table,
+            session_key={
+                schema.PARTITION_KEY: tasks.DynamoAttributeValue.from_string(
+                    sfn.JsonPath.format(f"{keys.SESSION_PREFIX}{{}}", sfn.JsonPath.string_at("$.session_id"))
+                ),
+                schema.SORT_KEY: tasks.DynamoAttributeValue.from_string(keys.META_SK),
+            },
+            functions=handoff_functions,
+            customer_notification_queue=events.customer_notification_queue,
+            agent_notification_topic=events.handoff_topic,
+            encryption_key=key,
+            agent_wait=Duration.seconds(config.handoff_agent_wait_seconds),
+            idle_timeout=Duration.seconds(config.handoff_idle_seconds),
+            timeout=workflow_timeout,
+            log_retention=retention,
+            include_execution_data=config.log_execution_data,
+            removal_policy=removal,
+        )
+        self.handoff_state_machine: sfn.IStateMachine = self.handoff.state_machine
+        consumer = function("AssignmentConsumer", "lambdas.orchestration.handoff.queue_consumer", topic_env)
+        events.handoff_topic.grant_publish(consumer)
+        consumer.add_event_source(
+            sources.SqsEventSource(self.handoff.assignment_queue, batch_size=10, report_batch_item_failures=True)
+        )
+
+        # -- session cleanup ------------------------------------------------------------------
+        cleanup_env = {
+            "CLEANUP_GRACE_SECONDS": str(config.cleanup_grace_seconds),
+            "ARCHIVE_BUCKET": storage.archive.bucket.bucket_name,
+            "ARCHIVE_KEY_ARN": key.key_arn,
+        }
+        worker = function("CleanupWorker", "lambdas.orchestration.cleanup_worker.handler", cleanup_env)
+        storage.archive.bucket.grant_read(worker, "sessions/*")
+        storage.archive.bucket.grant_put(worker, "sessions/*")
+        archive = storage.archive.bucket
+        acknowledge_policy(
+            worker.role,  # type: ignore[arg-type]
+            {
+                "Action::s3:GetBucket*": "HeadObject/GetObject of archives (CDK read grant); scoped to sessions/*.",
+                "Action::s3:GetObject*": "Reads of this worker's own archive objects (sessions/*) to stay idempotent.",
+                "Action::s3:List*": "Part of CDK's read grant; scoped to the archive bucket's sessions/ prefix.",
+                "Action::s3:Abort*": "Aborting its own uploads (CDK put grant); scoped to sessions/*.",
+                resource_finding(self, archive.bucket_arn, "/sessions/*", owner=archive): "One archive object "
+                "per session under sessions/; the session id names it.",
+            },
+        )
+        self.cleanup: CleanupWorkflow = CleanupWorkflow(
+            self,
+            "Cleanup",
+            table=table,
+            index_name=schema.CLEANUP.name,
+            shard_attribute=schema.CLEANUP.partition_key,
+            eligible_since_attribute=schema.CLEANUP.sort_key,
+            plan=function("CleanupPlan", "lambdas.orchestration.cleanup_worker.plan", cleanup_env, table_access=False),
+            worker=worker,
+            tally=function("CleanupTally", "lambdas.orchestration.cleanup_worker.tally", table_access=False),
+            encryption_key=key,
+            max_concurrency=config.map_max_concurrency,
+            timeout=workflow_timeout,
+            log_retention=retention,
+            include_execution_data=config.log_execution_data,
+            removal_policy=removal,
+        )
+        self.cleanup_state_machine: sfn.IStateMachine = self.cleanup.state_machine
+        trigger_dlq = SecureQueue(self, "CleanupTriggerDeadLetterQueue", encryption_key=key, dead_letter_queue=False)
+        self.cleanup_schedule = eventbridge.Rule(
+            self,
+            "CleanupSchedule",
+            description="Hourly session cleanup",
+            schedule=eventbridge.Schedule.rate(Duration.hours(1)),
+            targets=[self._cleanup_target(trigger_dlq, "schedule")],
+        )
+        self.session_ended_rule = eventbridge.Rule(
+            self,
+            "SessionEndedRule",
+            description="SessionEnded: a session was disconnected -> cleanup sweep",
+            event_bus=events.bus,
+            event_pattern=eventbridge.EventPattern(
+                source=["mangaassist.sessions"],
+                detail_type=["SessionStatusChanged"],
+                detail={"new_status": ["disconnected"]},
+            ),
+            targets=[self._cleanup_target(trigger_dlq, "session_ended")],
+        )
+
+        # -- data export behind the approval gate ---------------------------------------------
+        self.approval_gate = HumanApprovalGate(
+            self,
+            "ExportApproval",
+            code_root=LAMBDAS_DIR,
+            table=table,
+            link_base_url=ssm.StringParameter.from_string_parameter_name(
+                self, "RestApiUrl", rest_api_url_parameter(config.name)
+            ),
+            reviewer_email=config.reviewer_email,
+            # The gate's own key: its secret's grants write key-policy statements naming roles of
+            # this stack, which on the Storage key would make Storage depend on Orchestration.
+            review_ttl_days=config.review_ttl_days,
+            subject="MangaAssist data export: approval needed",
+            requested_by=sfn.JsonPath.string_at("$.requested_by"),
+            details="$.reason",
+            log_retention=retention,
+            log_encryption_key=key,
+        )
+        self.review_signing_secret = self.approval_gate.signing_secret
+        self.export: ExportWorkflow = ExportWorkflow(
+            self,
+            "Export",
+            table=table,
+            bucket=storage.archive.bucket,
+            encryption_key=key,
+            approval=self.approval_gate,
+            poll_interval=Duration.seconds(config.export_poll_seconds),
+            max_polls=config.export_max_polls,
+            timeout=Duration.seconds(
+                config.review_ttl_days * 86400 + config.export_poll_seconds * config.export_max_polls + 3600
+            ),
+            log_retention=retention,
+            include_execution_data=config.log_execution_data,
+            removal_policy=removal,
+        )
+        self.approval_gate.bind(self.export.state_machine)
+        self.export.workflow.acknowledge_invokes([self.approval_gate.request_function.function])
+        acknowledge_policy(self.approval_gate.request_function.role, table_findings)
+        self.export_state_machine: sfn.IStateMachine = self.export.state_machine
+
+    def _cleanup_target(self, dlq: SecureQueue, trigger: str) -> targets.SfnStateMachine:
+        return targets.SfnStateMachine(
+            self.cleanup.state_machine,
+            input=eventbridge.RuleTargetInput.from_object({"trigger": trigger}),
+            dead_letter_queue=dlq.queue,
+            retry_attempts=4,
+            max_event_age=Duration.hours(2),
+        )
+
+    def grant_agent_routes(self, grantee: iam.IGrantable) -> None:
+        """What ``lambdas/api/agent.py`` needs from this stack: complete the handoff's callback tokens."""
+        self.handoff.grant_task_response(grantee)

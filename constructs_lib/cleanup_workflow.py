@@ -1,0 +1,260 @@
+"""Session cleanup workflow: sweep a sharded, sparse "awaiting cleanup" index and clean each session.
+
+Example::
+
+    cleanup = CleanupWorkflow(
+        self, "Cleanup", table=table, index_name="CleanupIndex",
+        shard_attribute="cleanup_shard", eligible_since_attribute="cleanup_at",
+        plan=plan_fn, worker=worker_fn, tally=tally_fn, encryption_key=key,
+        max_concurrency=10, timeout=Duration.hours(1))
+    cleanup.grant_start_execution(admin_api_role)
+
+States::
+
+    PlanCleanup (Lambda: cutoff = now - grace, the shard list)
+    -> SweepShards (Map over shards, one at a time)
+         QueryFirstPage (DynamoDB Query, direct SDK integration: shard = S AND eligible < cutoff)
+         -> CleanPage (Map over the page, MaxConcurrency) -> CleanSession (worker Lambda)
+                                                          (a failed session -> SessionCleanupFailed)
+         -> TallyPage (Lambda: add the page's counts) -> MorePages?
+              LastEvaluatedKey present -> QueryNextPage (ExclusiveStartKey) -> CleanPage ...
+              done -> ShardSwept
+    -> SumShards (Lambda) -> AllSessionsCleaned? -> CleanupComplete | CleanupIncomplete (Fail)
+    any error outside a session -> CleanupFailed (Fail)
+
+The output is the counts: ``{"sessions_seen", "sessions_archived", "sessions_failed", "items_deleted"}``.
+Why Lambdas for the plan and the tally: ASL has no clock in epoch seconds (only the ISO start
+time) and no sum over an array; both are a few lines of code and keep the index Query direct.
+
+Contracts of the Lambdas (``payload_response_only``):
+
+* ``plan``: ``{"input": <execution input>}`` -> ``{"cutoff": int, "cutoff_text": str, "shards": [str]}``.
+* ``worker``: ``{"session_id"}`` -> ``{"archived": bool, "items_deleted": int, ...}``; idempotent.
+* ``tally``: ``{"results": [...], "totals": {...}}`` -> the totals plus the results' counts.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_stepfunctions as sfn
+from aws_cdk import aws_stepfunctions_tasks as tasks
+from constructs import Construct
+
+from constructs_lib.workflow_defaults import RetryPolicy, WorkflowStateMachine
+
+ZERO_TOTALS = {"sessions_seen": 0, "sessions_archived": 0, "sessions_failed": 0, "items_deleted": 0}
+
+
+class CleanupWorkflow(Construct):
+    """The cleanup state machine (see the module docstring).
+
+    Args:
+        table: the table whose index lists sessions awaiting cleanup.
+        index_name: that sparse index. Its partition key is a shard id, its sort key a number
+            (epoch seconds since the item became eligible).
+        shard_attribute / eligible_since_attribute: the index's key attributes.
+        session_id_attribute: string attribute (projected into the index) naming the session.
+            Defaults to ``session_id``.
+        plan / worker / tally: the application Lambdas (contracts in the module docstring).
+        encryption_key: key of the execution log group.
+        max_concurrency: sessions cleaned in parallel, 1..40. Defaults to 10.
+        page_size: index items per Query page, 1..1000. Defaults to 100.
+        timeout: overall execution timeout. Defaults to 1 hour.
+        retry: retry policy of every Task. Defaults to :class:`RetryPolicy` ().
+        log_retention / include_execution_data / removal_policy: as in :class:`WorkflowStateMachine`.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        table: dynamodb.ITable,
+        index_name: str,
+        shard_attribute: str,
+        eligible_since_attribute: str,
+        plan: lambda_.IFunction,
+        worker: lambda_.IFunction,
+        tally: lambda_.IFunction,
+        encryption_key: kms.IKey,
+        session_id_attribute: str = "session_id",
+        max_concurrency: int = 10,
+        page_size: int = 100,
+        timeout: Duration | None = None,
+        retry: RetryPolicy | None = None,
+        log_retention: logs.RetentionDays = logs.RetentionDays.ONE_WEEK,
+        include_execution_data: bool = False,
+        removal_policy: RemovalPolicy = RemovalPolicy.DESTROY,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        if not 1 <= max_concurrency <= 40:
+            raise ValueError(f"max_concurrency must be 1..40 (given {max_concurrency})")
+        if not 1 <= page_size <= 1000:
+            raise ValueError(f"page_size must be 1..1000 (given {page_size})")
+        for name, value in (
+            ("index_name", index_name),
+            ("shard_attribute", shard_attribute),
+            ("eligible_since_attribute", eligible_since_attribute),
+        ):
+            if not value:
+                raise ValueError(f"{name} must name the cleanup index or one of its key attributes (given '')")
+        self._retry = retry or RetryPolicy()
+        self.max_concurrency = max_concurrency
+
+        def invoke(state_id: str, fn: lambda_.IFunction, payload: sfn.TaskInput, result_path: str) -> sfn.TaskStateBase:
+            return self._retry.apply(
+                tasks.LambdaInvoke(
+                    self,
+                    state_id,
+                    lambda_function=fn,
+                    payload=payload,
+                    payload_response_only=True,
+                    retry_on_service_exceptions=False,
+                    result_path=result_path,
+                )
+            )
+
+        failed = sfn.Fail(self, "CleanupFailed", error="CleanupFailed", cause="A cleanup step failed; see the logs.")
+
+        plan_task = invoke(
+            "PlanCleanup",
+            plan,
+            sfn.TaskInput.from_object({"input": sfn.JsonPath.entire_payload}),
+            "$.plan",
+        )
+        plan_task.add_catch(failed, errors=["States.ALL"], result_path="$.error")
+
+        query_params = {
+            "TableName": table.table_name,
+            "IndexName": index_name,
+            "KeyConditionExpression": "#shard = :shard AND #since < :cutoff",
+            "ExpressionAttributeNames": {"#shard": shard_attribute, "#since": eligible_since_attribute},
+            "ExpressionAttributeValues": {
+                ":shard": {"S": sfn.JsonPath.string_at("$.shard")},
+                ":cutoff": {"N": sfn.JsonPath.string_at("$.cutoff")},
+            },
+            "ProjectionExpression": "#sid",
+            "Limit": page_size,
+        }
+        query_params["ExpressionAttributeNames"] = {
+            **query_params["ExpressionAttributeNames"],  # type: ignore[dict-item]
+            "#sid": session_id_attribute,
+        }
+        index_arn = f"{table.table_arn}/index/{index_name}"
+
+        def query(state_id: str, extra: dict[str, object]) -> sfn.TaskStateBase:
+            return self._retry.apply(
+                tasks.CallAwsService(
+                    self,
+                    state_id,
+                    service="dynamodb",
+                    action="query",
+                    iam_action="dynamodb:Query",
+                    iam_resources=[index_arn],
+                    parameters={**query_params, **extra},
+                    result_path="$.page",
+                )
+            )
+
+        first_page = query("QueryFirstPage", {})
+        next_page = query("QueryNextPage", {"ExclusiveStartKey": sfn.JsonPath.object_at("$.page.LastEvaluatedKey")})
+
+        clean_session = invoke(
+            "CleanSession",
+            worker,
+            sfn.TaskInput.from_object({"session_id": sfn.JsonPath.string_at("$.session_id")}),
+            "$",
+        )
+        session_failed = sfn.Pass(
+            self,
+            "SessionCleanupFailed",
+            parameters={
+                "session_id": sfn.JsonPath.string_at("$.session_id"),
+                "failed": True,
+                "error": sfn.JsonPath.string_at("$.error.Error"),
+            },
+        )
+        clean_session.add_catch(session_failed, errors=["States.ALL"], result_path="$.error")
+        clean_page = sfn.Map(
+            self,
+            "CleanPage",
+            items_path="$.page.Items",
+            max_concurrency=max_concurrency,
+            item_selector={"session_id": sfn.JsonPath.string_at(f"$$.Map.Item.Value.{session_id_attribute}.S")},
+            result_path="$.results",
+        )
+        clean_page.item_processor(clean_session)
+
+        tally_page = invoke(
+            "TallyPage",
+            tally,
+            sfn.TaskInput.from_object(
+                {"results": sfn.JsonPath.list_at("$.results"), "totals": sfn.JsonPath.object_at("$.totals")}
+            ),
+            "$.totals",
+        )
+        more_pages = sfn.Choice(self, "MorePages")
+        shard_swept = sfn.Pass(self, "ShardSwept", output_path="$.totals")
+        first_page.next(clean_page)
+        next_page.next(clean_page)
+        clean_page.next(tally_page).next(more_pages)
+        more_pages.when(sfn.Condition.is_present("$.page.LastEvaluatedKey"), next_page).otherwise(shard_swept)
+
+        sweep = sfn.Map(
+            self,
+            "SweepShards",
+            items_path="$.plan.shards",
+            max_concurrency=1,
+            item_selector={
+                "shard": sfn.JsonPath.string_at("$$.Map.Item.Value"),
+                "cutoff": sfn.JsonPath.string_at("$.plan.cutoff_text"),
+                "totals": ZERO_TOTALS,
+            },
+            result_path="$.shards",
+        )
+        sweep.item_processor(first_page)
+        sweep.add_catch(failed, errors=["States.ALL"], result_path="$.error")
+
+        sum_shards = invoke(
+            "SumShards",
+            tally,
+            sfn.TaskInput.from_object({"results": sfn.JsonPath.list_at("$.shards"), "totals": ZERO_TOTALS}),
+            "$.totals",
+        )
+        sum_shards.add_catch(failed, errors=["States.ALL"], result_path="$.error")
+        all_clean = sfn.Choice(self, "AllSessionsCleaned")
+        complete = sfn.Pass(self, "CleanupComplete", output_path="$.totals")
+        incomplete = sfn.Fail(
+            self,
+            "CleanupIncomplete",
+            error="CleanupIncomplete",
+            cause_path=sfn.JsonPath.format(
+                "{} session(s) could not be cleaned; the next run retries them",
+                sfn.JsonPath.string_at("$.totals.sessions_failed"),
+            ),
+        )
+        all_clean.when(sfn.Condition.number_greater_than("$.totals.sessions_failed", 0), incomplete).otherwise(complete)
+
+        definition = sfn.Chain.start(plan_task).next(sweep).next(sum_shards).next(all_clean)
+        self.workflow: WorkflowStateMachine = WorkflowStateMachine(
+            self,
+            "Resource",
+            definition=definition,
+            timeout=timeout or Duration.hours(1),
+            encryption_key=encryption_key,
+            log_retention=log_retention,
+            include_execution_data=include_execution_data,
+            log_removal_policy=removal_policy,
+            comment="Session cleanup: archive and delete the items of sessions past the grace period",
+        )
+        self.state_machine: sfn.StateMachine = self.workflow.state_machine
+        self.workflow.acknowledge_invokes([plan, worker, tally])
+
+    def grant_start_execution(self, grantee: iam.IGrantable) -> iam.Grant:
+        """Let a principal start a cleanup (the admin API, a schedule, a rule)."""
+        return self.workflow.grant_start_execution(grantee)

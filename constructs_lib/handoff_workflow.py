@@ -1,0 +1,531 @@
+"""Human handoff workflow: reserve an agent, wait for one, hand the session over, watch the first reply.
+
+Example::
+
+    handoff = HandoffWorkflow(
+        self, "Handoff",
+        table=table,
+        session_key={"PK": tasks.DynamoAttributeValue.from_string(
+                         sfn.JsonPath.format("SESSION#{}", sfn.JsonPath.string_at("$.session_id"))),
+                     "SK": tasks.DynamoAttributeValue.from_string("META")},
+        functions=HandoffFunctions(check_agent_availability=..., escalate_to_manager=..., ...),
+        customer_notification_queue=queue, agent_notification_topic=topic, encryption_key=key,
+        agent_wait=Duration.minutes(5), idle_timeout=Duration.minutes(2), timeout=Duration.hours(1))
+    handoff.grant_task_response(accept_route_function)
+
+States (execution input ``{"session_id", "reason", "priority"}``; the handoff id is the
+execution name, so a retried StartExecution with the same name is one handoff)::
+
+    ValidateSession (DynamoDB GetItem) -> CheckSessionActive
+      -> CheckAgentAvailability (Lambda: find + conditionally reserve) -> IsAgentAvailable
+           available -> AssignAgent
+           none      -> WaitForAgent (SQS send .waitForTaskToken to the agent-assignment queue)
+                          accepted -> AssignAgent
+                          timeout  -> EscalateToManager (Lambda) -> AssignAgent | HandoffFailed
+      AssignAgent -> UpdateDynamoDB (Lambda: ONE TransactWriteItems)
+      -> NotifyParties (Parallel: NotifyCustomer = SQS send, NotifyAgent = SNS publish)
+      -> TransferConversationContext (Lambda) -> MonitorHandoff (Lambda .waitForTaskToken)
+           first reply -> HandoffComplete
+           idle        -> ReassignAgent (Lambda: release, count) -> CheckAgentAvailability
+    HandoffFailed (Lambda: release agent, restore session) -> NotifyCustomerHandoffFailed -> HandoffAborted
+
+Who sends which notification (each exactly once per assignment):
+
+* customer "handoff_started" and "handoff_failed": this workflow, direct SQS SendMessage to the
+  customer-notification queue (``NotifyCustomer``, ``NotifyCustomerHandoffFailed``).
+* agent "handoff_assigned": this workflow, SNS publish with attributes event_type/agent_id/reason
+  (``NotifyAgent``); the conversation context follows from ``TransferConversationContext``.
+* agents "a customer is waiting": whoever consumes the agent-assignment queue (WaitForAgent's
+  message carries the task token; the consumer stores it server-side for the accept route).
+* the table stream router publishes its own SNS event when a ``HANDOFF#`` record is INSERTed
+  (audit, dashboards, escalation queue); subscriptions for customer notifications must not match
+  it, or the customer would hear "handoff started" twice.
+
+Every Task retries transient errors (exponential backoff, full jitter) and catches everything
+else into ``HandoffFailed``; every timeout is a prop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Validations
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sqs as sqs
+from aws_cdk import aws_stepfunctions as sfn
+from aws_cdk import aws_stepfunctions_tasks as tasks
+from constructs import Construct
+
+from constructs_lib.nag_findings import acknowledge_policy
+from constructs_lib.workflow_defaults import RetryPolicy, WorkflowStateMachine
+
+#: Error names the Lambdas raise on purpose (their exception class names).
+CONDITIONAL_CHECK_FAILED = "ConditionalCheckFailed"
+NO_MANAGER_AVAILABLE = "NoManagerAvailable"
+REASSIGNMENT_LIMIT_REACHED = "ReassignmentLimitReached"
+_TIMEOUTS = ["States.Timeout", "States.HeartbeatTimeout"]
+
+
+@dataclass(frozen=True)
+class HandoffFunctions:
+    """The application's Lambdas behind the workflow's decision steps.
+
+    Each receives a JSON object and returns one (``payload_response_only``):
+
+    * ``check_agent_availability``: ``{session_id, handoff_id, reason, priority}`` ->
+      ``{available: bool, agent_id?: str}``; must reserve the agent it returns.
+    * ``escalate_to_manager``: same input -> ``{available: true, agent_id}`` or raises
+      ``NoManagerAvailable``.
+    * ``update_handoff``: ``{session_id, handoff_id, execution_arn, agent_id, reason, priority}``;
+      moves the session into handoff in one transaction or raises ``ConditionalCheckFailed``.
+    * ``transfer_context``: ``{session_id, handoff_id, agent_id, reason}`` -> anything.
+    * ``await_reply``: ``{session_id, handoff_id, agent_id, task_token}``; stores the token where
+      the agent's first message finds it (invoked with ``.waitForTaskToken``).
+    * ``reassign_agent``: the whole state -> ``{count: int}``; raises ``ReassignmentLimitReached``.
+    * ``handoff_failed``: the whole state -> ``{reason: str}``; releases and restores.
+    """
+
+    check_agent_availability: lambda_.IFunction
+    escalate_to_manager: lambda_.IFunction
+    update_handoff: lambda_.IFunction
+    transfer_context: lambda_.IFunction
+    await_reply: lambda_.IFunction
+    reassign_agent: lambda_.IFunction
+    handoff_failed: lambda_.IFunction
+
+
+class HandoffWorkflow(Construct):
+    """The human-handoff state machine and its agent-assignment queue (see the module docstring).
+
+    Args:
+        table: the table holding sessions (ValidateSession reads it directly).
+        session_key: primary key of a session's record as DynamoDB attribute values, built
+            from the execution input (e.g. with ``JsonPath.format``).
+        status_attribute: attribute of that record holding the session status. Defaults to ``status``.
+        active_status: value of ``status_attribute`` that allows a handoff. Defaults to ``active``.
+        functions: the application Lambdas (:class:`HandoffFunctions`).
+        customer_notification_queue: queue whose consumer pushes notices to the customer; gets
+            ``{"session_id", "event_type", "text", ...}`` bodies.
+        agent_notification_topic: topic that reaches agents (``NotifyAgent``).
+        encryption_key: key for the new assignment queues and the execution log group.
+        existing_assignment_queue: bring your own agent-assignment queue. Defaults to a new
+            KMS-encrypted, SSL-only queue with a dead-letter queue (max 5 receives).
+        assignment_queue_props: properties of the new queue (not with ``existing_assignment_queue``).
+        agent_wait: how long WaitForAgent waits for an agent to accept. Defaults to 5 minutes.
+        idle_timeout: how long MonitorHandoff waits for the agent's first reply. Defaults to 2 minutes.
+        timeout: overall execution timeout. Defaults to 1 hour.
+        retry: retry policy of every Task. Defaults to :class:`RetryPolicy` ().
+        log_retention: execution log retention. Defaults to one week.
+        include_execution_data: log state inputs/outputs. Defaults to false.
+        removal_policy: of the queues and log group. Defaults to DESTROY.
+        started_text / failed_text: what the customer is told. Default to short English notices.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        table: dynamodb.ITable,
+        session_key: Mapping[str, tasks.DynamoAttributeValue],
+        functions: HandoffFunctions,
+        customer_notification_queue: sqs.IQueue,
+        agent_notification_topic: sns.ITopic,
+        encryption_key: kms.IKey,
+        status_attribute: str = "status",
+        active_status: str = "active",
+        existing_assignment_queue: sqs.IQueue | None = None,
+        assignment_queue_props: Mapping[str, object] | None = None,
+        agent_wait: Duration | None = None,
+        idle_timeout: Duration | None = None,
+        timeout: Duration | None = None,
+        retry: RetryPolicy | None = None,
+        log_retention: logs.RetentionDays = logs.RetentionDays.ONE_WEEK,
+        include_execution_data: bool = False,
+        removal_policy: RemovalPolicy = RemovalPolicy.DESTROY,
+        started_text: str = "You are being connected to a member of our support team.",
+        failed_text: str = "We could not reach a support agent right now; the assistant will keep helping you.",
+    ) -> None:
+        super().__init__(scope, construct_id)
+        if existing_assignment_queue is not None and assignment_queue_props is not None:
+            raise ValueError(
+                "give existing_assignment_queue or assignment_queue_props, not both "
+                "(assignment_queue_props shapes a new queue; drop it to use your own)"
+            )
+        if not session_key:
+            raise ValueError("session_key must name the key attributes of the session record (given none)")
+        agent_wait = agent_wait or Duration.minutes(5)
+        idle_timeout = idle_timeout or Duration.minutes(2)
+        timeout = timeout or Duration.hours(1)
+        _check_seconds("agent_wait", agent_wait)
+        _check_seconds("idle_timeout", idle_timeout)
+        retry = retry or RetryPolicy()
+        self._retry = retry
+
+        self.dead_letter_queue: sqs.IQueue | None = None
+        if existing_assignment_queue is not None:
+            self.assignment_queue: sqs.IQueue = existing_assignment_queue
+        else:
+            dlq = sqs.Queue(
+                self,
+                "AssignmentDeadLetterQueue",
+                encryption=sqs.QueueEncryption.KMS,
+                encryption_master_key=encryption_key,
+                enforce_ssl=True,
+                retention_period=Duration.days(14),
+                removal_policy=removal_policy,
+            )
+            Validations.of(dlq).acknowledge(
+                Acknowledgment(
+                    id="AwsSolutions-SQS3",
+                    reason="This is the dead-letter queue of the agent-assignment queue; it needs none itself.",
+                )
+            )
+            self.dead_letter_queue = dlq
+            props: dict[str, object] = {
+                "encryption": sqs.QueueEncryption.KMS,
+                "encryption_master_key": encryption_key,
+                "enforce_ssl": True,
+                "visibility_timeout": Duration.seconds(60),
+                "dead_letter_queue": sqs.DeadLetterQueue(max_receive_count=5, queue=dlq),
+                "removal_policy": removal_policy,
+                **dict(assignment_queue_props or {}),
+            }
+            self.assignment_queue = sqs.Queue(self, "AssignmentQueue", **props)  # type: ignore[arg-type]
+
+        definition = self._definition(
+            table=table,
+            session_key=session_key,
+            status_attribute=status_attribute,
+            active_status=active_status,
+            functions=functions,
+            customer_queue=customer_notification_queue,
+            agent_topic=agent_notification_topic,
+            agent_wait=agent_wait,
+            idle_timeout=idle_timeout,
+            started_text=started_text,
+            failed_text=failed_text,
+        )
+        self.workflow: WorkflowStateMachine = WorkflowStateMachine(
+            self,
+            "Resource",
+            definition=definition,
+            timeout=timeout,
+            encryption_key=encryption_key,
+            log_retention=log_retention,
+            include_execution_data=include_execution_data,
+            log_removal_policy=removal_policy,
+            comment="Human handoff: reserve or wait for an agent, hand the session over, watch the first reply",
+        )
+        self.state_machine: sfn.StateMachine = self.workflow.state_machine
+        # SnsPublish grants sns:Publish only; the topic's grant adds its KMS key when it has one.
+        agent_notification_topic.grant_publish(self.state_machine)
+        acknowledge_policy(
+            self.state_machine.role,
+            {
+                "Action::kms:GenerateDataKey*": "Data keys to send to the KMS-encrypted notification queue and "
+                "topic (CDK grants); scoped to their keys."
+            },
+        )
+        self.workflow.acknowledge_invokes(
+            [
+                functions.check_agent_availability,
+                functions.escalate_to_manager,
+                functions.update_handoff,
+                functions.transfer_context,
+                functions.await_reply,
+                functions.reassign_agent,
+                functions.handoff_failed,
+            ]
+        )
+
+    # ------------------------------------------------------------------ definition
+
+    def _invoke(
+        self,
+        state_id: str,
+        fn: lambda_.IFunction,
+        payload: sfn.TaskInput,
+        result_path: str,
+        comment: str,
+    ) -> tasks.LambdaInvoke:
+        task = tasks.LambdaInvoke(
+            self,
+            state_id,
+            lambda_function=fn,
+            payload=payload,
+            payload_response_only=True,
+            retry_on_service_exceptions=False,
+            result_path=result_path,
+            comment=comment,
+        )
+        self._retry.apply(task)
+        return task
+
+    def _definition(
+        self,
+        *,
+        table: dynamodb.ITable,
+        session_key: Mapping[str, tasks.DynamoAttributeValue],
+        status_attribute: str,
+        active_status: str,
+        functions: HandoffFunctions,
+        customer_queue: sqs.IQueue,
+        agent_topic: sns.ITopic,
+        agent_wait: Duration,
+        idle_timeout: Duration,
+        started_text: str,
+        failed_text: str,
+    ) -> sfn.IChainable:
+        session_id = sfn.JsonPath.string_at("$.session_id")
+        handoff_id = sfn.JsonPath.string_at("$$.Execution.Name")
+        agent_id = sfn.JsonPath.string_at("$.agent.agent_id")
+        request = {
+            "session_id": session_id,
+            "handoff_id": handoff_id,
+            "reason": sfn.JsonPath.string_at("$.reason"),
+            "priority": sfn.JsonPath.string_at("$.priority"),
+        }
+        whole_state = sfn.TaskInput.from_object({"state": sfn.JsonPath.entire_payload, "handoff_id": handoff_id})
+
+        # ---- failure path: release + restore, tell the customer, fail the execution
+        handoff_aborted = sfn.Fail(
+            self,
+            "HandoffAborted",
+            error="HandoffFailed",
+            cause_path=sfn.JsonPath.string_at("$.failure.reason"),
+        )
+        aborted_without_cleanup = sfn.Fail(
+            self,
+            "HandoffCleanupFailed",
+            error="HandoffFailed",
+            cause="The handoff failed and releasing the agent or restoring the session failed too; see the logs.",
+        )
+        handoff_failed = self._invoke(
+            "HandoffFailed",
+            functions.handoff_failed,
+            whole_state,
+            "$.failure",
+            "Release the reserved agent, restore the session to active if it had moved",
+        )
+        handoff_failed.add_catch(aborted_without_cleanup, errors=["States.ALL"], result_path="$.cleanup_error")
+        notify_failed = self._retry.apply(
+            tasks.SqsSendMessage(
+                self,
+                "NotifyCustomerHandoffFailed",
+                queue=customer_queue,
+                message_body=sfn.TaskInput.from_object(
+                    {
+                        "session_id": session_id,
+                        "event_type": "handoff_failed",
+                        "text": failed_text,
+                        "handoff_id": handoff_id,
+                    }
+                ),
+                result_path=sfn.JsonPath.DISCARD,
+            )
+        )
+        notify_failed.add_catch(handoff_aborted, errors=["States.ALL"], result_path="$.notify_error")
+        handoff_failed.next(notify_failed).next(handoff_aborted)
+
+        def catch_all(state: sfn.TaskStateBase | sfn.Parallel, result_path: str = "$.error") -> None:
+            state.add_catch(handoff_failed, errors=["States.ALL"], result_path=result_path)
+
+        # ---- the happy path
+        validate = self._retry.apply(
+            tasks.DynamoGetItem(
+                self,
+                "ValidateSession",
+                table=table,
+                key=dict(session_key),
+                consistent_read=True,
+                result_path="$.session",
+                comment="Read the session record directly (no Lambda)",
+            )
+        )
+        catch_all(validate)
+        status_path = f"$.session.Item.{status_attribute}.S"
+        check_active = sfn.Choice(self, "CheckSessionActive")
+
+        check_agent = self._invoke(
+            "CheckAgentAvailability",
+            functions.check_agent_availability,
+            sfn.TaskInput.from_object(request),
+            "$.agent",
+            "Find an available agent for the reason's skill and reserve it with a conditional write",
+        )
+        catch_all(check_agent)
+        is_available = sfn.Choice(self, "IsAgentAvailable")
+
+        wait_for_agent = self._retry.apply(
+            tasks.SqsSendMessage(
+                self,
+                "WaitForAgent",
+                queue=self.assignment_queue,
+                integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
+                message_body=sfn.TaskInput.from_object(
+                    {
+                        **request,
+                        "execution_arn": sfn.JsonPath.string_at("$$.Execution.Id"),
+                        "task_token": sfn.JsonPath.task_token,
+                    }
+                ),
+                task_timeout=sfn.Timeout.duration(agent_wait),
+                result_path="$.agent",
+                comment="Queue the request; an agent's accept completes the token with the agent id",
+            )
+        )
+        escalate = self._invoke(
+            "EscalateToManager",
+            functions.escalate_to_manager,
+            sfn.TaskInput.from_object(request),
+            "$.agent",
+            "No agent accepted in time: a manager takes over, or the handoff fails",
+        )
+        wait_for_agent.add_catch(escalate, errors=_TIMEOUTS, result_path="$.wait_error")
+        catch_all(wait_for_agent)
+        escalate.add_catch(handoff_failed, errors=[NO_MANAGER_AVAILABLE], result_path="$.error")
+        catch_all(escalate)
+
+        assign = sfn.Pass(
+            self,
+            "AssignAgent",
+            parameters={"agent_id": agent_id, "available": True},
+            result_path="$.agent",
+            comment="The agent is confirmed (reserved, accepted or a manager)",
+        )
+        update = self._invoke(
+            "UpdateDynamoDB",
+            functions.update_handoff,
+            sfn.TaskInput.from_object(
+                {
+                    **request,
+                    "agent_id": agent_id,
+                    "execution_arn": sfn.JsonPath.string_at("$$.Execution.Id"),
+                }
+            ),
+            "$.handoff",
+            "One TransactWriteItems: session active->handoff, the HANDOFF record, a system turn",
+        )
+        update.add_catch(handoff_failed, errors=[CONDITIONAL_CHECK_FAILED], result_path="$.error")
+        catch_all(update)
+
+        notify_customer = self._retry.apply(
+            tasks.SqsSendMessage(
+                self,
+                "NotifyCustomer",
+                queue=customer_queue,
+                message_body=sfn.TaskInput.from_object(
+                    {
+                        "session_id": session_id,
+                        "event_type": "handoff_started",
+                        "text": started_text,
+                        "handoff_id": handoff_id,
+                        "agent_id": agent_id,
+                    }
+                ),
+            )
+        )
+        notify_agent = self._retry.apply(
+            tasks.SnsPublish(
+                self,
+                "NotifyAgent",
+                topic=agent_topic,
+                message=sfn.TaskInput.from_object(
+                    {
+                        **request,
+                        "event_type": "handoff_assigned",
+                        "agent_id": agent_id,
+                    }
+                ),
+                message_attributes={
+                    "event_type": tasks.MessageAttribute(value="handoff_assigned"),
+                    "agent_id": tasks.MessageAttribute(value=agent_id),
+                    "reason": tasks.MessageAttribute(value=sfn.JsonPath.string_at("$.reason")),
+                },
+            )
+        )
+        notify = sfn.Parallel(self, "NotifyParties", result_path=sfn.JsonPath.DISCARD)
+        notify.branch(notify_customer)
+        notify.branch(notify_agent)
+        catch_all(notify)
+
+        transfer = self._invoke(
+            "TransferConversationContext",
+            functions.transfer_context,
+            sfn.TaskInput.from_object({**request, "agent_id": agent_id}),
+            "$.context",
+            "Send the latest summary and the last turns to the agent",
+        )
+        catch_all(transfer)
+
+        monitor = self._retry.apply(
+            tasks.LambdaInvoke(
+                self,
+                "MonitorHandoff",
+                lambda_function=functions.await_reply,
+                integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
+                payload=sfn.TaskInput.from_object(
+                    {**request, "agent_id": agent_id, "task_token": sfn.JsonPath.task_token}
+                ),
+                retry_on_service_exceptions=False,
+                task_timeout=sfn.Timeout.duration(idle_timeout),
+                result_path="$.first_reply",
+                comment="Wait for the agent's first reply (the message route completes the token)",
+            )
+        )
+        reassign = self._invoke(
+            "ReassignAgent",
+            functions.reassign_agent,
+            whole_state,
+            "$.reassignment",
+            "Release the idle agent, restore the session, count; fails past the bound",
+        )
+        monitor.add_catch(reassign, errors=_TIMEOUTS, result_path="$.idle_error")
+        catch_all(monitor)
+        reassign.add_catch(handoff_failed, errors=[REASSIGNMENT_LIMIT_REACHED], result_path="$.error")
+        catch_all(reassign)
+        reassign.next(check_agent)
+
+        complete = sfn.Succeed(self, "HandoffComplete")
+
+        check_active.when(
+            sfn.Condition.and_(
+                sfn.Condition.is_present(status_path),
+                sfn.Condition.string_equals(status_path, active_status),
+            ),
+            check_agent,
+        ).otherwise(handoff_failed)
+        is_available.when(sfn.Condition.boolean_equals("$.agent.available", True), assign).otherwise(wait_for_agent)
+        wait_for_agent.next(assign)
+        escalate.next(assign)
+        check_agent.next(is_available)
+        assign.next(update).next(notify).next(transfer).next(monitor).next(complete)
+        return sfn.Chain.start(validate).next(check_active)
+
+    # ------------------------------------------------------------------ grants
+
+    def grant_task_response(self, grantee: iam.IGrantable) -> iam.Grant:
+        """Let a principal complete WaitForAgent/MonitorHandoff tokens (the agent routes)."""
+        return self.workflow.grant_task_response(grantee)
+
+    def grant_start_execution(self, grantee: iam.IGrantable) -> iam.Grant:
+        return self.workflow.grant_start_execution(grantee)
+
+    def grant_consume_assignments(self, grantee: iam.IGrantable) -> iam.Grant:
+        """Let a principal receive and delete agent-assignment messages."""
+        return self.assignment_queue.grant_consume_messages(grantee)
+
+
+def _check_seconds(name: str, value: Duration) -> None:
+    if value.is_unresolved():
+        return
+    seconds = value.to_seconds()
+    if not 1 <= seconds <= 86400 * 365:
+        raise ValueError(f"{name} must be 1 s .. 1 year (given {seconds} s)")

@@ -1,0 +1,220 @@
+"""The one policy every Step Functions workflow of the app follows: retries, logging, tracing, timeout, alarms.
+
+Example::
+
+    policy = RetryPolicy()                       # 1 s, x2, 3 attempts, capped at 30 s, full jitter
+    task = policy.apply(tasks.LambdaInvoke(self, "Step", lambda_function=fn))
+    machine = WorkflowStateMachine(self, "Cleanup", definition=sfn.Chain.start(task),
+                                   timeout=Duration.minutes(60), encryption_key=key,
+                                   log_retention=logs.RetentionDays.ONE_WEEK)
+    machine.grant_start_execution(api_role)
+
+Why one place: a workflow that forgets its retry jitter, its execution logs or its alarms is
+the one that pages nobody at 3 a.m.; the workflow constructs build every Task through
+:class:`RetryPolicy` and every state machine through :class:`WorkflowStateMachine`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Validations
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_stepfunctions as sfn
+from constructs import Construct
+
+from constructs_lib.nag_findings import acknowledge_policy, resource_finding
+
+#: Errors worth retrying: throttling, service faults and Lambda's own transient failures.
+#: Business errors (a failed condition, "no agent") are never in this list: they go to a Catch.
+TRANSIENT_ERRORS: tuple[str, ...] = (
+    "Lambda.ServiceException",
+    "Lambda.AWSLambdaException",
+    "Lambda.SdkClientException",
+    "Lambda.TooManyRequestsException",
+    "Lambda.Unknown",
+    "DynamoDb.ProvisionedThroughputExceededException",
+    "DynamoDb.ThrottlingException",
+    "DynamoDb.RequestLimitExceededException",
+    "DynamoDb.InternalServerErrorException",
+    "DynamoDB.ProvisionedThroughputExceededException",
+    "DynamoDB.ThrottlingException",
+    "DynamoDB.RequestLimitExceeded",
+    "DynamoDB.InternalServerErrorException",
+    "DynamoDB.AmazonDynamoDBException",
+    "SQS.AmazonSQSException",
+    "SQS.SdkClientException",
+    "SNS.AmazonSNSException",
+    "SNS.SdkClientException",
+    "States.Http.Socket",
+    # Raised by our handlers when the store's own bounded retries gave up (BatchWriteIncomplete).
+    "BatchWriteIncomplete",
+)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff with full jitter for transient errors, applied to every Task.
+
+    Attributes:
+        interval: first delay. Defaults to 1 second.
+        max_attempts: retries after the first try. Defaults to 3.
+        backoff_rate: multiplier per retry. Defaults to 2.
+        max_delay: cap of one delay. Defaults to 30 seconds.
+        errors: error names retried. Defaults to :data:`TRANSIENT_ERRORS`.
+    """
+
+    interval: Duration = field(default_factory=lambda: Duration.seconds(1))
+    max_attempts: int = 3
+    backoff_rate: float = 2.0
+    max_delay: Duration = field(default_factory=lambda: Duration.seconds(30))
+    errors: Sequence[str] = TRANSIENT_ERRORS
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.max_attempts <= 10:
+            raise ValueError(f"max_attempts must be 0..10 (given {self.max_attempts})")
+        if not 1.0 <= self.backoff_rate <= 10.0:
+            raise ValueError(f"backoff_rate must be 1..10 (given {self.backoff_rate})")
+        if not self.errors:
+            raise ValueError("errors must name at least one error to retry (given none)")
+
+    def apply(self, task: sfn.TaskStateBase) -> sfn.TaskStateBase:
+        """Add the retry to ``task`` and return it (so a definition reads top to bottom)."""
+        task.add_retry(
+            errors=list(self.errors),
+            interval=self.interval,
+            max_attempts=self.max_attempts,
+            backoff_rate=self.backoff_rate,
+            max_delay=self.max_delay,
+            jitter_strategy=sfn.JitterType.FULL,
+        )
+        return task
+
+
+class WorkflowStateMachine(Construct):
+    """A Standard state machine with execution logs, X-Ray, an overall timeout and two alarms.
+
+    Example::
+
+        machine = WorkflowStateMachine(self, "Handoff", definition=chain, timeout=Duration.hours(1),
+                                       encryption_key=key, log_retention=logs.RetentionDays.ONE_WEEK)
+
+    Args:
+        definition: the workflow, built with the Step Functions DSL (``DefinitionBody.from_chainable``).
+        timeout: overall execution timeout. Required: an unbounded workflow is never intended.
+        encryption_key: customer key of the execution log group. Required (hardened default);
+            its key policy must allow the CloudWatch Logs service.
+        log_retention: retention of the execution log group. Defaults to one week.
+        include_execution_data: log inputs and outputs of every state. Defaults to false
+            (production must not copy customer data into logs); dev stages turn it on.
+        log_removal_policy: defaults to DESTROY (logs age out by retention anyway).
+        alarm_actions: actions of both alarms (e.g. an SNS topic action). Defaults to none:
+            the alarms still show in the console and dashboards.
+        failed_alarm_threshold: failed executions per 5 minutes that raise the alarm. Defaults to 1.
+        comment: the definition's comment. Defaults to none.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        definition: sfn.IChainable,
+        timeout: Duration,
+        encryption_key: kms.IKey,
+        log_retention: logs.RetentionDays = logs.RetentionDays.ONE_WEEK,
+        include_execution_data: bool = False,
+        log_removal_policy: RemovalPolicy = RemovalPolicy.DESTROY,
+        alarm_actions: Sequence[cloudwatch.IAlarmAction] = (),
+        failed_alarm_threshold: int = 1,
+        comment: str | None = None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        if failed_alarm_threshold < 1:
+            raise ValueError(f"failed_alarm_threshold must be >= 1 (given {failed_alarm_threshold})")
+        self.log_group: logs.LogGroup = logs.LogGroup(
+            self,
+            "LogGroup",
+            retention=log_retention,
+            encryption_key=encryption_key,
+            removal_policy=log_removal_policy,
+        )
+        self.state_machine: sfn.StateMachine = sfn.StateMachine(
+            self,
+            "Resource",
+            definition_body=sfn.DefinitionBody.from_chainable(definition),
+            state_machine_type=sfn.StateMachineType.STANDARD,
+            timeout=timeout,
+            tracing_enabled=True,
+            comment=comment,
+            logs=sfn.LogOptions(
+                destination=self.log_group,
+                level=sfn.LogLevel.ALL,
+                include_execution_data=include_execution_data,
+            ),
+        )
+        self.executions_failed_alarm: cloudwatch.Alarm = self.state_machine.metric_failed(
+            period=Duration.minutes(5), statistic="Sum"
+        ).create_alarm(
+            self,
+            "ExecutionsFailedAlarm",
+            threshold=failed_alarm_threshold,
+            evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            alarm_description="Executions of this workflow failed.",
+        )
+        self.executions_timed_out_alarm: cloudwatch.Alarm = self.state_machine.metric_timed_out(
+            period=Duration.minutes(5), statistic="Sum"
+        ).create_alarm(
+            self,
+            "ExecutionsTimedOutAlarm",
+            threshold=1,
+            evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            alarm_description="Executions of this workflow hit the overall timeout.",
+        )
+        for alarm in (self.executions_failed_alarm, self.executions_timed_out_alarm):
+            for action in alarm_actions:
+                alarm.add_alarm_action(action)
+        self._acknowledge_service_wildcards()
+
+    def _acknowledge_service_wildcards(self) -> None:
+        policy = self.state_machine.role.node.try_find_child("DefaultPolicy")
+        if policy is None:
+            return
+        Validations.of(policy).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-IAM5[Resource::*]",
+                reason="Step Functions log delivery (logs:*LogDelivery*, DescribeLogGroups, ...) and X-Ray "
+                "(PutTraceSegments, GetSampling*) support no resource-level permissions; every data-plane "
+                "grant of this role is scoped to its resource.",
+            )
+        )
+
+    def acknowledge_invokes(self, functions: Sequence[lambda_.IFunction]) -> None:
+        """Acknowledge the ``<function arn>:*`` finding of each Lambda task's invoke grant."""
+        findings = {
+            resource_finding(self, fn.function_arn, ":*", owner=fn): "lambda:InvokeFunction on '<arn>:*' covers "
+            "the versions and aliases of this workflow's own function only (CDK's LambdaInvoke grant)."
+            for fn in functions
+        }
+        acknowledge_policy(self.state_machine.role, findings)
+
+    def grant_start_execution(self, grantee: iam.IGrantable) -> iam.Grant:
+        """Let a principal start executions (the API, a schedule, a rule target)."""
+        return self.state_machine.grant_start_execution(grantee)
+
+    def grant_task_response(self, grantee: iam.IGrantable) -> iam.Grant:
+        """Let a principal complete this workflow's callback tasks (SendTaskSuccess/Failure/Heartbeat)."""
+        return self.state_machine.grant_task_response(grantee)
+
+    def grant_read(self, grantee: iam.IGrantable) -> iam.Grant:
+        """Let a principal describe executions (clients poll the execution ARN)."""
+        return self.state_machine.grant_read(grantee)

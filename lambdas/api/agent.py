@@ -1,0 +1,232 @@
+"""Agent routes of the REST API: accept a waiting handoff, send a message to the customer.
+
+* ``POST /handoffs/{session_id}/accept``: the calling agent (its id from the authorizer context,
+  never from the body) takes the session's waiting handoff. The agent is reserved with the
+  store's conditional write, WaitForAgent's task token is taken from the handoff record (exactly
+  one caller gets it) and completed with ``{"available": true, "agent_id"}``. 200, or 409 when
+  nothing waits, the agent is not available, or the request expired meanwhile (the reservation
+  is released again).
+* ``POST /handoffs/{session_id}/messages`` ``{"text"}``: only the agent the latest handoff is
+  assigned to. Stores an ``agent`` turn, posts it to the customer's WebSocket connection
+  (``lambdas.shared.connections.post_to_connection``) and, for the first reply, completes
+  MonitorHandoff's token. 201 ``{"turn_number", "delivered"}``.
+
+Errors answer ``{"error": {"code", "message", "request_id"}}`` (400, 403, 404, 409, 500).
+
+Environment (the REST stack deploys this function):
+    TABLE_NAME: the sessions table (required; read/write).
+    SESSION_TTL_HOURS, CLEANUP_SHARDS: as the store's (defaults 24 / 8).
+Permissions: the table (read/write), ``states:SendTaskSuccess`` on the handoff state machine
+(``OrchestrationStack.handoff.grant_task_response``), ``execute-api:ManageConnections`` on the
+WebSocket API.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Final
+
+import boto3
+from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from botocore.exceptions import ClientError
+
+from lambdas.orchestration.handoff_ledger import WAITING_FOR_AGENT, WAITING_FOR_REPLY, HandoffLedger
+from lambdas.shared import env
+from lambdas.shared.connections import DeliveryError, management_endpoint, post_to_connection
+from lambdas.shared.errors import AgentNotFound, AgentUnavailable, Conflict, NotFound, StoreError
+from lambdas.shared.records import HandoffStatus, Role, SessionStatus
+from lambdas.shared.store import DynamoSessionStore
+
+logger = Logger()
+tracer = Tracer()
+
+AGENT_ROLE: Final = "agent"
+MAX_TEXT: Final = 4000
+_EXPIRED_TOKEN_CODES: Final = frozenset({"TaskTimedOut", "TaskDoesNotExist", "InvalidToken"})
+
+
+class Forbidden(Exception):
+    """The caller is not an agent, or not the agent of this handoff."""
+
+
+class BadRequest(Exception):
+    """The body or a path parameter is malformed; the message says what to fix."""
+
+
+@env.once
+def store() -> DynamoSessionStore:
+    return DynamoSessionStore(
+        env.require("TABLE_NAME"),
+        ttl_hours=env.integer("SESSION_TTL_HOURS", 24, low=1),
+        cleanup_shards=env.integer("CLEANUP_SHARDS", 8, low=1, high=64),
+    )
+
+
+@env.once
+def ledger() -> HandoffLedger:
+    return HandoffLedger(store())
+
+
+@env.once
+def sfn() -> Any:
+    return boto3.client("stepfunctions")
+
+
+def _json(status: int, body: Any) -> Response:
+    return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body=json.dumps(body))
+
+
+def _agent_id(resolver: APIGatewayRestResolver) -> str:
+    """The caller's id from the authorizer context; only the agent role passes."""
+    context = resolver.current_event.request_context.authorizer.get_context() or {}
+    sub, role = context.get("sub"), context.get("role")
+    if role != AGENT_ROLE or not isinstance(sub, str) or not sub:
+        raise Forbidden()
+    return sub
+
+
+def _session_id(value: str) -> str:
+    if not value or len(value) > 64 or not all(c.isalnum() or c == "-" for c in value):
+        raise BadRequest("session_id must be a session id (letters, digits, '-', at most 64)")
+    return value
+
+
+def _text(body: str | None) -> str:
+    try:
+        data = json.loads(body or "")
+    except ValueError:
+        raise BadRequest('the body must be JSON: {"text": "..."}') from None
+    if not isinstance(data, dict) or set(data) != {"text"}:
+        raise BadRequest('the body must be exactly {"text": "..."}')
+    text = data["text"]
+    if not isinstance(text, str) or not text.strip() or len(text) > MAX_TEXT:
+        raise BadRequest(f"text must be a non-empty string of at most {MAX_TEXT} characters")
+    return text
+
+
+def _complete(token: str, output: dict[str, Any]) -> bool:
+    """SendTaskSuccess; False when the waiting task is gone (timed out, execution ended)."""
+    try:
+        sfn().send_task_success(taskToken=token, output=json.dumps(output))
+    except ClientError as err:
+        if err.response.get("Error", {}).get("Code") in _EXPIRED_TOKEN_CODES:
+            return False
+        raise
+    return True
+
+
+def accept(session_id: str, agent_id: str) -> dict[str, Any]:
+    """Give the session's waiting handoff to ``agent_id``; raises Conflict/NotFound otherwise."""
+    handoff = store().latest_handoff(session_id)
+    if handoff is None:
+        raise NotFound("handoff for session", session_id)
+    if handoff.status != HandoffStatus.QUEUED or ledger().waiting_for(session_id, handoff.handoff_id) != (
+        WAITING_FOR_AGENT
+    ):
+        raise Conflict(f"no handoff of session {session_id!r} is waiting for an agent")
+    try:
+        store().reserve_agent(agent_id, session_id)
+    except AgentNotFound:
+        raise Forbidden() from None
+    except AgentUnavailable:
+        raise Conflict("you are not available (busy or offline); finish or release your current session") from None
+    token = ledger().claim_callback(session_id, handoff.handoff_id, WAITING_FOR_AGENT)
+    if token is None or not _complete(token, {"available": True, "agent_id": agent_id, "source": "accepted"}):
+        store().release_agent(agent_id, session_id=session_id)
+        raise Conflict(f"the handoff of session {session_id!r} was taken or expired meanwhile")
+    logger.info("handoff accepted", extra={"session_id": session_id, "agent_id": agent_id})
+    return {"session_id": session_id, "handoff_id": handoff.handoff_id, "agent_id": agent_id, "status": "accepted"}
+
+
+def send_message(session_id: str, agent_id: str, text: str) -> dict[str, Any]:
+    """Store the agent's turn, push it to the customer, complete MonitorHandoff on the first reply."""
+    handoff = store().latest_handoff(session_id)
+    if handoff is None or handoff.agent_id != agent_id or handoff.status != HandoffStatus.ASSIGNED:
+        raise Forbidden()
+    session = store().get_session(session_id)
+    if session is None or session.status != SessionStatus.HANDOFF:
+        raise Conflict(f"session {session_id!r} is not handed over to an agent")
+    turn = store().add_turn(session_id, Role.AGENT, text)
+    delivered = False
+    if session.connection_id:
+        connection = store().get_connection(session.connection_id)
+        if connection is not None:
+            frame = {
+                "type": "agent_message",
+                "session_id": session_id,
+                "turn_number": turn.turn_number,
+                "text": text,
+            }
+            try:
+                delivered = post_to_connection(
+                    management_endpoint(connection.domain_name, connection.stage), connection.connection_id, frame
+                )
+            except DeliveryError as err:
+                logger.warning("agent message not pushed", extra={"code": err.code})
+    token = ledger().claim_callback(session_id, handoff.handoff_id, WAITING_FOR_REPLY)
+    if token is not None:
+        _complete(token, {"agent_id": agent_id, "turn_number": turn.turn_number})
+    return {"session_id": session_id, "turn_number": turn.turn_number, "delivered": delivered}
+
+
+def _error(resolver: APIGatewayRestResolver, status: int, code: str, message: str) -> Response:
+    request_id = str(resolver.current_event.request_context.request_id or "")
+    return _json(status, {"error": {"code": code, "message": message, "request_id": request_id}})
+
+
+def app() -> APIGatewayRestResolver:
+    resolver = APIGatewayRestResolver()
+
+    @resolver.post("/handoffs/<session_id>/accept")
+    @tracer.capture_method
+    def accept_route(session_id: str) -> Response:
+        agent_id = _agent_id(resolver)
+        return _json(200, accept(_session_id(session_id), agent_id))
+
+    @resolver.post("/handoffs/<session_id>/messages")
+    @tracer.capture_method
+    def message_route(session_id: str) -> Response:
+        agent_id = _agent_id(resolver)
+        sid = _session_id(session_id)
+        return _json(201, send_message(sid, agent_id, _text(resolver.current_event.body)))
+
+    @resolver.exception_handler(BadRequest)
+    def on_bad_request(err: BadRequest) -> Response:
+        return _error(resolver, 400, "ValidationError", str(err))
+
+    @resolver.exception_handler(Forbidden)
+    def on_forbidden(_: Forbidden) -> Response:
+        return _error(resolver, 403, "Forbidden", "only the agent of this handoff may do that")
+
+    @resolver.exception_handler(NotFound)
+    def on_not_found(err: NotFound) -> Response:
+        return _error(resolver, 404, "NotFound", str(err))
+
+    @resolver.exception_handler(StoreError)
+    def on_store_error(err: StoreError) -> Response:
+        if 400 <= err.http_status < 500:
+            return _error(resolver, err.http_status, type(err).__name__, str(err))
+        logger.exception("store error")
+        return _error(resolver, 500, "InternalError", "internal error; quote the request id")
+
+    @resolver.exception_handler(Exception)
+    def on_unexpected(_: Exception) -> Response:
+        logger.exception("unhandled error")
+        return _error(resolver, 500, "InternalError", "internal error; quote the request id")
+
+    return resolver
+
+
+_APP: APIGatewayRestResolver | None = None
+
+
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST, clear_state=True)
+@tracer.capture_lambda_handler
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    global _APP
+    if _APP is None:
+        _APP = app()
+    return _APP.resolve(event, context)

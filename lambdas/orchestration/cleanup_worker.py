@@ -1,0 +1,176 @@
+"""Steps of the session-cleanup workflow: plan the sweep, clean one session, add up the counts.
+
+Handlers (``lambdas.orchestration.cleanup_worker.<name>``):
+
+* ``plan``: ``{"input": <execution input>}`` -> ``{"cutoff", "cutoff_text", "shards"}``. The cutoff is
+  now minus ``CLEANUP_GRACE_SECONDS``; an input ``now`` (epoch seconds) is honoured only when it is
+  not in the future, so a caller can make a run more conservative, never less.
+* ``handler``: ``{"session_id"}`` -> ``{"session_id", "status", "archived", "archive_written",
+  "items_deleted", "archive_key"}``. Archives every item of the session partition to
+  ``ARCHIVE_BUCKET`` as ONE JSON-lines object (SSE-KMS with ``ARCHIVE_KEY_ARN``) under a
+  deterministic key, deletes the TURN/SUMMARY/HANDOFF items through the store's batch delete,
+  then marks META ``archived`` with the archive key. Idempotent: when the object exists already
+  (a half-cleaned session), it is kept as is (it holds the full partition, written before any
+  delete) and the run only finishes the deletes and the status; an archived session is skipped.
+* ``tally``: ``{"results": [...], "totals": {...}}`` -> the totals plus what the results count
+  (worker results, or per-shard totals).
+
+Environment: ``TABLE_NAME``, ``ARCHIVE_BUCKET``, ``ARCHIVE_KEY_ARN`` (required for ``handler``),
+``CLEANUP_GRACE_SECONDS`` (default 3600), ``CLEANUP_SHARDS`` (default 8), ``ARCHIVE_PREFIX``
+(default ``sessions``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Final
+
+import boto3
+from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from botocore.exceptions import ClientError
+
+from lambdas.shared import env, keys
+from lambdas.shared.errors import InvalidTransition
+from lambdas.shared.records import Session, SessionStatus
+from lambdas.shared.serialize import public
+from lambdas.shared.store import DynamoSessionStore
+
+logger = Logger()
+tracer = Tracer()
+
+COUNTERS: Final = ("sessions_seen", "sessions_archived", "sessions_failed", "items_deleted")
+
+
+@env.once
+def store() -> DynamoSessionStore:
+    return DynamoSessionStore(env.require("TABLE_NAME"), cleanup_shards=env.integer("CLEANUP_SHARDS", 8, low=1))
+
+
+@env.once
+def s3() -> Any:
+    return boto3.client("s3")
+
+
+def archive_key(session_id: str) -> str:
+    """Deterministic: a re-run finds the archive its first run wrote."""
+    prefix = env.optional("ARCHIVE_PREFIX", "sessions")
+    return f"{prefix}/{session_id}.jsonl"
+
+
+# ---------------------------------------------------------------------- plan
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+def plan(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    real_now = int(time.time())
+    given = (event.get("input") or {}).get("now") if isinstance(event.get("input"), dict) else None
+    now = real_now
+    if isinstance(given, int) and not isinstance(given, bool) and 0 < given <= real_now:
+        now = given
+    cutoff = now - env.integer("CLEANUP_GRACE_SECONDS", 3600, low=0)
+    shards = keys.cleanup_shards(env.integer("CLEANUP_SHARDS", 8, low=1))
+    logger.info("cleanup planned", extra={"cutoff": cutoff, "shards": len(shards)})
+    return {"cutoff": cutoff, "cutoff_text": str(cutoff), "shards": shards}
+
+
+# ---------------------------------------------------------------------- one session
+
+
+def _archive_exists(bucket: str, key: str) -> bool:
+    try:
+        s3().head_object(Bucket=bucket, Key=key)
+    except ClientError as err:
+        if err.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+            return False
+        raise
+    return True
+
+
+def _jsonl(session_id: str) -> str:
+    lines = []
+    cursor = None
+    while True:
+        page = store().list_session_items(session_id, limit=500, cursor=cursor)
+        for record in page.items:
+            lines.append(
+                json.dumps({"type": type(record).__name__.lower(), **public(record)}, sort_keys=True, default=str)
+            )
+        cursor = page.next_cursor
+        if cursor is None:
+            return "\n".join(lines) + "\n"
+
+
+def clean_session(session_id: str) -> dict[str, Any]:
+    """Archive, delete and mark one session; safe to run any number of times."""
+    session: Session | None = store().get_session(session_id)
+    if session is None:
+        return {"session_id": session_id, "status": "not_found", "archived": False, "items_deleted": 0}
+    if session.status == SessionStatus.ARCHIVED:
+        return {
+            "session_id": session_id,
+            "status": "already_archived",
+            "archived": False,
+            "items_deleted": 0,
+            "archive_key": session.archive_key,
+        }
+    if session.status not in (SessionStatus.DISCONNECTED, SessionStatus.DELETED):
+        return {"session_id": session_id, "status": f"skipped_{session.status}", "archived": False, "items_deleted": 0}
+    bucket, key = env.require("ARCHIVE_BUCKET"), archive_key(session_id)
+    written = False
+    if not _archive_exists(bucket, key):
+        s3().put_object(
+            Bucket=bucket,
+            Key=key,
+            Body=_jsonl(session_id).encode("utf-8"),
+            ContentType="application/x-ndjson",
+            ServerSideEncryption="aws:kms",
+            SSEKMSKeyId=env.require("ARCHIVE_KEY_ARN"),
+        )
+        written = True
+    deleted = store().delete_session_items(session_id)
+    try:
+        store().update_status(session_id, SessionStatus.ARCHIVED, archive_key=key)
+    except InvalidTransition as err:  # a concurrent run archived it first
+        logger.info("session moved concurrently", extra={"session_id": session_id, "error": str(err)})
+        return {"session_id": session_id, "status": "raced", "archived": False, "items_deleted": deleted}
+    logger.info("session archived", extra={"session_id": session_id, "written": written, "deleted": deleted})
+    return {
+        "session_id": session_id,
+        "status": "archived",
+        "archived": True,
+        "archive_written": written,
+        "items_deleted": deleted,
+        "archive_key": key,
+    }
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return clean_session(str(event["session_id"]))
+
+
+# ---------------------------------------------------------------------- tally
+
+
+def add_up(results: list[dict[str, Any]], totals: dict[str, Any]) -> dict[str, int]:
+    """Totals plus the results: worker results count one session each, shard totals add up field by field."""
+    out = {name: int(totals.get(name, 0)) for name in COUNTERS}
+    for result in results:
+        if "session_id" not in result:  # a shard's totals
+            for name in COUNTERS:
+                out[name] += int(result.get(name, 0))
+            continue
+        out["sessions_seen"] += 1
+        out["sessions_archived"] += 1 if result.get("archived") else 0
+        out["sessions_failed"] += 1 if result.get("failed") else 0
+        out["items_deleted"] += int(result.get("items_deleted", 0))
+    return out
+
+
+@logger.inject_lambda_context
+def tally(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
+    return add_up(list(event.get("results") or []), dict(event.get("totals") or {}))

@@ -1,0 +1,318 @@
+"""The decision steps of the human-handoff workflow, one handler per Task (each its own function).
+
+Handlers (``lambdas.orchestration.handoff.<name>``) and what they get from the state machine:
+
+* ``check_agent``: ``{session_id, handoff_id, reason, priority}`` -> ``{available, agent_id?}``;
+  finds the longest-waiting available agent with the reason as skill and reserves it (conditional
+  write; a lost race tries the next candidate).
+* ``escalate``: same input; takes WaitForAgent's dead token (late accepts get 409), reserves a
+  manager or raises ``NoManagerAvailable``.
+* ``begin``: ``{..., agent_id, execution_arn}``; the handoff transaction (``HandoffLedger.begin``)
+  or ``ConditionalCheckFailed`` when the session is no longer active.
+* ``await_reply``: ``{..., agent_id, task_token}``; MonitorHandoff's token onto the handoff record.
+* ``transfer_context``: latest summary + last turns, published to the agent topic.
+* ``reassign``: ``{state, handoff_id}``; releases the idle agent, re-queues the handoff, restores
+  the session to active, counts; raises ``ReassignmentLimitReached`` past ``MAX_REASSIGNMENTS``.
+* ``fail``: ``{state, handoff_id}``; releases the reserved agent, marks the handoff failed,
+  restores the session to active if this handoff had moved it; returns the reason.
+* ``queue_consumer``: SQS batch of the agent-assignment queue; stores WaitForAgent's token on the
+  (queued) handoff record and tells agents that a customer waits (SNS ``handoff_waiting``).
+
+Environment: ``TABLE_NAME`` (required), ``HANDOFF_TOPIC_ARN`` (transfer_context, queue_consumer),
+``MAX_REASSIGNMENTS`` (default 2), ``MANAGER_SKILL`` (default ``manager``), ``CONTEXT_TURNS``
+(default 20), ``SESSION_TTL_HOURS`` (default 24), ``CLEANUP_SHARDS`` (default 8).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from typing import Any, Final
+
+import boto3
+from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from lambdas.orchestration.handoff_ledger import WAITING_FOR_AGENT, HandoffLedger, SessionNotActive
+from lambdas.shared import env
+from lambdas.shared.errors import (
+    AgentNotFound,
+    AgentUnavailable,
+    HandoffNotFound,
+    InvalidTransition,
+)
+from lambdas.shared.records import HandoffStatus, SessionStatus
+from lambdas.shared.store import DynamoSessionStore
+
+logger = Logger()
+tracer = Tracer()
+
+MAX_RESERVE_ATTEMPTS: Final = 5
+CONTENT_LIMIT: Final = 2000
+SYSTEM_TEXT: Final = "The conversation was handed over to a human support agent."
+
+
+class ConditionalCheckFailed(Exception):
+    """The handoff transaction's condition failed: the session is not (or no longer) active."""
+
+
+class NoManagerAvailable(Exception):
+    """No agent accepted in time and no manager could take over."""
+
+
+class ReassignmentLimitReached(Exception):
+    """The agent was idle and the handoff was reassigned MAX_REASSIGNMENTS times already."""
+
+
+@env.once
+def store() -> DynamoSessionStore:
+    return DynamoSessionStore(
+        env.require("TABLE_NAME"),
+        ttl_hours=env.integer("SESSION_TTL_HOURS", 24, low=1),
+        cleanup_shards=env.integer("CLEANUP_SHARDS", 8, low=1),
+    )
+
+
+@env.once
+def ledger() -> HandoffLedger:
+    return HandoffLedger(store())
+
+
+@env.once
+def sns() -> Any:
+    return boto3.client("sns")
+
+
+@env.once
+def topic_arn() -> str:
+    return env.require("HANDOFF_TOPIC_ARN")
+
+
+def _reserve_first(skill: str, session_id: str, *, managers_only: bool = False) -> str | None:
+    """Reserve the longest-waiting matching agent; a lost race moves on to the next candidate."""
+    for _ in range(MAX_RESERVE_ATTEMPTS):
+        agent = store().find_available_agent(skill, managers_only=managers_only)
+        if agent is None:
+            return None
+        try:
+            store().reserve_agent(agent.agent_id, session_id)
+        except (AgentUnavailable, AgentNotFound):
+            logger.info("agent taken concurrently, trying the next", extra={"agent_id": agent.agent_id})
+            continue
+        return agent.agent_id
+    return None
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+def check_agent(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    agent_id = _reserve_first(str(event["reason"]), str(event["session_id"]))
+    if agent_id is None:
+        return {"available": False}
+    logger.info("agent reserved", extra={"agent_id": agent_id, "session_id": event["session_id"]})
+    return {"available": True, "agent_id": agent_id}
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+def escalate(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    session_id, handoff_id = str(event["session_id"]), str(event["handoff_id"])
+    ledger().claim_callback(session_id, handoff_id, WAITING_FOR_AGENT)  # a late accept now gets 409
+    with contextlib.suppress(HandoffNotFound):  # the consumer never stored it (its message in the DLQ)
+        store().update_handoff(session_id, handoff_id, status=HandoffStatus.ESCALATED)
+    agent_id = _reserve_first(str(event["reason"]), session_id, managers_only=True) or _reserve_first(
+        env.optional("MANAGER_SKILL", "manager") or "manager", session_id, managers_only=True
+    )
+    if agent_id is None:
+        raise NoManagerAvailable(f"no agent accepted handoff {handoff_id} and no manager is available")
+    logger.info("manager takes over", extra={"agent_id": agent_id, "session_id": session_id})
+    return {"available": True, "agent_id": agent_id}
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+def begin(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    try:
+        begun = ledger().begin(
+            str(event["session_id"]),
+            handoff_id=str(event["handoff_id"]),
+            agent_id=str(event["agent_id"]),
+            reason=str(event["reason"]),
+            priority=str(event["priority"]),
+            execution_arn=event.get("execution_arn"),
+            system_text=SYSTEM_TEXT,
+        )
+    except SessionNotActive as err:
+        raise ConditionalCheckFailed(str(err)) from None
+    return {
+        "handoff_id": begun.handoff.handoff_id,
+        "status": str(begun.handoff.status),
+        "turn_number": begun.turn_number,
+    }
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+def await_reply(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    ledger().await_callback(str(event["session_id"]), str(event["handoff_id"]), "reply", str(event["task_token"]))
+    return {"waiting_for": "reply"}
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+def transfer_context(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    session_id, agent_id = str(event["session_id"]), str(event["agent_id"])
+    summary = store().latest_summary(session_id)
+    turns = store().list_turns(session_id, limit=env.integer("CONTEXT_TURNS", 20, low=1, high=100)).items
+    message = {
+        "event_type": "handoff_context",
+        "session_id": session_id,
+        "handoff_id": event["handoff_id"],
+        "agent_id": agent_id,
+        "reason": event.get("reason"),
+        "summary": None
+        if summary is None
+        else {
+            "text": summary.summary_text,
+            "window_start": summary.window_start,
+            "window_end": summary.window_end,
+        },
+        "turns": [
+            {
+                "turn_number": t.turn_number,
+                "role": str(t.role),
+                "content": t.content[:CONTENT_LIMIT],
+                "created_at": t.created_at,
+            }
+            for t in turns
+        ],
+    }
+    resp = sns().publish(
+        TopicArn=topic_arn(),
+        Message=json.dumps(message, separators=(",", ":")),
+        MessageAttributes={
+            "event_type": {"DataType": "String", "StringValue": "handoff_context"},
+            "agent_id": {"DataType": "String", "StringValue": agent_id},
+            "reason": {"DataType": "String", "StringValue": str(event.get("reason") or "unknown")},
+        },
+    )
+    return {"turns": len(turns), "summary": summary is not None, "message_id": resp.get("MessageId")}
+
+
+def _release(agent_id: str | None, session_id: str) -> bool:
+    if not agent_id:
+        return False
+    try:
+        store().release_agent(agent_id, session_id=session_id)
+    except (AgentUnavailable, AgentNotFound):
+        return False  # released already, or serving someone else now
+    return True
+
+
+def _restore(session_id: str) -> bool:
+    try:
+        store().update_status(session_id, SessionStatus.ACTIVE, expected=SessionStatus.HANDOFF)
+    except InvalidTransition:
+        return False
+    return True
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+def reassign(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    state, handoff_id = event["state"], str(event["handoff_id"])
+    session_id = str(state["session_id"])
+    count = int((state.get("reassignment") or {}).get("count", 0)) + 1
+    agent_id = (state.get("agent") or {}).get("agent_id")
+    released = _release(agent_id, session_id)
+    ledger().requeue(session_id, handoff_id)
+    restored = _restore(session_id)
+    logger.info(
+        "idle agent released",
+        extra={"agent_id": agent_id, "count": count, "released": released, "restored": restored},
+    )
+    limit = env.integer("MAX_REASSIGNMENTS", 2, low=0)
+    if count > limit:
+        raise ReassignmentLimitReached(f"agent idle; handoff {handoff_id} was reassigned {limit} time(s) already")
+    return {"count": count, "released_agent_id": agent_id}
+
+
+_REASONS: Final = {
+    "ConditionalCheckFailed": "the session was no longer active when the handoff was written",
+    "NoManagerAvailable": "no agent accepted in time and no manager was available",
+    "ReassignmentLimitReached": "the assigned agents stayed idle and the reassignment limit was reached",
+}
+
+
+def _failure_reason(state: dict[str, Any]) -> str:
+    error = state.get("error")
+    if isinstance(error, dict) and error.get("Error"):
+        return _REASONS.get(str(error["Error"]), f"{error['Error']}: the handoff step failed")
+    item = (state.get("session") or {}).get("Item")
+    if not item:
+        return "the session does not exist"
+    status = (item.get("status") or {}).get("S", "unknown")
+    return f"the session is {status}, not active"
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+def fail(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    state, handoff_id = event["state"], str(event["handoff_id"])
+    session_id = str(state["session_id"])
+    handoff = store().get_handoff(session_id, handoff_id)
+    released = _release((state.get("agent") or {}).get("agent_id"), session_id)
+    restored = False
+    if handoff is not None:
+        moved_by_us = handoff.status == HandoffStatus.ASSIGNED
+        ledger().claim_callback(session_id, handoff_id, WAITING_FOR_AGENT)
+        ledger().claim_callback(session_id, handoff_id, "reply")
+        store().update_handoff(session_id, handoff_id, status=HandoffStatus.FAILED)
+        if moved_by_us:
+            restored = _restore(session_id)
+    reason = _failure_reason(state)
+    logger.info("handoff failed", extra={"reason": reason, "released": released, "restored": restored})
+    return {"reason": reason, "released": released, "restored": restored}
+
+
+processor = BatchProcessor(event_type=EventType.SQS)
+
+
+def _queue_record(record: SQSRecord) -> None:
+    body = json.loads(record.body)
+    session_id, handoff_id = str(body["session_id"]), str(body["handoff_id"])
+    ledger().queue(
+        session_id,
+        handoff_id=handoff_id,
+        reason=str(body["reason"]),
+        priority=str(body["priority"]),
+        execution_arn=body.get("execution_arn"),
+        task_token=str(body["task_token"]),
+    )
+    sns().publish(
+        TopicArn=topic_arn(),
+        Message=json.dumps(
+            {
+                "event_type": "handoff_waiting",
+                "session_id": session_id,
+                "handoff_id": handoff_id,
+                "reason": body["reason"],
+                "priority": body["priority"],
+            },
+            separators=(",", ":"),
+        ),
+        MessageAttributes={
+            "event_type": {"DataType": "String", "StringValue": "handoff_waiting"},
+            "reason": {"DataType": "String", "StringValue": str(body["reason"])},
+        },
+    )
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+def queue_consumer(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return dict(
+        process_partial_response(event=event, record_handler=_queue_record, processor=processor, context=context)
+    )
