@@ -1,0 +1,13 @@
+"""Embedded AWS: a synthesized stage stood up on moto, driven like the real thing.
+
+``embedded_stage(assembly_dir)`` reads the cloud assembly, deploys every stack with typed
+loaders (``loaders.py``) after resolving intrinsics (``intrinsics.py``), and returns an
+``EmbeddedStage`` with the pumps (stream, SQS), EventBridge delivery, the REST and WebSocket
+routers and an injectable clock.
+"""
+
+from tests.e2e.harness.clock import Clock
+from tests.e2e.harness.intrinsics import Deployed, Unresolvable
+from tests.e2e.harness.stage import EmbeddedStage, embedded_stage
+
+__all__ = ["Clock", "Deployed", "EmbeddedStage", "Unresolvable", "embedded_stage"]

@@ -1,0 +1,134 @@
+"""The SQS pump: what Lambda's queue poller does for the queue event source mappings.
+
+``pump()`` receives up to ``BatchSize`` messages per invocation, invokes the mapped function with
+them shaped as Lambda sends them, deletes what succeeded and makes what failed visible again at
+once (time compressed: the visibility timeout is not waited for). With ``ReportBatchItemFailures``
+only the listed ``itemIdentifier`` (message ids) fail; a function error fails the whole batch. The
+queue's own redrive policy moves a message to its DLQ after ``maxReceiveCount`` receives (moto
+does that on receive, as SQS does).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from moto.events.models import EventPattern
+
+from tests.e2e.harness.invoke import invoke
+from tests.e2e.harness.loaders import Cloud, EventSourceMapping
+from tests.e2e.harness.streams import Delivery
+
+MAX_ROUNDS = 50
+
+
+@dataclass
+class SqsPump:
+    """Delivers queue messages to the functions mapped onto the queues (see module docstring)."""
+
+    cloud: Cloud
+    mappings: list[EventSourceMapping]
+    deliveries: list[Delivery] = field(default_factory=list)
+
+    def queue_url(self, arn: str) -> str:
+        parts = arn.split(":")
+        url: str = self.cloud.client("sqs").get_queue_url(QueueName=parts[5], QueueOwnerAWSAccountId=parts[4])[
+            "QueueUrl"
+        ]
+        return url
+
+    def pump(self) -> int:
+        """Drain every mapped queue (bounded); returns the number of invocations."""
+        before = len(self.deliveries)
+        for _round in range(MAX_ROUNDS):
+            progressed = False
+            for mapping in self.mappings:
+                if mapping.enabled and self._pump_once(mapping):
+                    progressed = True
+            if not progressed:
+                break
+        return len(self.deliveries) - before
+
+    def _receive(self, url: str, limit: int) -> list[dict[str, Any]]:
+        sqs = self.cloud.client("sqs")
+        messages: list[dict[str, Any]] = []
+        while len(messages) < limit:
+            response = sqs.receive_message(
+                QueueUrl=url,
+                MaxNumberOfMessages=min(10, limit - len(messages)),
+                AttributeNames=["All"],
+                MessageAttributeNames=["All"],
+                VisibilityTimeout=30,
+            )
+            batch = response.get("Messages", [])
+            if not batch:
+                break
+            messages.extend(batch)
+        return messages
+
+    def _pump_once(self, mapping: EventSourceMapping) -> bool:
+        sqs = self.cloud.client("sqs")
+        url = self.queue_url(mapping.event_source_arn)
+        messages = self._receive(url, mapping.batch_size)
+        if not messages:
+            return False
+        records = [self._record(m, mapping) for m in messages]
+        passing = [r for r in records if _passes(mapping, r)]
+        # Lambda deletes messages its filters reject.
+        for record in records:
+            if record not in passing:
+                sqs.delete_message(QueueUrl=url, ReceiptHandle=record["receiptHandle"])
+        if not passing:
+            return True
+        outcome = invoke(self.cloud.client("lambda"), mapping.function_name, {"Records": passing})
+        ids = [r["messageId"] for r in passing]
+        self.deliveries.append(Delivery(mapping.logical_id, ids, outcome, 0))
+        failed: set[str]
+        if not outcome.ok:
+            failed = set(ids)
+        else:
+            listed = outcome.failed_item_ids() if mapping.report_batch_item_failures else None
+            failed = set(listed or [])
+            if listed and not failed <= set(ids):
+                failed = set(ids)  # an unknown identifier fails the whole batch, as in Lambda
+        for record in passing:
+            if record["messageId"] in failed:
+                sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=record["receiptHandle"], VisibilityTimeout=0)
+            else:
+                sqs.delete_message(QueueUrl=url, ReceiptHandle=record["receiptHandle"])
+        return True
+
+    def _record(self, message: dict[str, Any], mapping: EventSourceMapping) -> dict[str, Any]:
+        attributes = {
+            name: {
+                "stringValue": value.get("StringValue"),
+                "binaryValue": value.get("BinaryValue"),
+                "stringListValues": [],
+                "binaryListValues": [],
+                "dataType": value["DataType"],
+            }
+            for name, value in message.get("MessageAttributes", {}).items()
+        }
+        return {
+            "messageId": message["MessageId"],
+            "receiptHandle": message["ReceiptHandle"],
+            "body": message["Body"],
+            "attributes": message.get("Attributes", {}),
+            "messageAttributes": attributes,
+            "md5OfBody": message.get("MD5OfBody"),
+            "eventSource": "aws:sqs",
+            "eventSourceARN": mapping.event_source_arn,
+            "awsRegion": self.cloud.region,
+        }
+
+
+def _passes(mapping: EventSourceMapping, record: dict[str, Any]) -> bool:
+    if not mapping.filters:
+        return True
+    candidate = dict(record)
+    with contextlib.suppress(ValueError):
+        candidate["body"] = json.loads(record["body"])
+    event: Any = candidate
+    return any(EventPattern.load(pattern).matches_event(event) for pattern in mapping.filters)

@@ -1,0 +1,304 @@
+"""A WebSocket API router built from a template's ``AWS::ApiGatewayV2::*`` resources.
+
+``connect()`` runs the ``$connect`` route's REQUEST authorizer (identity sources checked first,
+401 without them; the returned policy evaluated against the route ARN) and its integration;
+``send()`` selects the route by the API's route selection expression (``$request.body.<key>``)
+or ``$default`` and, for a route with a route response, returns the integration's body to the
+client as a frame; ``disconnect()`` runs ``$disconnect``. Every route event is shaped as API
+Gateway sends it, with the authorizer context of the connection.
+
+The management API (``@connections``) is faked on moto's: frames posted by handlers are kept per
+connection (``frames(connection_id)``), a post to a closed connection answers 410 Gone, and a
+DELETE closes the connection and runs ``$disconnect``, as API Gateway does.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+from unittest import mock
+
+from moto.apigatewaymanagementapi.models import ApiGatewayManagementApiBackend
+from moto.core.exceptions import JsonRESTError
+
+from tests.e2e.harness.deploy import DeployedStack
+from tests.e2e.harness.invoke import invoke
+from tests.e2e.harness.loaders import Cloud
+from tests.e2e.harness.rest import _LAMBDA_URI, _policy_effect
+
+
+class ConnectionRefused(Exception):
+    """The handshake was refused: ``status`` is what the client sees (401, 403, 500...)."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(f"{status}: {reason}")
+        self.status = status
+        self.reason = reason
+
+
+class _Gone(JsonRESTError):
+    code = 410
+
+    def __init__(self) -> None:
+        super().__init__("GoneException", "")
+
+
+@dataclass
+class Connection:
+    connection_id: str
+    authorizer: dict[str, Any]
+    connected_at: float
+    open: bool = True
+    frames: list[Any] = field(default_factory=list)
+    query: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Route:
+    key: str
+    integration_function: str | None
+    authorizer: dict[str, Any] | None
+    returns_response: bool
+
+
+class WebSocketRouter:
+    """API Gateway for one ``AWS::ApiGatewayV2::Api`` (WEBSOCKET) of a deployed stack."""
+
+    def __init__(self, cloud: Cloud, stack: DeployedStack, api_logical_id: str, clock: Callable[[], float]) -> None:
+        self.cloud = cloud
+        self.clock = clock
+        api = stack.resources[api_logical_id]
+        self.api_id = api.ref
+        selection = str(api.properties.get("RouteSelectionExpression", "$request.body.action"))
+        match = re.fullmatch(r"\$request\.body\.([A-Za-z0-9_]+)", selection)
+        if match is None:
+            raise NotImplementedError(f"route selection expression {selection} is not emulated")
+        self.selection_key = match.group(1)
+        mine = [r for r in stack.resources.values() if r.properties.get("ApiId") == self.api_id]
+        integrations = {r.ref: r.properties for r in mine if r.type == "AWS::ApiGatewayV2::Integration"}
+        authorizers = {r.ref: r.properties for r in mine if r.type == "AWS::ApiGatewayV2::Authorizer"}
+        stages = [r.properties for r in mine if r.type == "AWS::ApiGatewayV2::Stage"]
+        self.stage = str(stages[0]["StageName"]) if stages else "production"
+        self.routes: dict[str, Route] = {}
+        for r in mine:
+            if r.type != "AWS::ApiGatewayV2::Route":
+                continue
+            props = r.properties
+            target = str(props.get("Target", ""))
+            function = None
+            if target.startswith("integrations/"):
+                integration = integrations[target.removeprefix("integrations/")]
+                uri = _LAMBDA_URI.match(str(integration.get("IntegrationUri", "")))
+                if str(integration.get("IntegrationType")) != "AWS_PROXY" or uri is None:
+                    raise NotImplementedError(f"route {props['RouteKey']}: only Lambda proxy integrations are emulated")
+                function = uri.group("arn").split(":")[6]
+            authorizer = None
+            if str(props.get("AuthorizationType", "NONE")).upper() == "CUSTOM":
+                authorizer = authorizers[str(props["AuthorizerId"])]
+            self.routes[str(props["RouteKey"])] = Route(
+                str(props["RouteKey"]), function, authorizer, bool(props.get("RouteResponseSelectionExpression"))
+            )
+        self.connections: dict[str, Connection] = {}
+        self.domain = f"{self.api_id}.execute-api.{cloud.region}.amazonaws.com"
+
+    # ------------------------------------------------------------------ client side
+
+    def connect(self, *, query: Mapping[str, str] | None = None, headers: Mapping[str, str] | None = None) -> str:
+        """Open a connection; returns its id or raises ``ConnectionRefused``."""
+        query, headers = dict(query or {}), dict(headers or {})
+        connection_id = uuid.uuid4().hex[:14] + "="
+        route = self.routes.get("$connect")
+        authorizer_context: dict[str, Any] = {}
+        if route and route.authorizer:
+            authorizer_context = self._authorize(route.authorizer, connection_id, query, headers)
+        connection = Connection(connection_id, authorizer_context, self.clock(), query=query)
+        self.connections[connection_id] = connection
+        if route and route.integration_function:
+            event = {
+                "headers": headers,
+                "multiValueHeaders": {k: [v] for k, v in headers.items()},
+                "queryStringParameters": query or None,
+                "multiValueQueryStringParameters": {k: [v] for k, v in query.items()} or None,
+                "requestContext": self._context(connection, "$connect", "CONNECT"),
+                "isBase64Encoded": False,
+            }
+            outcome = invoke(self.cloud.client("lambda"), route.integration_function, event)
+            status = (
+                int(outcome.payload.get("statusCode", 200)) if outcome.ok and isinstance(outcome.payload, dict) else 500
+            )
+            if not 200 <= status < 300:
+                connection.open = False
+                raise ConnectionRefused(status, f"$connect integration answered {status}")
+        return connection_id
+
+    def send(self, connection_id: str, body: Any) -> Any:
+        """Send one message; returns the route response's frame for two-way routes, else None."""
+        connection = self._open(connection_id)
+        raw = body if isinstance(body, str) else json.dumps(body)
+        try:
+            key = str(json.loads(raw).get(self.selection_key))
+        except (ValueError, AttributeError):
+            key = ""
+        route = self.routes.get(key) or self.routes.get("$default")
+        if route is None or route.integration_function is None:
+            frame = {"message": "Forbidden", "connectionId": connection_id}
+            connection.frames.append(frame)
+            return frame
+        context = self._context(connection, route.key, "MESSAGE")
+        context["messageId"] = uuid.uuid4().hex[:12]
+        outcome = invoke(
+            self.cloud.client("lambda"),
+            route.integration_function,
+            {"requestContext": context, "body": raw, "isBase64Encoded": False},
+        )
+        if not outcome.ok:
+            frame = {
+                "message": "Internal server error",
+                "connectionId": connection_id,
+                "requestId": context["requestId"],
+            }
+            connection.frames.append(frame)
+            return frame
+        if route.returns_response and isinstance(outcome.payload, dict) and outcome.payload.get("body") is not None:
+            response_body = outcome.payload["body"]
+            frame = _decode(response_body)
+            connection.frames.append(frame)
+            return frame
+        return None
+
+    def disconnect(self, connection_id: str, *, status_code: int = 1001, reason: str = "Going away") -> None:
+        """The client closes the connection; ``$disconnect`` runs."""
+        connection = self._open(connection_id)
+        connection.open = False
+        route = self.routes.get("$disconnect")
+        if route and route.integration_function:
+            context = self._context(connection, "$disconnect", "DISCONNECT")
+            context.update(disconnectStatusCode=status_code, disconnectReason=reason)
+            invoke(
+                self.cloud.client("lambda"),
+                route.integration_function,
+                {"headers": {}, "requestContext": context, "isBase64Encoded": False},
+            )
+
+    def frames(self, connection_id: str) -> list[Any]:
+        """Every frame the client of this connection received, in order."""
+        return list(self.connections[connection_id].frames)
+
+    # ------------------------------------------------------------------ internals
+
+    def _open(self, connection_id: str) -> Connection:
+        connection = self.connections.get(connection_id)
+        if connection is None or not connection.open:
+            raise KeyError(f"connection {connection_id} is not open")
+        return connection
+
+    def _context(self, connection: Connection, route_key: str, event_type: str) -> dict[str, Any]:
+        now = self.clock()
+        context: dict[str, Any] = {
+            "routeKey": route_key,
+            "eventType": event_type,
+            "extendedRequestId": uuid.uuid4().hex[:16],
+            "requestTime": "",
+            "messageDirection": "IN",
+            "stage": self.stage,
+            "connectedAt": int(connection.connected_at * 1000),
+            "requestTimeEpoch": int(now * 1000),
+            "identity": {"sourceIp": "203.0.113.10", "userAgent": "embedded-aws-harness"},
+            "requestId": uuid.uuid4().hex[:16],
+            "domainName": self.domain,
+            "connectionId": connection.connection_id,
+            "apiId": self.api_id,
+        }
+        if connection.authorizer:
+            context["authorizer"] = dict(connection.authorizer)
+        return context
+
+    def _authorize(
+        self, authorizer: dict[str, Any], connection_id: str, query: dict[str, str], headers: dict[str, str]
+    ) -> dict[str, Any]:
+        lowered = {k.lower(): v for k, v in headers.items()}
+        for source in authorizer.get("IdentitySource") or []:
+            source = str(source)
+            if source.startswith("route.request.querystring."):
+                present = bool(query.get(source.removeprefix("route.request.querystring.")))
+            elif source.startswith("route.request.header."):
+                present = bool(lowered.get(source.removeprefix("route.request.header.").lower()))
+            else:
+                present = True
+            if not present:
+                raise ConnectionRefused(401, f"identity source {source} missing")
+        uri = _LAMBDA_URI.match(str(authorizer.get("AuthorizerUri", "")))
+        if uri is None:
+            raise NotImplementedError("only Lambda REQUEST authorizers are emulated")
+        method_arn = f"arn:aws:execute-api:{self.cloud.region}:{self.cloud.account}:{self.api_id}/{self.stage}/$connect"
+        connection = Connection(connection_id, {}, self.clock(), query=query)
+        event = {
+            "type": "REQUEST",
+            "methodArn": method_arn,
+            "headers": headers,
+            "multiValueHeaders": {k: [v] for k, v in headers.items()},
+            "queryStringParameters": query or None,
+            "multiValueQueryStringParameters": {k: [v] for k, v in query.items()} or None,
+            "stageVariables": {},
+            "requestContext": self._context(connection, "$connect", "CONNECT"),
+        }
+        outcome = invoke(self.cloud.client("lambda"), uri.group("arn").split(":")[6], event)
+        if not outcome.ok:
+            if isinstance(outcome.payload, dict) and outcome.payload.get("errorMessage") == "Unauthorized":
+                raise ConnectionRefused(401, "authorizer raised Unauthorized")
+            raise ConnectionRefused(500, f"authorizer failed: {outcome.error}")
+        result = outcome.payload if isinstance(outcome.payload, dict) else {}
+        if _policy_effect(result.get("policyDocument", {}), method_arn) != "Allow":
+            raise ConnectionRefused(403, "authorizer policy does not allow $connect")
+        context = {str(k): v for k, v in (result.get("context") or {}).items()}
+        context["principalId"] = result.get("principalId")
+        return context
+
+    # ------------------------------------------------------------------ management API
+
+    @contextmanager
+    def management_api(self) -> Iterator[None]:
+        """Serve ``@connections`` from this router's connections (see module docstring)."""
+        router = self
+
+        def post_to_connection(backend: Any, data: bytes, connection_id: str) -> None:
+            connection = router.connections.get(connection_id)
+            if connection is None or not connection.open:
+                raise _Gone()
+            connection.frames.append(_decode(data))
+
+        def get_connection(backend: Any, connection_id: str) -> Any:
+            connection = router.connections.get(connection_id)
+            if connection is None or not connection.open:
+                raise _Gone()
+            from moto.apigatewaymanagementapi.models import Connection as MotoConnection
+
+            info = MotoConnection()
+            info.connected_at = connection.connected_at
+            return info
+
+        def delete_connection(backend: Any, connection_id: str) -> None:
+            connection = router.connections.get(connection_id)
+            if connection is None or not connection.open:
+                raise _Gone()
+            router.disconnect(connection_id, status_code=1000, reason="closed by the server")
+
+        with (
+            mock.patch.object(ApiGatewayManagementApiBackend, "post_to_connection", post_to_connection),
+            mock.patch.object(ApiGatewayManagementApiBackend, "get_connection", get_connection),
+            mock.patch.object(ApiGatewayManagementApiBackend, "delete_connection", delete_connection),
+        ):
+            yield
+
+
+def _decode(data: Any) -> Any:
+    text = data.decode() if isinstance(data, (bytes, bytearray)) else str(data)
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text

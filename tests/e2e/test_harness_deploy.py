@@ -1,0 +1,342 @@
+"""The harness on small hand-made templates: loaders, pumps, rule and topic delivery, workflows."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.e2e import templates as t
+from tests.e2e.harness import EmbeddedStage, embedded_stage
+from tests.e2e.harness.deploy import DeploymentError
+from tests.e2e.harness.streams import StreamRetriesForever
+
+HERE = __name__
+SEEN: list[dict[str, Any]] = []
+
+
+def stream_handler(event: dict[str, Any], context: object) -> dict[str, Any]:
+    """Records each delivered record; a record with ``poison`` fails (as the env's MODE says)."""
+    failures = []
+    for record in event["Records"]:
+        image = record["dynamodb"].get("NewImage", {})
+        SEEN.append({"sk": image.get("SK", {}).get("S"), "seq": record["dynamodb"]["SequenceNumber"]})
+        if "poison" in image:
+            if os.environ["MODE"] == "raise":
+                raise ValueError("poison record")
+            failures.append({"itemIdentifier": record["dynamodb"]["SequenceNumber"]})
+    return {"batchItemFailures": failures}
+
+
+def queue_handler(event: dict[str, Any], context: object) -> dict[str, Any]:
+    failures = []
+    for record in event["Records"]:
+        SEEN.append({"body": record["body"], "source": record["eventSourceARN"]})
+        if "bad" in record["body"]:
+            failures.append({"itemIdentifier": record["messageId"]})
+    return {"batchItemFailures": failures}
+
+
+def event_handler(event: dict[str, Any], context: object) -> dict[str, Any]:
+    SEEN.append({"event": event, "env": os.environ.get("QUEUE_ARN")})
+    return {"ok": True}
+
+
+@pytest.fixture(autouse=True)
+def _clear_seen() -> Iterator[None]:
+    SEEN.clear()
+    yield
+    SEEN.clear()
+
+
+def _stream_stack(mode: str, **mapping_settings: Any) -> list[Any]:
+    settings = {
+        "BatchSize": 4,
+        "StartingPosition": "TRIM_HORIZON",
+        "MaximumRetryAttempts": 2,
+        "FunctionResponseTypes": ["ReportBatchItemFailures"],
+        "DestinationConfig": {"OnFailure": {"Destination": {"Fn::GetAtt": ["Dlq", "Arn"]}}},
+        **mapping_settings,
+    }
+    return [
+        t.stack(
+            "T-Data",
+            "Storage",
+            {"Key": t.KEY, "Table": t.table()},
+            outputs={"TableName": {"Value": {"Ref": "Table"}, "Export": {"Name": "T-Data:TableName"}}},
+        ),
+        t.stack(
+            "T-Events",
+            "Events",
+            {
+                "Role": t.role(),
+                "Dlq": t.queue(),
+                "Fn": t.function(f"{HERE}.stream_handler", environment={"MODE": mode}),
+                "Map": t.mapping(
+                    "Fn",
+                    {
+                        "Fn::Join": [
+                            "",
+                            [
+                                "arn:aws:dynamodb:",
+                                {"Ref": "AWS::Region"},
+                                ":",
+                                {"Ref": "AWS::AccountId"},
+                                ":table/",
+                                {"Fn::ImportValue": "T-Data:TableName"},
+                                "/stream/x",
+                            ],
+                        ]
+                    },
+                    **settings,
+                ),
+            },
+        ),
+    ]
+
+
+def _write(stage: EmbeddedStage, count: int, poison_at: int | None) -> None:
+    client = stage.client("dynamodb")
+    name = stage.only("AWS::DynamoDB::Table").ref
+    for i in range(count):
+        item: dict[str, Any] = {"PK": {"S": "P"}, "SK": {"S": f"{i:02d}"}, "owner": {"S": "o"}}
+        if i == poison_at:
+            item["poison"] = {"BOOL": True}
+        client.put_item(TableName=name, Item=item)
+
+
+def _dlq(stage: EmbeddedStage) -> list[dict[str, Any]]:
+    return [json.loads(m["Body"]) for m in stage.queue_messages(stage.only("AWS::SQS::Queue", "Events"))]
+
+
+@pytest.fixture
+def stream_stage(request: pytest.FixtureRequest) -> Iterator[EmbeddedStage]:
+    mode, settings = request.param
+    stacks = _stream_stack(mode, **settings)
+    # the mapping's stream ARN is the table's real one (the template above only shows the import)
+    stacks[1].template["Resources"]["Map"]["Properties"]["EventSourceArn"] = {"Fn::ImportValue": "T-Data:StreamArn"}
+    stacks[0].template["Outputs"]["StreamArn"] = {
+        "Value": {"Fn::GetAtt": ["Table", "StreamArn"]},
+        "Export": {"Name": "T-Data:StreamArn"},
+    }
+    with embedded_stage(stacks) as stage:
+        yield stage
+
+
+def test_deploys_table_with_stream_indexes_ttl_and_key() -> None:
+    with embedded_stage(_stream_stack("report")[:1]) as stage:
+        name = stage.only("AWS::DynamoDB::Table").ref
+        table = stage.client("dynamodb").describe_table(TableName=name)["Table"]
+        assert table["StreamSpecification"] == {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"}
+        assert [i["IndexName"] for i in table["GlobalSecondaryIndexes"]] == ["ByOwner"]
+        ttl = stage.client("dynamodb").describe_time_to_live(TableName=name)["TimeToLiveDescription"]
+        assert ttl == {"TimeToLiveStatus": "ENABLED", "AttributeName": "ttl"}
+        assert table["SSEDescription"]["KMSMasterKeyArn"] == stage.only("AWS::KMS::Key").attributes["Arn"]
+        assert name.startswith("T-Data-Table-")
+
+
+@pytest.mark.parametrize("stream_stage", [("report", {})], indirect=True)
+def test_stream_partial_failures_retry_from_the_failed_record_then_dlq(stream_stage: EmbeddedStage) -> None:
+    # Given 10 writes, the 6th poisonous, batches of 4, 2 retries
+    _write(stream_stage, 10, poison_at=5)
+    # When the pump delivers
+    stream_stage.streams.pump()
+    # Then every good record was delivered, the poison 1 + 2 times, and its batch went to the DLQ
+    delivered = {s["sk"] for s in SEEN}
+    assert delivered == {f"{i:02d}" for i in range(10)}
+    assert [s["sk"] for s in SEEN].count("05") == 3
+    batch_sizes = [len(d.item_ids) for d in stream_stage.streams.deliveries]
+    assert batch_sizes == [4, 4, 3, 3, 2]  # 00-03, 04-07, retry 05-07 twice, then 08-09
+    (failure,) = _dlq(stream_stage)
+    info = failure["DDBStreamBatchInfo"]
+    poison_seq = next(s["seq"] for s in SEEN if s["sk"] == "05")
+    assert info["startSequenceNumber"] == poison_seq
+    assert info["batchSize"] == 3
+    assert failure["requestContext"]["condition"] == "RetryAttemptsExhausted"
+    assert failure["requestContext"]["approximateInvokeCount"] == 3
+
+
+@pytest.mark.parametrize("stream_stage", [("raise", {"BisectBatchOnFunctionError": True})], indirect=True)
+def test_stream_errors_bisect_down_to_the_poison_record(stream_stage: EmbeddedStage) -> None:
+    _write(stream_stage, 8, poison_at=2)
+    stream_stage.streams.pump()
+    (failure,) = _dlq(stream_stage)
+    info = failure["DDBStreamBatchInfo"]
+    poison_seq = next(s["seq"] for s in SEEN if s["sk"] == "02")
+    assert info["startSequenceNumber"] == info["endSequenceNumber"] == poison_seq
+    assert {s["sk"] for s in SEEN} == {f"{i:02d}" for i in range(8)}
+
+
+@pytest.mark.parametrize(
+    "stream_stage",
+    [("report", {"FilterCriteria": {"Filters": [{"Pattern": json.dumps({"eventName": ["INSERT"]})}]}})],
+    indirect=True,
+)
+def test_stream_filter_criteria_drop_records(stream_stage: EmbeddedStage) -> None:
+    _write(stream_stage, 2, poison_at=None)
+    _write(stream_stage, 2, poison_at=None)  # MODIFY records: filtered out
+    stream_stage.streams.pump()
+    assert [s["sk"] for s in SEEN] == ["00", "01"]
+
+
+@pytest.mark.parametrize("stream_stage", [("raise", {"MaximumRetryAttempts": -1})], indirect=True)
+def test_stream_mapping_without_retry_limit_fails_loudly(stream_stage: EmbeddedStage) -> None:
+    _write(stream_stage, 1, poison_at=0)
+    with pytest.raises(StreamRetriesForever):
+        stream_stage.streams.pump()
+
+
+def test_sqs_mapping_partial_failures_and_redrive_to_dlq() -> None:
+    stacks = [
+        t.stack(
+            "T-Queues",
+            "Events",
+            {
+                "Role": t.role(),
+                "Dlq": t.queue(),
+                "Work": t.queue(dlq="Dlq", max_receives=2),
+                "Fn": t.function(f"{HERE}.queue_handler"),
+                "Map": t.mapping(
+                    "Fn",
+                    {"Fn::GetAtt": ["Work", "Arn"]},
+                    BatchSize=10,
+                    FunctionResponseTypes=["ReportBatchItemFailures"],
+                ),
+            },
+        )
+    ]
+    with embedded_stage(stacks) as stage:
+        work = stage.stack("Events").resources["Work"]
+        for body in ("good-1", "bad-1", "good-2"):
+            stage.client("sqs").send_message(QueueUrl=work.ref, MessageBody=body)
+        stage.queues.pump()
+        bodies = [s["body"] for s in SEEN]
+        assert bodies.count("good-1") == 1
+        assert bodies.count("good-2") == 1
+        assert bodies.count("bad-1") == 2  # maxReceiveCount
+        dlq = stage.stack("Events").resources["Dlq"]
+        assert [m["Body"] for m in stage.queue_messages(dlq)] == ["bad-1"]
+
+
+def _events_stacks() -> list[Any]:
+    pattern = {"source": ["app.sessions"], "detail": {"new_status": ["disconnected"]}}
+    return [
+        t.stack(
+            "T-Bus",
+            "Events",
+            {
+                "Bus": {"Type": "AWS::Events::EventBus", "Properties": {"Name": "t-bus"}},
+                "Role": t.role(),
+                "SfnRole": t.role("states.amazonaws.com"),
+                "Sink": t.queue(),
+                "Fn": t.function(f"{HERE}.event_handler", environment={"QUEUE_ARN": {"Fn::GetAtt": ["Sink", "Arn"]}}),
+                "Machine": t.state_machine(
+                    {
+                        "StartAt": "Call",
+                        "States": {
+                            "Call": {
+                                "Type": "Task",
+                                "Resource": "arn:aws:states:::lambda:invoke",
+                                "Parameters": {"FunctionName": "${Fn}", "Payload.$": "$"},
+                                "End": True,
+                            }
+                        },
+                    },
+                    {"Fn": {"Fn::GetAtt": ["Fn", "Arn"]}},
+                ),
+                "Rule": {
+                    "Type": "AWS::Events::Rule",
+                    "Properties": {
+                        "EventBusName": {"Ref": "Bus"},
+                        "EventPattern": pattern,
+                        "State": "ENABLED",
+                        "Targets": [
+                            {"Id": "Q", "Arn": {"Fn::GetAtt": ["Sink", "Arn"]}},
+                            {"Id": "L", "Arn": {"Fn::GetAtt": ["Fn", "Arn"]}, "InputPath": "$.detail"},
+                            {
+                                "Id": "S",
+                                "Arn": {"Ref": "Machine"},
+                                "RoleArn": {"Fn::GetAtt": ["SfnRole", "Arn"]},
+                                "InputTransformer": {
+                                    "InputPathsMap": {"sid": "$.detail.session_id"},
+                                    "InputTemplate": '{"session_id": <sid>}',
+                                },
+                            },
+                        ],
+                    },
+                },
+                "Topic": {"Type": "AWS::SNS::Topic", "Properties": {}},
+                "AgentQ": t.queue(),
+                "CustomerQ": t.queue(),
+                "AgentSub": {
+                    "Type": "AWS::SNS::Subscription",
+                    "Properties": {
+                        "Protocol": "sqs",
+                        "TopicArn": {"Ref": "Topic"},
+                        "Endpoint": {"Fn::GetAtt": ["AgentQ", "Arn"]},
+                        "FilterPolicy": {"event_type": ["handoff_requested"]},
+                        "RawMessageDelivery": True,
+                    },
+                },
+                "CustomerSub": {
+                    "Type": "AWS::SNS::Subscription",
+                    "Properties": {
+                        "Protocol": "sqs",
+                        "TopicArn": {"Ref": "Topic"},
+                        "Endpoint": {"Fn::GetAtt": ["CustomerQ", "Arn"]},
+                        "FilterPolicy": {"event_type": ["agent_assigned"]},
+                    },
+                },
+            },
+        )
+    ]
+
+
+def test_rules_deliver_to_sqs_lambda_and_state_machine_targets() -> None:
+    with embedded_stage(_events_stacks()) as stage:
+        events = stage.client("events")
+        for status in ("disconnected", "active"):
+            events.put_events(
+                Entries=[
+                    {
+                        "Source": "app.sessions",
+                        "DetailType": "SessionStatusChanged",
+                        "Detail": json.dumps({"session_id": "s-1", "new_status": status}),
+                        "EventBusName": "t-bus",
+                    }
+                ]
+            )
+        resources = stage.stack("Events").resources
+        (message,) = stage.queue_messages(resources["Sink"])
+        assert json.loads(message["Body"])["detail"]["new_status"] == "disconnected"
+        direct = [s for s in SEEN if s["event"] == {"session_id": "s-1", "new_status": "disconnected"}]
+        assert len(direct) == 1
+        assert direct[0]["env"] == resources["Sink"].attributes["Arn"]
+        executions = stage.client("stepfunctions").list_executions(stateMachineArn=resources["Machine"].ref)
+        (execution,) = executions["executions"]
+        done = stage.wait_execution(execution["executionArn"], timeout=10)
+        assert done["status"] == "SUCCEEDED"
+        assert json.loads(done["input"]) == {"session_id": "s-1"}
+        assert {"event": {"session_id": "s-1"}, "env": resources["Sink"].attributes["Arn"]} in SEEN
+
+
+def test_topic_filter_policies_select_the_queues() -> None:
+    with embedded_stage(_events_stacks()) as stage:
+        resources = stage.stack("Events").resources
+        stage.client("sns").publish(
+            TopicArn=resources["Topic"].ref,
+            Message=json.dumps({"session_id": "s-1"}),
+            MessageAttributes={"event_type": {"DataType": "String", "StringValue": "handoff_requested"}},
+        )
+        (raw,) = stage.queue_messages(resources["AgentQ"])
+        assert json.loads(raw["Body"]) == {"session_id": "s-1"}  # raw delivery
+        assert stage.queue_messages(resources["CustomerQ"]) == []
+
+
+def test_fails_naming_a_resource_type_without_loader() -> None:
+    stacks = [t.stack("T-X", "Events", {"Pipe": {"Type": "AWS::Pipes::Pipe", "Properties": {}}})]
+    with pytest.raises(DeploymentError, match=r"T-X/Pipe \(AWS::Pipes::Pipe\): no loader"), embedded_stage(stacks):
+        pass
