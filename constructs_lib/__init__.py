@@ -10,11 +10,15 @@ from constructs_lib.event_bus import SecureEventBus
 from constructs_lib.export_workflow import ExportWorkflow
 from constructs_lib.fanout_topic import FanoutTopic, Subscriber
 from constructs_lib.handoff_workflow import HandoffFunctions, HandoffWorkflow
+from constructs_lib.rest_api import HardenedRestApi
 from constructs_lib.secure_bucket import SecureBucket
 from constructs_lib.secure_queue import SecureQueue
+from constructs_lib.sfn_start_integration import InputField, StepFunctionsStartExecution
 from constructs_lib.shared_function import LambdaCode, SharedFunction
 from constructs_lib.single_table import GlobalIndex, SingleTable
 from constructs_lib.stream_consumer import StreamConsumer
+from constructs_lib.token_authorizer import JwtTokenAuthorizer
+from constructs_lib.web_acl import RegionalWebAcl
 from constructs_lib.workflow_defaults import RetryPolicy, WorkflowStateMachine
 
 __all__ = [
@@ -25,7 +29,11 @@ __all__ = [
     "GlobalIndex",
     "HandoffFunctions",
     "HandoffWorkflow",
+    "HardenedRestApi",
+    "InputField",
+    "JwtTokenAuthorizer",
     "LambdaCode",
+    "RegionalWebAcl",
     "RetryPolicy",
     "S3DeliveryStream",
     "SecureBucket",
@@ -33,6 +41,7 @@ __all__ = [
     "SecureQueue",
     "SharedFunction",
     "SingleTable",
+    "StepFunctionsStartExecution",
     "StreamConsumer",
     "Subscriber",
     "WorkflowStateMachine",

@@ -2,13 +2,45 @@
 
 from __future__ import annotations
 
-from aws_cdk import Stack
+from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Stack, Validations
+from aws_cdk import aws_apigateway as apigw
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_secretsmanager as secretsmanager
+from aws_cdk import aws_ssm as ssm
+from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
+from constructs_lib import SharedFunction
+from constructs_lib.encryption_key import EncryptionKey
+from constructs_lib.nag_findings import acknowledge_policy, resource_finding
+from constructs_lib.rest_api import HardenedRestApi
+from constructs_lib.sfn_start_integration import InputField, StepFunctionsStartExecution
+from constructs_lib.token_authorizer import JwtTokenAuthorizer
+from constructs_lib.web_acl import RegionalWebAcl
+from lambdas.api import access
+from lambdas.api.validation import BODY_MODELS, gateway_schema
+from lambdas.shared import schema
 from stacks.config import StageConfig
 from stacks.events_stack import EventsStack
-from stacks.orchestration_stack import OrchestrationStack
+from stacks.orchestration_stack import OrchestrationStack, rest_api_url_parameter
 from stacks.storage_stack import StorageStack
+
+# REST API (issue 4) helpers
+
+
+def _execution_finding(scope: Construct, machine: sfn.IStateMachine) -> str:
+    """The IAM5 finding of ``grant_execution`` on a state machine of another stack, as cdk-nag prints it."""
+    output = resource_finding(scope, machine.state_machine_arn, owner=machine).removeprefix("Resource::")
+    name = '{"Fn::Select":[6,{"Fn::Split":[":",' + output + "]}]}"
+    return f"Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:{name}:*"
+
+
+def _operation_name(method: str, path: str) -> str:
+    """``GET /sessions/{id}/turns`` -> ``GetSessionsIdTurns`` (unique per method and path)."""
+    words = [part.strip("{}") for part in path.split("/") if part]
+    return method.capitalize() + "".join(word[:1].upper() + word[1:].replace("_", "") for word in words)
 
 
 class ApiStack(Stack):
@@ -27,3 +59,353 @@ class ApiStack(Stack):
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)  # type: ignore[arg-type]
         self.config = config
+        # REST API (issue 4): first, it creates the JWT secret both APIs verify with.
+        self._build_rest_api(config=config, storage=storage, orchestration=orchestration)
+
+    # ------------------------------------------------------------------ REST API (issue 4)
+    # Owned by the REST engineer: everything from here to "end of REST API".
+
+    def _build_rest_api(self, *, config: StageConfig, storage: StorageStack, orchestration: OrchestrationStack) -> None:
+        """The REST API: session Lambda routes, direct StartExecution routes, agent and review routes.
+
+        Exposes ``rest_api`` (``apigateway.RestApi``), ``rest`` (the construct), ``jwt_secret``,
+        ``session_function``, ``rest_authorizer_function`` and, when their code exists,
+        ``agent_function`` and ``review_function``.
+        """
+        from stacks.stage import LAMBDAS_DIR  # at call time: stage.py imports this module
+
+        retention = _log_retention(config.log_retention_days)
+        removal = RemovalPolicy.RETAIN if config.is_production else RemovalPolicy.DESTROY
+
+        def function(construct_id: str, handler: str, environment: dict[str, str]) -> lambda_.Function:
+            return SharedFunction(
+                self,
+                construct_id,
+                code_root=LAMBDAS_DIR,
+                handler=handler,
+                environment=environment,
+                timeout=Duration.seconds(config.lambda_timeout_seconds),
+                memory_size=config.lambda_memory_mb,
+                log_retention=retention,
+                service_name=f"mangaassist-{construct_id}",
+            ).function
+
+        self.rest = HardenedRestApi(
+            self,
+            "RestApi",
+            description=f"MangaAssist {config.name}: sessions, handoffs, admin workflows",
+            stage_name=config.name,
+            cors_allowed_origins=config.cors_allowed_origins,
+            throttle_rate=config.api_throttle_rate,
+            throttle_burst=config.api_throttle_burst,
+            log_retention=retention,
+            log_encryption_key=storage.key,
+            log_execution_data=config.log_execution_data,
+            log_removal_policy=removal,
+            cloud_watch_role=True,
+        )
+        self.rest_api: apigw.RestApi = self.rest.api
+        api = self.rest.api
+
+        # -- authorizer and the signing secret shared with the WebSocket API -------------------
+        self.rest_authorizer_function = function(
+            "RestAuthorizer",
+            "lambdas.api.authorizer.handler",
+            {"JWT_ISSUER": config.jwt_issuer, "JWT_AUDIENCE": config.jwt_audience, "SECRET_CACHE_SECONDS": "300"},
+        )
+        # A key of this stack: granting the authorizers decrypt on the storage key from here would
+        # put their roles into that key's policy and make Storage depend on Api.
+        secret_key = EncryptionKey(
+            self,
+            "SecretsKey",
+            description=f"MangaAssist {config.name}: API token signing secret",
+            removal_policy=removal,
+            pending_window=Duration.days(30 if config.is_production else 7),
+        )
+        token_authorizer = JwtTokenAuthorizer(
+            self,
+            "JwtAuthorizer",
+            function=self.rest_authorizer_function,
+            secret_encryption_key=secret_key.key,
+            secret_removal_policy=removal,
+            cache_ttl=Duration.seconds(config.authorizer_cache_seconds),
+        )
+        self.jwt_secret: secretsmanager.ISecret = token_authorizer.secret
+        authorizer = token_authorizer.authorizer
+
+        # -- session Lambda --------------------------------------------------------------------
+        workflows = (
+            orchestration.handoff_state_machine,
+            orchestration.cleanup_state_machine,
+            orchestration.export_state_machine,
+        )
+        self.session_function = function(
+            "SessionApi",
+            "lambdas.api.rest.handler",
+            {
+                "TABLE_NAME": storage.table.table_name,
+                "CORS_ALLOWED_ORIGINS": ",".join(config.cors_allowed_origins),
+                "SESSION_TTL_HOURS": str(config.session_ttl_hours),
+                "CLEANUP_SHARDS": str(config.cleanup_shards),
+                "STATE_MACHINE_ARNS": ",".join(machine.state_machine_arn for machine in workflows),
+            },
+        )
+        _grant_table(storage, self.session_function, write=True)
+        findings = {}
+        for machine in workflows:
+            machine.grant_execution(self.session_function, "states:DescribeExecution")
+            findings[_execution_finding(self, machine)] = (
+                "DescribeExecution on the executions of one workflow (execution names are per request); "
+                "GET /executions/{id} answers only for these workflows and only to the execution's starter."
+            )
+        acknowledge_policy(self.session_function.role, findings)  # type: ignore[arg-type]
+        session_api = apigw.LambdaIntegration(self.session_function, allow_test_invoke=False)
+
+        models = {name: self.rest.add_model(name, gateway_schema(body)) for name, body in BODY_MODELS.items()}
+
+        def json_body(model: str) -> dict[str, apigw.IModel]:
+            return {"application/json": models[model]}
+
+        def params(*path: str, query: tuple[str, ...] = (), headers: tuple[str, ...] = ()) -> dict[str, bool]:
+            result = {f"method.request.path.{name}": True for name in path}
+            result.update({f"method.request.querystring.{name}": False for name in query})
+            result.update({f"method.request.header.{name}": False for name in headers})
+            return result
+
+        def add(
+            resource: apigw.IResource,
+            method: str,
+            integration: apigw.Integration,
+            *,
+            models_: dict[str, apigw.IModel] | None = None,
+            parameters: dict[str, bool] | None = None,
+            method_responses: list[apigw.MethodResponse] | None = None,
+            public: bool = False,
+        ) -> apigw.Method:
+            path = resource.path
+            route = access.route(method, path)  # every method must be in the access table
+            if route.public != public:
+                raise ValueError(f"{method} {path}: public={public} contradicts lambdas.api.access.ROUTES")
+            return resource.add_method(
+                method,
+                integration,
+                operation_name=_operation_name(method, path),
+                authorizer=None if public else authorizer,
+                authorization_type=apigw.AuthorizationType.NONE if public else apigw.AuthorizationType.CUSTOM,
+                request_validator=self.rest.body_validator if models_ else self.rest.params_validator,
+                request_models=models_,
+                request_parameters=parameters,
+                method_responses=method_responses,
+            )
+
+        sessions = api.root.add_resource("sessions")
+        add(sessions, "POST", session_api, models_=json_body("CreateSessionRequest"))
+        session = sessions.add_resource("{id}")
+        add(session, "GET", session_api, parameters=params("id"))
+        add(session, "DELETE", session_api, parameters=params("id"))
+        add(session.add_resource("turns"), "GET", session_api, parameters=params("id", query=("limit", "cursor")))
+        customer_sessions = api.root.add_resource("customers").add_resource("{id}").add_resource("sessions")
+        add(customer_sessions, "GET", session_api, parameters=params("id", query=("limit", "cursor")))
+        add(api.root.add_resource("executions").add_resource("{id}"), "GET", session_api, parameters=params("id"))
+
+        # -- direct StartExecution routes (no Lambda) ------------------------------------------
+        caller = {"requested_by": InputField.authorizer("sub"), "role": InputField.authorizer("role")}
+        cors = self.rest.cors_headers()
+        starts = {
+            "StartHandoff": (
+                orchestration.handoff_state_machine,
+                {
+                    "session_id": InputField.path("id"),
+                    "reason": InputField.body("reason"),
+                    "priority": InputField.body("priority", default_json='"normal"'),
+                    **caller,
+                },
+            ),
+            "StartCleanup": (
+                orchestration.cleanup_state_machine,
+                {
+                    "older_than_seconds": InputField.body(
+                        "older_than_seconds", default_json=str(config.cleanup_grace_seconds)
+                    ),
+                    **caller,
+                },
+            ),
+            "StartExport": (orchestration.export_state_machine, {"reason": InputField.body("reason"), **caller}),
+        }
+        self.start_integrations: dict[str, StepFunctionsStartExecution] = {
+            construct_id: StepFunctionsStartExecution(
+                self, construct_id, state_machine=machine, input_fields=fields, cors_headers=cors
+            )
+            for construct_id, (machine, fields) in starts.items()
+        }
+
+        def start(resource: apigw.IResource, construct_id: str, model: str, *path: str) -> None:
+            integration = self.start_integrations[construct_id]
+            add(
+                resource,
+                "POST",
+                integration.integration,
+                models_=json_body(model),
+                parameters=params(*path, headers=("Idempotency-Key",)),
+                method_responses=integration.method_responses,
+            )
+
+        start(session.add_resource("handoff"), "StartHandoff", "HandoffRequest", "id")
+        admin = api.root.add_resource("admin")
+        start(admin.add_resource("cleanup"), "StartCleanup", "CleanupRequest")
+        start(admin.add_resource("export"), "StartExport", "ExportRequest")
+
+        # -- agent console routes (code: orchestration engineer) -------------------------------
+        if (LAMBDAS_DIR / "api" / "agent.py").is_file():
+            self.agent_function: lambda_.Function = function(
+                "AgentApi",
+                "lambdas.api.agent.handler",
+                {
+                    "TABLE_NAME": storage.table.table_name,
+                    "SESSION_TTL_HOURS": str(config.session_ttl_hours),
+                    "CLEANUP_SHARDS": str(config.cleanup_shards),
+                },
+            )
+            _grant_table(storage, self.agent_function, write=True)
+            orchestration.grant_agent_routes(self.agent_function)
+            agent_api = apigw.LambdaIntegration(self.agent_function, allow_test_invoke=False)
+            handoff = api.root.add_resource("handoffs").add_resource("{session_id}")
+            add(handoff.add_resource("accept"), "POST", agent_api, parameters=params("session_id"))
+            add(handoff.add_resource("messages"), "POST", agent_api, parameters=params("session_id"))
+
+        # -- review links (code: approval-gate engineer); the signed link is the credential ---
+        if (LAMBDAS_DIR / "api" / "review.py").is_file():
+            self.review_function: lambda_.Function = function(
+                "ReviewLinks",
+                "lambdas.api.review.handler",
+                {
+                    "TABLE_NAME": storage.table.table_name,
+                    "REVIEW_SECRET_ARN": orchestration.review_signing_secret.secret_arn,
+                },
+            )
+            # HumanApprovalGate.grant_decide would grant the secret read through the key's resource
+            # policy (a ViaService grant), naming this stack's role in the Orchestration stack: a
+            # cycle. The same permissions, on this side only:
+            _grant_table(storage, self.review_function, write=True)
+            # Principal-side only (no cycle), including kms:Decrypt on the secret's own key.
+            orchestration.approval_gate.grant_read_signing_secret(self.review_function)
+            orchestration.export_state_machine.grant_task_response(self.review_function)
+            review_api = apigw.LambdaIntegration(self.review_function, allow_test_invoke=False)
+            review = api.root.add_resource("reviews").add_resource("{id}")
+            for decision in ("approve", "reject"):
+                method = add(review.add_resource(decision), "GET", review_api, parameters=params("id"), public=True)
+                Validations.of(method).acknowledge(
+                    Acknowledgment(
+                        id="AwsSolutions-APIG4",
+                        reason="Review links are opened from an e-mail by a reviewer without an API token; "
+                        "the HMAC-SHA256 signature and expiry inside the link are the credential (checked "
+                        "before any data is read).",
+                    )
+                )
+        ssm.StringParameter(
+            self,
+            "RestApiUrl",
+            parameter_name=rest_api_url_parameter(config.name),
+            string_value=api.url,
+            description="Base URL of the REST API (the approval gate builds review links from it)",
+        )
+
+        # -- gateway-wide checks ---------------------------------------------------------------
+        for method in api.methods:
+            if method.http_method == "OPTIONS":
+                Validations.of(method).acknowledge(
+                    Acknowledgment(
+                        id="AwsSolutions-APIG4",
+                        reason="CORS preflight (a MOCK integration answering only CORS headers): browsers "
+                        "send it without credentials by design.",
+                    )
+                )
+        Validations.of(api).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-COG4",
+                reason="Callers authenticate with HS256 bearer tokens verified by the Lambda TOKEN "
+                "authorizer (least-privilege policy per role); the product has no Cognito user pool.",
+            )
+        )
+        if config.waf_enabled:
+            self.web_acl = RegionalWebAcl(self, "WebAcl", rate_limit=max(100, int(config.api_throttle_rate * 60)))
+            self.web_acl.associate("RestApiStage", self.rest.stage.stage_arn)
+        else:
+            Validations.of(self.rest.stage).acknowledge(
+                Acknowledgment(
+                    id="AwsSolutions-APIG3",
+                    reason=f"Stage {config.name} runs without WAF by configuration (waf_enabled=false): a "
+                    "development stage behind throttling and the authorizer; production enables it.",
+                )
+            )
+
+    # ------------------------------------------------------------------ end of REST API (issue 4)
+
+
+def _log_retention(days: int) -> logs.RetentionDays:
+    """The CloudWatch Logs retention enum member for a number of days from the stage config."""
+    members = {
+        1: logs.RetentionDays.ONE_DAY, 3: logs.RetentionDays.THREE_DAYS, 5: logs.RetentionDays.FIVE_DAYS,
+        7: logs.RetentionDays.ONE_WEEK, 14: logs.RetentionDays.TWO_WEEKS, 30: logs.RetentionDays.ONE_MONTH,
+        60: logs.RetentionDays.TWO_MONTHS, 90: logs.RetentionDays.THREE_MONTHS, 120: logs.RetentionDays.FOUR_MONTHS,
+        150: logs.RetentionDays.FIVE_MONTHS, 180: logs.RetentionDays.SIX_MONTHS, 365: logs.RetentionDays.ONE_YEAR,
+        400: logs.RetentionDays.THIRTEEN_MONTHS, 545: logs.RetentionDays.EIGHTEEN_MONTHS,
+        731: logs.RetentionDays.TWO_YEARS, 1096: logs.RetentionDays.THREE_YEARS, 1827: logs.RetentionDays.FIVE_YEARS,
+        2192: logs.RetentionDays.SIX_YEARS, 2557: logs.RetentionDays.SEVEN_YEARS, 2922: logs.RetentionDays.EIGHT_YEARS,
+        3288: logs.RetentionDays.NINE_YEARS, 3653: logs.RetentionDays.TEN_YEARS,
+    }  # fmt: skip
+    if days not in members:
+        raise ValueError(f"log_retention_days must be one of {sorted(members)} (given {days})")
+    return members[days]
+
+
+_TABLE_READ = (
+    "dynamodb:GetItem",
+    "dynamodb:BatchGetItem",
+    "dynamodb:Query",
+    "dynamodb:ConditionCheckItem",
+    "dynamodb:DescribeTable",
+)
+_TABLE_WRITE = ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem")
+_KEY_USE = ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey")
+
+
+def _grant_table(storage: StorageStack, grantee: iam.IGrantable, *, write: bool) -> iam.Grant:
+    """Item access to the sessions table and its named indexes, and use of its key; no wildcards.
+
+    ``Table.grant_*`` would add ``<table>/index/*`` and ``kms:GenerateDataKey*``/``ReEncrypt*``,
+    wildcards cdk-nag can only be told about with ids holding the cross-stack reference's
+    generated output name; naming the indexes of the schema is both tighter and stable.
+    """
+    arn = storage.table.table_arn
+    resources = [arn, *(f"{arn}/index/{index.name}" for index in schema.GLOBAL_INDEXES)]
+    storage.key.grant(grantee, *_KEY_USE)
+    return iam.Grant.add_to_principal(
+        grantee=grantee, actions=[*_TABLE_READ, *(_TABLE_WRITE if write else ())], resource_arns=resources
+    )
+
+
+#: Prefixes of cross-region inference profile ids (``us.anthropic...``): the profile and the
+#: model behind it in every region the profile may route to need the permission.
+_INFERENCE_PROFILE_PREFIXES = ("us.", "eu.", "apac.", "us-gov.", "global.")
+
+
+def _grant_invoke_model(scope: Construct, grantee: iam.IGrantable, model_id: str) -> iam.Grant:
+    """``bedrock:InvokeModel`` (what Converse needs) on exactly this model, or this inference profile."""
+    stack = Stack.of(scope)
+    if model_id.startswith(_INFERENCE_PROFILE_PREFIXES):
+        base = model_id.split(".", 1)[1]
+        resources = [
+            stack.format_arn(service="bedrock", resource="inference-profile", resource_name=model_id),
+            stack.format_arn(
+                service="bedrock", region="*", account="", resource="foundation-model", resource_name=base
+            ),
+        ]
+    else:
+        resources = [
+            stack.format_arn(service="bedrock", account="", resource="foundation-model", resource_name=model_id)
+        ]
+    return iam.Grant.add_to_principal(grantee=grantee, actions=["bedrock:InvokeModel"], resource_arns=resources)
+
+
+# ------------------------------------------------------------------ end of WebSocket chat API (issue 5)

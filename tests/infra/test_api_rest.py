@@ -1,0 +1,381 @@
+"""ApiStack, REST part: every route, authorizer, validator and model; direct integrations; gateway settings."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from aws_cdk.assertions import Match
+
+from constructs_lib.sfn_start_integration import InputField, start_execution_template
+from lambdas.api import access
+from lambdas.api.validation import BODY_MODELS, gateway_schema
+from tests.support.synth import SynthesizedStage
+
+#: Direct StartExecution routes -> (integration construct id, Orchestration output name fragment, model)
+DIRECT = {
+    ("POST", "/sessions/{id}/handoff"): ("StartHandoff", "Handoff", "HandoffRequest"),
+    ("POST", "/admin/cleanup"): ("StartCleanup", "Cleanup", "CleanupRequest"),
+    ("POST", "/admin/export"): ("StartExport", "Export", "ExportRequest"),
+}
+LAMBDA_HANDLERS = {
+    "/handoffs": "lambdas.api.agent.handler",
+    "/reviews": "lambdas.api.review.handler",
+}
+
+
+def _resources(stage: SynthesizedStage, kind: str) -> dict[str, dict[str, Any]]:
+    return {k: v for k, v in stage.templates["Api"]["Resources"].items() if v["Type"] == kind}
+
+
+def _paths(stage: SynthesizedStage) -> dict[str, str]:
+    """Logical id of each API Gateway resource -> its full path."""
+    resources = _resources(stage, "AWS::ApiGateway::Resource")
+
+    def path(logical_id: str) -> str:
+        props = resources[logical_id]["Properties"]
+        parent = props["ParentId"]
+        prefix = path(parent["Ref"]) if "Ref" in parent else ""
+        return f"{prefix}/{props['PathPart']}"
+
+    return {logical_id: path(logical_id) for logical_id in resources}
+
+
+def _methods(stage: SynthesizedStage) -> dict[tuple[str, str], dict[str, Any]]:
+    """(HTTP method, path) -> Properties of the method."""
+    paths = _paths(stage)
+    result = {}
+    for resource in _resources(stage, "AWS::ApiGateway::Method").values():
+        props = resource["Properties"]
+        ref = props["ResourceId"]
+        path = paths[ref["Ref"]] if "Ref" in ref else "/"
+        result[(props["HttpMethod"], path)] = props
+    return result
+
+
+def _function_handler(stage: SynthesizedStage, uri: Any) -> str:
+    logical_id = next(
+        part["Fn::GetAtt"][0] for part in uri["Fn::Join"][1] if isinstance(part, dict) and "Fn::GetAtt" in part
+    )
+    return str(stage.templates["Api"]["Resources"][logical_id]["Properties"]["Handler"])
+
+
+def _logical_id(stage: SynthesizedStage, kind: str, prefix: str) -> str:
+    matches = [k for k in _resources(stage, kind) if k.startswith(prefix)]
+    assert len(matches) == 1, (kind, prefix, matches)
+    return matches[0]
+
+
+# ---------------------------------------------------------------- routes
+
+
+def test_every_route_of_the_access_table_exists_and_nothing_else(any_stage: SynthesizedStage) -> None:
+    methods = {key for key in _methods(any_stage) if key[0] != "OPTIONS"}
+    assert methods == {(route.method, route.path) for route in access.ROUTES}
+
+
+def test_protected_routes_use_the_token_authorizer_public_ones_none(any_stage: SynthesizedStage) -> None:
+    authorizer = _logical_id(any_stage, "AWS::ApiGateway::Authorizer", "JwtAuthorizer")
+    for (method, path), props in _methods(any_stage).items():
+        if method == "OPTIONS" or access.route(method, path).public:
+            assert props["AuthorizationType"] == "NONE", (method, path)
+            assert "AuthorizerId" not in props
+        else:
+            assert props["AuthorizationType"] == "CUSTOM", (method, path)
+            assert props["AuthorizerId"] == {"Ref": authorizer}
+
+
+def test_token_authorizer_settings(any_stage: SynthesizedStage) -> None:
+    any_stage.template("Api").has_resource_properties(
+        "AWS::ApiGateway::Authorizer",
+        {
+            "Type": "TOKEN",
+            "IdentitySource": "method.request.header.Authorization",
+            "IdentityValidationExpression": "^Bearer [-0-9A-Za-z_]+\\.[-0-9A-Za-z_]+\\.[-0-9A-Za-z_]+$",
+            "AuthorizerResultTtlInSeconds": any_stage.stage.config.authorizer_cache_seconds,
+        },
+    )
+    function = _resources(any_stage, "AWS::Lambda::Function")
+    authorizer = next(v for v in function.values() if v["Properties"]["Handler"] == "lambdas.api.authorizer.handler")
+    variables = authorizer["Properties"]["Environment"]["Variables"]
+    assert variables["JWT_ISSUER"] == any_stage.stage.config.jwt_issuer
+    assert variables["JWT_AUDIENCE"] == any_stage.stage.config.jwt_audience
+    assert variables["JWT_SECRET_ARN"] == {
+        "Ref": _logical_id(any_stage, "AWS::SecretsManager::Secret", "JwtAuthorizer")
+    }
+
+
+def test_jwt_secret_is_generated_and_encrypted_with_a_customer_key(any_stage: SynthesizedStage) -> None:
+    any_stage.template("Api").has_resource_properties(
+        "AWS::SecretsManager::Secret",
+        {
+            "GenerateSecretString": {"PasswordLength": 64, "ExcludePunctuation": True},
+            "KmsKeyId": {"Fn::GetAtt": [Match.string_like_regexp("^SecretsKey"), "Arn"]},
+        },
+    )
+    assert any_stage.stage.api.jwt_secret is not None
+
+
+def test_every_method_with_input_is_validated(any_stage: SynthesizedStage) -> None:
+    body = _logical_id(any_stage, "AWS::ApiGateway::RequestValidator", "RestApiBodyAndParametersValidator")
+    params = _logical_id(any_stage, "AWS::ApiGateway::RequestValidator", "RestApiParametersValidator")
+    validators = _resources(any_stage, "AWS::ApiGateway::RequestValidator")
+    assert validators[body]["Properties"]["ValidateRequestBody"] is True
+    assert validators[body]["Properties"]["ValidateRequestParameters"] is True
+    assert validators[params]["Properties"]["ValidateRequestParameters"] is True
+    for (method, path), props in _methods(any_stage).items():
+        if method == "OPTIONS":
+            continue
+        expected = body if "RequestModels" in props else params
+        assert props["RequestValidatorId"] == {"Ref": expected}, (method, path)
+        for name in [part.strip("{}") for part in path.split("/") if part.startswith("{")]:
+            assert props["RequestParameters"][f"method.request.path.{name}"] is True, (method, path)
+
+
+def test_models_are_the_lambda_rules_for_api_gateway(any_stage: SynthesizedStage) -> None:
+    # One source: each model's schema is exactly validation.gateway_schema of the Lambda's dict
+    models = {v["Properties"]["Name"] if "Name" in v["Properties"] else v["Properties"]["Schema"]["title"]: v
+              for v in _resources(any_stage, "AWS::ApiGateway::Model").values()}  # fmt: skip
+    assert set(models) == set(BODY_MODELS)
+    for name, schema in BODY_MODELS.items():
+        assert models[name]["Properties"]["Schema"] == gateway_schema(schema)
+        assert models[name]["Properties"]["ContentType"] == "application/json"
+    methods = _methods(any_stage)
+    expected = {("POST", "/sessions"): "CreateSessionRequest", **{key: value[2] for key, value in DIRECT.items()}}
+    for key, model in expected.items():
+        ref = methods[key]["RequestModels"]["application/json"]["Ref"]
+        assert any_stage.templates["Api"]["Resources"][ref]["Properties"]["Schema"]["title"] == model
+
+
+def test_paging_routes_declare_their_query_parameters(any_stage: SynthesizedStage) -> None:
+    methods = _methods(any_stage)
+    for key in (("GET", "/sessions/{id}/turns"), ("GET", "/customers/{id}/sessions")):
+        params = methods[key]["RequestParameters"]
+        assert params["method.request.querystring.limit"] is False
+        assert params["method.request.querystring.cursor"] is False
+
+
+def test_lambda_routes_reach_the_right_handlers(any_stage: SynthesizedStage) -> None:
+    for (method, path), props in _methods(any_stage).items():
+        if method == "OPTIONS" or (method, path) in DIRECT:
+            continue
+        integration = props["Integration"]
+        assert integration["Type"] == "AWS_PROXY", (method, path)
+        prefix = "/" + path.split("/")[1]
+        assert _function_handler(any_stage, integration["Uri"]) == LAMBDA_HANDLERS.get(
+            prefix, "lambdas.api.rest.handler"
+        ), (method, path)
+
+
+def test_session_lambda_settings(any_stage: SynthesizedStage) -> None:
+    config = any_stage.stage.config
+    any_stage.template("Api").has_resource_properties(
+        "AWS::Lambda::Function",
+        {
+            "Handler": "lambdas.api.rest.handler",
+            "Environment": {
+                "Variables": Match.object_like(
+                    {
+                        "CORS_ALLOWED_ORIGINS": ",".join(config.cors_allowed_origins),
+                        "SESSION_TTL_HOURS": str(config.session_ttl_hours),
+                        "CLEANUP_SHARDS": str(config.cleanup_shards),
+                        "STATE_MACHINE_ARNS": Match.any_value(),
+                        "TABLE_NAME": Match.any_value(),
+                    }
+                )
+            },
+        },
+    )
+
+
+# ---------------------------------------------------------------- direct Step Functions integrations
+
+
+@pytest.mark.parametrize("route", sorted(DIRECT))
+def test_direct_start_execution_integration(any_stage: SynthesizedStage, route: tuple[str, str]) -> None:
+    construct_id, workflow, _ = DIRECT[route]
+    props = _methods(any_stage)[route]
+    integration = props["Integration"]
+    # Given the AWS integration calling states:StartExecution with its own role, no passthrough
+    assert integration["Type"] == "AWS"
+    assert "states:action/StartExecution" in json.dumps(integration["Uri"])
+    role = _logical_id(any_stage, "AWS::IAM::Role", f"{construct_id}Role")
+    assert integration["Credentials"] == {"Fn::GetAtt": [role, "Arn"]}
+    assert integration["PassthroughBehavior"] == "NEVER"
+    # Then its template is the construct's, for this workflow's ARN, with the caller identity fields
+    template = integration["RequestTemplates"]["application/json"]
+    parts = template["Fn::Join"][1]
+    arn = next(part for part in parts if isinstance(part, dict))
+    assert f"PublishOutputRef{workflow}" in arn["Fn::GetStackOutput"]["OutputName"]
+    text = "".join(part if isinstance(part, str) else "<ARN>" for part in parts)
+    assert "$context.authorizer.sub" in text
+    assert "$context.authorizer.role" in text
+    assert "$input.params().header.get('Idempotency-Key')" in text
+    assert "$input.body" not in text
+    # And the method answers 202/400/409/500 and accepts the Idempotency-Key header
+    assert [r["StatusCode"] for r in props["MethodResponses"]] == ["202", "400", "409", "500"]
+    assert props["RequestParameters"]["method.request.header.Idempotency-Key"] is False
+
+
+def test_handoff_template_is_the_construct_template(any_stage: SynthesizedStage) -> None:
+    integration = _methods(any_stage)[("POST", "/sessions/{id}/handoff")]["Integration"]
+    parts = integration["RequestTemplates"]["application/json"]["Fn::Join"][1]
+    text = "".join(part if isinstance(part, str) else "<ARN>" for part in parts)
+    expected = start_execution_template(
+        "<ARN>",
+        {
+            "session_id": InputField.path("id"),
+            "reason": InputField.body("reason"),
+            "priority": InputField.body("priority", default_json='"normal"'),
+            "requested_by": InputField.authorizer("sub"),
+            "role": InputField.authorizer("role"),
+        },
+    )
+    assert text == expected
+
+
+@pytest.mark.parametrize("construct_id", ["StartHandoff", "StartCleanup", "StartExport"])
+def test_integration_role_may_only_start_its_workflow(any_stage: SynthesizedStage, construct_id: str) -> None:
+    role = _logical_id(any_stage, "AWS::IAM::Role", f"{construct_id}Role")
+    trust = _resources(any_stage, "AWS::IAM::Role")[role]["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    assert [s["Principal"] for s in trust] == [{"Service": "apigateway.amazonaws.com"}]
+    policies = [
+        p["Properties"]
+        for p in _resources(any_stage, "AWS::IAM::Policy").values()
+        if {"Ref": role} in p["Properties"]["Roles"]
+    ]
+    assert len(policies) == 1
+    statements = policies[0]["PolicyDocument"]["Statement"]
+    assert len(statements) == 1
+    assert statements[0]["Action"] == "states:StartExecution"
+    assert statements[0]["Effect"] == "Allow"
+    workflow = DIRECT[next(k for k, v in DIRECT.items() if v[0] == construct_id)][1]
+    assert f"PublishOutputRef{workflow}" in statements[0]["Resource"]["Fn::GetStackOutput"]["OutputName"]
+
+
+def test_session_lambda_may_only_describe_executions_of_the_three_workflows(any_stage: SynthesizedStage) -> None:
+    role = _logical_id(any_stage, "AWS::IAM::Role", "SessionApiServiceRole")
+    statements = [
+        s
+        for p in _resources(any_stage, "AWS::IAM::Policy").values()
+        if {"Ref": role} in p["Properties"]["Roles"]
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+    ]
+    states = [s for s in statements if "states:" in json.dumps(s["Action"])]
+    assert {json.dumps(s["Action"]) for s in states} == {'"states:DescribeExecution"'}
+    resources = [r for s in states for r in (s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]])]
+    assert len(resources) == 3
+    for resource, workflow in zip(sorted(map(json.dumps, resources)), ("Cleanup", "Export", "Handoff"), strict=True):
+        assert ":execution:" in resource
+        assert f"PublishOutputRef{workflow}" in resource
+    assert not any("StartExecution" in json.dumps(s) for s in statements)
+
+
+# ---------------------------------------------------------------- gateway settings
+
+
+def test_stage_logging_tracing_and_throttling(any_stage: SynthesizedStage) -> None:
+    config = any_stage.stage.config
+    stage = next(iter(_resources(any_stage, "AWS::ApiGateway::Stage").values()))["Properties"]
+    assert stage["TracingEnabled"] is True
+    assert stage["MethodSettings"] == [
+        {
+            "DataTraceEnabled": config.log_execution_data,
+            "HttpMethod": "*",
+            "LoggingLevel": "INFO",
+            "MetricsEnabled": True,
+            "ResourcePath": "/*",
+            "ThrottlingBurstLimit": config.api_throttle_burst,
+            "ThrottlingRateLimit": config.api_throttle_rate,
+        }
+    ]
+    access_log = json.loads(stage["AccessLogSetting"]["Format"])
+    assert {"requestId", "status", "principalId", "resourcePath", "ip"} <= set(access_log)
+
+
+def test_no_execution_data_is_logged_in_prod(prod: SynthesizedStage) -> None:
+    stage = next(iter(_resources(prod, "AWS::ApiGateway::Stage").values()))["Properties"]
+    assert stage["MethodSettings"][0]["DataTraceEnabled"] is False
+
+
+def test_log_groups_have_retention_and_the_access_log_a_kms_key(any_stage: SynthesizedStage) -> None:
+    retention = any_stage.stage.config.log_retention_days
+    groups = _resources(any_stage, "AWS::Logs::LogGroup")
+    access_logs = groups[_logical_id(any_stage, "AWS::Logs::LogGroup", "RestApiAccessLogs")]["Properties"]
+    assert access_logs["RetentionInDays"] == retention
+    assert "DataKey" in json.dumps(access_logs["KmsKeyId"])
+    execution = groups[_logical_id(any_stage, "AWS::Logs::LogGroup", "RestApiExecutionLogs")]["Properties"]
+    assert execution["RetentionInDays"] == retention
+    assert "API-Gateway-Execution-Logs_" in json.dumps(execution["LogGroupName"])
+
+
+def test_usage_plan_carries_the_stage_limits(any_stage: SynthesizedStage) -> None:
+    config = any_stage.stage.config
+    any_stage.template("Api").has_resource_properties(
+        "AWS::ApiGateway::UsagePlan",
+        {"Throttle": {"RateLimit": config.api_throttle_rate, "BurstLimit": config.api_throttle_burst}},
+    )
+
+
+def test_account_logging_role_is_set_up(any_stage: SynthesizedStage) -> None:
+    any_stage.template("Api").resource_count_is("AWS::ApiGateway::Account", 1)
+
+
+@pytest.mark.parametrize("response_type", ["DEFAULT_4XX", "DEFAULT_5XX"])
+def test_gateway_errors_carry_cors_headers(any_stage: SynthesizedStage, response_type: str) -> None:
+    origin = any_stage.stage.config.cors_allowed_origins[0]
+    any_stage.template("Api").has_resource_properties(
+        "AWS::ApiGateway::GatewayResponse",
+        {
+            "ResponseType": response_type,
+            "ResponseParameters": Match.object_like(
+                {"gatewayresponse.header.Access-Control-Allow-Origin": f"'{origin}'"}
+            ),
+        },
+    )
+
+
+def test_cors_preflight_answers_only_configured_origins(any_stage: SynthesizedStage) -> None:
+    origins = any_stage.stage.config.cors_allowed_origins
+    preflights = [props for (method, _), props in _methods(any_stage).items() if method == "OPTIONS"]
+    assert preflights
+    for props in preflights:
+        text = json.dumps(props["Integration"])
+        assert origins[0] in text
+        if any_stage.stage.config.is_production:
+            assert "'*'" not in text
+
+
+def test_waf_only_where_configured(dev: SynthesizedStage, prod: SynthesizedStage) -> None:
+    assert prod.stage.config.waf_enabled
+    assert not dev.stage.config.waf_enabled
+    dev.template("Api").resource_count_is("AWS::WAFv2::WebACL", 0)
+    template = prod.template("Api")
+    template.has_resource_properties(
+        "AWS::WAFv2::WebACL",
+        {
+            "Scope": "REGIONAL",
+            "DefaultAction": {"Allow": {}},
+            "Rules": [
+                Match.object_like(
+                    {
+                        "Statement": {
+                            "ManagedRuleGroupStatement": {"VendorName": "AWS", "Name": "AWSManagedRulesCommonRuleSet"}
+                        }
+                    }
+                ),
+                Match.object_like({"Action": {"Block": {}}, "Statement": {"RateBasedStatement": Match.any_value()}}),
+            ],
+        },
+    )
+    stage = _logical_id(prod, "AWS::ApiGateway::Stage", "RestApiDeploymentStage")
+    association = next(iter(_resources(prod, "AWS::WAFv2::WebACLAssociation").values()))["Properties"]
+    assert stage in json.dumps(association["ResourceArn"])
+
+
+def test_rest_api_url_is_published_for_review_links(any_stage: SynthesizedStage) -> None:
+    any_stage.template("Api").has_resource_properties(
+        "AWS::SSM::Parameter",
+        {"Name": f"/mangaassist/{any_stage.stage.config.name}/rest-api-url", "Type": "String"},
+    )
