@@ -10,6 +10,7 @@ from constructs_lib.event_bus import SecureEventBus
 from constructs_lib.export_workflow import ExportWorkflow
 from constructs_lib.fanout_topic import FanoutTopic, Subscriber
 from constructs_lib.handoff_workflow import HandoffFunctions, HandoffWorkflow
+from constructs_lib.onboarding_workflow import OnboardingWorkflow
 from constructs_lib.rest_api import HardenedRestApi
 from constructs_lib.secure_bucket import SecureBucket
 from constructs_lib.secure_queue import SecureQueue
@@ -19,6 +20,7 @@ from constructs_lib.single_table import GlobalIndex, SingleTable
 from constructs_lib.stream_consumer import StreamConsumer
 from constructs_lib.token_authorizer import JwtTokenAuthorizer
 from constructs_lib.web_acl import RegionalWebAcl
+from constructs_lib.websocket_api import SecureWebSocketApi
 from constructs_lib.workflow_defaults import RetryPolicy, WorkflowStateMachine
 
 __all__ = [
@@ -33,12 +35,14 @@ __all__ = [
     "InputField",
     "JwtTokenAuthorizer",
     "LambdaCode",
+    "OnboardingWorkflow",
     "RegionalWebAcl",
     "RetryPolicy",
     "S3DeliveryStream",
     "SecureBucket",
     "SecureEventBus",
     "SecureQueue",
+    "SecureWebSocketApi",
     "SharedFunction",
     "SingleTable",
     "StepFunctionsStartExecution",

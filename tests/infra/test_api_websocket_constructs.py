@@ -1,0 +1,191 @@
+"""SecureWebSocketApi and OnboardingWorkflow on their own: defaults, grants, fail-fast props, cdk-nag."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aws_cdk import App, Duration, Stack, Stage, Validations
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk.assertions import Match, Template
+from cdk_nag import AwsSolutionsChecks
+
+from constructs_lib import OnboardingWorkflow, SecureWebSocketApi, SharedFunction
+
+PROBE = Path(__file__).resolve().parents[1] / "fixtures" / "probe_pkg"
+
+
+def _functions(stack: Stack) -> Callable[[str], lambda_.Function]:
+    return lambda name: SharedFunction(stack, name, code_root=PROBE, handler="probe_pkg.handler.handler").function
+
+
+def _chat(stack: Stack, **overrides: Any) -> SecureWebSocketApi:
+    fn = _functions(stack)
+    props: dict[str, Any] = {
+        "stage_name": "test",
+        "authorizer_handler": fn("Auth"),
+        "connect_handler": fn("Connect"),
+        "disconnect_handler": fn("Disconnect"),
+        "default_handler": fn("Default"),
+        "routes": {"sendMessage": fn("Message")},
+    }
+    props.update(overrides)
+    return SecureWebSocketApi(stack, "Chat", **props)
+
+
+@pytest.fixture(scope="module")
+def defaults() -> Template:
+    stack = Stack(App(), "Defaults")
+    chat = _chat(stack)
+    chat.grant_manage_connections(_functions(stack)("Poster"))
+    return Template.from_stack(stack)
+
+
+def test_defaults_throttle_and_log_the_stage(defaults: Template) -> None:
+    defaults.has_resource_properties(
+        "AWS::ApiGatewayV2::Stage",
+        {
+            "StageName": "test",
+            "AutoDeploy": True,
+            "DefaultRouteSettings": {"ThrottlingRateLimit": 50, "ThrottlingBurstLimit": 100},
+            "AccessLogSettings": {"DestinationArn": Match.any_value(), "Format": Match.string_like_regexp("routeKey")},
+        },
+    )
+    defaults.has_resource_properties("AWS::Logs::LogGroup", {"RetentionInDays": 7})
+
+
+def test_default_identity_source_is_the_token_query_parameter(defaults: Template) -> None:
+    defaults.has_resource_properties(
+        "AWS::ApiGatewayV2::Authorizer",
+        {"AuthorizerType": "REQUEST", "IdentitySource": ["route.request.querystring.token"]},
+    )
+
+
+def test_grant_is_post_on_this_stages_connections_only(defaults: Template) -> None:
+    defaults.has_resource_properties(
+        "AWS::IAM::Policy",
+        {
+            "PolicyDocument": {
+                "Statement": Match.array_with(
+                    [
+                        {
+                            "Action": "execute-api:ManageConnections",
+                            "Effect": "Allow",
+                            "Resource": {
+                                "Fn::Join": [
+                                    "",
+                                    Match.array_with([Match.string_like_regexp("/test/POST/@connections/\\*$")]),
+                                ]
+                            },
+                        }
+                    ]
+                )
+            }
+        },
+    )
+
+
+def test_grant_of_other_methods_on_request() -> None:
+    stack = Stack(App(), "Methods")
+    chat = _chat(stack)
+    chat.grant_manage_connections(_functions(stack)("Closer"), "POST", "DELETE")
+    text = str(Template.from_stack(stack).to_json())
+    assert "/test/DELETE/@connections/*" in text
+    with pytest.raises(ValueError, match="methods must be POST, GET or DELETE"):
+        chat.grant_manage_connections(_functions(stack)("Bad"), "PATCH")
+
+
+def test_nag_clean_with_the_grant(tmp_path: Path) -> None:
+    app = App(outdir=str(tmp_path))
+    stage = Stage(app, "NagProbe")
+    Validations.of(stage).add_plugins(AwsSolutionsChecks(stage))
+    stack = Stack(stage, "Probe")
+    chat = _chat(stack)
+    chat.grant_manage_connections(_functions(stack)("Poster"))
+    key = kms.Key(stack, "Key", enable_key_rotation=True)
+    OnboardingWorkflow(
+        stack,
+        "Onboarding",
+        prepare_function=_functions(stack)("Prepare"),
+        deliver_function=_functions(stack)("Deliver"),
+        encryption_key=key,
+    )
+    app.synth()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"stage_name": "bad stage"}, "stage_name must be 1-128"),
+        ({"routes": {"$connect": None}}, "route keys must be action names"),
+        ({"identity_source": ()}, "identity_source must name at least one source"),
+        ({"identity_source": ("header.Authorization",)}, "identity_source entries look like"),
+        ({"throttle_rate_limit": 0}, "throttle_rate_limit must be in"),
+        ({"throttle_burst_limit": 6000}, "throttle_burst_limit in"),
+        (
+            {"existing_access_log_group": "LOG", "access_log_group_props": logs.LogGroupProps()},
+            "give existing_access_log_group or access_log_group_props, not both",
+        ),
+    ],
+)
+def test_fails_invalid_websocket_props(overrides: dict[str, Any], message: str) -> None:
+    stack = Stack(App(), "Invalid")
+    if overrides.get("existing_access_log_group") == "LOG":
+        overrides["existing_access_log_group"] = logs.LogGroup(stack, "Existing")
+    if overrides.get("routes") == {"$connect": None}:
+        overrides["routes"] = {"$connect": _functions(stack)("Extra")}
+    with pytest.raises(ValueError, match=message):
+        _chat(stack, **overrides)
+
+
+@pytest.fixture(scope="module")
+def workflow() -> Template:
+    stack = Stack(App(), "Workflow")
+    fn = _functions(stack)
+    OnboardingWorkflow(
+        stack,
+        "Onboarding",
+        prepare_function=fn("Prepare"),
+        deliver_function=fn("Deliver"),
+        encryption_key=kms.Key(stack, "Key"),
+    )
+    return Template.from_stack(stack)
+
+
+def test_workflow_defaults_are_hardened(workflow: Template) -> None:
+    workflow.has_resource_properties(
+        "AWS::StepFunctions::StateMachine",
+        {
+            "StateMachineType": "EXPRESS",
+            "TracingConfiguration": {"Enabled": True},
+            "LoggingConfiguration": Match.object_like({"Level": "ALL", "IncludeExecutionData": False}),
+        },
+    )
+    workflow.has_resource_properties("AWS::Logs::LogGroup", {"RetentionInDays": 7, "KmsKeyId": Match.any_value()})
+    workflow.has_resource_properties("AWS::CloudWatch::Alarm", {"MetricName": "ExecutionsFailed", "Threshold": 1})
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"timeout": Duration.minutes(6)}, "timeout must be 1 s..5 min"),
+        ({"delivery_max_attempts": 0}, "delivery_max_attempts must be 1..20"),
+        ({"delivery_interval": Duration.seconds(10)}, "delivery_interval must be >= 1 s and <= delivery_max_delay"),
+    ],
+)
+def test_fails_invalid_workflow_props(overrides: dict[str, Any], message: str) -> None:
+    stack = Stack(App(), "Invalid")
+    fn = _functions(stack)
+    with pytest.raises(ValueError, match=message):
+        OnboardingWorkflow(
+            stack,
+            "Onboarding",
+            prepare_function=fn("Prepare"),
+            deliver_function=fn("Deliver"),
+            encryption_key=kms.Key(stack, "Key"),
+            **overrides,
+        )
