@@ -51,7 +51,6 @@ TRANSIENT_ERRORS: tuple[str, ...] = (
     "SQS.SdkClientException",
     "SNS.AmazonSNSException",
     "SNS.SdkClientException",
-    "States.Http.Socket",
     # Raised by our handlers when the store's own bounded retries gave up (BatchWriteIncomplete).
     "BatchWriteIncomplete",
 )
