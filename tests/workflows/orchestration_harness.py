@@ -49,7 +49,7 @@ def synthesize_orchestration(config: StageConfig) -> dict[str, dict[str, Any]]:
     assembly = stage.synth()
     stacks = {"Storage": storage, "Events": events, "Orchestration": orchestration}
     templates = {part: assembly.get_stack_artifact(stack.artifact_id).template for part, stack in stacks.items()}
-    return {**templates, "_stack_names": {stack.stack_name: part for part, stack in stacks.items()}}  # type: ignore[dict-item]
+    return {**templates, "_stack_names": {stack.stack_name: part for part, stack in stacks.items()}}
 
 
 @dataclass
@@ -212,9 +212,6 @@ def deploy(templates: dict[str, Any]) -> Deployed:
                 arn = secrets.create_secret(Name=f"{lid}-{uuid.uuid4().hex[:8]}", SecretString="s" * 64)["ARN"]
                 refs[(part, lid)] = arn
     for part in PARTS:
-        for lid, res in templates[part]["Resources"].items():
-            if res["Type"] == "AWS::SSM::Parameter::Value<String>":
-                continue
         for lid, param in templates[part].get("Parameters", {}).items():
             default = param.get("Default")
             if isinstance(default, str) and default.startswith("/mangaassist/"):

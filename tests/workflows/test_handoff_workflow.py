@@ -200,12 +200,16 @@ def test_agent_free_hands_over_and_completes_on_first_reply(world: World) -> Non
         "AssignAgent",
         "UpdateDynamoDB",
     ]
-    assert states[-1] == "HandoffComplete" and "WaitForAgent" not in states
+    assert states[-1] == "HandoffComplete"
+    assert "WaitForAgent" not in states
     # and the transaction wrote all three items: session in handoff, record assigned, system turn 3
     session = world.store.get_session(session_id)
-    assert session is not None and session.status == SessionStatus.HANDOFF
+    assert session is not None
+    assert session.status == SessionStatus.HANDOFF
     handoff = world.store.latest_handoff(session_id)
-    assert handoff is not None and handoff.status == HandoffStatus.ASSIGNED and handoff.agent_id == "agent-1"
+    assert handoff is not None
+    assert handoff.status == HandoffStatus.ASSIGNED
+    assert handoff.agent_id == "agent-1"
     turns = world.store.list_turns(session_id).items
     assert [(t.turn_number, t.role) for t in turns] == [
         (1, Role.USER),
@@ -216,9 +220,12 @@ def test_agent_free_hands_over_and_completes_on_first_reply(world: World) -> Non
     # and the customer heard "handoff_started" exactly once, from the workflow
     notices = world.customer_notices()
     assert [n["event_type"] for n in notices] == ["handoff_started"]
-    assert notices[0]["session_id"] == session_id and notices[0]["text"]
+    assert notices[0]["session_id"] == session_id
+    assert notices[0]["text"]
     agent = world.store.get_agent("agent-1")
-    assert agent is not None and agent.status == AgentStatus.BUSY and agent.current_session_id == session_id
+    assert agent is not None
+    assert agent.status == AgentStatus.BUSY
+    assert agent.current_session_id == session_id
 
 
 def test_no_agent_waits_then_accepting_agent_from_authorizer_context_takes_it(world: World) -> None:
@@ -242,13 +249,15 @@ def test_no_agent_waits_then_accepting_agent_from_authorizer_context_takes_it(wo
     assert json.loads(accepted["body"])["agent_id"] == "agent-2"
     assert done["status"] == "SUCCEEDED", done
     handoff = world.store.latest_handoff(session_id)
-    assert handoff is not None and handoff.agent_id == "agent-2"
+    assert handoff is not None
+    assert handoff.agent_id == "agent-2"
     # and a second accept (another agent) finds nothing waiting any more
     world.agent("agent-3")
     late = world.route("accept", session_id, "agent-3", {})
     assert late["statusCode"] == 409
     agent3 = world.store.get_agent("agent-3")
-    assert agent3 is not None and agent3.status == AgentStatus.AVAILABLE
+    assert agent3 is not None
+    assert agent3.status == AgentStatus.AVAILABLE
 
 
 def test_accept_refuses_callers_that_are_not_agents(world: World) -> None:
@@ -270,7 +279,9 @@ def test_wait_timeout_escalates_to_an_available_manager(world: World) -> None:
     states = world.d.states_entered(execution)
     assert states.index("WaitForAgent") < states.index("EscalateToManager") < states.index("UpdateDynamoDB")
     handoff = world.store.latest_handoff(session_id)
-    assert handoff is not None and handoff.agent_id == "manager-1" and handoff.status == HandoffStatus.ASSIGNED
+    assert handoff is not None
+    assert handoff.agent_id == "manager-1"
+    assert handoff.status == HandoffStatus.ASSIGNED
     boto3.client("stepfunctions", region_name=REGION).stop_execution(executionArn=execution)
 
 
@@ -287,10 +298,12 @@ def test_wait_timeout_without_manager_fails_restores_nothing_and_tells_the_custo
     assert done["error"] == "HandoffFailed"
     assert "no manager" in _cause(done)
     states = world.d.states_entered(execution)
-    assert "EscalateToManager" in states and "UpdateDynamoDB" not in states
+    assert "EscalateToManager" in states
+    assert "UpdateDynamoDB" not in states
     # and the session never moved; the customer was told once
     session = world.store.get_session(session_id)
-    assert session is not None and session.status == SessionStatus.ACTIVE
+    assert session is not None
+    assert session.status == SessionStatus.ACTIVE
     assert [n["event_type"] for n in world.customer_notices()] == ["handoff_failed"]
 
 
@@ -305,7 +318,8 @@ def test_inactive_session_fails_without_touching_agents(world: World) -> None:
     assert done["status"] == "FAILED"
     assert "disconnected, not active" in _cause(done)
     agent = world.store.get_agent("agent-4")
-    assert agent is not None and agent.status == AgentStatus.AVAILABLE
+    assert agent is not None
+    assert agent.status == AgentStatus.AVAILABLE
     assert not world.calls.by_handler("lambdas.orchestration.handoff.check_agent")
 
 
@@ -332,9 +346,11 @@ def test_transaction_conflict_releases_the_reserved_agent(world: World, monkeypa
         "ConditionalCheckFailed"
     ]
     agent = world.store.get_agent("agent-5")
-    assert agent is not None and agent.status == AgentStatus.AVAILABLE
+    assert agent is not None
+    assert agent.status == AgentStatus.AVAILABLE
     session = world.store.get_session(session_id)
-    assert session is not None and session.status == SessionStatus.DISCONNECTED  # not "restored"
+    assert session is not None
+    assert session.status == SessionStatus.DISCONNECTED
     assert world.store.latest_handoff(session_id) is None  # nothing of the transaction was written
 
 
@@ -353,11 +369,14 @@ def test_idle_agent_is_reassigned_until_the_bound_then_fails(world: World) -> No
     assert states.count("UpdateDynamoDB") == 2
     # and everything is back: session active, agent available, handoff failed
     session = world.store.get_session(session_id)
-    assert session is not None and session.status == SessionStatus.ACTIVE
+    assert session is not None
+    assert session.status == SessionStatus.ACTIVE
     agent = world.store.get_agent("agent-6")
-    assert agent is not None and agent.status == AgentStatus.AVAILABLE
+    assert agent is not None
+    assert agent.status == AgentStatus.AVAILABLE
     handoff = world.store.latest_handoff(session_id)
-    assert handoff is not None and handoff.status == HandoffStatus.FAILED
+    assert handoff is not None
+    assert handoff.status == HandoffStatus.FAILED
 
 
 def test_two_concurrent_handoffs_never_share_an_agent(world: World) -> None:

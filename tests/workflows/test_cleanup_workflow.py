@@ -1,0 +1,187 @@
+"""The cleanup state machine, as synthesized, executed on moto: query pages, Map, worker, counts."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from lambdas.orchestration import cleanup_worker
+from lambdas.shared import env as lambda_env
+from lambdas.shared.records import Role, SessionStatus
+from lambdas.shared.store import DynamoSessionStore
+from stacks.config import with_overrides
+from tests.support.ddb import atomic_requests
+from tests.support.lambda_bridge import Invocations, in_process
+from tests.support.synth import stage_config
+from tests.workflows.orchestration_harness import REGION, Deployed, deploy, synthesize_orchestration
+
+CONFIG = with_overrides(stage_config("dev"), name="test", workflow_timeout_minutes=2, review_ttl_days=1)
+HOUR = 3600
+
+
+@pytest.fixture(scope="module")
+def templates() -> dict[str, Any]:
+    return synthesize_orchestration(CONFIG)
+
+
+@pytest.fixture
+def world(templates: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Deployed, Invocations]]:
+    with (
+        mock_aws(config={"stepfunctions": {"execute_state_machine": True}}),
+        atomic_requests(),
+        in_process() as calls,
+    ):
+        deployed = deploy(templates)
+        monkeypatch.setenv("TABLE_NAME", deployed.table_name)
+        yield deployed, calls
+        lambda_env.reset()
+
+
+def _store(deployed: Deployed, at: float) -> DynamoSessionStore:
+    return DynamoSessionStore(deployed.table_name, clock=lambda: at)
+
+
+def _session(deployed: Deployed, *, ended_ago: int, status: SessionStatus = SessionStatus.DISCONNECTED) -> str:
+    """A session with 3 turns, a summary and a handoff, that ended ``ended_ago`` seconds ago."""
+    store = _store(deployed, time.time() - ended_ago - 60)
+    session = store.create_session("customer-1")
+    for n in range(3):
+        store.add_turn(session.session_id, Role.USER if n % 2 == 0 else Role.ASSISTANT, f"turn {n + 1} text")
+    store.put_summary(
+        session.session_id,
+        1,
+        summary_text="asked about volume 3",
+        window_start=1,
+        window_end=3,
+        turn_count_at_summary=3,
+    )
+    store.put_handoff(session.session_id, reason="billing", handoff_id="h-1")
+    _store(deployed, time.time() - ended_ago).update_status(session.session_id, status)
+    return session.session_id
+
+
+def _archive(deployed: Deployed, session_id: str) -> tuple[list[dict[str, Any]], str]:
+    bucket = deployed.ref("Storage", "AWS::S3::Bucket", "ArchiveBucket")
+    obj = boto3.client("s3", region_name=REGION).get_object(Bucket=bucket, Key=f"sessions/{session_id}.jsonl")
+    lines = obj["Body"].read().decode().splitlines()
+    return [json.loads(line) for line in lines], str(obj["ETag"])
+
+
+def _run(deployed: Deployed) -> dict[str, Any]:
+    machine = deployed.state_machine("Cleanup")
+    done = deployed.wait_done(deployed.start(machine, {}), timeout=60)
+    assert done["status"] == "SUCCEEDED", done
+    return dict(json.loads(done["output"]))
+
+
+def test_cleans_old_sessions_keeps_recent_finishes_half_cleaned_and_second_run_changes_nothing(
+    world: tuple[Deployed, Invocations],
+) -> None:
+    deployed, calls = world
+    store = DynamoSessionStore(deployed.table_name)
+    # Given an old disconnected session, an old deleted one, a recent one (within the grace)
+    old = _session(deployed, ended_ago=2 * HOUR)
+    deleted = _session(deployed, ended_ago=2 * HOUR, status=SessionStatus.DELETED)
+    recent = _session(deployed, ended_ago=60)
+    # and an old one that a crashed run half-cleaned: archive written, some items deleted
+    half = _session(deployed, ended_ago=3 * HOUR)
+    expected_half = [json.loads(line) for line in _jsonl_with_env(deployed, half).splitlines()]
+    bucket = deployed.ref("Storage", "AWS::S3::Bucket", "ArchiveBucket")
+    boto3.client("s3", region_name=REGION).put_object(
+        Bucket=bucket, Key=f"sessions/{half}.jsonl", Body=_jsonl_with_env(deployed, half).encode()
+    )
+    store.invalidate(half, ["TURN#"])
+    _, half_etag = _archive(deployed, half)
+
+    # When the cleanup runs
+    totals = _run(deployed)
+
+    # Then three sessions were archived, the recent one was not even queried
+    assert totals == {"sessions_seen": 3, "sessions_archived": 3, "sessions_failed": 0, "items_deleted": 12}
+    seen = {c.event["session_id"] for c in calls.by_handler("lambdas.orchestration.cleanup_worker.handler")}
+    assert seen == {old, deleted, half}
+    for session_id in (old, deleted, half):
+        session = store.get_session(session_id)
+        assert session is not None
+        assert session.status == SessionStatus.ARCHIVED
+        assert session.archive_key == f"sessions/{session_id}.jsonl"
+        assert store.list_session_items(session_id).items == [session]  # only META is left
+    recent_session = store.get_session(recent)
+    assert recent_session is not None
+    assert recent_session.status == SessionStatus.DISCONNECTED
+    assert len(store.list_session_items(recent).items) == 6  # META, 3 turns, summary, handoff
+    # and the archive holds every item of the session, one JSON line each, in key order
+    lines, _ = _archive(deployed, old)
+    assert [line["type"] for line in lines] == ["handoff", "session", "summary", "turn", "turn", "turn"]
+    turns = [line for line in lines if line["type"] == "turn"]
+    assert [(t["turn_number"], t["role"], t["content"]) for t in turns] == [
+        (1, "user", "turn 1 text"),
+        (2, "assistant", "turn 2 text"),
+        (3, "user", "turn 3 text"),
+    ]
+    assert next(line for line in lines if line["type"] == "summary")["summary_text"] == "asked about volume 3"
+    assert next(line for line in lines if line["type"] == "session")["status"] == "disconnected"
+    assert all("PK" not in line and "ttl" not in line for line in lines)
+    # and the half-cleaned session's archive was kept, not rewritten with fewer items
+    half_lines, etag = _archive(deployed, half)
+    assert etag == half_etag
+    assert half_lines == expected_half
+
+    # When it runs again
+    calls.calls.clear()
+    again = _run(deployed)
+
+    # Then nothing changes
+    assert again == {"sessions_seen": 0, "sessions_archived": 0, "sessions_failed": 0, "items_deleted": 0}
+    assert not calls.by_handler("lambdas.orchestration.cleanup_worker.handler")
+
+
+def test_worker_is_idempotent_on_an_archived_or_missing_session(world: tuple[Deployed, Invocations]) -> None:
+    deployed, _ = world
+    session_id = _session(deployed, ended_ago=2 * HOUR)
+    first = _invoke_worker(deployed, session_id)
+    second = _invoke_worker(deployed, session_id)
+    missing = _invoke_worker(deployed, "no-such-session")
+    assert first["status"] == "archived"
+    assert first["archive_written"] is True
+    assert second["status"] == "already_archived"
+    assert second["items_deleted"] == 0
+    assert missing["status"] == "not_found"
+
+
+def _invoke_worker(deployed: Deployed, session_id: str) -> dict[str, Any]:
+    response = boto3.client("lambda", region_name=REGION).invoke(
+        FunctionName=deployed.function("CleanupWorker"), Payload=json.dumps({"session_id": session_id}).encode()
+    )
+    assert "FunctionError" not in response
+    return dict(json.loads(response["Payload"].read()))
+
+
+def _jsonl_with_env(deployed: Deployed, session_id: str) -> str:
+    lambda_env.reset()
+    try:
+        return cleanup_worker._jsonl(session_id)
+    finally:
+        lambda_env.reset()
+
+
+def test_tally_adds_worker_results_and_shard_totals() -> None:
+    results = [
+        {"session_id": "a", "archived": True, "items_deleted": 4},
+        {"session_id": "b", "failed": True},
+        {"session_id": "c", "archived": False, "items_deleted": 0},
+    ]
+    page = cleanup_worker.add_up(results, {"sessions_seen": 1, "sessions_archived": 1, "items_deleted": 2})
+    assert page == {"sessions_seen": 4, "sessions_archived": 2, "sessions_failed": 1, "items_deleted": 6}
+    assert cleanup_worker.add_up([page, page], {}) == {
+        "sessions_seen": 8,
+        "sessions_archived": 4,
+        "sessions_failed": 2,
+        "items_deleted": 12,
+    }
