@@ -22,6 +22,8 @@ Resource = dict[str, Any]
 UNSCOPABLE_ACTIONS = {
     "xray:PutTraceSegments",
     "xray:PutTelemetryRecords",
+    "xray:GetSamplingRules",
+    "xray:GetSamplingTargets",
     "cloudwatch:PutMetricData",
     "logs:CreateLogDelivery",
     "logs:GetLogDelivery",
@@ -447,14 +449,20 @@ def _render(value: Any) -> str:
     return "TOKEN"
 
 
-def _states(definition: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+def _catches_all(state: dict[str, Any]) -> bool:
+    return any("States.ALL" in c.get("ErrorEquals", []) for c in state.get("Catch", []))
+
+
+def _states(definition: dict[str, Any], enclosed: bool = False) -> Iterator[tuple[str, dict[str, Any], bool]]:
+    """Every state, nested ones included, with whether an enclosing Parallel/Map catches States.ALL."""
     for name, state in definition.get("States", {}).items():
-        yield name, state
+        yield name, state, enclosed
+        inner = enclosed or _catches_all(state)
         for branch in state.get("Branches", []):
-            yield from _states(branch)
+            yield from _states(branch, inner)
         for key in ("Iterator", "ItemProcessor"):
             if key in state:
-                yield from _states(state[key])
+                yield from _states(state[key], inner)
 
 
 def state_machine_definitions(stage: SynthesizedStage) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -469,14 +477,15 @@ def state_machine_definitions(stage: SynthesizedStage) -> Iterator[tuple[str, di
 def check_every_task_retries_transient_errors_and_catches_the_rest(stage: SynthesizedStage) -> list[str]:
     violations = []
     for where, definition in state_machine_definitions(stage):
-        for name, state in _states(definition):
+        for name, state, enclosed in _states(definition):
             if state.get("Type") != "Task":
                 continue
             retried = {e for r in state.get("Retry", []) for e in r.get("ErrorEquals", [])}
             caught = {e for c in state.get("Catch", []) for e in c.get("ErrorEquals", [])}
             if not retried & TRANSIENT_ERRORS:
                 violations.append(f"{where} state {name!r}: no Retry for transient errors (has {sorted(retried)})")
-            if "States.ALL" not in caught:
+            # A Task inside a Parallel or Map is covered by the enclosing state's catch-all.
+            if "States.ALL" not in caught and not enclosed:
                 violations.append(f"{where} state {name!r}: no Catch of States.ALL (has {sorted(caught)})")
     return violations
 
@@ -522,7 +531,21 @@ def _broken_stage() -> Any:
     key = {"Fn::GetAtt": ["Key", "Arn"]}
     naked_definition = {
         "StartAt": "Work",
-        "States": {"Work": {"Type": "Task", "Resource": "arn:aws:states:::lambda:invoke", "End": True}},
+        "States": {
+            "Work": {"Type": "Task", "Resource": "arn:aws:states:::lambda:invoke", "Next": "Fan"},
+            "Fan": {  # catches nothing, so the Task inside is not covered either
+                "Type": "Parallel",
+                "Branches": [
+                    {
+                        "StartAt": "Inner",
+                        "States": {
+                            "Inner": {"Type": "Task", "Resource": "arn:aws:states:::sqs:sendMessage", "End": True}
+                        },
+                    }
+                ],
+                "End": True,
+            },
+        },
     }
     resources: dict[str, Resource] = {
         "Queue": {"Type": "AWS::SQS::Queue", "Properties": {}},
@@ -630,7 +653,11 @@ def _broken_stage() -> Any:
         ),
         (
             check_every_task_retries_transient_errors_and_catches_the_rest,
-            ["Storage/Machine state 'Work': no Retry", "Storage/Machine state 'Work': no Catch"],
+            [
+                "Storage/Machine state 'Work': no Retry",
+                "Storage/Machine state 'Work': no Catch",
+                "Storage/Machine state 'Inner': no Catch",
+            ],
         ),
         (
             check_every_state_machine_logs_traces_and_has_a_timeout,
