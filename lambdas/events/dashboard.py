@@ -39,10 +39,12 @@ def record_handler(record: SQSRecord) -> str:
         reason=message.reason or "unspecified",
         priority=message.priority,
     )
-    logger.info("inbox", extra={"agent_id": message.agent_id, "handoff_id": message.handoff_id, "created": created})
+    logger.info(
+        "inbox", extra={"agent_id": message.agent_id, "handoff_id": message.handoff_id, "inbox_created": created}
+    )
     return message.handoff_id
 
 
-@logger.inject_lambda_context
+@logger.inject_lambda_context(clear_state=True)
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)

@@ -151,6 +151,6 @@ def route(event: dict[str, Any], context: LambdaContext | None, *, cfg: Settings
     return {"batchItemFailures": [{"itemIdentifier": seq} for seq in order if seq in failed]}
 
 
-@logger.inject_lambda_context
+@logger.inject_lambda_context(clear_state=True)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return route(event, context, cfg=settings(), out=sinks())

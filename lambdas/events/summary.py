@@ -144,7 +144,7 @@ def parse_trigger(event: Any) -> tuple[str, int]:
     return session_id, turn_number
 
 
-@logger.inject_lambda_context
+@logger.inject_lambda_context(clear_state=True)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     cfg = settings()
     session_id, turn_number = parse_trigger(event)

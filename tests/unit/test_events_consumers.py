@@ -1,0 +1,269 @@
+"""Handoff queue consumers (dashboard, escalation, customer notifier) and the metrics target, on moto."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any, cast
+
+import boto3
+import pytest
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from lambdas.events import customer_notifier, dashboard, escalation, metrics
+from lambdas.shared import connections, env, keys
+from lambdas.shared.records import HandoffStatus, Role, SessionStatus
+from lambdas.shared.serialize import unmarshal_item
+from lambdas.shared.store import DynamoSessionStore
+
+
+class _Context:
+    function_name = "fn"
+    memory_limit_in_mb = 128
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:fn"
+    aws_request_id = "req-1"
+
+
+def Context() -> LambdaContext:
+    return cast(LambdaContext, _Context())
+
+
+def sqs_event(*bodies: Any) -> dict[str, Any]:
+    """An SQS event as Lambda delivers it (one record per body)."""
+    return {
+        "Records": [
+            {
+                "messageId": str(uuid.uuid4()),
+                "receiptHandle": "rh",
+                "body": body if isinstance(body, str) else json.dumps(body),
+                "attributes": {"ApproximateReceiveCount": "1", "SentTimestamp": "1767225600000"},
+                "messageAttributes": {},
+                "md5OfBody": "x",
+                "eventSource": "aws:sqs",
+                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:q",
+                "awsRegion": "us-east-1",
+            }
+            for body in bodies
+        ]
+    }
+
+
+def handoff_body(session_id: str, handoff_id: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "session_id": session_id,
+        "handoff_id": handoff_id,
+        "event_type": "handoff",
+        "agent_id": None,
+        "reason": "escalated",
+        "priority": "high",
+        "text": "We are connecting you with a support agent.",
+        "event_id": "ev-1",
+        **extra,
+    }
+
+
+@pytest.fixture
+def wired(store: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch) -> Iterator[DynamoSessionStore]:
+    """Every consumer's store() is the moto store."""
+    for module in (dashboard, escalation, customer_notifier):
+        monkeypatch.setattr(module, "store", lambda: store)
+    yield store
+    env.reset()
+
+
+# -- store addition ----------------------------------------------------------------------------
+
+
+def test_put_inbox_item_writes_once(store: DynamoSessionStore, ddb_client: Any) -> None:
+    assert store.put_inbox_item("agent-1", session_id="s", handoff_id="h", reason="billing") is True
+    assert store.put_inbox_item("agent-1", session_id="s", handoff_id="h", reason="billing") is False
+    item = ddb_client.get_item(TableName=store.table_name, Key={"PK": {"S": "AGENT#agent-1"}, "SK": {"S": "INBOX#h"}})
+    assert unmarshal_item(item["Item"])["reason"] == "billing"
+    assert keys.agent_inbox_key("agent-1", "h") == {"PK": "AGENT#agent-1", "SK": "INBOX#h"}
+
+
+# -- dashboard ---------------------------------------------------------------------------------
+
+
+def test_dashboard_puts_the_handoff_in_the_agents_inbox_and_reports_a_bad_message_alone(
+    wired: DynamoSessionStore, ddb_client: Any
+) -> None:
+    # Given one good message (SNS envelope, as without raw delivery) and one that is not JSON
+    good = {"Type": "Notification", "Message": json.dumps(handoff_body("s-1", "h-1", agent_id="agent-7"))}
+    event = sqs_event(good, "not json")
+    # When consumed
+    response = dashboard.handler(event, Context())
+    # Then the inbox item exists and only the bad message is reported
+    assert response["batchItemFailures"] == [{"itemIdentifier": event["Records"][1]["messageId"]}]
+    got = ddb_client.get_item(TableName=wired.table_name, Key={"PK": {"S": "AGENT#agent-7"}, "SK": {"S": "INBOX#h-1"}})
+    assert unmarshal_item(got["Item"])["session_id"] == "s-1"
+    # And a redelivery succeeds without a second item
+    assert dashboard.handler(sqs_event(good), Context())["batchItemFailures"] == []
+
+
+# -- escalation --------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def managers(ddb_client: Any, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A managers topic on moto with an observer queue; returns the queue URL."""
+    sns = boto3.client("sns", region_name="us-east-1")
+    sqs = boto3.client("sqs", region_name="us-east-1")
+    topic = sns.create_topic(Name="managers")["TopicArn"]
+    url = sqs.create_queue(QueueName="managers-observer")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=arn, Attributes={"RawMessageDelivery": "true"})
+    monkeypatch.setattr(escalation, "managers_topic", lambda: topic)
+    monkeypatch.setattr(escalation, "sns", lambda: sns)
+    return str(url)
+
+
+def _drain(url: str) -> list[dict[str, Any]]:
+    sqs = boto3.client("sqs", region_name="us-east-1")
+    return [
+        json.loads(m["Body"]) for m in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+    ]
+
+
+def test_escalation_marks_the_handoff_and_tells_managers_once(wired: DynamoSessionStore, managers: str) -> None:
+    # Given a new escalated handoff
+    session = wired.create_session("cust-1")
+    handoff = wired.put_handoff(session.session_id, reason="escalated", priority="high")
+    body = handoff_body(session.session_id, handoff.handoff_id)
+    # When its message is consumed twice (at-least-once delivery)
+    assert escalation.handler(sqs_event(body), Context())["batchItemFailures"] == []
+    assert escalation.handler(sqs_event(body), Context())["batchItemFailures"] == []
+    # Then the handoff is escalated and managers heard about it once
+    stored = wired.get_handoff(session.session_id, handoff.handoff_id)
+    assert stored is not None
+    assert stored.status == HandoffStatus.ESCALATED
+    told = _drain(managers)
+    assert [m["handoff_id"] for m in told] == [handoff.handoff_id]
+
+
+def test_escalation_ignores_the_assignment_of_an_escalated_handoff(wired: DynamoSessionStore, managers: str) -> None:
+    session = wired.create_session("cust-1")
+    handoff = wired.put_handoff(session.session_id, reason="escalated", status=HandoffStatus.ASSIGNED, agent_id="a-1")
+    body = handoff_body(session.session_id, handoff.handoff_id, event_type="assigned", agent_id="a-1")
+    assert escalation.handler(sqs_event(body), Context())["batchItemFailures"] == []
+    stored = wired.get_handoff(session.session_id, handoff.handoff_id)
+    assert stored is not None
+    assert stored.status == HandoffStatus.ASSIGNED
+    assert _drain(managers) == []
+
+
+# -- customer notifier -------------------------------------------------------------------------
+
+
+class FakePoster:
+    """Stands in for connections.post_to_connection (the WebSocket engineer's function)."""
+
+    def __init__(self, delivered: bool) -> None:
+        self.delivered = delivered
+        self.posts: list[tuple[str, str, dict[str, Any]]] = []
+
+    def __call__(self, endpoint: str, connection_id: str, payload: dict[str, Any]) -> bool:
+        self.posts.append((endpoint, connection_id, dict(payload)))
+        return self.delivered
+
+
+def _connected_session(store: DynamoSessionStore) -> tuple[str, str]:
+    session = store.create_session("cust-1")
+    store.put_connection(
+        "conn-1", session_id=session.session_id, customer_id="cust-1", domain_name="ws.example", stage="dev"
+    )
+    store.set_connection(session.session_id, "conn-1")
+    return session.session_id, "conn-1"
+
+
+def test_customer_notifier_posts_to_the_live_connection(
+    wired: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session_id, connection_id = _connected_session(wired)
+    poster = FakePoster(delivered=True)
+    monkeypatch.setattr(connections, "post_to_connection", poster)
+    body = {"session_id": session_id, "event_type": "handoff", "text": "An agent is coming."}
+    assert customer_notifier.handler(sqs_event(body), Context())["batchItemFailures"] == []
+    assert poster.posts == [
+        (
+            "https://ws.example/dev",
+            connection_id,
+            {
+                "type": "notification",
+                "event_type": "handoff",
+                "session_id": session_id,
+                "text": "An agent is coming.",
+                "event_id": None,
+            },
+        )
+    ]
+    assert wired.list_turns(session_id).items == []
+
+
+def test_customer_notifier_records_the_text_when_the_client_is_gone(
+    wired: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the connection answers 410 Gone
+    session_id, _ = _connected_session(wired)
+    monkeypatch.setattr(connections, "post_to_connection", FakePoster(delivered=False))
+    body = {"session_id": session_id, "event_type": "handoff", "text": "An agent is coming."}
+    # When notified
+    assert customer_notifier.handler(sqs_event(body), Context())["batchItemFailures"] == []
+    # Then the connection is cleared and the text is a system turn the customer reads on return
+    session = wired.get_session(session_id)
+    assert session is not None
+    assert session.connection_id is None
+    (turn,) = wired.list_turns(session_id).items
+    assert (turn.role, turn.content) == (Role.SYSTEM, "An agent is coming.")
+
+
+def test_customer_notifier_drops_notifications_of_closed_or_unknown_sessions(
+    wired: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    poster = FakePoster(delivered=True)
+    monkeypatch.setattr(connections, "post_to_connection", poster)
+    closed = wired.create_session("cust-1")
+    wired.update_status(closed.session_id, SessionStatus.DISCONNECTED)
+    event = sqs_event(
+        {"session_id": closed.session_id, "event_type": "handoff", "text": "t"},
+        {"session_id": "unknown", "event_type": "handoff", "text": "t"},
+        {"event_type": "handoff"},  # no session id: malformed
+    )
+    response = customer_notifier.handler(event, Context())
+    assert response["batchItemFailures"] == [{"itemIdentifier": event["Records"][2]["messageId"]}]
+    assert poster.posts == []
+    assert wired.list_turns(closed.session_id).items == []
+
+
+# -- metrics -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("detail", "expected"),
+    [
+        ({"old_status": "none", "new_status": "active"}, "SessionsStarted"),
+        ({"old_status": "handoff", "new_status": "active"}, "SessionsResumed"),
+        ({"old_status": "active", "new_status": "handoff"}, None),
+    ],
+)
+def test_metric_counts_new_sessions_apart_from_resumed_ones(detail: dict[str, str], expected: str | None) -> None:
+    assert metrics.metric_name(detail) == expected
+
+
+def test_metrics_handler_emits_one_emf_metric(capsys: pytest.CaptureFixture[str]) -> None:
+    event = {
+        "version": "0",
+        "id": "e-1",
+        "detail-type": "SessionStatusChanged",
+        "source": "mangaassist.sessions",
+        "account": "123456789012",
+        "time": "2026-01-01T00:00:00Z",
+        "region": "us-east-1",
+        "resources": [],
+        "detail": {"session_id": "s", "old_status": "none", "new_status": "active"},
+    }
+    assert metrics.handler(event, Context()) == {"metric": "SessionsStarted"}
+    emf = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
+    assert len(emf) == 1
+    assert emf[0]["SessionsStarted"] == [1.0] or emf[0]["SessionsStarted"] == 1.0
