@@ -309,3 +309,12 @@ def test_handlers_get_the_settings_they_read(dev: SynthesizedStage) -> None:
         assert variables["SESSION_TTL_HOURS"] == str(dev.stage.config.session_ttl_hours), handler
         assert variables["CLEANUP_SHARDS"] == str(dev.stage.config.cleanup_shards), handler
         assert "TABLE_NAME" in variables
+
+
+def test_agent_route_gets_the_websocket_endpoint(any_stage: SynthesizedStage) -> None:
+    template = api(any_stage)
+    agent = template["Resources"][function_id(template, "lambdas.api.agent.handler")]
+    endpoint = flatten(agent["Properties"]["Environment"]["Variables"]["WEBSOCKET_ENDPOINT"])
+    api_id, _ = only(resources(template, "AWS::ApiGatewayV2::Api"))
+    assert endpoint.startswith(f"https://<{api_id}>.execute-api.")
+    assert endpoint.endswith(f"/{any_stage.stage.config.name}")

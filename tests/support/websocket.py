@@ -14,7 +14,7 @@ from typing import Any
 from urllib.parse import quote
 
 from moto.apigatewaymanagementapi.models import apigatewaymanagementapi_backends
-from moto.core import DEFAULT_ACCOUNT_ID
+from moto.core.models import DEFAULT_ACCOUNT_ID
 
 API_ID = "a1b2c3d4e5"
 STAGE = "dev"

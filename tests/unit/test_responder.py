@@ -192,8 +192,9 @@ def test_echo_repeats_the_last_customer_message() -> None:
 
 @pytest.mark.parametrize(("option", "value"), [("attempts", 0), ("max_context_tokens", 0)])
 def test_fails_invalid_bounds(option: str, value: int) -> None:
+    options: dict[str, Any] = {option: value}
     with pytest.raises(ValueError, match=">= 1"):
-        BedrockResponder(MODEL, **{option: value})
+        BedrockResponder(MODEL, **options)
 
 
 def test_fails_empty_model_id() -> None:

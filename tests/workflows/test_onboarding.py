@@ -21,7 +21,7 @@ import pytest
 from moto import mock_aws
 from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
 
-from lambdas.shared import env
+from lambdas.shared import connections, env
 from lambdas.shared.records import SessionStatus
 from lambdas.shared.store import DynamoSessionStore
 from lambdas.ws import onboarding
@@ -141,7 +141,7 @@ def deployed(synthesized: tuple[dict[str, Any], dict[str, dict[str, Any]]]) -> I
 
 def flaky_delivery(failures: int) -> Callable[..., bool]:
     """post_to_connection that answers 410 Gone ``failures`` times (the $connect still running)."""
-    real = onboarding.post_to_connection
+    real = connections.post_to_connection
     seen: list[int] = []
 
     def post(endpoint: str, connection_id: str, payload: Mapping[str, Any], **kwargs: Any) -> bool:
