@@ -12,7 +12,7 @@ States (execution input ``{"requested_by": str, ...}``; the execution name names
     [approval fragment: its end states continue here; a rejection ends inside the fragment]
     -> StartExport (ExportTableToPointInTime, direct SDK integration, SSE-KMS, into <prefix>/<execution name>/)
     -> WaitForExport (Wait) -> DescribeExport (direct SDK integration) -> CountPoll -> ExportFinished?
-         COMPLETED -> NotifyRequester (SNS: S3 location + manifest) -> ExportComplete
+         COMPLETED -> NotifyRequester (SNS: the S3 location) -> ExportComplete
          FAILED    -> ExportFailed (Fail, cause = the export description with its failure reason)
          polls >= max_polls -> ExportTimedOut (Fail)
     rejected by the gate -> NotifyRejected (SNS) -> ExportRejected (Fail)
@@ -180,7 +180,6 @@ class ExportWorkflow(Construct):
                             sfn.JsonPath.string_at("$.described.ExportDescription.S3Bucket"),
                             sfn.JsonPath.string_at("$.described.ExportDescription.S3Prefix"),
                         ),
-                        "manifest": sfn.JsonPath.string_at("$.described.ExportDescription.ExportManifest"),
                     }
                 ),
                 message_attributes={
