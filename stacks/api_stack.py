@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_apigateway as apigw
+from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as lambda_events
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_ssm as ssm
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from constructs_lib import SharedFunction
+from constructs_lib import OnboardingWorkflow, SecureWebSocketApi, SharedFunction
 from constructs_lib.encryption_key import EncryptionKey
 from constructs_lib.nag_findings import acknowledge_policy, resource_finding
 from constructs_lib.rest_api import HardenedRestApi
@@ -22,6 +26,7 @@ from constructs_lib.web_acl import RegionalWebAcl
 from lambdas.api import access
 from lambdas.api.validation import BODY_MODELS, gateway_schema
 from lambdas.shared import schema
+from lambdas.ws.frames import SEND_MESSAGE
 from stacks.config import StageConfig
 from stacks.events_stack import EventsStack
 from stacks.orchestration_stack import OrchestrationStack, rest_api_url_parameter
@@ -61,6 +66,8 @@ class ApiStack(Stack):
         self.config = config
         # REST API (issue 4): first, it creates the JWT secret both APIs verify with.
         self._build_rest_api(config=config, storage=storage, orchestration=orchestration)
+        # WebSocket chat API (issue 5): keep this call last, it wires what the REST part exposes.
+        self._build_websocket_api(config=config, storage=storage, events=events)
 
     # ------------------------------------------------------------------ REST API (issue 4)
     # Owned by the REST engineer: everything from here to "end of REST API".
@@ -344,6 +351,130 @@ class ApiStack(Stack):
             )
 
     # ------------------------------------------------------------------ end of REST API (issue 4)
+
+    # ------------------------------------------------------------------ WebSocket chat API (issue 5)
+    # Owned by the WebSocket engineer: everything from here to "end of WebSocket chat API".
+
+    def _build_websocket_api(self, *, config: StageConfig, storage: StorageStack, events: EventsStack) -> None:
+        """The chat API: $connect (authorizer + Onboarding workflow), $disconnect, sendMessage, $default.
+
+        Exposes ``websocket_api``, ``websocket_stage``, ``chat_api`` (the construct) and
+        ``onboarding_workflow`` and ``customer_notifier``. Verifies tokens with the REST part's
+        ``jwt_secret`` (one secret, one JWT implementation) and gives its agent route, when it
+        exists, the WebSocket endpoint and the right to post to connections.
+        """
+        from stacks.stage import LAMBDAS_DIR  # at call time: stage.py imports this module
+
+        retention = _log_retention(config.log_retention_days)
+        session_env = {
+            "TABLE_NAME": storage.table.table_name,
+            "SESSION_TTL_HOURS": str(config.session_ttl_hours),
+            "CLEANUP_SHARDS": str(config.cleanup_shards),
+        }
+
+        def function(construct_id: str, handler: str, environment: dict[str, str], **options: Any) -> lambda_.Function:
+            return SharedFunction(
+                self,
+                construct_id,
+                code_root=LAMBDAS_DIR,
+                handler=handler,
+                environment=environment,
+                timeout=Duration.seconds(config.lambda_timeout_seconds),
+                memory_size=config.lambda_memory_mb,
+                log_retention=retention,
+                service_name=f"mangaassist-{construct_id}",
+                **options,
+            ).function
+
+        authorizer = function(
+            "WsAuthorizer",
+            "lambdas.ws.authorizer.handler",
+            {
+                "JWT_SECRET_ARN": self.jwt_secret.secret_arn,
+                "JWT_ISSUER": config.jwt_issuer,
+                "JWT_AUDIENCE": config.jwt_audience,
+                "SECRET_CACHE_SECONDS": "300",
+            },
+        )
+        self.jwt_secret.grant_read(authorizer)
+
+        prepare = function("OnboardingPrepare", "lambdas.ws.onboarding.handler", session_env)
+        deliver = function("OnboardingDeliver", "lambdas.ws.onboarding.deliver", {})
+        _grant_table(storage, prepare, write=True)
+        self.onboarding_workflow = OnboardingWorkflow(
+            self,
+            "Onboarding",
+            prepare_function=prepare,
+            deliver_function=deliver,
+            encryption_key=storage.key,
+            log_retention=retention,
+            include_execution_data=config.log_execution_data,
+        )
+
+        connect = function(
+            "WsConnect",
+            "lambdas.ws.connect.handler",
+            {**session_env, "ONBOARDING_STATE_MACHINE_ARN": self.onboarding_workflow.state_machine.state_machine_arn},
+        )
+        _grant_table(storage, connect, write=False)
+        self.onboarding_workflow.grant_start_execution(connect)
+
+        disconnect = function("WsDisconnect", "lambdas.ws.disconnect.handler", session_env)
+        _grant_table(storage, disconnect, write=True)
+
+        message_env = {
+            **session_env,
+            "CONTEXT_TURNS": "20",
+            "BEDROCK_DEADLINE_SECONDS": str(max(1, config.lambda_timeout_seconds - 10)),
+        }
+        if config.bedrock_model_id is not None:
+            message_env["BEDROCK_MODEL_ID"] = config.bedrock_model_id
+        message = function("WsMessage", "lambdas.ws.message.handler", message_env)
+        _grant_table(storage, message, write=True)
+        if config.bedrock_model_id is not None:
+            _grant_invoke_model(self, message, config.bedrock_model_id)
+
+        default = function("WsDefault", "lambdas.ws.default.handler", {})
+
+        self.chat_api = SecureWebSocketApi(
+            self,
+            "ChatApi",
+            stage_name=config.name,
+            description=f"MangaAssist {config.name}: customer chat",
+            authorizer_handler=authorizer,
+            connect_handler=connect,
+            disconnect_handler=disconnect,
+            default_handler=default,
+            routes={SEND_MESSAGE: message},
+            throttle_rate_limit=config.api_throttle_rate,
+            throttle_burst_limit=config.api_throttle_burst,
+            access_log_group_props=logs.LogGroupProps(
+                retention=retention, encryption_key=storage.key, removal_policy=RemovalPolicy.DESTROY
+            ),
+        )
+        self.websocket_api: apigwv2.WebSocketApi = self.chat_api.api
+        self.websocket_stage: apigwv2.WebSocketStage = self.chat_api.stage
+        for poster in (message, deliver):
+            self.chat_api.grant_manage_connections(poster)
+
+        notifier = function(
+            "CustomerNotifier",
+            "lambdas.events.customer_notifier.handler",
+            {**session_env, "WEBSOCKET_ENDPOINT": self.chat_api.management_endpoint},
+        )
+        _grant_table(storage, notifier, write=True)
+        self.chat_api.grant_manage_connections(notifier)
+        notifier.add_event_source(
+            lambda_events.SqsEventSource(
+                events.customer_notification_queue, batch_size=10, report_batch_item_failures=True
+            )
+        )
+        self.customer_notifier: lambda_.IFunction = notifier
+
+        agent_function = getattr(self, "agent_function", None)
+        if agent_function is not None:
+            agent_function.add_environment("WEBSOCKET_ENDPOINT", self.chat_api.management_endpoint)
+            self.chat_api.grant_manage_connections(agent_function)
 
 
 def _log_retention(days: int) -> logs.RetentionDays:
