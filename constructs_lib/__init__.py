@@ -3,6 +3,7 @@
 Each construct has its own module; this index only re-exports them.
 """
 
+from constructs_lib.approval_gate import HumanApprovalGate
 from constructs_lib.cleanup_workflow import CleanupWorkflow
 from constructs_lib.delivery_stream import S3DeliveryStream
 from constructs_lib.encryption_key import EncryptionKey
@@ -32,6 +33,7 @@ __all__ = [
     "HandoffFunctions",
     "HandoffWorkflow",
     "HardenedRestApi",
+    "HumanApprovalGate",
     "InputField",
     "JwtTokenAuthorizer",
     "LambdaCode",

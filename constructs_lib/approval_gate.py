@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import jsii
-from aws_cdk import Acknowledgment, Duration, IResolvable, Token, Validations
+from aws_cdk import Acknowledgment, Duration, IResolvable, Stack, Token, Validations
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -152,9 +152,9 @@ class HumanApprovalGate(sfn.StateMachineFragment):
         if isinstance(review_ttl_days, bool) or not isinstance(review_ttl_days, int) or not 1 <= review_ttl_days <= 365:
             raise ValueError(f"review_ttl_days must be an int in 1..365 (given {review_ttl_days!r})")
         wait = timeout or Duration.days(review_ttl_days)
-        wait_seconds = int(wait.to_seconds())
-        if not 1 <= wait_seconds <= _MAX_TIMEOUT.to_seconds():
-            raise ValueError(f"timeout must be 1 second..365 days (given {wait_seconds} s)")
+        wait_seconds = int(wait.to_milliseconds() // 1000)
+        if not 1 <= wait_seconds <= _MAX_TIMEOUT.to_seconds() or wait.to_milliseconds() % 1000:
+            raise ValueError(f"timeout must be whole seconds in 1 s..365 days (given {wait.to_milliseconds()} ms)")
         if wait_seconds > review_ttl_days * 86400:
             raise ValueError(
                 f"timeout ({wait_seconds} s) must not exceed review_ttl_days ({review_ttl_days} d): "
@@ -355,8 +355,33 @@ class HumanApprovalGate(sfn.StateMachineFragment):
             )
         for machine in machines:
             machine.grant_task_response(grantee)
-        self.signing_secret.grant_read(grantee)
+        self.grant_read_signing_secret(grantee)
         self.table.grant_read_write_data(grantee)
+
+    def grant_read_signing_secret(self, grantee: iam.IGrantable) -> iam.Grant:
+        """Read the signing secret, granted on the principal's side only.
+
+        ``Secret.grant_read`` also writes the grantee's role into the key policy of the secret's
+        key (a ViaService grant); for a grantee in a stack deployed after this one (the REST API
+        that serves the links) that reference is a dependency cycle. The key policy already lets
+        IAM policies of the account decrypt through Secrets Manager, so an identity policy with
+        ``kms:Decrypt`` (condition ``kms:ViaService``) is enough.
+        """
+        grant = iam.Grant.add_to_principal(
+            grantee=grantee,
+            actions=["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
+            resource_arns=[self.signing_secret.secret_arn],
+        )
+        key = self.signing_secret.encryption_key
+        if key is not None:
+            via = f"secretsmanager.{Stack.of(self).region}.amazonaws.com"
+            iam.Grant.add_to_principal(
+                grantee=grantee,
+                actions=["kms:Decrypt"],
+                resource_arns=[key.key_arn],
+                conditions={"StringEquals": {"kms:ViaService": via}},
+            )
+        return grant
 
     def decide_environment(self) -> dict[str, str]:
         """The environment of the link handler (``lambdas.api.review``)."""

@@ -36,6 +36,7 @@ import html
 import time
 from dataclasses import dataclass
 from typing import Any, Final
+from urllib.parse import unquote
 
 import boto3
 from aws_lambda_powertools import Logger, Tracer
@@ -213,7 +214,8 @@ def _caller() -> str:
 
 def _route(review_id: str, action: str) -> Response[str]:
     params = app.current_event.query_string_parameters or {}
-    return decide(review_id, action, params.get("exp"), params.get("sig"), _caller())
+    # The resolver matches the raw path; links percent-encode the id (ours are UUIDs anyway).
+    return decide(unquote(review_id), action, params.get("exp"), params.get("sig"), _caller())
 
 
 @app.get("/reviews/<review_id>/approve")

@@ -1,0 +1,151 @@
+"""The review-link handler on moto, called with API Gateway proxy events: pages, codes, no internals.
+
+The full journeys (approve/reject/expire/double click/tampering, through a real execution) are in
+tests/workflows/test_approval_gate.py; these cover the edges a workflow cannot reach.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+from unittest import mock
+from urllib.parse import parse_qsl, urlsplit
+
+import boto3
+import pytest
+
+from lambdas.api import review
+from lambdas.shared import env, signing
+from lambdas.shared.store import DynamoSessionStore
+from tests.workflows.gate_harness import api_gateway_event
+
+SECRET = "z" * 64
+KEY = SECRET.encode()
+BASE = "https://api.example.test/prod"
+
+
+class FakeContext:
+    function_name = "review-links"
+    function_version = "$LATEST"
+    memory_limit_in_mb = 256
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:review-links"
+    aws_request_id = "req-1"
+
+
+@pytest.fixture
+def links(table_name: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[DynamoSessionStore]:
+    secret = boto3.client("secretsmanager", region_name="us-east-1").create_secret(Name="sig", SecretString=SECRET)
+    monkeypatch.setenv("TABLE_NAME", table_name)
+    monkeypatch.setenv("REVIEW_SECRET_ARN", secret["ARN"])
+    env.reset()
+    yield DynamoSessionStore(table_name)
+    env.reset()
+
+
+def click(url: str) -> dict[str, Any]:
+    parts = urlsplit(url)
+    path = parts.path.removeprefix("/prod")
+    result: dict[str, Any] = review.handler(
+        api_gateway_event(path, dict(parse_qsl(parts.query, keep_blank_values=True))), FakeContext()
+    )
+    return result
+
+
+def pending(store: DynamoSessionStore, token: str = "token-1", lifetime: int = 600) -> tuple[str, int]:  # noqa: S107 - fake
+    created = store.put_review({"n": 1}, requested_by="admin", expires_in_seconds=lifetime, task_token=token)
+    return created.review_id, created.expires_at
+
+
+def test_every_answer_is_a_small_hardened_html_page(links: DynamoSessionStore) -> None:
+    response = click(f"{BASE}/reviews/x/approve")
+
+    assert response["statusCode"] == 403
+    headers = response.get("multiValueHeaders") or {k: [v] for k, v in response["headers"].items()}
+    assert headers["Content-Type"] == ["text/html; charset=utf-8"]
+    assert headers["Cache-Control"] == ["no-store"]
+    assert headers["Content-Security-Policy"] == ["default-src 'none'"]
+    assert headers["Referrer-Policy"] == ["no-referrer"]
+    assert response["body"].startswith("<!doctype html>")
+    assert "<script" not in response["body"]
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["", "?exp=&sig=", "?exp=12ab&sig=AAAA", "?exp=-5&sig=AAAA", "?exp=1%2E5&sig=AAAA", "?exp=99999999999999999&sig=A"],
+)
+def test_missing_or_malformed_link_parameters_are_invalid_links(links: DynamoSessionStore, query: str) -> None:
+    review_id, _ = pending(links)
+
+    response = click(f"{BASE}/reviews/{review_id}/approve{query}")
+
+    assert response["statusCode"] == 403
+    assert "Invalid link" in response["body"]
+    stored = links.get_review(review_id)
+    assert stored is not None
+    assert stored.status == "pending_review"
+
+
+def test_the_review_id_is_never_echoed_into_the_page(links: DynamoSessionStore) -> None:
+    evil = "<script>alert(1)</script>"
+    url = signing.review_link(BASE, evil, "approve", int(time.time()) + 60, KEY)
+
+    response = click(url)
+
+    assert response["statusCode"] == 404
+    assert "<script>" not in response["body"]
+
+
+def test_a_decision_the_workflow_no_longer_waits_for_is_410(links: DynamoSessionStore) -> None:
+    # Given a pending review whose task token no execution knows (the execution was stopped)
+    review_id, expires_at = pending(links, token="token-of-a-stopped-execution")
+
+    # When the reviewer approves
+    with mock.patch("lambdas.api.review.sfn") as client:
+        client.return_value.send_task_success.side_effect = boto3.client(
+            "stepfunctions", region_name="us-east-1"
+        ).exceptions.InvalidToken({"Error": {"Code": "InvalidToken", "Message": "Invalid token"}}, "SendTaskSuccess")
+        response = click(signing.review_link(BASE, review_id, "approve", expires_at, KEY))
+
+    # Then the page says so (the decision stays recorded for the audit trail)
+    assert response["statusCode"] == 410
+    assert "No longer waiting" in response["body"]
+    stored = links.get_review(review_id)
+    assert stored is not None
+    assert stored.status == "approved"
+
+
+def test_approve_sends_the_checkpointed_state_and_reject_the_review_id(links: DynamoSessionStore) -> None:
+    approve_id, approve_exp = pending(links, token="t-approve")
+    reject_id, reject_exp = pending(links, token="t-reject")
+
+    with mock.patch("lambdas.api.review.sfn") as client:
+        ok = click(signing.review_link(BASE, approve_id, "approve", approve_exp, KEY))
+        no = click(signing.review_link(BASE, reject_id, "reject", reject_exp, KEY))
+
+    assert ok["statusCode"] == 200
+    assert no["statusCode"] == 200
+    client.return_value.send_task_success.assert_called_once_with(taskToken="t-approve", output='{"n":1}')
+    client.return_value.send_task_failure.assert_called_once_with(
+        taskToken="t-reject", error="ReviewRejected", cause=reject_id
+    )
+
+
+def test_unexpected_errors_show_a_reference_not_internals(links: DynamoSessionStore) -> None:
+    review_id, expires_at = pending(links)
+
+    with mock.patch("lambdas.api.review.store") as broken:
+        broken.return_value.get_review.side_effect = RuntimeError("table arn:aws:dynamodb:... is on fire")
+        response = click(signing.review_link(BASE, review_id, "approve", expires_at, KEY))
+
+    assert response["statusCode"] == 500
+    assert "Reference:" in response["body"]
+    assert "fire" not in response["body"]
+    assert "arn:" not in response["body"]
+
+
+def test_other_paths_and_methods_are_html_404s(links: DynamoSessionStore) -> None:
+    response = click(f"{BASE}/reviews/abc/delete?exp=1&sig=x")
+
+    assert response["statusCode"] == 404
+    assert response["body"].startswith("<!doctype html>")
