@@ -294,12 +294,8 @@ class ApiStack(Stack):
             # policy (a ViaService grant), naming this stack's role in the Orchestration stack: a
             # cycle. The same permissions, on this side only:
             _grant_table(storage, self.review_function, write=True)
-            # (kms:Decrypt on the storage key that encrypts the secret comes with _grant_table.)
-            iam.Grant.add_to_principal(
-                grantee=self.review_function,
-                actions=["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
-                resource_arns=[orchestration.review_signing_secret.secret_arn],
-            )
+            # Principal-side only (no cycle), including kms:Decrypt on the secret's own key.
+            orchestration.approval_gate.grant_read_signing_secret(self.review_function)
             orchestration.export_state_machine.grant_task_response(self.review_function)
             review_api = apigw.LambdaIntegration(self.review_function, allow_test_invoke=False)
             review = api.root.add_resource("reviews").add_resource("{id}")
