@@ -1,0 +1,325 @@
+"""OrchestrationStack templates: state graphs, retries and catches, concurrency, logging, tracing, IAM, triggers."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aws_cdk import Duration
+from aws_cdk import aws_stepfunctions as sfn
+from aws_cdk.assertions import Match
+
+from constructs_lib.cleanup_workflow import CleanupWorkflow
+from constructs_lib.export_workflow import ExportWorkflow
+from constructs_lib.workflow_defaults import RetryPolicy
+from tests.support.synth import SynthesizedStage
+
+ROOT = Path(__file__).resolve().parents[2]
+HANDOFF_STATES = {
+    "ValidateSession",
+    "CheckSessionActive",
+    "CheckAgentAvailability",
+    "IsAgentAvailable",
+    "WaitForAgent",
+    "EscalateToManager",
+    "AssignAgent",
+    "UpdateDynamoDB",
+    "NotifyParties",
+    "TransferConversationContext",
+    "MonitorHandoff",
+    "HandoffComplete",
+    "ReassignAgent",
+    "HandoffFailed",
+    "NotifyCustomerHandoffFailed",
+    "HandoffAborted",
+    "HandoffCleanupFailed",
+}
+
+
+def _machines(stage: SynthesizedStage) -> dict[str, dict[str, Any]]:
+    """Each state machine's definition (tokens rendered as "<token>"), by logical-id prefix."""
+    resources = stage.templates["Orchestration"]["Resources"]
+    found: dict[str, dict[str, Any]] = {}
+    for lid, res in resources.items():
+        if res["Type"] != "AWS::StepFunctions::StateMachine":
+            continue
+        body = res["Properties"]["DefinitionString"]
+        if isinstance(body, dict):
+            separator, parts = body["Fn::Join"]
+            body = separator.join(_render(p) for p in parts)
+        found[re.sub(r"[0-9A-F]{8}$", "", lid)] = {"definition": json.loads(body), "resource": res}
+    return found
+
+
+def _render(part: Any) -> str:
+    if isinstance(part, str):
+        return part
+    return "aws" if part == {"Ref": "AWS::Partition"} else "<token>"
+
+
+def _states(definition: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every state of a definition, nested Parallel branches and Map processors included."""
+    states: dict[str, dict[str, Any]] = {}
+    for name, state in definition["States"].items():
+        states[name] = state
+        for branch in state.get("Branches", []):
+            states.update(_states(branch))
+        if "ItemProcessor" in state:
+            states.update(_states(state["ItemProcessor"]))
+    return states
+
+
+def _catches_to(state: dict[str, Any]) -> set[str]:
+    return {c["Next"] for c in state.get("Catch", [])}
+
+
+def test_handoff_has_exactly_the_issue_states_and_transitions(dev: SynthesizedStage) -> None:
+    definition = _machines(dev)["Handoff"]["definition"]
+    states = _states(definition)
+    assert set(definition["States"]) == HANDOFF_STATES
+    assert definition["StartAt"] == "ValidateSession"
+    assert states["ValidateSession"]["Resource"] == "arn:aws:states:::dynamodb:getItem"
+    assert states["ValidateSession"]["Parameters"]["Key"]["PK"] == {"S.$": "States.Format('SESSION#{}', $.session_id)"}
+    assert "<token>" in json.dumps(states["ValidateSession"]["Parameters"]["TableName"])  # from the ITable
+    assert states["CheckSessionActive"]["Default"] == "HandoffFailed"
+    assert states["IsAgentAvailable"]["Choices"][0]["Next"] == "AssignAgent"
+    assert states["IsAgentAvailable"]["Default"] == "WaitForAgent"
+    assert states["WaitForAgent"]["Resource"] == "arn:aws:states:::sqs:sendMessage.waitForTaskToken"
+    assert states["WaitForAgent"]["Catch"][0] == {
+        "ErrorEquals": ["States.Timeout", "States.HeartbeatTimeout"],
+        "ResultPath": "$.wait_error",
+        "Next": "EscalateToManager",
+    }
+    assert states["EscalateToManager"]["Next"] == "AssignAgent"
+    assert {"ErrorEquals": ["NoManagerAvailable"], "ResultPath": "$.error", "Next": "HandoffFailed"} in states[
+        "EscalateToManager"
+    ]["Catch"]
+    assert states["UpdateDynamoDB"]["Catch"][0]["ErrorEquals"] == ["ConditionalCheckFailed"]
+    assert [b["StartAt"] for b in states["NotifyParties"]["Branches"]] == ["NotifyCustomer", "NotifyAgent"]
+    assert states["NotifyCustomer"]["Resource"] == "arn:aws:states:::sqs:sendMessage"
+    assert states["NotifyCustomer"]["Parameters"]["MessageBody"]["event_type"] == "handoff_started"
+    assert states["MonitorHandoff"]["Resource"] == "arn:aws:states:::lambda:invoke.waitForTaskToken"
+    assert _catches_to(states["MonitorHandoff"]) == {"ReassignAgent", "HandoffFailed"}
+    assert states["MonitorHandoff"]["Next"] == "HandoffComplete"
+    assert states["ReassignAgent"]["Next"] == "CheckAgentAvailability"
+    assert states["HandoffFailed"]["Next"] == "NotifyCustomerHandoffFailed"
+    assert states["HandoffAborted"] == {"Type": "Fail", "Error": "HandoffFailed", "CausePath": "$.failure.reason"}
+
+
+def test_timeouts_come_from_the_stage_config(any_stage: SynthesizedStage) -> None:
+    config = any_stage.stage.config
+    machines = _machines(any_stage)
+    handoff = _states(machines["Handoff"]["definition"])
+    assert handoff["WaitForAgent"]["TimeoutSeconds"] == config.handoff_agent_wait_seconds
+    assert handoff["MonitorHandoff"]["TimeoutSeconds"] == config.handoff_idle_seconds
+    assert machines["Handoff"]["definition"]["TimeoutSeconds"] == config.workflow_timeout_minutes * 60
+    assert machines["Cleanup"]["definition"]["TimeoutSeconds"] == config.workflow_timeout_minutes * 60
+    export = _states(machines["Export"]["definition"])
+    assert export["WaitForExport"]["Seconds"] == config.export_poll_seconds
+    limit = [c for c in export["ExportFinished"]["Choices"] if c.get("Next") == "ExportTimedOut"]
+    assert limit[0]["NumericGreaterThanEquals"] == config.export_max_polls
+
+
+def test_every_task_retries_transient_errors_with_full_jitter_and_has_a_failure_path(
+    any_stage: SynthesizedStage,
+) -> None:
+    for name, machine in _machines(any_stage).items():
+        states = _states(machine["definition"])
+        top_level = set(machine["definition"]["States"])
+        parallel_or_map = {n for n, s in states.items() if s["Type"] in ("Parallel", "Map")}
+        for state_name, state in states.items():
+            if state["Type"] != "Task" or state_name == "ExportApprovalRequestReview":
+                continue  # the approval gate (another construct) has its own policy
+            retry = state.get("Retry", [])
+            assert any(
+                r.get("JitterStrategy") == "FULL"
+                and r["BackoffRate"] == 2
+                and "Lambda.ServiceException" in r["ErrorEquals"]
+                for r in retry
+            ), f"{name}.{state_name} lacks the transient retry"
+            in_nested = state_name not in top_level
+            assert state.get("Catch") or (in_nested and parallel_or_map), f"{name}.{state_name} has no Catch"
+        for nested in parallel_or_map:
+            assert states[nested].get("Catch") or nested == "CleanPage", f"{name}.{nested} has no Catch"
+
+
+def test_cleanup_queries_the_index_directly_and_maps_with_the_configured_concurrency(
+    any_stage: SynthesizedStage,
+) -> None:
+    states = _states(_machines(any_stage)["Cleanup"]["definition"])
+    assert states["QueryFirstPage"]["Resource"] == "arn:aws:states:::aws-sdk:dynamodb:query"
+    assert states["QueryFirstPage"]["Parameters"]["IndexName"] == "CleanupIndex"
+    assert states["QueryFirstPage"]["Parameters"]["KeyConditionExpression"] == "#shard = :shard AND #since < :cutoff"
+    assert states["QueryNextPage"]["Parameters"]["ExclusiveStartKey.$"] == "$.page.LastEvaluatedKey"
+    assert states["MorePages"]["Choices"][0] == {
+        "Variable": "$.page.LastEvaluatedKey",
+        "IsPresent": True,
+        "Next": "QueryNextPage",
+    }
+    assert states["CleanPage"]["MaxConcurrency"] == any_stage.stage.config.map_max_concurrency
+    assert states["SweepShards"]["MaxConcurrency"] == 1  # pages of one shard at a time: the bound holds overall
+    assert states["CleanSession"]["Catch"][0]["Next"] == "SessionCleanupFailed"
+
+
+def test_export_uses_native_export_with_kms_into_the_exports_prefix(dev: SynthesizedStage) -> None:
+    states = _states(_machines(dev)["Export"]["definition"])
+    start = states["StartExport"]
+    assert start["Resource"] == "arn:aws:states:::aws-sdk:dynamodb:exportTableToPointInTime"
+    assert start["Parameters"]["S3SseAlgorithm"] == "KMS"
+    assert start["Parameters"]["S3Prefix.$"] == "States.Format('exports/{}', $$.Execution.Name)"
+    assert states["DescribeExport"]["Resource"] == "arn:aws:states:::aws-sdk:dynamodb:describeExport"
+    assert states["ExportFailed"]["Type"] == "Fail"
+    assert "CausePath" in states["ExportFailed"]
+    # the approval gate comes first; rejection ends in its own Fail after telling the requester
+    assert _machines(dev)["Export"]["definition"]["StartAt"] == "ExportApprovalRequestReview"
+    assert states["NotifyRejected"]["Next"] == "ExportRejected"
+
+
+def test_logging_tracing_and_alarms_per_stage(any_stage: SynthesizedStage) -> None:
+    template = any_stage.template("Orchestration")
+    config = any_stage.stage.config
+    template.resource_properties_count_is(
+        "AWS::StepFunctions::StateMachine",
+        {
+            "StateMachineType": "STANDARD",
+            "TracingConfiguration": {"Enabled": True},
+            "LoggingConfiguration": Match.object_like(
+                {"Level": "ALL", "IncludeExecutionData": config.log_execution_data}
+            ),
+        },
+        3,
+    )
+    template.resource_properties_count_is(
+        "AWS::Logs::LogGroup",
+        {"RetentionInDays": config.log_retention_days, "KmsKeyId": Match.any_value()},
+        len(template.find_resources("AWS::Logs::LogGroup")),
+    )
+    for metric in ("ExecutionsFailed", "ExecutionsTimedOut"):
+        template.resource_properties_count_is(
+            "AWS::CloudWatch::Alarm", {"MetricName": metric, "Namespace": "AWS/States", "Threshold": 1}, 3
+        )
+
+
+def test_triggers_hourly_schedule_and_session_ended_rule_with_dlq_and_retries(any_stage: SynthesizedStage) -> None:
+    template = any_stage.template("Orchestration")
+    target = Match.object_like(
+        {
+            "DeadLetterConfig": Match.any_value(),
+            "RetryPolicy": {"MaximumRetryAttempts": 4, "MaximumEventAgeInSeconds": 7200},
+        }
+    )
+    template.has_resource_properties("AWS::Events::Rule", {"ScheduleExpression": "rate(1 hour)", "Targets": [target]})
+    template.has_resource_properties(
+        "AWS::Events::Rule",
+        {
+            "EventBusName": Match.any_value(),
+            "EventPattern": {
+                "source": ["mangaassist.sessions"],
+                "detail-type": ["SessionStatusChanged"],
+                "detail": {"new_status": ["disconnected"]},
+            },
+            "Targets": [target],
+        },
+    )
+
+
+def test_assignment_queue_is_encrypted_ssl_only_and_dead_lettered(any_stage: SynthesizedStage) -> None:
+    template = any_stage.template("Orchestration")
+    template.has_resource_properties(
+        "AWS::SQS::Queue",
+        {"KmsMasterKeyId": Match.any_value(), "RedrivePolicy": Match.object_like({"maxReceiveCount": 5})},
+    )
+    template.has_resource_properties(
+        "AWS::SQS::QueuePolicy",
+        {
+            "PolicyDocument": Match.object_like(
+                {
+                    "Statement": Match.array_with(
+                        [Match.object_like({"Effect": "Deny", "Condition": {"Bool": {"aws:SecureTransport": "false"}}})]
+                    )
+                }
+            )
+        },
+    )
+
+
+def test_roles_hold_no_wildcard_actions_and_the_index_query_is_scoped(any_stage: SynthesizedStage) -> None:
+    resources = any_stage.templates["Orchestration"]["Resources"]
+    for lid, res in resources.items():
+        if res["Type"] != "AWS::IAM::Policy":
+            continue
+        for statement in res["Properties"]["PolicyDocument"]["Statement"]:
+            actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+            assert "*" not in actions, lid
+            assert not any(a.endswith(":*") for a in actions), (lid, actions)
+            if actions == ["dynamodb:Query"]:  # the cleanup workflow's direct Query, not a table grant
+                assert json.dumps(statement["Resource"]).endswith('"/index/CleanupIndex"]]}'), lid
+
+
+def test_no_raw_asl_anywhere() -> None:
+    workflows = [*ROOT.joinpath("constructs_lib").glob("*_workflow.py"), ROOT / "stacks" / "orchestration_stack.py"]
+    for path in workflows:
+        text = path.read_text()
+        assert "DefinitionBody.from_string" not in text, path
+        assert "DefinitionBody.from_file" not in text, path
+        assert "definition_string" not in text, path
+    defaults = (ROOT / "constructs_lib" / "workflow_defaults.py").read_text()
+    assert "definition_body=sfn.DefinitionBody.from_chainable(definition)" in defaults
+
+
+def test_fails_on_both_existing_topic_and_topic_props() -> None:
+    from aws_cdk import App, Stack
+    from aws_cdk import aws_dynamodb as dynamodb
+    from aws_cdk import aws_kms as kms
+    from aws_cdk import aws_s3 as s3
+    from aws_cdk import aws_sns as sns
+
+    stack = Stack(App(), "T")
+    table = dynamodb.Table(stack, "T", partition_key=dynamodb.Attribute(name="PK", type=dynamodb.AttributeType.STRING))
+    key = kms.Key(stack, "K")
+    with pytest.raises(ValueError, match="existing_topic or topic_props"):
+        ExportWorkflow(
+            stack,
+            "E",
+            table=table,
+            bucket=s3.Bucket(stack, "B"),
+            encryption_key=key,
+            existing_topic=sns.Topic(stack, "Topic"),
+            topic_props={"display_name": "x"},
+        )
+    with pytest.raises(ValueError, match=r"max_concurrency must be 1\.\.40 \(given 0\)"):
+        CleanupWorkflow(
+            stack,
+            "C",
+            table=table,
+            index_name="I",
+            shard_attribute="s",
+            eligible_since_attribute="c",
+            plan=_fn(stack, "P"),
+            worker=_fn(stack, "W"),
+            tally=_fn(stack, "X"),
+            encryption_key=key,
+            max_concurrency=0,
+        )
+
+
+def test_fails_on_a_retry_policy_without_errors() -> None:
+    with pytest.raises(ValueError, match="at least one error"):
+        RetryPolicy(errors=())
+    assert RetryPolicy().interval.to_seconds() == Duration.seconds(1).to_seconds()
+    assert sfn.JitterType.FULL  # the policy's jitter
+
+
+def _fn(stack: Any, name: str) -> Any:
+    from aws_cdk import aws_lambda as lambda_
+
+    return lambda_.Function(
+        stack,
+        name,
+        runtime=lambda_.Runtime.PYTHON_3_12,
+        handler="x.h",
+        code=lambda_.Code.from_inline("def h(e, c): pass"),
+    )
