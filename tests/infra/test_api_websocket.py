@@ -318,3 +318,22 @@ def test_agent_route_gets_the_websocket_endpoint(any_stage: SynthesizedStage) ->
     api_id, _ = only(resources(template, "AWS::ApiGatewayV2::Api"))
     assert endpoint.startswith(f"https://<{api_id}>.execute-api.")
     assert endpoint.endswith(f"/{any_stage.stage.config.name}")
+
+
+@pytest.fixture(scope="module")
+def echo_stage() -> SynthesizedStage:
+    """dev without a model: the stage config chooses the echo responder."""
+    from stacks.config import with_overrides
+    from tests.support.synth import stage_config, synthesize
+
+    config = with_overrides(stage_config("dev"), name="echo", bedrock_model_id=None)
+    return synthesize(config)["echo"]
+
+
+@pytest.mark.slow
+def test_stage_without_a_model_has_no_bedrock_setting_or_permission(echo_stage: SynthesizedStage) -> None:
+    template = api(echo_stage)
+    variables = template["Resources"][function_id(template, "lambdas.ws.message.handler")]["Properties"]
+    assert "BEDROCK_MODEL_ID" not in variables["Environment"]["Variables"]
+    for statement in statements_of(template, "lambdas.ws.message.handler"):
+        assert not any(a.startswith("bedrock:") for a in actions(statement))

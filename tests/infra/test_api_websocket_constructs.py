@@ -189,3 +189,43 @@ def test_fails_invalid_workflow_props(overrides: dict[str, Any], message: str) -
             encryption_key=kms.Key(stack, "Key"),
             **overrides,
         )
+
+
+def _bedrock_resources(model_id: str) -> list[Any]:
+    from aws_cdk import aws_iam as iam
+
+    from stacks.api_stack import _grant_invoke_model
+
+    stack = Stack(App(), "Bedrock", env={"account": "123456789012", "region": "eu-west-1"})
+    role = iam.Role(stack, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
+    _grant_invoke_model(stack, role, model_id)
+    [policy] = Template.from_stack(stack).find_resources("AWS::IAM::Policy").values()
+    [statement] = policy["Properties"]["PolicyDocument"]["Statement"]
+    assert statement["Action"] == "bedrock:InvokeModel"
+    resource = statement["Resource"]
+    return resource if isinstance(resource, list) else [resource]
+
+
+def test_bedrock_grant_names_one_foundation_model() -> None:
+    assert _bedrock_resources("anthropic.claude-3-haiku-20240307-v1:0") == [
+        {
+            "Fn::Join": [
+                "",
+                [
+                    "arn:",
+                    {"Ref": "AWS::Partition"},
+                    ":bedrock:eu-west-1::foundation-model/anthropic.claude-3-haiku-20240307-v1:0",
+                ],
+            ]
+        }
+    ]
+
+
+def test_bedrock_grant_of_an_inference_profile_covers_the_profile_and_its_model() -> None:
+    resources = [str(r) for r in _bedrock_resources("eu.anthropic.claude-3-haiku-20240307-v1:0")]
+    assert any(
+        ":bedrock:eu-west-1:123456789012:inference-profile/eu.anthropic.claude-3-haiku-20240307-v1:0" in r
+        for r in resources
+    )
+    assert any(":bedrock:*::foundation-model/anthropic.claude-3-haiku-20240307-v1:0" in r for r in resources)
+    assert len(resources) == 2
