@@ -22,6 +22,7 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct, IValidation
 
 from constructs_lib.encryption_key import EncryptionKey
+from constructs_lib.nag_findings import acknowledge_policy, resource_finding
 from constructs_lib.shared_function import SharedFunction
 
 #: Error the review Lambda fails the task with when the reviewer rejects.
@@ -248,6 +249,16 @@ class HumanApprovalGate(sfn.StateMachineFragment):
         self.topic.grant_publish(fn)
         if not isinstance(link_base_url, str):
             link_base_url.grant_read(fn)
+        acknowledge_policy(
+            self.request_function.role,
+            {
+                "Action::kms:GenerateDataKey*": "CDK's KMS grants on the named keys of the table and the topic "
+                "(data keys to write a review and publish the e-mail); no resource wildcard.",
+                "Action::kms:ReEncrypt*": "Part of CDK's encrypt/decrypt grant on the table's one named key.",
+                resource_finding(self, table.table_arn, "/index/*", owner=table): "CDK's table read/write grant "
+                "names the table's own indexes; the request step only puts and gets one REVIEW# item.",
+            },
+        )
 
         payload: dict[str, Any] = {
             "task_token": sfn.JsonPath.task_token,

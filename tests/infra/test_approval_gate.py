@@ -350,3 +350,26 @@ def test_grant_decide_from_a_later_stack_creates_no_cycle() -> None:
     } <= granted
     assert {"dynamodb:GetItem", "dynamodb:UpdateItem"} <= granted
     assert "LinkRole" not in gate_template
+
+
+def test_the_gate_with_its_defaults_is_nag_clean(tmp_path: Any) -> None:
+    from aws_cdk import Stage, Validations
+    from cdk_nag import AwsSolutionsChecks
+
+    app = App(outdir=str(tmp_path))
+    stage = Stage(app, "NagGate")
+    Validations.of(stage).add_plugins(AwsSolutionsChecks(stage))
+    stack = Stack(stage, "Gate")
+    table = dynamodb.Table(
+        stack,
+        "Table",
+        partition_key=dynamodb.Attribute(name="PK", type=dynamodb.AttributeType.STRING),
+        point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+            point_in_time_recovery_enabled=True
+        ),
+    )
+    gate = _gate(stack, table, reviewer_email="a@b.cd").on_rejected(sfn.Fail(stack, "No"))
+    # a gate runs inside a caller's state machine; the caller's machine is not under test here
+    sfn.Chain.start(gate)
+
+    app.synth()  # raises on any unacknowledged AwsSolutions finding
