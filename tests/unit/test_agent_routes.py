@@ -1,0 +1,188 @@
+"""lambdas.api.agent: the agent routes, driven with API Gateway events, on moto."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from lambdas.api import agent as agent_api
+from lambdas.orchestration.handoff_ledger import HandoffLedger
+from lambdas.shared import env as lambda_env
+from lambdas.shared.records import Agent, AgentStatus, HandoffStatus, Role
+from lambdas.shared.store import DynamoSessionStore
+from tests.support.ddb import atomic_requests, create_sessions_table
+
+
+@pytest.fixture
+def store(monkeypatch: pytest.MonkeyPatch) -> Iterator[DynamoSessionStore]:
+    # The executor-backed Step Functions mock: SendTaskSuccess with a dead token fails as in AWS.
+    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}), atomic_requests():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        create_sessions_table(client, "agent-routes")
+        monkeypatch.setenv("TABLE_NAME", "agent-routes")
+        lambda_env.reset()
+        yield DynamoSessionStore("agent-routes", client=client)
+        lambda_env.reset()
+
+
+class _Context:
+    function_name = "agent-routes"
+    memory_limit_in_mb = 256
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:agent-routes"
+    aws_request_id = "req-1"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 30000
+
+
+def call(
+    action: str, session_id: str, body: Any, *, sub: str | None = "agent-1", role: str = "agent"
+) -> tuple[int, Any]:
+    """POST /handoffs/{session_id}/<action> as API Gateway sends it, with the authorizer's context."""
+    authorizer = {"role": role, **({"sub": sub, "principalId": sub} if sub else {})}
+    path = f"/handoffs/{session_id}/{action}"
+    event = {
+        "resource": f"/handoffs/{{session_id}}/{action}",
+        "path": path,
+        "httpMethod": "POST",
+        "headers": {"Content-Type": "application/json"},
+        "multiValueHeaders": {"Content-Type": ["application/json"]},
+        "queryStringParameters": None,
+        "multiValueQueryStringParameters": None,
+        "pathParameters": {"session_id": session_id},
+        "stageVariables": None,
+        "requestContext": {
+            "resourcePath": f"/handoffs/{{session_id}}/{action}",
+            "httpMethod": "POST",
+            "path": f"/prod{path}",
+            "accountId": "123456789012",
+            "stage": "prod",
+            "requestId": str(uuid.uuid4()),
+            "identity": {"sourceIp": "203.0.113.9"},
+            "authorizer": authorizer,
+        },
+        "body": body if isinstance(body, str) else json.dumps(body),
+        "isBase64Encoded": False,
+    }
+    response = agent_api.handler(event, _Context())
+    return int(response["statusCode"]), json.loads(response["body"])
+
+
+DEAD_TOKEN = "dead-token"  # a task token no execution waits on
+
+
+def _queued(store: DynamoSessionStore) -> str:
+    session = store.create_session("customer-1")
+    HandoffLedger(store).queue(
+        session.session_id,
+        handoff_id="h-1",
+        reason="billing",
+        priority="normal",
+        execution_arn=None,
+        task_token=DEAD_TOKEN,
+    )
+    return session.session_id
+
+
+@pytest.mark.parametrize("action", ["accept", "messages"])
+def test_refuses_callers_that_are_not_agents(store: DynamoSessionStore, action: str) -> None:
+    assert call(action, "s-1", {"text": "hi"}, role="customer")[0] == 403
+    assert call(action, "s-1", {"text": "hi"}, role="admin")[0] == 403
+    assert call(action, "s-1", {"text": "hi"}, sub=None)[0] == 403
+
+
+def test_accept_without_a_handoff_is_404(store: DynamoSessionStore) -> None:
+    status, body = call("accept", "no-such-session", {})
+    assert status == 404
+    assert body["error"]["code"] == "NotFound"
+
+
+def test_accept_of_an_expired_request_releases_the_agent_again(store: DynamoSessionStore) -> None:
+    # Given a queued handoff whose waiting task is gone (its token is dead) and an available agent
+    session_id = _queued(store)
+    store.put_agent(Agent(agent_id="agent-1", skills=("billing",)))
+
+    status, body = call("accept", session_id, {})
+
+    # Then 409, and the agent is available again (reserved, then released)
+    assert status == 409
+    assert "expired" in body["error"]["message"]
+    agent = store.get_agent("agent-1")
+    assert agent is not None
+    assert agent.status == AgentStatus.AVAILABLE
+
+
+def test_accept_by_a_busy_agent_is_409_and_leaves_the_request_waiting(store: DynamoSessionStore) -> None:
+    session_id = _queued(store)
+    store.put_agent(Agent(agent_id="agent-1", skills=("billing",)))
+    store.reserve_agent("agent-1", "another-session")
+
+    status, _ = call("accept", session_id, {})
+
+    assert status == 409
+    assert HandoffLedger(store).waiting_for(session_id, "h-1") == "agent"
+
+
+def test_accept_of_an_assigned_handoff_is_409(store: DynamoSessionStore) -> None:
+    session = store.create_session("customer-1")
+    store.put_handoff(session.session_id, reason="billing", handoff_id="h-1", status=HandoffStatus.ASSIGNED)
+    assert call("accept", session.session_id, {})[0] == 409
+
+
+def _handed_over(store: DynamoSessionStore, agent_id: str = "agent-1") -> str:
+    session = store.create_session("customer-1")
+    store.put_connection(
+        "conn-1",
+        session_id=session.session_id,
+        customer_id="customer-1",
+        domain_name="abc123.execute-api.us-east-1.amazonaws.com",
+        stage="prod",
+    )
+    store.set_connection(session.session_id, "conn-1")
+    HandoffLedger(store).begin(
+        session.session_id,
+        handoff_id="h-1",
+        agent_id=agent_id,
+        reason="billing",
+        priority="normal",
+        execution_arn=None,
+        system_text="handed over",
+    )
+    return session.session_id
+
+
+def test_message_from_the_assigned_agent_is_stored_pushed_and_completes_the_wait(store: DynamoSessionStore) -> None:
+    # Given a session handed to agent-1 whose MonitorHandoff token is stored (dead: the call is tolerated)
+    session_id = _handed_over(store)
+    HandoffLedger(store).await_callback(session_id, "h-1", "reply", "dead-token")
+
+    status, body = call("messages", session_id, {"text": "Hi, this is Ana."})
+
+    assert status == 201
+    assert body["turn_number"] == 2
+    assert body["delivered"] is True
+    last = store.list_turns(session_id).items[-1]
+    assert (last.role, last.content) == (Role.AGENT, "Hi, this is Ana.")
+    assert HandoffLedger(store).waiting_for(session_id, "h-1") is None  # the token was taken
+
+
+def test_message_from_another_agent_is_403_and_stores_nothing(store: DynamoSessionStore) -> None:
+    session_id = _handed_over(store)
+    assert call("messages", session_id, {"text": "sneaky"}, sub="agent-2")[0] == 403
+    assert len(store.list_turns(session_id).items) == 1
+
+
+@pytest.mark.parametrize(
+    "body", ['{"text": ""}', "not json", '{"text": "hi", "agent_id": "x"}', json.dumps({"text": "x" * 4001})]
+)
+def test_malformed_message_bodies_are_400(store: DynamoSessionStore, body: str) -> None:
+    session_id = _handed_over(store)
+    status, answer = call("messages", session_id, body)
+    assert status == 400
+    assert answer["error"]["code"] == "ValidationError"

@@ -1,0 +1,207 @@
+"""HandoffLedger (the handoff transaction, callback tokens) and the agent reservation race, on moto."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from lambdas.orchestration import handoff as handoff_steps
+from lambdas.orchestration.handoff_ledger import HandoffConflict, HandoffLedger, SessionNotActive
+from lambdas.shared import env as lambda_env
+from lambdas.shared.records import Agent, HandoffStatus, Role, SessionStatus
+from lambdas.shared.store import DynamoSessionStore
+
+
+@pytest.fixture
+def ledger(store: DynamoSessionStore, clock: Callable[[], float]) -> HandoffLedger:
+    return HandoffLedger(store, clock=clock)
+
+
+def _begin(ledger: HandoffLedger, session_id: str, handoff_id: str = "h-1", agent_id: str = "a-1") -> Any:
+    return ledger.begin(
+        session_id,
+        handoff_id=handoff_id,
+        agent_id=agent_id,
+        reason="billing",
+        priority="normal",
+        execution_arn="arn:exec",
+        system_text="handed over",
+    )
+
+
+def test_begin_writes_session_handoff_and_system_turn_in_one_transaction(
+    store: DynamoSessionStore, ledger: HandoffLedger
+) -> None:
+    # Given an active session with two turns
+    session = store.create_session("c-1")
+    store.add_turn(session.session_id, Role.USER, "one")
+    store.add_turn(session.session_id, Role.ASSISTANT, "two")
+
+    begun = _begin(ledger, session.session_id)
+
+    assert begun.turn_number == 3
+    moved = store.get_session(session.session_id)
+    assert moved is not None
+    assert moved.status == SessionStatus.HANDOFF
+    assert moved.turn_count == 3
+    handoff = store.get_handoff(session.session_id, "h-1")
+    assert handoff is not None
+    assert (handoff.status, handoff.agent_id, handoff.execution_arn) == (HandoffStatus.ASSIGNED, "a-1", "arn:exec")
+    assert [(t.turn_number, t.role, t.content) for t in store.list_turns(session.session_id).items][-1] == (
+        3,
+        Role.SYSTEM,
+        "handed over",
+    )
+    # and the turn counter stays exact: the next turn is 4
+    assert store.add_turn(session.session_id, Role.AGENT, "hi").turn_number == 4
+
+
+def test_begin_rereads_when_a_concurrent_turn_moves_the_counter(
+    store: DynamoSessionStore, ledger: HandoffLedger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a session where a customer turn lands between the ledger's read and its transaction
+    session = store.create_session("c-1")
+    store.add_turn(session.session_id, Role.USER, "one")
+    original = store.get_session
+    calls = {"n": 0}
+
+    def read_then_race(session_id: str, *, consistent: bool = True) -> Any:
+        found = original(session_id, consistent=consistent)
+        calls["n"] += 1
+        if calls["n"] == 1:
+            store.add_turn(session_id, Role.USER, "concurrent")
+        return found
+
+    monkeypatch.setattr(store, "get_session", read_then_race)
+
+    begun = _begin(ledger, session.session_id)
+
+    # Then the transaction was cancelled once, re-read, and took the next free number
+    assert calls["n"] == 2
+    assert begun.turn_number == 3
+    numbers = [(t.turn_number, t.content) for t in store.list_turns(session.session_id).items]
+    assert numbers == [(1, "one"), (2, "concurrent"), (3, "handed over")]
+
+
+def test_begin_refuses_a_session_that_is_not_active_and_writes_nothing(
+    store: DynamoSessionStore, ledger: HandoffLedger
+) -> None:
+    session = store.create_session("c-1")
+    store.update_status(session.session_id, SessionStatus.DISCONNECTED)
+
+    with pytest.raises(SessionNotActive, match="disconnected"):
+        _begin(ledger, session.session_id)
+    with pytest.raises(SessionNotActive, match="missing"):
+        _begin(ledger, "no-such-session")
+    assert store.latest_handoff(session.session_id) is None
+    assert store.list_turns(session.session_id).items == []
+
+
+def test_begin_retried_after_success_does_not_write_again(store: DynamoSessionStore, ledger: HandoffLedger) -> None:
+    session = store.create_session("c-1")
+    _begin(ledger, session.session_id)
+
+    again = _begin(ledger, session.session_id)
+
+    assert again.turn_number is None
+    assert len(store.list_turns(session.session_id).items) == 1
+
+
+def test_begin_refuses_a_failed_handoff_record(store: DynamoSessionStore, ledger: HandoffLedger) -> None:
+    session = store.create_session("c-1")
+    store.put_handoff(session.session_id, reason="billing", handoff_id="h-1", status=HandoffStatus.FAILED)
+
+    with pytest.raises(HandoffConflict):
+        _begin(ledger, session.session_id)
+    still = store.get_session(session.session_id)
+    assert still is not None
+    assert still.status == SessionStatus.ACTIVE
+
+
+def test_begin_assigns_a_queued_handoff_and_keeps_its_creation_time(
+    store: DynamoSessionStore, ledger: HandoffLedger
+) -> None:
+    session = store.create_session("c-1")
+    queued = ledger.queue(
+        session.session_id, handoff_id="h-1", reason="billing", priority="high", execution_arn=None, task_token="tok"
+    )
+    assert queued.status == HandoffStatus.QUEUED
+    assert ledger.waiting_for(session.session_id, "h-1") == "agent"
+
+    _begin(ledger, session.session_id)
+
+    handoff = store.get_handoff(session.session_id, "h-1")
+    assert handoff is not None
+    assert handoff.status == HandoffStatus.ASSIGNED
+    assert handoff.created_at == queued.created_at
+    assert ledger.waiting_for(session.session_id, "h-1") is None  # the put replaced the token
+
+
+def test_a_callback_token_is_taken_exactly_once_even_concurrently(
+    store: DynamoSessionStore, ledger: HandoffLedger
+) -> None:
+    session = store.create_session("c-1")
+    store.put_handoff(session.session_id, reason="billing", handoff_id="h-1")
+    ledger.await_callback(session.session_id, "h-1", "reply", "token-1")
+
+    assert ledger.claim_callback(session.session_id, "h-1", "agent") is None  # waits for something else
+    results: list[str | None] = []
+    threads = [
+        threading.Thread(target=lambda: results.append(ledger.claim_callback(session.session_id, "h-1", "reply")))
+        for _ in range(8)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+    assert results.count("token-1") == 1
+    assert results.count(None) == 7
+
+
+def test_requeue_drops_the_agent_and_any_token(store: DynamoSessionStore, ledger: HandoffLedger) -> None:
+    session = store.create_session("c-1")
+    _begin(ledger, session.session_id)
+    ledger.await_callback(session.session_id, "h-1", "reply", "token-1")
+
+    ledger.requeue(session.session_id, "h-1")
+
+    handoff = store.get_handoff(session.session_id, "h-1")
+    assert handoff is not None
+    assert (handoff.status, handoff.agent_id) == (HandoffStatus.QUEUED, None)
+    assert ledger.claim_callback(session.session_id, "h-1", "reply") is None
+
+
+@pytest.fixture
+def steps_env(table_name: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("TABLE_NAME", table_name)
+    lambda_env.reset()
+    yield
+    lambda_env.reset()
+
+
+def test_concurrent_reservations_never_share_an_agent(store: DynamoSessionStore, steps_env: None) -> None:
+    # Given three available agents and ten handoffs asking at once
+    for n in range(3):
+        store.put_agent(Agent(agent_id=f"agent-{n}", skills=("billing",)))
+    winners: list[str | None] = []
+    lock = threading.Lock()
+
+    def ask(n: int) -> None:
+        agent_id = handoff_steps._reserve_first("billing", f"session-{n}")
+        with lock:
+            winners.append(agent_id)
+
+    threads = [threading.Thread(target=ask, args=(n,)) for n in range(10)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+    # Then each agent went to exactly one handoff
+    taken = [w for w in winners if w is not None]
+    assert sorted(taken) == ["agent-0", "agent-1", "agent-2"]
+    assert winners.count(None) == 7
