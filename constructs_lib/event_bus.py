@@ -30,7 +30,9 @@ class SecureEventBus(Construct):
         dead_letter_queue_encryption_key: customer key of a new target DLQ. Defaults to
             ``encryption_key``.
         event_bus_name: defaults to a name CloudFormation generates.
-        archive_retention: how long archived events can be replayed. Defaults to 30 days.
+        archive_retention: how long archived events can be replayed. Defaults to 30 days. The
+            archive is encrypted with an AWS owned key: with ``encryption_key`` CDK would add a
+            key-policy statement naming the bus, whose own encryption names the key (a cycle).
         archive_pattern: which events are archived. Defaults to every event on the bus that
             comes from this account.
         target_retry_attempts: retries of a failed delivery to a target, 0..185. Defaults to 8.

@@ -1,0 +1,439 @@
+"""EventsStack templates (dev and prod): stream mapping, async failure paths, fan-out filters, rules,
+archive, encryption, grants; the template's SNS filter policies exercised on moto's delivery; and
+the constructs' fail-fast validation."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import boto3
+import pytest
+from aws_cdk import App, Duration, Stack
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_s3 as s3
+from aws_cdk.assertions import Match, Template
+from moto import mock_aws
+
+from constructs_lib import FanoutTopic, S3DeliveryStream, SecureEventBus, SecureQueue, StreamConsumer
+from lambdas.events import routing
+from lambdas.events.delivery import Backoff, Entry, TopicWriter
+from lambdas.shared.records import Handoff, HandoffStatus
+from stacks.events_stack import ROUTED_SORT_KEYS
+from tests.support.streams import StreamRecords
+from tests.support.synth import SynthesizedStage
+
+
+def resources(stage: SynthesizedStage, type_: str) -> dict[str, dict[str, Any]]:
+    return {k: v for k, v in stage.templates["Events"]["Resources"].items() if v["Type"] == type_}
+
+
+def only(stage: SynthesizedStage, type_: str, id_part: str) -> tuple[str, dict[str, Any]]:
+    (found,) = [(k, v) for k, v in resources(stage, type_).items() if id_part in k]
+    return found
+
+
+def function_id(stage: SynthesizedStage, name: str) -> str:
+    return only(stage, "AWS::Lambda::Function", name)[0]
+
+
+# -- stream router mapping --------------------------------------------------------------------
+
+
+def test_stream_mapping_is_bounded_partial_bisecting_and_filtered(any_stage: SynthesizedStage) -> None:
+    config = any_stage.stage.config
+    _, mapping = only(any_stage, "AWS::Lambda::EventSourceMapping", "StreamRouter")
+    props = mapping["Properties"]
+    assert props["BatchSize"] == config.stream_batch_size
+    assert props["MaximumBatchingWindowInSeconds"] == config.stream_batching_window_seconds
+    assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert props["BisectBatchOnFunctionError"] is True
+    assert props["MaximumRetryAttempts"] == config.stream_max_retries
+    assert props["MaximumRecordAgeInSeconds"] == config.stream_max_record_age_seconds < 86400
+    assert props["StartingPosition"] == "TRIM_HORIZON"
+    (dlq_id,) = [props["DestinationConfig"]["OnFailure"]["Destination"]["Fn::GetAtt"][0]]
+    assert "KmsMasterKeyId" in resources(any_stage, "AWS::SQS::Queue")[dlq_id]["Properties"]
+    (criteria,) = props["FilterCriteria"]["Filters"]
+    assert json.loads(criteria["Pattern"]) == {"dynamodb": {"Keys": {"SK": {"S": ROUTED_SORT_KEYS}}}}
+
+
+def test_router_reaches_every_target_through_grants(dev: SynthesizedStage) -> None:
+    router_role = dev.templates["Events"]["Resources"][function_id(dev, "StreamRouter")]["Properties"]["Role"]
+    (policy,) = [
+        p["Properties"]
+        for logical_id, p in resources(dev, "AWS::IAM::Policy").items()
+        if p["Properties"]["Roles"] == [{"Ref": router_role["Fn::GetAtt"][0]}] and "DefaultPolicy" in logical_id
+    ]
+    by_action: dict[str, Any] = {}
+    for statement in policy["PolicyDocument"]["Statement"]:
+        actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+        for action in actions:
+            by_action[action] = statement["Resource"]
+    stream_id, _ = only(dev, "AWS::KinesisFirehose::DeliveryStream", "AnalyticsDeliveryStream")
+    bus_id, _ = only(dev, "AWS::Events::EventBus", "SessionEvents")
+    topic_id, _ = only(dev, "AWS::SNS::Topic", "HandoffTopic")
+    assert by_action["firehose:PutRecordBatch"] == {"Fn::GetAtt": [stream_id, "Arn"]}
+    assert by_action["events:PutEvents"] == {"Fn::GetAtt": [bus_id, "Arn"]}
+    assert by_action["sns:Publish"] == {"Ref": topic_id}
+    assert {"Fn::GetAtt": [function_id(dev, "SummaryGenerator"), "Arn"]} in by_action["lambda:InvokeFunction"]
+    audit_objects = by_action["s3:PutObject"]["Fn::Join"][1]
+    assert audit_objects[-1] == "/audit/*"
+    # Nothing broader: no wildcard resource except ListStreams (no resource-level permission)
+    assert [a for a, r in by_action.items() if r == "*"] == ["dynamodb:ListStreams"]
+
+
+def test_summary_generator_may_invoke_only_the_configured_model(dev: SynthesizedStage) -> None:
+    model = dev.stage.config.bedrock_model_id
+    assert model is not None
+    dev.template("Events").has_resource_properties(
+        "AWS::IAM::Policy",
+        {
+            "PolicyDocument": {
+                "Statement": Match.array_with(
+                    [
+                        {
+                            "Action": "bedrock:InvokeModel",
+                            "Effect": "Allow",
+                            "Resource": {
+                                "Fn::Join": [
+                                    "",
+                                    [
+                                        "arn:",
+                                        {"Ref": "AWS::Partition"},
+                                        ":bedrock:",
+                                        {"Ref": "AWS::Region"},
+                                        f"::foundation-model/{model}",
+                                    ],
+                                ]
+                            },
+                        }
+                    ]
+                )
+            }
+        },
+    )
+
+
+# -- asynchronous paths have DLQs -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["SummaryGenerator", "SessionMetrics"])
+def test_async_invoked_functions_have_an_on_failure_queue(any_stage: SynthesizedStage, name: str) -> None:
+    fn = function_id(any_stage, name)
+    (config,) = [
+        c["Properties"]
+        for c in resources(any_stage, "AWS::Lambda::EventInvokeConfig").values()
+        if c["Properties"]["FunctionName"] == {"Ref": fn}
+    ]
+    assert config["MaximumRetryAttempts"] == 2
+    destination = config["DestinationConfig"]["OnFailure"]["Destination"]["Fn::GetAtt"][0]
+    assert destination in resources(any_stage, "AWS::SQS::Queue")
+
+
+def test_every_queue_is_encrypted_ssl_only_and_work_queues_redrive_after_3(any_stage: SynthesizedStage) -> None:
+    queues = resources(any_stage, "AWS::SQS::Queue")
+    ssl_only = {
+        ref["Ref"]
+        for policy in resources(any_stage, "AWS::SQS::QueuePolicy").values()
+        if any(
+            s.get("Condition", {}).get("Bool", {}).get("aws:SecureTransport") == "false"
+            for s in policy["Properties"]["PolicyDocument"]["Statement"]
+        )
+        for ref in policy["Properties"]["Queues"]
+    }
+    assert set(queues) <= ssl_only
+    for logical_id, queue in queues.items():
+        assert "KmsMasterKeyId" in queue["Properties"], logical_id
+        redrive = queue["Properties"].get("RedrivePolicy")
+        if redrive is not None:
+            assert redrive["maxReceiveCount"] == 3, logical_id
+    work = [q for q in queues if "DeadLetterQueue" not in q]
+    assert work
+    assert all("RedrivePolicy" in queues[q]["Properties"] for q in work)
+
+
+def test_queue_visibility_is_at_least_six_times_the_consumer_timeout(any_stage: SynthesizedStage) -> None:
+    functions = resources(any_stage, "AWS::Lambda::Function")
+    queues = resources(any_stage, "AWS::SQS::Queue")
+    mappings = [
+        m["Properties"]
+        for m in resources(any_stage, "AWS::Lambda::EventSourceMapping").values()
+        if "StartingPosition" not in m["Properties"]
+    ]
+    assert len(mappings) == 2  # dashboard and escalation; the customer notifier is in ApiStack
+    for mapping in mappings:
+        queue = queues[mapping["EventSourceArn"]["Fn::GetAtt"][0]]["Properties"]
+        timeout = functions[mapping["FunctionName"]["Ref"]]["Properties"]["Timeout"]
+        assert queue["VisibilityTimeout"] >= 6 * timeout
+    _, customer = only(any_stage, "AWS::SQS::Queue", "CustomerNotificationQueue6")
+    assert (
+        customer["Properties"]["VisibilityTimeout"] >= 6 * any_stage.stage.events.customer_notifier_timeout.to_seconds()
+    )
+
+
+# -- fan-out ----------------------------------------------------------------------------------
+
+
+def handoff_subscriptions(stage: SynthesizedStage) -> dict[str, dict[str, Any]]:
+    """Subscriptions of the handoff topic by the queue they feed (queue construct id)."""
+    topic_id, _ = only(stage, "AWS::SNS::Topic", "HandoffTopic")
+    found = {}
+    for sub in resources(stage, "AWS::SNS::Subscription").values():
+        props = sub["Properties"]
+        if props["TopicArn"] == {"Ref": topic_id}:
+            queue = props["Endpoint"]["Fn::GetAtt"][0]
+            found[queue] = props
+    return found
+
+
+def test_filter_policies_are_the_seeds_table(any_stage: SynthesizedStage) -> None:
+    subs = {
+        next(name for name in ("AgentDashboard", "CustomerNotification", "Escalation") if name in queue): props
+        for queue, props in handoff_subscriptions(any_stage).items()
+    }
+    assert subs["AgentDashboard"]["FilterPolicy"] == {"agent_id": [{"exists": True}]}
+    assert "FilterPolicy" not in subs["CustomerNotification"]
+    assert subs["CustomerNotification"]["RawMessageDelivery"] is True
+    assert subs["Escalation"]["FilterPolicy"] == {"reason": ["escalated"]}
+    assert all("RedrivePolicy" in s for s in subs.values())
+
+
+def test_topics_are_encrypted_and_ssl_only(any_stage: SynthesizedStage) -> None:
+    topics = resources(any_stage, "AWS::SNS::Topic")
+    assert len(topics) == 2  # handoffs, managers
+    assert all("KmsMasterKeyId" in t["Properties"] for t in topics.values())
+    secured = {
+        ref["Ref"]
+        for p in resources(any_stage, "AWS::SNS::TopicPolicy").values()
+        if any(
+            s.get("Condition", {}).get("Bool", {}).get("aws:SecureTransport") == "false"
+            for s in p["Properties"]["PolicyDocument"]["Statement"]
+        )
+        for ref in p["Properties"]["Topics"]
+    }
+    assert set(topics) <= secured
+
+
+def _stream_handoff(records: StreamRecords, *, reason: str, agent_id: str | None, assigned: bool) -> dict[str, Any]:
+    def item(agent: str | None) -> dict[str, Any]:
+        return Handoff(
+            "s-1", f"h-{reason}-{agent_id}", reason, "normal", HandoffStatus.REQUESTED, 1, 1, 2, agent
+        ).to_item()
+
+    record = records.modify(item(None), item(agent_id)) if assigned else records.insert(item(agent_id))
+    from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
+
+    actions = routing.classify(DynamoDBRecord(record), summary_interval=10, bus_name="bus")
+    assert actions.handoff is not None
+    return actions.handoff
+
+
+def test_the_templates_filter_policies_route_the_routers_messages_on_moto(dev: SynthesizedStage) -> None:
+    # Given the handoff topic and its three queues on moto, subscribed with the template's policies
+    subscriptions = handoff_subscriptions(dev)
+    with mock_aws():
+        sns = boto3.client("sns", region_name="us-east-1")
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        topic = sns.create_topic(Name="handoffs")["TopicArn"]
+        urls = {}
+        for queue_id, props in subscriptions.items():
+            name = next(n for n in ("AgentDashboard", "CustomerNotification", "Escalation") if n in queue_id)
+            urls[name] = sqs.create_queue(QueueName=name)["QueueUrl"]
+            arn = sqs.get_queue_attributes(QueueUrl=urls[name], AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+            attributes = {"RawMessageDelivery": str(props.get("RawMessageDelivery", False)).lower()}
+            if "FilterPolicy" in props:
+                attributes["FilterPolicy"] = json.dumps(props["FilterPolicy"])
+            sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=arn, Attributes=attributes)
+        # When the router publishes four handoff messages built from stream records
+        records = StreamRecords()
+        messages = {
+            "plain": _stream_handoff(records, reason="customer_request", agent_id=None, assigned=False),
+            "escalated": _stream_handoff(records, reason="escalated", agent_id=None, assigned=False),
+            "assigned": _stream_handoff(records, reason="billing", agent_id="a-1", assigned=True),
+            "escalated-assigned": _stream_handoff(records, reason="escalated", agent_id="a-2", assigned=True),
+        }
+        writer = TopicWriter(sns, topic, Backoff(sleep=lambda _: None))
+        assert writer.write([Entry(name, message, 0) for name, message in messages.items()]) == set()
+
+        def received(queue: str) -> set[str]:
+            got = sqs.receive_message(QueueUrl=urls[queue], MaxNumberOfMessages=10)["Messages"]
+            return {json.loads(m["Body"])["handoff_id"] for m in got}
+
+        def ids(*names: str) -> set[str]:
+            return {json.loads(messages[n]["Message"])["handoff_id"] for n in names}
+
+        # Then each queue got exactly what the seed's table says
+        assert received("CustomerNotification") == ids("plain", "escalated", "assigned", "escalated-assigned")
+        assert received("AgentDashboard") == ids("assigned", "escalated-assigned")
+        assert received("Escalation") == ids("escalated", "escalated-assigned")
+
+
+# -- bus --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("rule", "status"), [("SessionStartedRule", "active"), ("SessionHandoffRule", "handoff")])
+def test_rules_match_the_status_and_deliver_with_dlq_and_retries(
+    any_stage: SynthesizedStage, rule: str, status: str
+) -> None:
+    _, resource = only(any_stage, "AWS::Events::Rule", rule)
+    props = resource["Properties"]
+    assert props["EventPattern"] == {
+        "source": ["mangaassist.sessions"],
+        "detail-type": ["SessionStatusChanged"],
+        "detail": {"new_status": [status]},
+    }
+    (target,) = props["Targets"]
+    assert target["RetryPolicy"] == {"MaximumRetryAttempts": 8, "MaximumEventAgeInSeconds": 7200}
+    assert "DeadLetterConfig" in target
+    bus_id, _ = only(any_stage, "AWS::Events::EventBus", "SessionEvents")
+    assert props["EventBusName"] == {"Ref": bus_id}
+
+
+def test_no_session_ended_rule_here_the_cleanup_stack_owns_it(any_stage: SynthesizedStage) -> None:
+    patterns = [r["Properties"]["EventPattern"] for r in resources(any_stage, "AWS::Events::Rule").values()]
+    assert all(p.get("detail", {}).get("new_status") != ["disconnected"] for p in patterns)
+
+
+def test_bus_is_encrypted_archived_and_only_this_account_puts(any_stage: SynthesizedStage) -> None:
+    _, bus = only(any_stage, "AWS::Events::EventBus", "SessionEvents")
+    assert bus["Properties"]["Name"] == f"MangaAssist-{any_stage.stage.config.name}-sessions"
+    assert "KmsKeyIdentifier" in bus["Properties"]
+    _, archive = only(any_stage, "AWS::Events::Archive", "Archive")
+    assert archive["Properties"]["RetentionDays"] == any_stage.stage.config.event_archive_retention_days
+    assert archive["Properties"]["EventPattern"] == {"account": [{"Ref": "AWS::AccountId"}]}
+    (policy,) = resources(any_stage, "AWS::Events::EventBusPolicy").values()
+    statement = policy["Properties"]["Statement"]
+    assert statement["Principal"]["AWS"]["Fn::Join"][1][-1] == ":root"
+    assert {"Ref": "AWS::AccountId"} in statement["Principal"]["AWS"]["Fn::Join"][1]
+
+
+# -- analytics --------------------------------------------------------------------------------
+
+
+def test_analytics_stream_is_gzip_date_partitioned_encrypted_and_buffered_from_config(
+    any_stage: SynthesizedStage,
+) -> None:
+    config = any_stage.stage.config
+    _, stream = only(any_stage, "AWS::KinesisFirehose::DeliveryStream", "AnalyticsDeliveryStream")
+    props = stream["Properties"]
+    assert props["DeliveryStreamEncryptionConfigurationInput"]["KeyType"] == "CUSTOMER_MANAGED_CMK"
+    s3_config = props["ExtendedS3DestinationConfiguration"]
+    assert s3_config["CompressionFormat"] == "GZIP"
+    assert s3_config["Prefix"] == "sessions/year=!{timestamp:yyyy}/month=!{timestamp:MM}/day=!{timestamp:dd}/"
+    assert s3_config["ErrorOutputPrefix"].startswith("errors/!{firehose:error-output-type}/year=")
+    assert s3_config["BufferingHints"] == {
+        "IntervalInSeconds": config.firehose_buffer_seconds,
+        "SizeInMBs": config.firehose_buffer_mb,
+    }
+    assert "KMSEncryptionConfig" in s3_config["EncryptionConfiguration"]
+    assert s3_config["CloudWatchLoggingOptions"]["Enabled"] is True
+
+
+# -- constructs fail fast ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def stack() -> Stack:
+    return Stack(App(), "Probe")
+
+
+def _table(stack: Stack) -> dynamodb.Table:
+    return dynamodb.Table(
+        stack,
+        "T",
+        partition_key=dynamodb.Attribute(name="PK", type=dynamodb.AttributeType.STRING),
+        stream=dynamodb.StreamViewType.NEW_AND_OLD_IMAGES,
+    )
+
+
+def _fn(stack: Stack) -> lambda_.Function:
+    return lambda_.Function(
+        stack, "F", runtime=lambda_.Runtime.PYTHON_3_13, handler="x.h", code=lambda_.Code.from_inline("x")
+    )
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"batch_size": 0}, r"batch_size must be 1\.\.1000"),
+        ({"batch_size": 5000}, r"batch_size must be 1\.\.1000"),
+        ({"max_record_age": Duration.hours(24)}, "below the stream's 24 h retention"),
+        ({"retry_attempts": -1}, "never infinite"),
+        ({"max_batching_window": Duration.seconds(301)}, r"0\.\.300 seconds"),
+    ],
+)
+def test_fails_on_stream_consumer_settings_out_of_range(stack: Stack, overrides: dict[str, Any], message: str) -> None:
+    key = kms.Key(stack, "K")
+    with pytest.raises(ValueError, match=message):
+        StreamConsumer(stack, "C", function=_fn(stack), table=_table(stack), encryption_key=key, **overrides)
+
+
+def test_fails_on_a_stream_consumer_given_both_a_dlq_and_its_shape(stack: Stack) -> None:
+    key = kms.Key(stack, "K")
+    dlq = SecureQueue(stack, "Q", encryption_key=key, dead_letter_queue=False).queue
+    with pytest.raises(ValueError, match="not both"):
+        StreamConsumer(
+            stack,
+            "C",
+            function=_fn(stack),
+            table=_table(stack),
+            encryption_key=key,
+            existing_dead_letter_queue=dlq,
+            dead_letter_queue_retention=Duration.days(3),
+        )
+
+
+def test_fails_on_one_key_for_a_topic_and_its_queues(stack: Stack) -> None:
+    key = kms.Key(stack, "K")
+    with pytest.raises(ValueError, match="dependency cycle"):
+        FanoutTopic(stack, "T", encryption_key=key, queue_encryption_key=key)
+
+
+def test_fails_on_a_duplicate_subscriber_or_batch_size(stack: Stack) -> None:
+    topic = FanoutTopic(stack, "T", encryption_key=kms.Key(stack, "K1"), queue_encryption_key=kms.Key(stack, "K2"))
+    topic.add_queue_subscriber("A")
+    with pytest.raises(ValueError, match="exists already"):
+        topic.add_queue_subscriber("A")
+    with pytest.raises(ValueError, match=r"batch_size must be 1\.\.10"):
+        topic.add_queue_subscriber("B", batch_size=11)
+
+
+def test_fails_on_bus_settings_out_of_range(stack: Stack) -> None:
+    key = kms.Key(stack, "K")
+    with pytest.raises(ValueError, match=r"target_retry_attempts must be 0\.\.185"):
+        SecureEventBus(stack, "B1", encryption_key=key, target_retry_attempts=200)
+    with pytest.raises(ValueError, match="not both"):
+        SecureEventBus(
+            stack,
+            "B2",
+            encryption_key=key,
+            existing_dead_letter_queue=SecureQueue(stack, "Q", encryption_key=key, dead_letter_queue=False).queue,
+            dead_letter_queue_encryption_key=key,
+        )
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"prefix": "/abs/"}, "relative prefix"),
+        ({"prefix": "x", "error_prefix": "errors/"}, "ending in '/'"),
+        ({"prefix": "same/", "error_prefix": "same/"}, "must differ"),
+        ({"buffering_interval": Duration.seconds(901)}, r"0\.\.900"),
+    ],
+)
+def test_fails_on_delivery_stream_settings_out_of_range(stack: Stack, overrides: dict[str, Any], message: str) -> None:
+    bucket = s3.Bucket(stack, "B")
+    with pytest.raises(ValueError, match=message):
+        S3DeliveryStream(stack, "D", bucket=bucket, encryption_key=kms.Key(stack, "K"), **overrides)
+
+
+def test_fails_on_a_queue_receive_count_out_of_range(stack: Stack) -> None:
+    with pytest.raises(ValueError, match=r"max_receive_count must be 1\.\.1000"):
+        SecureQueue(stack, "Q", encryption_key=kms.Key(stack, "K"), max_receive_count=0)
+
+
+def test_a_delivery_stream_leaves_no_unused_mapping(stack: Stack) -> None:
+    S3DeliveryStream(stack, "D", bucket=s3.Bucket(stack, "B"), encryption_key=kms.Key(stack, "K"))
+    assert Template.from_stack(stack).to_json().get("Mappings", {}) == {}
