@@ -89,6 +89,15 @@ class UnexpectedStatus(InvalidTransition):
         )
 
 
+class ConnectionSuperseded(Conflict):
+    """The session's live connection is no longer the one the caller acted for (it resumed elsewhere)."""
+
+    def __init__(self, session_id: str, connection_id: str) -> None:
+        super().__init__(f"session {session_id!r} is no longer on connection {connection_id!r}")
+        self.session_id = session_id
+        self.connection_id = connection_id
+
+
 class SessionClosed(Conflict):
     """The session exists but its status accepts no turns or connections."""
 

@@ -33,6 +33,7 @@ from lambdas.shared.errors import (
     AgentUnavailable,
     BatchWriteIncomplete,
     Conflict,
+    ConnectionSuperseded,
     HandoffNotFound,
     InvalidCursor,
     InvalidInput,
@@ -119,6 +120,7 @@ class SessionStore(Protocol):
         new_status: SessionStatus | str,
         *,
         expected: SessionStatus | str | None = None,
+        if_connection: str | None = None,
         **attrs: Any,
     ) -> Session: ...
     def set_connection(self, session_id: str, connection_id: str) -> Session: ...
@@ -608,6 +610,7 @@ class DynamoSessionStore:
         new_status: SessionStatus | str,
         *,
         expected: SessionStatus | str | None = None,
+        if_connection: str | None = None,
         **attrs: Any,
     ) -> Session:
         """Move a session along the status machine in one conditional UpdateItem.
@@ -619,8 +622,13 @@ class DynamoSessionStore:
         puts the session into the CleanupIndex (``cleanup_at`` = that stamp); any other target
         removes it from the index.
 
+        ``if_connection`` adds "the session's ``connection_id`` is this one" to the condition (a
+        late ``$disconnect`` of a connection the customer has already replaced by resuming the
+        session elsewhere must not close it).
+
         Raises SessionNotFound, InvalidTransition(current, new) or, when only ``expected`` did
-        not hold, UnexpectedStatus (a subclass).
+        not hold, UnexpectedStatus (a subclass); ConnectionSuperseded when only ``if_connection``
+        did not hold.
         """
         _require_id(session_id, "session_id")
         new = _enum(SessionStatus, new_status, "status")
@@ -660,6 +668,9 @@ class DynamoSessionStore:
         condition = f"attribute_exists({expr.n(PARTITION_KEY)}) AND {status} IN ({allowed})"
         if want is not None:
             condition += f" AND {status} = {expr.v(str(want))}"
+        if if_connection is not None:
+            _require_id(if_connection, "if_connection")
+            condition += f" AND {expr.n('connection_id')} = {expr.v(if_connection)}"
         try:
             item = self._update(keys.session_key(session_id), update, condition)
         except ClientError as err:
@@ -673,6 +684,8 @@ class DynamoSessionStore:
                 raise InvalidTransition(session_id, current, new) from None
             if want is not None and current != want:
                 raise UnexpectedStatus(session_id, current, new, want) from None
+            if if_connection is not None and old.get("connection_id") != if_connection:
+                raise ConnectionSuperseded(session_id, if_connection) from None
             raise Conflict(f"session {session_id!r} changed concurrently; retry") from None
         return Session.from_item(item)
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from lambdas.shared.errors import InvalidTransition, SessionNotFound
+from lambdas.shared.errors import ConnectionSuperseded, InvalidTransition, SessionNotFound
 from lambdas.shared.records import TURN_ACCEPTING, SessionStatus
 from lambdas.shared.store import DynamoSessionStore
 from lambdas.ws import runtime
@@ -35,9 +35,14 @@ def disconnect_connection(store: DynamoSessionStore, connection_id: str) -> str:
     if session is not None and session.connection_id not in (None, connection_id):
         outcome = "superseded"
     elif session is not None and session.status in TURN_ACCEPTING:
+        # The condition re-checks the connection in the same write: a resume that lands between
+        # the read above and this write keeps the session open.
+        guard = {"if_connection": connection_id} if session.connection_id is not None else {}
         try:
-            store.update_status(session.session_id, SessionStatus.DISCONNECTED, connection_id=None)
+            store.update_status(session.session_id, SessionStatus.DISCONNECTED, connection_id=None, **guard)
             outcome = "disconnected"
+        except ConnectionSuperseded:
+            outcome = "superseded"
         except (InvalidTransition, SessionNotFound):
             outcome = "already_closed"  # a concurrent $disconnect or delete won the race
     store.delete_connection(connection_id)

@@ -11,6 +11,7 @@ import pytest
 from botocore.stub import Stubber
 
 from lambdas.shared import connections, env
+from lambdas.shared.errors import ConnectionSuperseded
 from lambdas.shared.records import Role, SessionStatus, Summary, Turn
 from lambdas.shared.responder import BedrockResponder
 from lambdas.shared.store import DynamoSessionStore
@@ -334,6 +335,41 @@ def test_disconnect_of_a_superseded_connection_leaves_the_resumed_session_open(w
     assert (session.status, session.connection_id) == (SessionStatus.ACTIVE, OTHER_CONN)
     assert ws.get_connection(CONN) is None
     assert ws.get_connection(OTHER_CONN) is not None
+
+
+def test_update_status_if_connection_is_part_of_the_condition(ws: DynamoSessionStore) -> None:
+    session_id = onboarded()
+    with pytest.raises(ConnectionSuperseded):
+        ws.update_status(session_id, SessionStatus.DISCONNECTED, if_connection=OTHER_CONN)
+    session = ws.get_session(session_id)
+    assert session is not None
+    assert session.status == SessionStatus.ACTIVE
+    moved = ws.update_status(session_id, SessionStatus.DISCONNECTED, if_connection=CONN, connection_id=None)
+    assert (moved.status, moved.connection_id) == (SessionStatus.DISCONNECTED, None)
+
+
+def test_resume_racing_a_late_disconnect_keeps_the_session_open(
+    ws: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the customer resumes on a new connection right after $disconnect read the session
+    session_id = onboarded()
+    read = DynamoSessionStore.get_session
+
+    def read_then_resume(self: DynamoSessionStore, sid: str, **kwargs: Any) -> Any:
+        session = read(self, sid, **kwargs)
+        self.set_connection(sid, OTHER_CONN)
+        return session
+
+    monkeypatch.setattr(DynamoSessionStore, "get_session", read_then_resume)
+    # When the old connection's disconnect writes
+    outcome = disconnect.disconnect_connection(ws, CONN)
+    monkeypatch.undo()
+    # Then the conditional write refuses, and the session stays open on the new connection
+    assert outcome == "superseded"
+    session = ws.get_session(session_id)
+    assert session is not None
+    assert (session.status, session.connection_id) == (SessionStatus.ACTIVE, OTHER_CONN)
+    assert ws.get_connection(CONN) is None
 
 
 # ------------------------------------------------------------------ sendMessage
