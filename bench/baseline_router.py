@@ -1,0 +1,88 @@
+"""BASELINE for `make bench` only, never deployed: the stream router shaped like seed 003's snippet.
+
+One call per record and per effect, as the seed writes it: Firehose ``PutRecord`` for every
+record, an async ``Invoke`` of the summary function for EVERY turn insert (the seed lets the
+summary function decide), one ``PutEvents`` per status change, one SNS ``Publish`` per handoff.
+Its record loop reports a failing record alone (seed section 8), but nothing is batched or
+retried. It writes no audit trail (the seed shows no audit code), which favours it in the count.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class BaselineTargets:
+    summary_function: str
+    topic_arn: str
+    stream_name: str
+    bus_name: str
+
+
+def route(event: dict[str, Any], clients: dict[str, Any], targets: BaselineTargets) -> dict[str, Any]:
+    """Process a batch the seed's way; returns the partial batch response."""
+    failures = []
+    for record in event["Records"]:
+        try:
+            _process(record, clients, targets)
+        except Exception:  # the seed's loop: report the record, carry on
+            failures.append({"itemIdentifier": record["dynamodb"]["SequenceNumber"]})
+    return {"batchItemFailures": failures}
+
+
+def _process(record: dict[str, Any], clients: dict[str, Any], targets: BaselineTargets) -> None:
+    event_name = record["eventName"]
+    ddb = record["dynamodb"]
+    new_image, old_image = ddb.get("NewImage", {}), ddb.get("OldImage", {})
+    sk = ddb["Keys"]["SK"]["S"]
+    session_id = ddb["Keys"]["PK"]["S"].replace("SESSION#", "")
+    if sk.startswith("TURN#") and event_name == "INSERT":
+        clients["lambda"].invoke(
+            FunctionName=targets.summary_function,
+            InvocationType="Event",
+            Payload=json.dumps({"session_id": session_id, "trigger": "stream", "turn_sk": sk}),
+        )
+    elif sk == "META" and event_name == "MODIFY":
+        old_status = old_image.get("status", {}).get("S", "unknown")
+        new_status = new_image.get("status", {}).get("S", "unknown")
+        if old_status != new_status:
+            clients["events"].put_events(
+                Entries=[
+                    {
+                        "Source": "mangaassist.sessions",
+                        "DetailType": "SessionStatusChanged",
+                        "Detail": json.dumps(
+                            {"session_id": session_id, "old_status": old_status, "new_status": new_status}
+                        ),
+                        "EventBusName": targets.bus_name,
+                    }
+                ]
+            )
+    elif sk.startswith("HANDOFF#"):
+        agent_id = new_image.get("agent_id", {}).get("S", "unassigned")
+        clients["sns"].publish(
+            TopicArn=targets.topic_arn,
+            Subject=f"Chat Handoff: {session_id}",
+            Message=json.dumps({"session_id": session_id, "agent_id": agent_id}),
+            MessageAttributes={
+                "event_type": {"DataType": "String", "StringValue": "handoff"},
+                "agent_id": {"DataType": "String", "StringValue": agent_id},
+            },
+        )
+    clients["firehose"].put_record(
+        DeliveryStreamName=targets.stream_name,
+        Record={
+            "Data": json.dumps(
+                {
+                    "event_name": event_name,
+                    "keys": ddb["Keys"],
+                    "approximate_timestamp": ddb.get("ApproximateCreationDateTime"),
+                    "size_bytes": ddb.get("SizeBytes"),
+                }
+            )
+            + "\n"
+        },
+    )
