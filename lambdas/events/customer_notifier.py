@@ -1,8 +1,11 @@
 """Customer-notification queue consumer (deployed in ApiStack): tells the customer about a handoff.
 
 Body: ``{"session_id", "event_type", "text", ...}`` (the handoff message, or a message the
-handoff workflow sends straight to the queue). When the session has a live WebSocket connection
-the text goes to it as a frame; when it has none, or the client is gone (410), the text is
+handoff workflow sends straight to the queue). A message without ``text`` is not for the
+customer (the queue gets every message of the handoff topic, e.g. the workflow's
+``handoff_context`` for the agent) and is skipped. When the session has a live WebSocket connection
+the text goes to it as a frame, through ``WEBSOCKET_ENDPOINT`` (the management endpoint, set by
+ApiStack) or else the endpoint the connection record names; when it has none, or the client is gone (410), the text is
 recorded as a ``system`` turn of the conversation, so the customer reads it on return (and a
 gone connection is cleared). A closed session (disconnected, archived, deleted) is only logged.
 SQS is at-least-once: a redelivered message may post or record the text twice; the frame
@@ -33,6 +36,11 @@ def store() -> SessionStore:
     return DynamoSessionStore(env.require("TABLE_NAME"))
 
 
+@env.once
+def configured_endpoint() -> str | None:
+    return env.optional("WEBSOCKET_ENDPOINT")
+
+
 def frame(message: HandoffMessage) -> dict[str, Any]:
     return {
         "type": "notification",
@@ -43,19 +51,21 @@ def frame(message: HandoffMessage) -> dict[str, Any]:
     }
 
 
-def notify(session_store: SessionStore, message: HandoffMessage) -> str:
-    """delivered | recorded | dropped (see the module docstring)."""
+def notify(session_store: SessionStore, message: HandoffMessage, endpoint: str | None = None) -> str:
+    """delivered | recorded | skipped | dropped (see the module docstring)."""
+    if not message.text:
+        return "skipped"
     session = session_store.get_session(message.session_id)
     if session is None:
         return "dropped"
     if session.connection_id:
         connection = session_store.get_connection(session.connection_id)
         if connection is not None:
-            endpoint = connections.management_endpoint(connection.domain_name, connection.stage)
-            if connections.post_to_connection(endpoint, connection.connection_id, frame(message)):
+            target = endpoint or connections.management_endpoint(connection.domain_name, connection.stage)
+            if connections.post_to_connection(target, connection.connection_id, frame(message)):
                 return "delivered"
         session_store.clear_connection(session.session_id, session.connection_id)
-    if session.status not in TURN_ACCEPTING or not message.text:
+    if session.status not in TURN_ACCEPTING:
         return "dropped"
     session_store.add_turn(session.session_id, Role.SYSTEM, message.text)
     return "recorded"
@@ -63,7 +73,7 @@ def notify(session_store: SessionStore, message: HandoffMessage) -> str:
 
 def record_handler(record: SQSRecord) -> str:
     message = parse_body(record.body)
-    outcome = notify(store(), message)
+    outcome = notify(store(), message, configured_endpoint())
     logger.info("customer notification", extra={"session_id": message.session_id, "outcome": outcome})
     return outcome
 

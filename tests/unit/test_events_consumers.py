@@ -68,6 +68,7 @@ def wired(store: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch) -> Iterato
     """Every consumer's store() is the moto store."""
     for module in (dashboard, escalation, customer_notifier):
         monkeypatch.setattr(module, "store", lambda: store)
+    monkeypatch.setattr(customer_notifier, "configured_endpoint", lambda: None)
     yield store
     env.reset()
 
@@ -216,6 +217,21 @@ def test_customer_notifier_records_the_text_when_the_client_is_gone(
     assert session.connection_id is None
     (turn,) = wired.list_turns(session_id).items
     assert (turn.role, turn.content) == (Role.SYSTEM, "An agent is coming.")
+
+
+def test_customer_notifier_uses_the_configured_endpoint_and_skips_messages_without_text(
+    wired: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session_id, _ = _connected_session(wired)
+    poster = FakePoster(delivered=True)
+    monkeypatch.setattr(connections, "post_to_connection", poster)
+    monkeypatch.setattr(customer_notifier, "configured_endpoint", lambda: "https://api.example/prod")
+    context_for_agent = {"session_id": session_id, "event_type": "handoff_context", "agent_id": "a-1"}
+    event = sqs_event(context_for_agent, {"session_id": session_id, "event_type": "assigned", "text": "Hi"})
+    assert customer_notifier.handler(event, Context())["batchItemFailures"] == []
+    assert [(endpoint, payload["text"]) for endpoint, _, payload in poster.posts] == [
+        ("https://api.example/prod", "Hi")
+    ]
 
 
 def test_customer_notifier_drops_notifications_of_closed_or_unknown_sessions(
