@@ -28,7 +28,7 @@ from constructs_lib.approval_gate import HumanApprovalGate
 from constructs_lib.nag_findings import acknowledge_policy, resource_finding
 from lambdas.shared import keys, schema
 from stacks.config import LOG_RETENTION_DAYS, StageConfig
-from stacks.events_stack import EventsStack
+from stacks.events_stack import EventsStack, status_changed_pattern
 from stacks.storage_stack import StorageStack
 
 LAMBDAS_DIR = Path(__file__).resolve().parent.parent / "lambdas"
@@ -204,11 +204,7 @@ class OrchestrationStack(Stack):
             "SessionEndedRule",
             description="SessionEnded: a session was disconnected -> cleanup sweep",
             event_bus=events.bus,
-            event_pattern=eventbridge.EventPattern(
-                source=["mangaassist.sessions"],
-                detail_type=["SessionStatusChanged"],
-                detail={"new_status": ["disconnected"]},
-            ),
+            event_pattern=status_changed_pattern("disconnected"),
             targets=[self._cleanup_target(trigger_dlq, "session_ended")],
         )
 

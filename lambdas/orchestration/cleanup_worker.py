@@ -3,8 +3,9 @@
 Handlers (``lambdas.orchestration.cleanup_worker.<name>``):
 
 * ``plan``: ``{"input": <execution input>}`` -> ``{"cutoff", "cutoff_text", "shards"}``. The cutoff is
-  now minus ``CLEANUP_GRACE_SECONDS``; an input ``now`` (epoch seconds) is honoured only when it is
-  not in the future, so a caller can make a run more conservative, never less.
+  now minus ``CLEANUP_GRACE_SECONDS``, or minus the input's ``older_than_seconds`` (0..7 days, what
+  ``POST /admin/cleanup`` accepts); an input ``now`` (epoch seconds) is honoured only when it is
+  not in the future, so it can make a run more conservative, never less.
 * ``handler``: ``{"session_id"}`` -> ``{"session_id", "status", "archived", "archive_written",
   "items_deleted", "archive_key"}``. Archives every item of the session partition to
   ``ARCHIVE_BUCKET`` as ONE JSON-lines object (SSE-KMS with ``ARCHIVE_KEY_ARN``) under a
@@ -66,14 +67,24 @@ def archive_key(session_id: str) -> str:
 @tracer.capture_lambda_handler
 def plan(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     real_now = int(time.time())
-    given = (event.get("input") or {}).get("now") if isinstance(event.get("input"), dict) else None
+    raw = event.get("input")
+    request: dict[str, Any] = raw if isinstance(raw, dict) else {}
     now = real_now
-    if isinstance(given, int) and not isinstance(given, bool) and 0 < given <= real_now:
+    given = _int_or_none(request.get("now"))
+    if given is not None and 0 < given <= real_now:
         now = given
-    cutoff = now - env.integer("CLEANUP_GRACE_SECONDS", 3600, low=0)
+    grace = env.integer("CLEANUP_GRACE_SECONDS", 3600, low=0)
+    older_than = _int_or_none(request.get("older_than_seconds"))  # POST /admin/cleanup may choose the grace
+    if older_than is not None and 0 <= older_than <= 7 * 86400:
+        grace = older_than
+    cutoff = now - grace
     shards = keys.cleanup_shards(env.integer("CLEANUP_SHARDS", 8, low=1))
     logger.info("cleanup planned", extra={"cutoff": cutoff, "shards": len(shards)})
     return {"cutoff": cutoff, "cutoff_text": str(cutoff), "shards": shards}
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 # ---------------------------------------------------------------------- one session
