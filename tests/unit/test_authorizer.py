@@ -209,7 +209,7 @@ def secret_arn(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 
 
 def test_handler_reads_the_secret_and_allows(secret_arn: str) -> None:
-    response = authorizer.handler(token_event(f"Bearer {_token(role='agent')}"), Context())
+    response = authorizer.handler(token_event(f"Bearer {_token(role='agent')}"), Context())  # type: ignore[arg-type]
     assert response["context"] == {"sub": "alice", "role": "agent"}
     assert response["policyDocument"]["Statement"][0]["Effect"] == "Allow"
 
@@ -219,12 +219,12 @@ def test_handler_fails_loudly_when_the_secret_is_unreadable(secret_arn: str, mon
     monkeypatch.setenv("JWT_SECRET_ARN", secret_arn + "-gone")
     env.reset()
     with pytest.raises(Exception, match=r"(?i)secret"):
-        authorizer.handler(token_event(f"Bearer {_token()}"), Context())
+        authorizer.handler(token_event(f"Bearer {_token()}"), Context())  # type: ignore[arg-type]
 
 
 def test_handler_fails_on_missing_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("JWT_SECRET_ARN", raising=False)
     env.reset()
     with pytest.raises(env.MissingSetting, match="JWT_SECRET_ARN"):
-        authorizer.handler(token_event("Bearer x"), Context())
+        authorizer.handler(token_event("Bearer x"), Context())  # type: ignore[arg-type]
     env.reset()

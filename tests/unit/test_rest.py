@@ -99,8 +99,8 @@ def api(table_name: str, clock: Any, monkeypatch: pytest.MonkeyPatch) -> Iterato
     monkeypatch.setenv("CORS_ALLOWED_ORIGINS", f"{ORIGIN},https://app.example.com")
     monkeypatch.delenv("STATE_MACHINE_ARNS", raising=False)
     env.reset()
-    monkeypatch.setattr(rest, "store", lambda: _store)
-    _store = DynamoSessionStore(table_name, client=boto3.client("dynamodb"), clock=clock)
+    fixed_store = DynamoSessionStore(table_name, client=boto3.client("dynamodb"), clock=clock)
+    monkeypatch.setattr(rest, "store", lambda: fixed_store)
 
     def invoke(method: str, resource: str, path: str, **kw: Any) -> dict[str, Any]:
         response = rest.handler(rest_event(method, resource, path, **kw), Context())

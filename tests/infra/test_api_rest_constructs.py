@@ -1,0 +1,217 @@
+"""The REST constructs on their own: a nag-clean test stack around a test state machine, and bad props."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aws_cdk import Acknowledgment, App, Duration, Stack, Stage, Validations
+from aws_cdk import aws_apigateway as apigw
+from aws_cdk import aws_stepfunctions as sfn
+from aws_cdk.assertions import Template
+from cdk_nag import AwsSolutionsChecks
+
+from constructs_lib import (
+    HardenedRestApi,
+    InputField,
+    JwtTokenAuthorizer,
+    RegionalWebAcl,
+    SharedFunction,
+    StepFunctionsStartExecution,
+)
+from constructs_lib.rest_api import json_schema
+
+PROBE = Path(__file__).resolve().parents[1] / "fixtures" / "probe_pkg"
+
+
+def _build(stack: Stack) -> dict[str, Any]:
+    """A REST API with one authorized direct StartExecution route on a test state machine."""
+    machine = sfn.StateMachine(
+        stack,
+        "TestMachine",
+        definition_body=sfn.DefinitionBody.from_chainable(sfn.Pass(stack, "Done")),
+        tracing_enabled=True,
+        state_machine_type=sfn.StateMachineType.STANDARD,
+    )
+    Validations.of(machine).acknowledge(
+        Acknowledgment(id="AwsSolutions-SF1", reason="test state machine"),
+        Acknowledgment(id="AwsSolutions-SF2", reason="test state machine"),
+        Acknowledgment(id="AwsSolutions-IAM5[Resource::*]", reason="test state machine: X-Ray"),
+    )
+    api = HardenedRestApi(stack, "Api", cors_allowed_origins=["https://app.example.com"])
+    verifier = SharedFunction(stack, "Verifier", code_root=PROBE, handler="probe_pkg.handler.handler").function
+    auth = JwtTokenAuthorizer(stack, "Auth", function=verifier, cache_ttl=Duration.seconds(120))
+    start = StepFunctionsStartExecution(
+        stack,
+        "Start",
+        state_machine=machine,
+        input_fields={"item": InputField.path("id"), "by": InputField.authorizer("sub")},
+        cors_headers=api.cors_headers(),
+    )
+    model = api.add_model("Thing", {"type": "object", "additionalProperties": False, "properties": {}})
+    method = (
+        api.api.root.add_resource("things")
+        .add_resource("{id}")
+        .add_method(
+            "POST",
+            start.integration,
+            authorizer=auth.authorizer,
+            request_validator=api.body_validator,
+            request_models={"application/json": model},
+            method_responses=start.method_responses,
+        )
+    )
+    for m in api.api.methods:
+        if m.http_method == "OPTIONS":
+            Validations.of(m).acknowledge(Acknowledgment(id="AwsSolutions-APIG4", reason="CORS preflight"))
+    Validations.of(api.api).acknowledge(Acknowledgment(id="AwsSolutions-COG4", reason="Lambda authorizer"))
+    acl = RegionalWebAcl(stack, "Acl", rate_limit=500)
+    acl.associate("Stage", api.stage.stage_arn)
+    return {"api": api, "method": method, "start": start, "machine": machine}
+
+
+def test_constructs_together_are_nag_clean(tmp_path: Path) -> None:
+    # Given the constructs composed in a stack checked by AwsSolutions
+    app = App(outdir=str(tmp_path))
+    stage = Stage(app, "Probe")
+    Validations.of(stage).add_plugins(AwsSolutionsChecks(stage))
+    stack = Stack(stage, "Rest")
+    _build(stack)
+    # When / Then synthesis passes every rule (APIG1/2/3/4/6 included)
+    app.synth()
+
+
+@pytest.fixture(scope="module")
+def template() -> Template:
+    stack = Stack(App(), "Rest")
+    _build(stack)
+    return Template.from_stack(stack)
+
+
+def test_start_integration_role_starts_only_the_test_machine(template: Template) -> None:
+    policies = template.find_resources("AWS::IAM::Policy")
+    start = [p for k, p in policies.items() if k.startswith("StartRole")]
+    assert len(start) == 1
+    machine = _only(template, "TestMachine", "AWS::StepFunctions::StateMachine")
+    assert start[0]["Properties"]["PolicyDocument"]["Statement"] == [
+        {"Action": "states:StartExecution", "Effect": "Allow", "Resource": {"Ref": machine}}
+    ]
+
+
+def test_authorizer_cache_and_secret_grant(template: Template) -> None:
+    template.has_resource_properties(
+        "AWS::ApiGateway::Authorizer", {"Type": "TOKEN", "AuthorizerResultTtlInSeconds": 120}
+    )
+    function = template.find_resources("AWS::Lambda::Function")
+    variables = next(iter(function.values()))["Properties"]["Environment"]["Variables"]
+    assert variables["JWT_SECRET_ARN"] == {"Ref": _only(template, "AuthSecret")}
+
+
+def test_defaults_are_hardened(template: Template) -> None:
+    stage = next(iter(template.find_resources("AWS::ApiGateway::Stage").values()))["Properties"]
+    assert stage["TracingEnabled"] is True
+    assert stage["MethodSettings"][0]["DataTraceEnabled"] is False
+    assert stage["MethodSettings"][0]["LoggingLevel"] == "INFO"
+    assert stage["StageName"] == "v1"
+    template.resource_count_is("AWS::ApiGateway::UsagePlan", 1)
+    template.resource_count_is("AWS::ApiGateway::Account", 1)
+    template.has_resource_properties("AWS::ApiGateway::RestApi", {"EndpointConfiguration": {"Types": ["REGIONAL"]}})
+    template.has_resource_properties(
+        "AWS::WAFv2::WebACL",
+        {"Rules": [{"Priority": 0, "Name": "AWSManagedRulesCommonRuleSet"} | _any(), _rate(500)]},
+    )
+
+
+def _any() -> dict[str, Any]:
+    from aws_cdk.assertions import Match
+
+    return {"Statement": Match.any_value(), "OverrideAction": {"None": {}}, "VisibilityConfig": Match.any_value()}
+
+
+def _rate(limit: int) -> Any:
+    from aws_cdk.assertions import Match
+
+    return Match.object_like(
+        {"Statement": {"RateBasedStatement": {"Limit": limit, "AggregateKeyType": "IP", "EvaluationWindowSec": 300}}}
+    )
+
+
+def _only(template: Template, prefix: str, kind: str | None = None) -> str:
+    resources = template.to_json()["Resources"]
+    ids = [k for k, v in resources.items() if k.startswith(prefix) and kind in (None, v["Type"])]
+    assert len(ids) == 1, ids
+    return ids[0]
+
+
+def test_json_schema_translates_every_keyword() -> None:
+    schema = {
+        "$schema": "http://json-schema.org/draft-04/schema#",
+        "title": "T",
+        "type": "object",
+        "required": ["a"],
+        "additionalProperties": False,
+        "properties": {"a": {"type": "string", "pattern": "^x$", "minLength": 1, "maxLength": 2, "enum": ["x"]}},
+    }
+    # Given the schema as a model of the API / Then the template holds it unchanged
+    stack = Stack(App(), "S")
+    api = HardenedRestApi(stack, "Api", cors_allowed_origins=["https://a.example"])
+    api.api.root.add_method("GET")
+    api.add_model("T", schema)
+    models = Template.from_stack(stack).find_resources("AWS::ApiGateway::Model")
+    assert [m["Properties"]["Schema"] for m in models.values()] == [schema]
+
+
+@pytest.mark.parametrize(
+    ("schema", "message"),
+    [({"type": "tuple"}, "unsupported type"), ({"type": "string", "format": "uuid"}, "keyword 'format'")],
+)
+def test_fails_on_schema_keywords_it_cannot_translate(schema: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        json_schema(schema)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"cors_allowed_origins": []}, "at least one origin"),
+        ({"cors_allowed_origins": ["*", "https://a.example"]}, "only entry"),
+        ({"cors_allowed_origins": ["https://a.example"], "throttle_rate": 0}, "throttle_rate"),
+        ({"cors_allowed_origins": ["https://a.example"], "throttle_burst": 0}, "throttle_burst"),
+    ],
+)
+def test_fails_on_bad_rest_api_props(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        HardenedRestApi(Stack(App(), "S"), "Api", **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [({"rate_limit": 5}, "rate_limit"), ({"evaluation_window_seconds": 30}, "evaluation_window_seconds")],
+)
+def test_fails_on_bad_web_acl_props(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        RegionalWebAcl(Stack(App(), "S"), "Acl", **kwargs)
+
+
+def test_fails_on_both_existing_secret_and_a_key() -> None:
+    from aws_cdk import aws_kms as kms
+    from aws_cdk import aws_secretsmanager as secretsmanager
+
+    stack = Stack(App(), "S")
+    fn = SharedFunction(stack, "Fn", code_root=PROBE, handler="probe_pkg.handler.handler").function
+    secret = secretsmanager.Secret(stack, "Existing")
+    with pytest.raises(ValueError, match="not both"):
+        JwtTokenAuthorizer(
+            stack, "Auth", function=fn, existing_secret=secret, secret_encryption_key=kms.Key(stack, "K")
+        )
+    with pytest.raises(ValueError, match="cache_ttl"):
+        JwtTokenAuthorizer(stack, "Auth2", function=fn, cache_ttl=Duration.hours(2))
+
+
+def test_method_responses_cover_every_integration_status() -> None:
+    stack = Stack(App(), "S")
+    parts = _build(stack)
+    start: StepFunctionsStartExecution = parts["start"]
+    assert [r.status_code for r in start.method_responses] == ["202", "400", "409", "500"]
+    assert isinstance(start.integration, apigw.AwsIntegration)
