@@ -13,12 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from aws_lambda_powertools import Logger
+from aws_lambda_powertools import Logger, Tracer
 
 from lambdas.shared import env
 from lambdas.shared.tokens import TokenError, signing_secret, verify
 
 logger = Logger()
+tracer = Tracer()
 
 TOKEN_PARAMETER = "token"  # noqa: S105 - the query parameter name, not a secret
 CHAT_ROLE = "customer"
@@ -57,6 +58,7 @@ def policy(principal_id: str, effect: str, method_arn: str, context: dict[str, s
 
 
 @logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     method_arn = str(event.get("methodArn", ""))
     token = (event.get("queryStringParameters") or {}).get(TOKEN_PARAMETER)

@@ -18,7 +18,7 @@ import json
 import re
 from typing import Any, Final
 
-from aws_lambda_powertools import Logger
+from aws_lambda_powertools import Logger, Tracer
 from botocore.exceptions import BotoCoreError, ClientError
 
 from lambdas.shared import env
@@ -27,6 +27,7 @@ from lambdas.ws import runtime
 from lambdas.ws.frames import SESSION_ID_PATTERN, RouteContext, route_context
 
 logger = Logger()
+tracer = Tracer()
 
 _NAME_UNSAFE: Final = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -58,6 +59,7 @@ def onboarding_input(ctx: RouteContext, customer_id: str, session_id: str | None
 
 
 @logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     ctx = route_context(event)
     logger.append_keys(connection_id=ctx.connection_id)

@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from aws_lambda_powertools import Logger
+from aws_lambda_powertools import Logger, Tracer
 
 from lambdas.ws.frames import unknown_action_frame
 
 logger = Logger()
+tracer = Tracer()
 
 
 def _action_of(body: Any) -> object:
@@ -27,5 +28,6 @@ def _action_of(body: Any) -> object:
 
 
 @logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return {"statusCode": 200, "body": json.dumps(unknown_action_frame(_action_of(event.get("body"))))}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger
+from aws_lambda_powertools import Logger, Tracer
 
 from lambdas.shared.errors import ConnectionSuperseded, InvalidTransition, SessionNotFound
 from lambdas.shared.records import TURN_ACCEPTING, SessionStatus
@@ -19,6 +19,7 @@ from lambdas.ws import runtime
 from lambdas.ws.frames import route_context
 
 logger = Logger()
+tracer = Tracer()
 
 
 def disconnect_connection(store: DynamoSessionStore, connection_id: str) -> str:
@@ -50,6 +51,7 @@ def disconnect_connection(store: DynamoSessionStore, connection_id: str) -> str:
 
 
 @logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     ctx = route_context(event)
     outcome = disconnect_connection(runtime.store(), ctx.connection_id)

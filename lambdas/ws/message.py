@@ -19,7 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from aws_lambda_powertools import Logger
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.metrics import MetricUnit
 
 from lambdas.shared import env
 from lambdas.shared.connections import DeliveryError, management_endpoint, post_to_connection
@@ -40,6 +41,8 @@ from lambdas.ws.frames import (
 )
 
 logger = Logger()
+tracer = Tracer()
+metrics = Metrics()
 
 HANDOFF_ACK: Final = "A support agent has your message and will reply here shortly."
 NOT_READY: Final = error_frame(
@@ -156,6 +159,8 @@ def sender(store: DynamoSessionStore, ctx: RouteContext) -> Send:
 
 
 @logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     ctx = route_context(event)
     logger.append_keys(connection_id=ctx.connection_id)
@@ -167,4 +172,6 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         logger.error("frame not delivered", extra={"code": err.code})
         outcome = "undelivered"
     logger.info("message handled", extra={"outcome": outcome})
+    # One metric per outcome class (refused, replied, no_reply, ...): alarms watch no_reply and gone.
+    metrics.add_metric(name=f"Message_{outcome.split(':')[0]}", unit=MetricUnit.Count, value=1)
     return {"statusCode": 200}

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from aws_lambda_powertools import Logger
+from aws_lambda_powertools import Logger, Tracer
 
 from lambdas.shared.connections import DeliveryError, management_endpoint, post_to_connection
 from lambdas.shared.records import Role, Session
@@ -29,6 +29,7 @@ from lambdas.ws.disconnect import disconnect_connection
 from lambdas.ws.frames import welcome_frame
 
 logger = Logger()
+tracer = Tracer()
 
 GREETING: Final = (
     "Hi, I'm MangaAssist! Ask me about series, volumes, editions or your orders, and I'll help you find your next read."
@@ -53,6 +54,7 @@ def _field(event: Mapping[str, Any], name: str) -> str:
 
 
 @logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """The table-side steps of the workflow, chosen by ``event["step"]``."""
     step = event.get("step")
@@ -120,6 +122,7 @@ def onboard(event: Mapping[str, Any]) -> dict[str, Any]:
 
 
 @logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler(capture_response=False)
 def deliver(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Post ``event["frame"]`` to the connection; ConnectionNotReady while it cannot take it."""
     connection_id = _field(event, "connection_id")

@@ -393,6 +393,15 @@ def test_message_in_an_active_session_is_answered_stored_and_posted(ws: DynamoSe
     ]
 
 
+def test_message_outcome_is_a_metric(ws: DynamoSessionStore, capsys: pytest.CaptureFixture[str]) -> None:
+    onboarded()
+    capsys.readouterr()
+    send("hello")
+    emitted = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
+    names = [m["Name"] for e in emitted for d in e["_aws"]["CloudWatchMetrics"] for m in d["Metrics"]]
+    assert names == ["Message_replied"]
+
+
 class ExplodingResponder:
     def __init__(self, error: Exception) -> None:
         self.error = error
