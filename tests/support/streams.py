@@ -9,10 +9,11 @@ Usage::
         records.remove(session.to_item(), ttl=True),
     )
 
-Images are marshalled with the store's own serializer (numbers as ``N`` strings, turn content
-as ``B``), keys hold ``PK``/``SK``, ``SequenceNumber`` grows per record, ``eventID`` is a 32-hex
-id, a TTL deletion carries ``userIdentity`` ``{"type": "Service", "principalId":
-"dynamodb.amazonaws.com"}`` as AWS documents it.
+Images are marshalled with the store's own serializer and then made JSON as the Lambda event
+is (numbers as ``N`` strings, turn content as ``B`` holding base64 text), keys hold
+``PK``/``SK``, ``SequenceNumber`` grows per record, ``eventID`` is a 32-hex id, a TTL deletion
+carries ``userIdentity`` ``{"type": "Service", "principalId": "dynamodb.amazonaws.com"}`` as
+AWS documents it.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from boto3.dynamodb.types import Binary
+
 from lambdas.shared.schema import PARTITION_KEY, SORT_KEY
 from lambdas.shared.serialize import marshal_item
 
@@ -31,9 +34,17 @@ TTL_IDENTITY = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
 
 
 def _json_default(value: Any) -> Any:
+    if isinstance(value, Binary):
+        value = bytes(value.value)
     if isinstance(value, bytes):
         return base64.b64encode(value).decode()
-    return str(value)
+    raise TypeError(f"not JSON: {type(value).__name__}")
+
+
+def wire(image: Mapping[str, Any]) -> dict[str, Any]:
+    """A Python item as it appears in the Lambda event JSON: AttributeValues, binaries base64."""
+    result: dict[str, Any] = json.loads(json.dumps(marshal_item(image), default=_json_default))
+    return result
 
 
 class StreamRecords:
@@ -56,15 +67,15 @@ class StreamRecords:
         self._next += 1_000
         body: dict[str, Any] = {
             "ApproximateCreationDateTime": self.created_at,
-            "Keys": marshal_item({PARTITION_KEY: key_item[PARTITION_KEY], SORT_KEY: key_item[SORT_KEY]}),
+            "Keys": wire({PARTITION_KEY: key_item[PARTITION_KEY], SORT_KEY: key_item[SORT_KEY]}),
             "SequenceNumber": sequence,
             "StreamViewType": "NEW_AND_OLD_IMAGES",
         }
         if new is not None:
-            body["NewImage"] = marshal_item(new)
+            body["NewImage"] = wire(new)
         if old is not None:
-            body["OldImage"] = marshal_item(old)
-        body["SizeBytes"] = len(json.dumps(body, default=_json_default))
+            body["OldImage"] = wire(old)
+        body["SizeBytes"] = len(json.dumps(body))
         record: dict[str, Any] = {
             "eventID": hashlib.md5(sequence.encode(), usedforsecurity=False).hexdigest(),
             "eventName": event_name,
