@@ -87,7 +87,9 @@ class HumanApprovalGate(sfn.StateMachineFragment):
       ``{"outcome": "rejected", "reason": "rejected", "review_id": ...}`` at ``outcome_path``
       and goes on to the rejection path;
     * expiry: the task times out (``States.Timeout``); ``<id>Expired`` sets
-      ``{"outcome": "rejected", "reason": "expired"}`` and goes on to the same rejection path.
+      ``{"outcome": "rejected", "reason": "expired"}`` and goes on to the same rejection path;
+    * any other error, once its retries are spent: ``<id>Failed`` sets
+      ``{"outcome": "rejected", "reason": "failed", "error": <error name>}``, same path.
 
     The rejection path is the caller's: attach it with :meth:`on_rejected` (synth fails
     without one). Links stop working ``min(1 minute, timeout / 10)`` before the task times
@@ -308,10 +310,25 @@ class HumanApprovalGate(sfn.StateMachineFragment):
             parameters={"outcome": "rejected", "reason": "expired"},
             result_path=outcome_path,
         )
+        self.failed: sfn.Pass = sfn.Pass(
+            self,
+            "Failed",
+            state_name=f"{prefix}Failed",
+            comment="The review could not be requested or decided (retries exhausted): not approved",
+            parameters={
+                "outcome": "rejected",
+                "reason": "failed",
+                "error": sfn.JsonPath.string_at(f"{outcome_path}.Error"),
+            },
+            result_path=outcome_path,
+        )
         self.request_review.add_catch(self.rejected, errors=[REJECTED_ERROR], result_path=outcome_path)
         self.request_review.add_catch(
             self.expired, errors=["States.Timeout", WINDOW_CLOSED_ERROR], result_path=outcome_path
         )
+        # Anything else (the request Lambda failing after its retries, say) is not an approval
+        # either: it takes the same rejection path, with reason "failed" and the error's name.
+        self.request_review.add_catch(self.failed, errors=["States.ALL"], result_path=outcome_path)
         self.node.add_validation(_RejectionPathAttached(self))
 
     # ------------------------------------------------------------------ fragment
@@ -338,6 +355,7 @@ class HumanApprovalGate(sfn.StateMachineFragment):
             raise ValueError(f"HumanApprovalGate {self.node.path}: the rejection path is attached already")
         self.rejected.next(next_state)
         self.expired.next(next_state)
+        self.failed.next(next_state)
         self._rejection_attached = True
         return self
 

@@ -92,7 +92,11 @@ def test_the_export_waits_at_the_gate_before_exporting(any_stage: SynthesizedSta
             "ResultPath": "$.approval",
             "Next": "ExportApprovalExpired",
         },
+        {"ErrorEquals": ["States.ALL"], "ResultPath": "$.approval", "Next": "ExportApprovalFailed"},
     ]
+    failed = states["ExportApprovalFailed"]
+    assert failed["Parameters"] == {"outcome": "rejected", "reason": "failed", "error.$": "$.approval.Error"}
+    assert failed["Next"] == states["ExportApprovalExpired"]["Next"], "a failure takes the rejection path"
     (retry,) = request["Retry"]
     assert retry["JitterStrategy"] == "FULL"
     assert not {"States.ALL", "States.TaskFailed", "ReviewRejected", "States.Timeout"} & set(retry["ErrorEquals"])

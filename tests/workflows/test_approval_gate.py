@@ -169,6 +169,24 @@ def test_reject_takes_the_rejection_path_and_never_continues(slow: GateMachine) 
     assert record["status"] == "rejected"
 
 
+def test_a_review_that_cannot_be_requested_is_not_an_approval(slow: GateMachine) -> None:
+    # Given a request step that fails with an error no retry covers
+    def broken(event: dict[str, Any], context: object) -> dict[str, Any]:
+        raise ValueError("reviewer topic unreachable")
+
+    with mock.patch("lambdas.orchestration.review_request.handler", broken):
+        # When an execution reaches the gate
+        execution = slow.start(STATE)
+        done = slow.wait_done(execution)
+    # Then it takes the rejection path, says why, and never continues
+    assert done["status"] == "FAILED"
+    assert done.get("error") == "ExportRejected"
+    assert slow.entered(execution, "SlowContinue") == 0
+    failed = [e for e in slow.history(execution) if e.get("stateExitedEventDetails", {}).get("name") == "SlowFailed"]
+    outcome = json.loads(failed[0]["stateExitedEventDetails"]["output"])["approval"]
+    assert outcome == {"outcome": "rejected", "reason": "failed", "error": "ValueError"}
+
+
 def test_no_decision_expires_like_a_rejection_and_the_link_stops_working(quick: GateMachine) -> None:
     # Given a gate with a 3 s timeout and nobody clicking
     execution, links, _ = paused(quick)
