@@ -14,6 +14,7 @@ fix (validation, access denied) fails the chunk at once.
 
 from __future__ import annotations
 
+import base64
 import gzip
 import hashlib
 import json
@@ -234,9 +235,11 @@ class AsyncInvoker:
 class ObjectWriter:
     """The audit lines of one batch as ONE gzip NDJSON object, written once.
 
-    Object Lock buckets refuse a PUT without Content-MD5 or an x-amz-checksum header, so every
-    PutObject carries a SHA-256 checksum. ``IfNoneMatch='*'`` makes the write conditional: a
-    replayed batch (same records, hence same key) finds the object in place and changes nothing.
+    Object Lock buckets refuse a PUT without Content-MD5 or a checksum header, so every PutObject
+    names its algorithm (``x-amz-sdk-checksum-algorithm``) and carries the body's SHA-256 in the
+    ``x-amz-checksum-sha256`` header (computed here, not left to a streaming trailer), which S3
+    also verifies on arrival. ``IfNoneMatch='*'`` makes the write conditional: a replayed batch
+    (same records, hence same key) finds the object in place and changes nothing.
     """
 
     client: Any
@@ -266,6 +269,7 @@ class ObjectWriter:
                 ContentType="application/x-ndjson",
                 ContentEncoding="gzip",
                 ChecksumAlgorithm="SHA256",
+                ChecksumSHA256=base64.b64encode(hashlib.sha256(body).digest()).decode(),
                 IfNoneMatch="*",
             )
         except ClientError as err:

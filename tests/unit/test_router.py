@@ -505,3 +505,23 @@ def test_records_from_the_tables_own_stream_route_end_to_end(downstream: Downstr
     assert summary is not None
     assert (summary.window_start, summary.window_end) == (1, 10)
     assert len(downstream.analytics_lines()) == len(event["Records"])
+
+
+def test_the_audit_object_is_put_with_its_sha256_in_a_header(downstream: Downstream, records: StreamRecords) -> None:
+    # Given a hook that sees the PutObject request as sent
+    headers: list[dict[str, Any]] = []
+    downstream.wrap["s3"] = lambda client: (
+        client.meta.events.register(
+            "before-send.s3.PutObject", lambda request, **_: headers.append(dict(request.headers))
+        )
+        or client
+    )
+    # When a batch is routed
+    assert failures(downstream.route(StreamRecords.event(records.insert(turn_item(1))))) == []
+    # Then the request carried the checksum Object Lock requires, matching the stored body
+    ((_, body_lines),) = downstream.audit_objects()
+    assert len(body_lines) == 1
+    (sent,) = headers
+    names = {k.lower() for k in sent}
+    assert {"x-amz-checksum-sha256", "x-amz-sdk-checksum-algorithm"} <= names
+    assert sent.get("If-None-Match") == b"*"
