@@ -134,6 +134,7 @@ def deploy_stack(
     exports: dict[str, Any],
     *,
     parameters: Mapping[str, Any] | None = None,
+    stack_outputs: dict[str, dict[str, Any]] | None = None,
 ) -> DeployedStack:
     """Stand every resource of ``stack`` up on moto, in dependency order; add its exports."""
     deployed = DeployedStack(stack)
@@ -146,6 +147,7 @@ def deploy_stack(
         exports=exports,
         conditions=stack.template.get("Conditions"),
         mappings=stack.template.get("Mappings"),
+        stack_outputs=stack_outputs,
     )
     resources = stack.resources
     for lid in dependency_order(resources):
@@ -167,7 +169,7 @@ def deploy_stack(
         except (Unresolvable, DeploymentError) as error:
             raise DeploymentError(f"{stack.stack_name}/{lid} ({kind}): {error}") from error
         except Exception as error:  # a moto API error: say which resource it was
-            raise DeploymentError(f"{stack.stack_name}/{lid} ({kind}): moto refused it: {error}") from error
+            raise DeploymentError(f"{stack.stack_name}/{lid} ({kind}): moto refused it: {str(error)[:800]}") from error
         result.properties = props
         deployed.resources[lid] = result
     for name, output in stack.template.get("Outputs", {}).items():
@@ -177,4 +179,6 @@ def deploy_stack(
         deployed.outputs[name] = value
         if "Export" in output:
             exports[str(resolver.resolve(output["Export"]["Name"]))] = value
+    if stack_outputs is not None:
+        stack_outputs[stack.stack_name] = deployed.outputs
     return deployed

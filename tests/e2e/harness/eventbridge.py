@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import datetime
 import json
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -110,9 +111,9 @@ def _deliver(cloud: Cloud, rule: str, target: dict[str, Any], event: dict[str, A
     if service == "lambda":
         delivery.result = invoke(cloud.client("lambda"), arn.split(":")[6], payload, asynchronous=True)
     elif service == "states":
-        delivery.result = cloud.client("stepfunctions").start_execution(stateMachineArn=arn, input=json.dumps(payload))[
-            "executionArn"
-        ]
+        delivery.result = cloud.client("stepfunctions").start_execution(
+            stateMachineArn=arn, name=str(uuid.uuid4()), input=json.dumps(payload)
+        )["executionArn"]
     elif service == "sns":
         delivery.result = cloud.client("sns").publish(TopicArn=arn, Message=json.dumps(payload))["MessageId"]
     else:

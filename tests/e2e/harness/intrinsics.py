@@ -89,6 +89,7 @@ class Resolver:
         conditions: Mapping[str, Any] | None = None,
         mappings: Mapping[str, Any] | None = None,
         azs: Callable[[str], list[str]] | None = None,
+        stack_outputs: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         self.pseudo = pseudo
         self.resources = resources
@@ -98,6 +99,7 @@ class Resolver:
         self._condition_values: dict[str, bool] = {}
         self.mappings = mappings or {}
         self._azs = azs or (lambda region: [f"{region}{s}" for s in "abc"])
+        self.stack_outputs = stack_outputs or {}
 
     # ------------------------------------------------------------------ entry point
 
@@ -201,6 +203,14 @@ class Resolver:
         if name not in self.exports:
             raise Unresolvable(f"Fn::ImportValue {name}: no stack deployed before exports it")
         return self.exports[name]
+
+    def _fn_getstackoutput(self, arg: Any) -> Any:
+        """CDK's cross-stack reference (``Fn::GetStackOutput``): an output of a stack deployed before."""
+        spec = self.resolve(arg)
+        stack, name = str(spec["StackName"]), str(spec["OutputName"])
+        if stack not in self.stack_outputs or name not in self.stack_outputs[stack]:
+            raise Unresolvable(f"Fn::GetStackOutput {stack}.{name}: no such output of a stack deployed before")
+        return self.stack_outputs[stack][name]
 
     def _fn_if(self, arg: Any) -> Any:
         name, when_true, when_false = arg

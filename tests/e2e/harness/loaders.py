@@ -38,6 +38,7 @@ PASSIVE_TYPES = frozenset(
         "AWS::S3::BucketPolicy",
         "AWS::SQS::QueuePolicy",
         "AWS::SNS::TopicPolicy",
+        "AWS::Events::EventBusPolicy",
         "AWS::KMS::Alias",
         "AWS::Lambda::Permission",
         "AWS::Lambda::LayerVersion",
@@ -46,6 +47,7 @@ PASSIVE_TYPES = frozenset(
         "AWS::CloudWatch::CompositeAlarm",
         "AWS::CloudWatch::Dashboard",
         "AWS::Logs::ResourcePolicy",
+        "AWS::Logs::LogStream",
         "AWS::Logs::MetricFilter",
         "AWS::Logs::SubscriptionFilter",
         "AWS::Logs::Destination",
@@ -63,7 +65,6 @@ PASSIVE_TYPES = frozenset(
         "AWS::ApiGatewayV2::Deployment",
         "AWS::ApiGatewayV2::RouteResponse",
         "AWS::ApiGatewayV2::IntegrationResponse",
-        "AWS::KinesisFirehose::DeliveryStream",
         "AWS::SNS::Subscription#email",
         "AWS::CloudFormation::CustomResource",
         "AWS::CloudFormation::WaitConditionHandle",
@@ -294,6 +295,11 @@ def _dynamodb_table(cloud: Cloud, pseudo: Pseudo, lid: str, props: dict[str, Any
         ddb.update_time_to_live(
             TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": ttl["AttributeName"]}
         )
+    pitr = props.get("PointInTimeRecoverySpecification") or {}
+    if pitr.get("PointInTimeRecoveryEnabled"):
+        ddb.update_continuous_backups(
+            TableName=name, PointInTimeRecoverySpecification={"PointInTimeRecoveryEnabled": True}
+        )
     attributes = {"Arn": description["TableArn"]}
     if "LatestStreamArn" in description:
         attributes["StreamArn"] = description["LatestStreamArn"]
@@ -483,6 +489,27 @@ def _event_archive(cloud: Cloud, pseudo: Pseudo, lid: str, props: dict[str, Any]
         args["RetentionDays"] = int(props["RetentionDays"])
     arn = cloud.client("events").create_archive(**args)["ArchiveArn"]
     return Deployed(lid, "AWS::Events::Archive", name, {"Arn": arn, "ArchiveName": name})
+
+
+# ---------------------------------------------------------------------- Firehose
+
+
+@loader("AWS::KinesisFirehose::DeliveryStream")
+def _delivery_stream(cloud: Cloud, pseudo: Pseudo, lid: str, props: dict[str, Any]) -> Deployed:
+    name = str(props.get("DeliveryStreamName") or physical_name(pseudo.stack_name, lid, max_length=64))
+    destination = props.get("ExtendedS3DestinationConfiguration") or props.get("S3DestinationConfiguration")
+    if destination is None or props.get("DeliveryStreamType", "DirectPut") != "DirectPut":
+        raise NotImplementedError("only DirectPut delivery streams to S3 are emulated")
+    s3 = {
+        k: destination[k]
+        for k in ("RoleARN", "BucketARN", "Prefix", "ErrorOutputPrefix", "BufferingHints", "CompressionFormat")
+        if k in destination
+    }
+    # moto delivers each put to S3 at once (no buffering): what lands is what the consumer reads.
+    arn = cloud.client("firehose").create_delivery_stream(
+        DeliveryStreamName=name, DeliveryStreamType="DirectPut", ExtendedS3DestinationConfiguration=s3
+    )["DeliveryStreamARN"]
+    return Deployed(lid, "AWS::KinesisFirehose::DeliveryStream", name, {"Arn": arn})
 
 
 # ---------------------------------------------------------------------- Step Functions

@@ -31,6 +31,8 @@ class SqsPump:
     cloud: Cloud
     mappings: list[EventSourceMapping]
     deliveries: list[Delivery] = field(default_factory=list)
+    #: every message body each mapped queue handed to its function (queue ARN -> bodies, in order)
+    received: dict[str, list[str]] = field(default_factory=dict)
 
     def queue_url(self, arn: str) -> str:
         parts = arn.split(":")
@@ -75,6 +77,8 @@ class SqsPump:
         if not messages:
             return False
         records = [self._record(m, mapping) for m in messages]
+        seen = self.received.setdefault(mapping.event_source_arn, [])
+        seen.extend(r["body"] for r in records if r["attributes"].get("ApproximateReceiveCount") == "1")
         passing = [r for r in records if _passes(mapping, r)]
         # Lambda deletes messages its filters reject.
         for record in records:

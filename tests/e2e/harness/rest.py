@@ -427,16 +427,18 @@ class RestRouter:
             chosen = next((c for c in responses if not c.get("SelectionPattern")), responses[0])
         templates = chosen.get("ResponseTemplates") or {}
         template = templates.get("application/json")
-        if template:
-            body = render(
-                str(template),
-                mapping_scope(body=body, params={}, context=context, stage_variables=self.stage_variables),
-            )
+        status_code = int(chosen.get("StatusCode", 200))
         headers = {
             k.removeprefix("method.response.header."): str(v).strip("'")
             for k, v in (chosen.get("ResponseParameters") or {}).items()
         }
-        return Response(int(chosen.get("StatusCode", 200)), body, headers)
+        if template:
+            scope = mapping_scope(body=body, params={}, context=context, stage_variables=self.stage_variables)
+            body = render(str(template), scope)
+            override = scope["context"].get("responseOverride") or {}
+            status_code = int(override.get("status", status_code))
+            headers.update({str(k): str(v) for k, v in (override.get("header") or {}).items()})
+        return Response(status_code, body, headers)
 
     def _proxy_event(
         self,

@@ -21,6 +21,7 @@ from typing import Any
 import boto3
 from moto import mock_aws
 
+from tests.e2e.harness import moto_gaps
 from tests.e2e.harness.assembly import StackTemplate, load_assembly
 from tests.e2e.harness.clock import Clock
 from tests.e2e.harness.deploy import DeployedStack, deploy_stack
@@ -180,8 +181,19 @@ class EmbeddedStage:
                 running.extend(e["executionArn"] for e in page["executions"])
         return running
 
-    def settle(self, *, timeout: float = 30.0, until: Callable[[], bool] | None = None, poll: float = 0.05) -> int:
-        """Pump streams and queues until nothing is pending and no workflow runs (or ``until()``)."""
+    def settle(
+        self,
+        *,
+        timeout: float = 30.0,
+        until: Callable[[], bool] | None = None,
+        poll: float = 0.05,
+        wait_executions: bool = True,
+    ) -> int:
+        """Pump streams and queues until nothing is pending and no workflow runs (or ``until()``).
+
+        ``wait_executions=False`` stops waiting for workflows (one that waits for a callback would
+        otherwise keep the stage busy until its timeout).
+        """
         deadline = time.monotonic() + timeout
         moved = 0
         while True:
@@ -189,7 +201,8 @@ class EmbeddedStage:
             moved += step
             if until is not None and until():
                 return moved
-            if until is None and step == 0 and not self.running_executions() and self.streams.pending() == 0:
+            quiet = step == 0 and self.streams.pending() == 0
+            if until is None and quiet and (not wait_executions or not self.running_executions()):
                 return moved
             if time.monotonic() > deadline:
                 what = "the condition" if until is not None else f"quiet (running: {self.running_executions()})"
@@ -208,6 +221,16 @@ class EmbeddedStage:
 
         self.settle(timeout=timeout, until=done)
         return state
+
+    def execution_errors(self, execution_arn: str) -> list[str]:
+        """The failure events of an execution's history (what failed, with its cause), for messages."""
+        history = self.client("stepfunctions").get_execution_history(executionArn=execution_arn, maxResults=1000)
+        found = []
+        for event in history["events"]:
+            for key, value in event.items():
+                if key.endswith("EventDetails") and isinstance(value, dict) and ("error" in value or "cause" in value):
+                    found.append(f"{event['type']}: {value.get('error')}: {str(value.get('cause'))[:300]}")
+        return found
 
     def queue_messages(self, queue: Deployed, *, delete: bool = True) -> list[dict[str, Any]]:
         """Every message now on a queue (received with its attributes; deleted unless told not to)."""
@@ -267,6 +290,7 @@ def embedded_stage(
     templates = load_assembly(source) if isinstance(source, Path) else list(source)
     with ExitStack() as stack:
         stack.enter_context(mock_aws(config=MOTO_CONFIG))
+        stack.enter_context(moto_gaps.patched())
         stack.enter_context(atomic_requests())
         calls = stack.enter_context(in_process())
         stack.enter_context(clock.installed())
@@ -276,7 +300,11 @@ def embedded_stage(
         if before_deploy is not None:
             before_deploy(cloud)
         exports: dict[str, Any] = {}
-        deployed = [deploy_stack(cloud, t, exports, parameters=(parameters or {}).get(t.stack_name)) for t in templates]
+        outputs: dict[str, dict[str, Any]] = {}
+        deployed = [
+            deploy_stack(cloud, t, exports, parameters=(parameters or {}).get(t.stack_name), stack_outputs=outputs)
+            for t in templates
+        ]
         embedded = EmbeddedStage(cloud, deployed, clock, calls, log)
         for router in embedded.websocket_apis.values():
             stack.enter_context(router.management_api())

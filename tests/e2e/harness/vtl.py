@@ -485,9 +485,16 @@ def _run(nodes: list[_Node], scope: dict[str, Any], out: list[str]) -> None:
         elif node.kind == "set":
             name, _, expression = node.text.partition("=")
             variable = name.strip().lstrip("$").strip("{}")
-            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", variable):
-                raise UnsupportedVtl(f"#set of {name.strip()!r} (only plain variables)")
-            scope[variable] = evaluate(expression.strip(), scope)
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*", variable):
+                raise UnsupportedVtl(f"#set of {name.strip()!r} (only variables and map properties)")
+            value = evaluate(expression.strip(), scope)
+            *parents, leaf = variable.split(".")
+            target: Any = scope
+            for parent in parents:  # $context.responseOverride.status = 409
+                if not isinstance(target.get(parent), dict):
+                    target[parent] = {}
+                target = target[parent]
+            target[leaf] = value
         elif node.kind == "if":
             for condition, body in node.branches:
                 if condition is None or _truthy(evaluate(condition, scope)):

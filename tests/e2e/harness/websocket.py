@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+import urllib.parse
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -267,13 +268,13 @@ class WebSocketRouter:
         router = self
 
         def post_to_connection(backend: Any, data: bytes, connection_id: str) -> None:
-            connection = router.connections.get(connection_id)
+            connection = router.connections.get(urllib.parse.unquote(connection_id))
             if connection is None or not connection.open:
                 raise _Gone()
             connection.frames.append(_decode(data))
 
         def get_connection(backend: Any, connection_id: str) -> Any:
-            connection = router.connections.get(connection_id)
+            connection = router.connections.get(urllib.parse.unquote(connection_id))
             if connection is None or not connection.open:
                 raise _Gone()
             from moto.apigatewaymanagementapi.models import Connection as MotoConnection
@@ -283,10 +284,10 @@ class WebSocketRouter:
             return info
 
         def delete_connection(backend: Any, connection_id: str) -> None:
-            connection = router.connections.get(connection_id)
+            connection = router.connections.get(urllib.parse.unquote(connection_id))
             if connection is None or not connection.open:
                 raise _Gone()
-            router.disconnect(connection_id, status_code=1000, reason="closed by the server")
+            router.disconnect(urllib.parse.unquote(connection_id), status_code=1000, reason="closed by the server")
 
         with (
             mock.patch.object(ApiGatewayManagementApiBackend, "post_to_connection", post_to_connection),

@@ -1,0 +1,34 @@
+"""The stage the end-to-end tests run: synthesized once per process with fast timeouts."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+from stacks.config import StageConfig, with_overrides
+from tests.support.synth import SynthesizedStage, stage_config, synthesize
+
+
+def e2e_config() -> StageConfig:
+    """dev with waits of seconds and the echo responder (no Bedrock model)."""
+    return with_overrides(
+        stage_config("dev"),
+        handoff_agent_wait_seconds=10,
+        handoff_idle_seconds=10,
+        export_poll_seconds=1,
+        export_max_polls=5,
+        bedrock_model_id=None,
+        authorizer_cache_seconds=0,
+    )
+
+
+@functools.cache
+def e2e_stage() -> SynthesizedStage:
+    """The e2e stage, synthesized once per process (without cdk-nag: the template is the same)."""
+    return synthesize(e2e_config(), nag=False)[e2e_config().name]
+
+
+@pytest.fixture(scope="session")
+def synthesized() -> SynthesizedStage:
+    return e2e_stage()

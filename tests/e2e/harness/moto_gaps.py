@@ -1,0 +1,37 @@
+"""Where moto 5.2 lags AWS in ways the synthesized templates reach, and the harness's narrow fixes.
+
+Each fix makes moto accept what AWS accepts; none makes moto more lenient than AWS.
+
+* Step Functions: AWS defines ``States.Http.Socket`` (HTTP Task socket errors) and accepts it in
+  ``ErrorEquals``; moto's ASL lexer predates it and rejects the definition as a custom error
+  name starting with ``States.``. Only the AWS-defined names below are let through.
+* DynamoDB Streams: botocore >= 1.38 calls ``<account>.streams-ddb.<region>`` endpoints that
+  moto does not route (handled in ``loaders.Cloud.client`` with the classic endpoint).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from unittest import mock
+
+from moto.stepfunctions.parser.asl.component.common.error_name.custom_error_name import CustomErrorName
+from moto.stepfunctions.parser.asl.component.common.error_name.error_name import ErrorName
+
+#: Error names AWS Step Functions defines that moto's lexer does not know.
+AWS_STATES_ERRORS_UNKNOWN_TO_MOTO = frozenset({"States.Http.Socket"})
+
+
+@contextmanager
+def patched() -> Iterator[None]:
+    """Apply every fix above for the block's duration."""
+    original = CustomErrorName.__init__
+
+    def init(self: CustomErrorName, error_name: str | None) -> None:
+        if error_name in AWS_STATES_ERRORS_UNKNOWN_TO_MOTO:
+            ErrorName.__init__(self, error_name=error_name)
+            return
+        original(self, error_name)
+
+    with mock.patch.object(CustomErrorName, "__init__", init):
+        yield

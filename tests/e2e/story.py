@@ -1,0 +1,441 @@
+"""The seeds' story, step by step, on the embedded stage: shared by ``test_story`` and ``demo``.
+
+Every step calls the stage only through its public surface (the REST and WebSocket routers built
+from the template, the table's stream and the queues' mappings, the workflows' executions) and
+asserts what must have changed. Resource roles are found from the template (the function whose
+Handler is ..., the queue its mapping reads, the rule whose target is ...), never by name.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import urllib.parse
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from lambdas.shared.records import Agent, AgentStatus
+from lambdas.shared.store import DynamoSessionStore
+from lambdas.shared.tokens import mint
+from stacks.config import StageConfig
+from tests.e2e.harness import EmbeddedStage
+from tests.e2e.harness.fanout import published
+from tests.e2e.harness.intrinsics import Deployed
+
+
+@dataclass
+class Step:
+    """One step of the story: what was done, what was called, what changed."""
+
+    title: str
+    calls: list[str] = field(default_factory=list)
+    changes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+class StoryError(AssertionError):
+    """A step whose outcome is not what the seeds specify."""
+
+
+def expect(condition: bool, message: str) -> None:
+    if not condition:
+        raise StoryError(message)
+
+
+@dataclass
+class Story:
+    """The state the steps share."""
+
+    stage: EmbeddedStage
+    config: StageConfig
+    narrate: Callable[[Step], None] = lambda step: None
+    steps: list[Step] = field(default_factory=list)
+    tokens: dict[str, str] = field(default_factory=dict)
+    session_id: str = ""
+    connection_id: str = ""
+    values: dict[str, Any] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ plumbing
+
+    def step(self, title: str) -> Step:
+        step = Step(title)
+        self.steps.append(step)
+        return step
+
+    def done(self, step: Step, started: float) -> None:
+        step.seconds = time.monotonic() - started
+        self.narrate(step)
+
+    @property
+    def table(self) -> Deployed:
+        return self.stage.only("AWS::DynamoDB::Table")
+
+    def store(self) -> DynamoSessionStore:
+        return DynamoSessionStore(self.table.ref, client=self.stage.client("dynamodb"), clock=self.stage.clock)
+
+    def auth(self, who: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.tokens[who]}"}
+
+    def rest(self, step: Step, method: str, path: str, who: str | None, **kwargs: Any) -> Any:
+        headers = dict(kwargs.pop("headers", {}) or {})
+        if who:
+            headers.update(self.auth(who))
+        response = self.stage.rest.request(method, path, headers=headers, **kwargs)
+        step.calls.append(f"{method} {path} -> {response.status}")
+        return response
+
+    def queue_label(self, queue_arn: str) -> str:
+        """A queue named by what consumes it (the handler of its mapping), from the template."""
+        for function in self.stage.functions():
+            if any(m.event_source_arn == queue_arn for m in self.stage.mappings_of(function.name)):
+                return function.handler.rsplit(".", 2)[-2]
+        return queue_arn.rsplit(":", 1)[-1]
+
+    def frames(self) -> list[Any]:
+        return self.stage.websocket.frames(self.connection_id)
+
+    # ------------------------------------------------------------------ steps
+
+    def mint_tokens(self) -> None:
+        started, step = time.monotonic(), self.step("Mint tokens with the stage's JWT signing secret")
+        secret_fn = self.stage.function("lambdas.api.authorizer.handler")
+        secret_arn = secret_fn.environment["JWT_SECRET_ARN"]
+        secret = self.stage.client("secretsmanager").get_secret_value(SecretId=secret_arn)["SecretString"]
+        step.calls.append(f"secretsmanager:GetSecretValue {secret_arn.rsplit(':', 1)[-1]}")
+        for who, role in (("alice", "customer"), ("mallory", "customer"), ("agent-7", "agent"), ("root", "admin")):
+            self.tokens[who] = mint(
+                sub=who,
+                role=role,
+                secret=secret,
+                issuer=self.config.jwt_issuer,
+                audience=self.config.jwt_audience,
+                now=self.stage.clock(),
+                ttl_seconds=4 * 3600,  # the story spans the injected hour
+            )
+        step.changes.append(f"tokens for {', '.join(self.tokens)}")
+        self.done(step, started)
+
+    def create_session(self) -> None:
+        started, step = time.monotonic(), self.step("Create a session over REST")
+        response = self.rest(step, "POST", "/sessions", "alice", body={"customer_id": "alice"})
+        expect(response.status == 201, f"POST /sessions answered {response.status}: {response.body}")
+        body = response.json()
+        self.session_id = str(body.get("session_id") or body.get("id"))
+        session = self.store().get_session(self.session_id)
+        expect(session is not None and session.status == "active", f"no active session {self.session_id}")
+        step.changes.append(f"session {self.session_id} (active) in the table")
+        self.done(step, started)
+
+    def connect(self) -> None:
+        started, step = time.monotonic(), self.step("Connect over WebSocket (authorizer, onboarding workflow)")
+        ws = self.stage.websocket
+        self.connection_id = ws.connect(query={"token": self.tokens["alice"], "session_id": self.session_id})
+        step.calls.append(f"$connect ?token=...&session_id={self.session_id} -> {self.connection_id}")
+        self.stage.settle(until=lambda: bool(self.frames()), timeout=20)
+        welcome = self.frames()[0]
+        expect(welcome.get("type") == "welcome", f"first frame is not a welcome: {welcome}")
+        session = self.store().get_session(self.session_id)
+        expect(session is not None and session.connection_id == self.connection_id, "connection not recorded")
+        step.changes.append(f"frame {welcome.get('type')}; session.connection_id={self.connection_id}")
+        self.done(step, started)
+
+    def chat(self, count: int = 10) -> None:
+        started, step = time.monotonic(), self.step(f"{count} messages (echo responder)")
+        before = len(self.frames())
+        for i in range(1, count + 1):
+            self.stage.websocket.send(
+                self.connection_id, {"action": "sendMessage", "text": f"message {i} about Frieren"}
+            )
+        step.calls.append(f"sendMessage x{count}")
+        replies = [f for f in self.frames()[before:] if f.get("type") == "message" and f.get("role") == "assistant"]
+        expect(
+            len(replies) == count, f"{count} messages got {len(replies)} assistant replies: {self.frames()[before:]}"
+        )
+        session = self.store().get_session(self.session_id)
+        assert session is not None
+        step.changes.append(f"{len(replies)} assistant frames; turn_count={session.turn_count}")
+        self.values["turns_after_chat"] = session.turn_count
+        self.done(step, started)
+
+    def summary(self) -> None:
+        started, step = time.monotonic(), self.step("The stream delivers the turns; the 10th turn triggers a summary")
+        moved = self.stage.settle(timeout=30)
+        step.calls.append(f"stream pump: {moved} invocations")
+        items = self.stage.client("dynamodb").query(
+            TableName=self.table.ref,
+            KeyConditionExpression="PK = :pk AND begins_with(SK, :summary)",
+            ExpressionAttributeValues={":pk": {"S": f"SESSION#{self.session_id}"}, ":summary": {"S": "SUMMARY#"}},
+        )["Items"]
+        windows = [(int(i["window_start"]["N"]), int(i["window_end"]["N"])) for i in items]
+        interval = self.config.summary_interval
+        expect((1, interval) in windows, f"no summary of turns 1..{interval}: {windows}")
+        step.changes.append(f"summaries of turns {', '.join(f'{a}..{b}' for a, b in windows)}")
+        self.done(step, started)
+
+    def request_handoff(self) -> None:
+        started, step = time.monotonic(), self.step("Request a handoff (REST -> Step Functions, request template)")
+        self.seed_agent(available=False)
+        step.changes.append("agent-7 exists, offline")
+        response = self.rest(
+            step,
+            "POST",
+            f"/sessions/{self.session_id}/handoff",
+            "alice",
+            body={"reason": "general", "priority": "high"},
+        )
+        expect(response.status == 202, f"handoff request answered {response.status}: {response.body}")
+        self.values["handoff_execution"] = response.json()["execution_arn"]
+        step.changes.append(f"execution {self.values['handoff_execution'].rsplit(':', 1)[-1]} started")
+        self.done(step, started)
+
+    def no_agent_free(self) -> None:
+        started, step = time.monotonic(), self.step("No agent is free: the request waits in the assignment queue")
+        store = self.store()
+
+        def queued() -> bool:
+            handoff = store.latest_handoff(self.session_id)
+            return handoff is not None and handoff.status == "queued"
+
+        self.stage.settle(until=queued, timeout=20)
+        handoff = store.latest_handoff(self.session_id)
+        assert handoff is not None
+        self.values["handoff_id"] = handoff.handoff_id
+        step.changes.append(f"handoff {handoff.handoff_id} queued, session status {store.get_session(self.session_id)}")
+        self.done(step, started)
+
+    def agent_accepts(self) -> None:
+        started, step = time.monotonic(), self.step("The agent comes online and accepts through the API")
+        self.seed_agent(available=True)
+        response = self.rest(step, "POST", f"/handoffs/{self.session_id}/accept", "agent-7")
+        expect(response.status == 200, f"accept answered {response.status}: {response.body}")
+        store = self.store()
+
+        def assigned() -> bool:
+            handoff = store.latest_handoff(self.session_id)
+            return handoff is not None and handoff.status == "assigned"
+
+        try:
+            self.stage.settle(until=assigned, timeout=20)
+        except TimeoutError:
+            errors = self.stage.execution_errors(self.values["handoff_execution"])
+            raise StoryError(f"handoff not assigned: {errors}") from None
+        session = store.get_session(self.session_id)
+        expect(session is not None and session.status == "handoff", f"session not in handoff: {session}")
+        step.changes.append("handoff assigned to agent-7; session status handoff")
+        self.done(step, started)
+
+    def notifications(self) -> None:
+        started, step = (
+            time.monotonic(),
+            self.step("Notifications land in exactly the queues the filter policies select"),
+        )
+        self.stage.settle(timeout=20, wait_executions=False)
+        topic_arn = self.stage.function("lambdas.events.router.handler").environment["HANDOFF_TOPIC_ARN"]
+        topic = self.stage.only("AWS::SNS::Topic", where=lambda t: t.ref == topic_arn)
+        messages = published(self.stage.cloud, topic, self.stage.all("AWS::SNS::Subscription"))
+        expect(bool(messages), "the handoff topic published nothing")
+        received = self.stage.queues.received
+        names = {q.attributes["Arn"]: q.attributes["QueueName"] for q in self.stage.all("AWS::SQS::Queue")}
+        for message in messages:
+            actual = frozenset(arn for arn, bodies in received.items() if message.message in bodies)
+            expect(
+                actual == message.expected_queues,
+                f"{message.event_type}: selected {sorted(names[a] for a in message.expected_queues)}, "
+                f"landed in {sorted(names[a] for a in actual)}",
+            )
+            labels = sorted(self.queue_label(a) for a in actual)
+            step.changes.append(f"{message.event_type} -> {', '.join(labels) or 'no queue'}")
+        kinds = [f.get("type") for f in self.frames()]
+        step.changes.append(f"customer frames so far: {kinds[-4:]}")
+        self.done(step, started)
+
+    def agent_replies(self) -> None:
+        started, step = time.monotonic(), self.step("The agent replies; the handoff workflow completes")
+        before = len(self.frames())
+        response = self.rest(
+            step, "POST", f"/handoffs/{self.session_id}/messages", "agent-7", body={"text": "Hi, I am Seven. Volume 3?"}
+        )
+        expect(response.status == 201, f"agent message answered {response.status}: {response.body}")
+        new = self.frames()[before:]
+        expect(any(f.get("type") == "agent_message" for f in new), f"customer got no agent frame: {new}")
+        done = self.stage.wait_execution(self.values["handoff_execution"], timeout=20)
+        expect(done["status"] == "SUCCEEDED", f"handoff execution ended {done['status']}")
+        step.changes.append(f"customer frame agent_message; handoff execution {done['status']}")
+        self.done(step, started)
+
+    def disconnect(self) -> None:
+        started, step = time.monotonic(), self.step("The customer disconnects")
+        self.stage.websocket.disconnect(self.connection_id)
+        step.calls.append("$disconnect")
+        self.stage.settle(timeout=30)
+        session = self.store().get_session(self.session_id)
+        assert session is not None
+        expect(session.status == "disconnected", f"session is {session.status} after $disconnect")
+        self.values["turns_total"] = session.turn_count
+        step.changes.append(f"session disconnected at {session.disconnected_at}; SessionEnded sweep ran (too early)")
+        expect(session.archive_key is None, "a session was archived before its grace period")
+        self.done(step, started)
+
+    def hour_passes_cleanup(self) -> None:
+        started, step = time.monotonic(), self.step("An hour passes; the hourly cleanup archives and deletes")
+        self.stage.clock.advance(self.config.cleanup_grace_seconds + 60)
+        step.changes.append(f"clock +{self.config.cleanup_grace_seconds + 60}s")
+        (schedule,) = self.stage.all("AWS::Events::Rule", where=lambda r: "ScheduleExpression" in r.properties)
+        self.stage.fire_schedule(schedule)
+        step.calls.append(f"schedule {schedule.properties['ScheduleExpression']} fired")
+        self.stage.settle(timeout=40)
+        session = self.store().get_session(self.session_id)
+        assert session is not None
+        expect(session.status == "archived", f"session is {session.status} after the cleanup")
+        remaining = self.stage.client("dynamodb").query(
+            TableName=self.table.ref,
+            KeyConditionExpression="PK = :pk",
+            ExpressionAttributeValues={":pk": {"S": f"SESSION#{self.session_id}"}},
+        )["Items"]
+        sort_keys = [item["SK"]["S"] for item in remaining]
+        expect(sort_keys == ["META"], f"items left after the cleanup: {sort_keys}")
+        step.changes.append(f"session archived to {session.archive_key}; items left: {sort_keys}")
+        self.values["archive_key"] = session.archive_key
+        self.done(step, started)
+
+    def archive_holds_every_turn(self) -> None:
+        started, step = time.monotonic(), self.step("The archive holds every turn")
+        bucket = self.stage.function("lambdas.orchestration.cleanup_worker.handler").environment["ARCHIVE_BUCKET"]
+        body = self.stage.client("s3").get_object(Bucket=bucket, Key=self.values["archive_key"])["Body"].read()
+        lines = [json.loads(line) for line in body.decode().splitlines() if line.strip()]
+        turns = sorted(int(line["turn_number"]) for line in lines if line.get("type") == "turn")
+        total = int(self.values["turns_total"])
+        expect(turns == list(range(1, total + 1)), f"archive holds turns {turns}, expected 1..{total}")
+        step.changes.append(f"s3://{bucket[:24]}.../{self.values['archive_key']}: {len(lines)} lines, turns 1..{total}")
+        self.done(step, started)
+
+    def export_approved(self) -> None:
+        started, step = time.monotonic(), self.step("Export requested, approved through the signed link, finished")
+        response = self.rest(step, "POST", "/admin/export", "root", body={"reason": "quarterly analytics"})
+        expect(response.status == 202, f"export request answered {response.status}: {response.body}")
+        execution = response.json()["execution_arn"]
+        reviewer_topic = self.stage.function("lambdas.orchestration.review_request.handler").environment[
+            "REVIEWER_TOPIC_ARN"
+        ]
+        topic = self.stage.only("AWS::SNS::Topic", where=lambda t: t.ref == reviewer_topic)
+        self.stage.settle(until=lambda: bool(published(self.stage.cloud, topic, [])), timeout=20, wait_executions=False)
+        mail = published(self.stage.cloud, topic, [])[-1].message
+        link = re.search(r"https://\S+/reviews/[^/\s]+/approve\?\S+", mail)
+        expect(link is not None, f"no approve link in the reviewer message: {mail[:300]}")
+        assert link is not None
+        url = urllib.parse.urlsplit(link.group(0))
+        path = "/" + url.path.split("/", 2)[2]  # drop the stage
+        query = dict(urllib.parse.parse_qsl(url.query))
+        page = self.rest(step, "GET", path, None, query=query)
+        expect(page.status == 200, f"approve link answered {page.status}: {page.body[:200]}")
+        done = self.stage.wait_execution(execution, timeout=40)
+        output = json.loads(done.get("output") or "{}")
+        step.changes.append(f"export execution {done['status']}: {json.dumps(output, default=str)[:160]}")
+        expect(
+            done["status"] == "SUCCEEDED",
+            f"export ended {done['status']}: {done.get('error')}; history: {self.stage.execution_errors(execution)}",
+        )
+        self.done(step, started)
+
+    # ------------------------------------------------------------------ bad paths
+
+    def other_customer_is_refused(self) -> None:
+        started, step = time.monotonic(), self.step("Bad path: a customer reads another customer's session")
+        response = self.rest(step, "GET", f"/sessions/{self.session_id}", "mallory")
+        expect(response.status in (403, 404), f"mallory read alice's session: {response.status} {response.body}")
+        expect("alice" not in response.body, "the refusal leaks the owner")
+        step.changes.append(f"refused with {response.status}")
+        self.done(step, started)
+
+    def malformed_request_is_rejected(self) -> None:
+        started, step = time.monotonic(), self.step("Bad path: a malformed request is rejected by the model")
+        sfn = self.stage.client("stepfunctions")
+        machines = self.stage.all("AWS::StepFunctions::StateMachine")
+
+        def executions() -> int:
+            return sum(len(sfn.list_executions(stateMachineArn=m.ref)["executions"]) for m in machines)
+
+        before = executions()
+        response = self.rest(
+            step, "POST", f"/sessions/{self.session_id}/handoff", "alice", body={"reason": "Drop Table;", "x": 1}
+        )
+        expect(response.status == 400, f"malformed handoff request answered {response.status}")
+        expect(executions() == before, "a rejected request still started a workflow")
+        step.changes.append(f"400 {response.json()}; no execution started")
+        self.done(step, started)
+
+    def poison_record_to_dlq(self) -> None:
+        started, step = (
+            time.monotonic(),
+            self.step("Bad path: a poison stream record lands in the DLQ, nothing else lost"),
+        )
+        store = self.store()
+        other = store.create_session("bob")
+        for i in range(self.config.summary_interval):
+            store.add_turn(other.session_id, "user", f"bob {i}")
+        client = self.stage.client("dynamodb")
+        client.put_item(
+            TableName=self.table.ref,
+            Item={"PK": {"S": f"SESSION#{other.session_id}"}, "SK": {"S": "TURN#not-a-number"}},
+        )
+        step.calls.append(f"{self.config.summary_interval} turns of bob's session + 1 corrupt turn item")
+        self.stage.settle(timeout=30, wait_executions=False)
+        router = self.stage.function("lambdas.events.router.handler")
+        (mapping,) = self.stage.mappings_of(router.name)
+        expect(mapping.on_failure_arn is not None, "the router's mapping has no on-failure destination")
+        dlq = self.stage.only("AWS::SQS::Queue", where=lambda q: q.attributes["Arn"] == mapping.on_failure_arn)
+        failures = [json.loads(m["Body"]) for m in self.stage.queue_messages(dlq)]
+        expect(len(failures) == 1, f"expected one DLQ record, found {len(failures)}")
+        info = failures[0]["DDBStreamBatchInfo"]
+        expect(info["batchSize"] == 1, f"the DLQ record covers {info['batchSize']} records, not just the poison")
+        summary = store.latest_summary(other.session_id)
+        expect(summary is not None, "bob's summary was lost with the poison record")
+        step.changes.append(
+            f"DLQ: 1 record, sequence {info['startSequenceNumber']} "
+            f"(after {failures[0]['requestContext']['approximateInvokeCount']} attempts); bob's summary written"
+        )
+        self.done(step, started)
+
+    def seed_agent(self, *, available: bool) -> None:
+        agent = Agent(
+            agent_id="agent-7",
+            skills=("general",),
+            status=AgentStatus.AVAILABLE if available else AgentStatus.OFFLINE,
+            name="Agent Seven",
+        )
+        self.store().put_agent(agent)
+
+    def dump(self) -> str:
+        return json.dumps([s.__dict__ for s in self.steps], default=str)
+
+
+#: The story in order: happy path, then the bad paths.
+STEPS: tuple[str, ...] = (
+    "mint_tokens",
+    "create_session",
+    "connect",
+    "chat",
+    "summary",
+    "request_handoff",
+    "no_agent_free",
+    "agent_accepts",
+    "notifications",
+    "agent_replies",
+    "other_customer_is_refused",
+    "malformed_request_is_rejected",
+    "disconnect",
+    "hour_passes_cleanup",
+    "archive_holds_every_turn",
+    "export_approved",
+    "poison_record_to_dlq",
+)
+
+
+def run_story(stage: EmbeddedStage, config: StageConfig, narrate: Callable[[Step], None] = lambda step: None) -> Story:
+    """Run every step in order on a freshly deployed stage; raises StoryError at the first failure."""
+    story = Story(stage, config, narrate)
+    for name in STEPS:
+        getattr(story, name)()
+    return story
