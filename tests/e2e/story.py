@@ -202,7 +202,9 @@ class Story:
         handoff = store.latest_handoff(self.session_id)
         assert handoff is not None
         self.values["handoff_id"] = handoff.handoff_id
-        step.changes.append(f"handoff {handoff.handoff_id} queued, session status {store.get_session(self.session_id)}")
+        session = store.get_session(self.session_id)
+        status = session.status if session else None
+        step.changes.append(f"handoff {handoff.handoff_id} queued (waiting for an agent); session still {status}")
         self.done(step, started)
 
     def agent_accepts(self) -> None:
@@ -332,7 +334,9 @@ class Story:
         expect(page.status == 200, f"approve link answered {page.status}: {page.body[:200]}")
         done = self.stage.wait_execution(execution, timeout=40)
         output = json.loads(done.get("output") or "{}")
-        step.changes.append(f"export execution {done['status']}: {json.dumps(output, default=str)[:160]}")
+        export = output.get("export") if isinstance(output, dict) else None
+        detail = {k: v for k, v in (export or {}).items() if k.lower() in ("status", "exportstatus", "s3prefix")}
+        step.changes.append(f"export execution {done['status']} {json.dumps(detail) if detail else ''}".rstrip())
         expect(
             done["status"] == "SUCCEEDED",
             f"export ended {done['status']}: {done.get('error')}; history: {self.stage.execution_errors(execution)}",
