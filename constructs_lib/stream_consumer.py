@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
@@ -52,6 +53,10 @@ class StreamConsumer(Construct):
         existing_dead_letter_queue: the on-failure queue to use. Defaults to a new SecureQueue
             without a DLQ of its own. Do not combine with ``dead_letter_queue_retention``.
         dead_letter_queue_retention: retention of a new DLQ. Defaults to 14 days.
+        iterator_age_threshold: alarm when the function's IteratorAge stays above this (3 of 5
+            minutes): the consumer is falling behind the stream. Defaults to 60 seconds (seed
+            003's advice). ``iterator_age_alarm`` and ``dead_letter_alarm`` (any message in the
+            DLQ) have no actions; the caller adds them (e.g. an ops topic).
     """
 
     def __init__(
@@ -71,6 +76,7 @@ class StreamConsumer(Construct):
         filters: Sequence[Mapping[str, Any]] = (),
         existing_dead_letter_queue: sqs.IQueue | None = None,
         dead_letter_queue_retention: Duration | None = None,
+        iterator_age_threshold: Duration | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         if existing_dead_letter_queue is not None and dead_letter_queue_retention is not None:
@@ -119,3 +125,27 @@ class StreamConsumer(Construct):
             filters=[lambda_.FilterCriteria.filter(dict(pattern)) for pattern in filters] or None,
         )
         function.add_event_source(self.event_source)
+        age_limit = iterator_age_threshold or Duration.seconds(60)
+        self.iterator_age_alarm = cloudwatch.Alarm(
+            self,
+            "IteratorAgeAlarm",
+            metric=function.metric("IteratorAge", statistic="Maximum", period=Duration.minutes(1)),
+            threshold=age_limit.to_milliseconds(),
+            evaluation_periods=5,
+            datapoints_to_alarm=3,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            alarm_description=f"Stream consumer falling behind: IteratorAge above {age_limit.to_seconds()} s",
+        )
+        self.dead_letter_alarm = cloudwatch.Alarm(
+            self,
+            "DeadLetterAlarm",
+            metric=self.dead_letter_queue.metric_approximate_number_of_messages_visible(
+                statistic="Maximum", period=Duration.minutes(1)
+            ),
+            threshold=0,
+            evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            alarm_description="Stream records given up on: re-read the DLQ's shard/sequence range while in the stream",
+        )

@@ -59,6 +59,15 @@ def test_stream_mapping_is_bounded_partial_bisecting_and_filtered(any_stage: Syn
     assert json.loads(criteria["Pattern"]) == {"dynamodb": {"Keys": {"SK": {"S": ROUTED_SORT_KEYS}}}}
 
 
+def test_stream_consumer_alarms_on_iterator_age_and_on_its_dlq(any_stage: SynthesizedStage) -> None:
+    alarms = resources(any_stage, "AWS::CloudWatch::Alarm")
+    (age,) = [a["Properties"] for k, a in alarms.items() if "IteratorAge" in k]
+    assert (age["MetricName"], age["Threshold"], age["Statistic"]) == ("IteratorAge", 60000, "Maximum")
+    assert age["Dimensions"] == [{"Name": "FunctionName", "Value": {"Ref": function_id(any_stage, "StreamRouter")}}]
+    (dlq,) = [a["Properties"] for k, a in alarms.items() if "StreamRouterSourceDeadLetter" in k]
+    assert (dlq["MetricName"], dlq["Threshold"]) == ("ApproximateNumberOfMessagesVisible", 0)
+
+
 def test_router_reaches_every_target_through_grants(dev: SynthesizedStage) -> None:
     router_role = dev.templates["Events"]["Resources"][function_id(dev, "StreamRouter")]["Properties"]["Role"]
     (policy,) = [
