@@ -94,15 +94,20 @@ def deny(method_arn: str) -> dict[str, Any]:
 def authorize(event: dict[str, Any], secret: str, config: Settings) -> dict[str, Any]:
     """The response for one TOKEN authorizer event (pure: tests call it without AWS)."""
     method_arn = str(event.get("methodArn") or "")
-    token = bearer(event.get("authorizationToken"))
     try:
-        claims = verify(token, secret, issuer=config.issuer, audience=config.audience)
-        return allow(claims.sub, claims.role, method_arn)
-    except TokenError as err:
-        logger.info("token refused", extra={"reason": err.reason})
+        api_prefix(method_arn)
     except ValueError:
         logger.warning("malformed methodArn")
-    return deny(method_arn)
+        return deny(method_arn)
+    token = bearer(event.get("authorizationToken"))
+    try:
+        # A secret too short for HS256 raises ValueError here: a configuration error that must
+        # surface as a failed invocation (API Gateway answers 500), not as a quiet deny.
+        claims = verify(token, secret, issuer=config.issuer, audience=config.audience)
+    except TokenError as err:
+        logger.info("token refused", extra={"reason": err.reason})
+        return deny(method_arn)
+    return allow(claims.sub, claims.role, method_arn)
 
 
 @logger.inject_lambda_context(clear_state=True)

@@ -228,3 +228,9 @@ def test_handler_fails_on_missing_settings(monkeypatch: pytest.MonkeyPatch) -> N
     with pytest.raises(env.MissingSetting, match="JWT_SECRET_ARN"):
         authorizer.handler(token_event("Bearer x"), Context())  # type: ignore[arg-type]
     env.reset()
+
+
+def test_a_misconfigured_secret_fails_loudly_instead_of_denying() -> None:
+    # Given a signing secret too short for HS256 / Then the invocation fails (API Gateway: 500)
+    with pytest.raises(ValueError, match="at least 32 bytes"):
+        authorizer.authorize(token_event(f"Bearer {_token()}"), "short", CONFIG)
