@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger
+from aws_lambda_powertools import Logger, Tracer
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
@@ -28,6 +28,7 @@ from lambdas.shared.records import TURN_ACCEPTING, Role
 from lambdas.shared.store import DynamoSessionStore, SessionStore
 
 logger = Logger()
+tracer = Tracer()
 processor = BatchProcessor(event_type=EventType.SQS)
 
 
@@ -79,5 +80,6 @@ def record_handler(record: SQSRecord) -> str:
 
 
 @logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)

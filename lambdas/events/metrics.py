@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.data_classes import EventBridgeEvent
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -17,6 +17,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from lambdas.events.routing import NO_STATUS
 
 logger = Logger()
+tracer = Tracer()
 metrics = Metrics()
 
 
@@ -29,6 +30,7 @@ def metric_name(detail: dict[str, Any]) -> str | None:
 
 @metrics.log_metrics
 @logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     detail = EventBridgeEvent(event).detail
     name = metric_name(detail)

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import boto3
-from aws_lambda_powertools import Logger
+from aws_lambda_powertools import Logger, Tracer
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -50,6 +50,7 @@ from lambdas.events.routing import Actions, classify
 from lambdas.shared import env
 
 logger = Logger()
+tracer = Tracer()
 
 _CLIENT_CONFIG = Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=5, read_timeout=10)
 
@@ -152,5 +153,6 @@ def route(event: dict[str, Any], context: LambdaContext | None, *, cfg: Settings
 
 
 @logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return route(event, context, cfg=settings(), out=sinks())

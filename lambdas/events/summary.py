@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from aws_lambda_powertools import Logger
+from aws_lambda_powertools import Logger, Tracer
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from lambdas.shared import env
@@ -27,6 +27,7 @@ from lambdas.shared.records import Summary, Turn
 from lambdas.shared.store import DynamoSessionStore, SessionStore
 
 logger = Logger()
+tracer = Tracer()
 
 SYSTEM_PROMPT = (
     "You summarise customer-support chats of a manga shop. Write 3-5 plain sentences covering the "
@@ -145,6 +146,7 @@ def parse_trigger(event: Any) -> tuple[str, int]:
 
 
 @logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     cfg = settings()
     session_id, turn_number = parse_trigger(event)
