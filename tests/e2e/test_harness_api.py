@@ -1,0 +1,413 @@
+"""The harness's REST and WebSocket routers and its VTL evaluator, on small hand-made templates."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+
+from tests.e2e import templates as t
+from tests.e2e.harness import EmbeddedStage, embedded_stage
+from tests.e2e.harness.vtl import UnsupportedVtl, escape_javascript, mapping_scope, render
+from tests.e2e.harness.websocket import ConnectionRefused
+
+HERE = __name__
+
+
+# ---------------------------------------------------------------------- handlers the templates name
+
+
+def token_authorizer(event: dict[str, Any], context: object) -> dict[str, Any]:
+    token = event["authorizationToken"].removeprefix("Bearer ")
+    prefix = event["methodArn"].split("/", 2)
+    effect = "Allow" if token == "good.tok.en" else "Deny"
+    return {
+        "principalId": "alice",
+        "policyDocument": {
+            "Version": "2012-10-17",
+            "Statement": [{"Action": "execute-api:Invoke", "Effect": effect, "Resource": f"{prefix[0]}/{prefix[1]}/*"}],
+        },
+        "context": {"sub": "alice", "role": "customer"},
+    }
+
+
+def items(event: dict[str, Any], context: object) -> dict[str, Any]:
+    body = {"id": event["pathParameters"]["id"], "sub": event["requestContext"]["authorizer"]["sub"]}
+    return {"statusCode": 200, "headers": {"Content-Type": "application/json"}, "body": json.dumps(body)}
+
+
+def ws_authorizer(event: dict[str, Any], context: object) -> dict[str, Any]:
+    allowed = (event.get("queryStringParameters") or {}).get("token") == "good"
+    return {
+        "principalId": "bob",
+        "policyDocument": {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Action": "execute-api:Invoke",
+                    "Effect": "Allow" if allowed else "Deny",
+                    "Resource": event["methodArn"],
+                }
+            ],
+        },
+        "context": {"sub": "bob"},
+    }
+
+
+def ws_ok(event: dict[str, Any], context: object) -> dict[str, Any]:
+    return {"statusCode": 200}
+
+
+def ws_message(event: dict[str, Any], context: object) -> dict[str, Any]:
+    ctx = event["requestContext"]
+    client = boto3.client("apigatewaymanagementapi", endpoint_url=f"https://{ctx['domainName']}/{ctx['stage']}")
+    text = json.loads(event["body"])["text"]
+    client.post_to_connection(
+        ConnectionId=ctx["connectionId"], Data=json.dumps({"echo": text, "by": ctx["authorizer"]["sub"]}).encode()
+    )
+    return {"statusCode": 200}
+
+
+def ws_default(event: dict[str, Any], context: object) -> dict[str, Any]:
+    return {"statusCode": 200, "body": json.dumps({"unknown": json.loads(event["body"]).get("action")})}
+
+
+# ---------------------------------------------------------------------- templates
+
+
+def _lambda_uri(function_id: str) -> dict[str, Any]:
+    return {
+        "Fn::Join": [
+            "",
+            [
+                "arn:",
+                {"Ref": "AWS::Partition"},
+                ":apigateway:",
+                {"Ref": "AWS::Region"},
+                ":lambda:path/2015-03-31/functions/",
+                {"Fn::GetAtt": [function_id, "Arn"]},
+                "/invocations",
+            ],
+        ]
+    }
+
+
+REQUEST_TEMPLATE = (
+    "#set($id = $input.params('id'))\n"
+    '{"stateMachineArn": "${Machine}", "name": "$context.requestId", '
+    '"input": "{\\"id\\": \\"$util.escapeJavaScript($id)\\", '
+    "\\\"reason\\\": $util.escapeJavaScript($input.json('$.reason')), "
+    '\\"by\\": \\"$context.authorizer.sub\\"}"}'
+)
+
+
+def _rest_stack() -> list[Any]:
+    api = {"Ref": "Api"}
+    return [
+        t.stack(
+            "T-Api",
+            "Api",
+            {
+                "Role": t.role(),
+                "SfnRole": t.role("states.amazonaws.com"),
+                "Machine": {
+                    "Type": "AWS::StepFunctions::StateMachine",
+                    "Properties": {
+                        "DefinitionString": json.dumps(
+                            {"StartAt": "Done", "States": {"Done": {"Type": "Pass", "End": True}}}
+                        ),
+                        "RoleArn": {"Fn::GetAtt": ["SfnRole", "Arn"]},
+                    },
+                },
+                "AuthFn": t.function(f"{HERE}.token_authorizer"),
+                "ItemsFn": t.function(f"{HERE}.items"),
+                "Api": {"Type": "AWS::ApiGateway::RestApi", "Properties": {"Name": "t"}},
+                "Items": {
+                    "Type": "AWS::ApiGateway::Resource",
+                    "Properties": {
+                        "ParentId": {"Fn::GetAtt": ["Api", "RootResourceId"]},
+                        "PathPart": "items",
+                        "RestApiId": api,
+                    },
+                },
+                "Item": {
+                    "Type": "AWS::ApiGateway::Resource",
+                    "Properties": {"ParentId": {"Ref": "Items"}, "PathPart": "{id}", "RestApiId": api},
+                },
+                "Start": {
+                    "Type": "AWS::ApiGateway::Resource",
+                    "Properties": {"ParentId": {"Ref": "Item"}, "PathPart": "start", "RestApiId": api},
+                },
+                "Auth": {
+                    "Type": "AWS::ApiGateway::Authorizer",
+                    "Properties": {
+                        "RestApiId": api,
+                        "Type": "TOKEN",
+                        "AuthorizerUri": _lambda_uri("AuthFn"),
+                        "IdentitySource": "method.request.header.Authorization",
+                        "IdentityValidationExpression": "^Bearer [a-z.]+$",
+                        "AuthorizerResultTtlInSeconds": 300,
+                    },
+                },
+                "BodyValidator": {
+                    "Type": "AWS::ApiGateway::RequestValidator",
+                    "Properties": {"RestApiId": api, "ValidateRequestBody": True, "ValidateRequestParameters": True},
+                },
+                "StartModel": {
+                    "Type": "AWS::ApiGateway::Model",
+                    "Properties": {
+                        "RestApiId": api,
+                        "ContentType": "application/json",
+                        "Schema": {
+                            "$schema": "http://json-schema.org/draft-04/schema#",
+                            "type": "object",
+                            "required": ["reason"],
+                            "additionalProperties": False,
+                            "properties": {"reason": {"type": "string", "pattern": "^[a-z' ]+$"}},
+                        },
+                    },
+                },
+                "GetItem": {
+                    "Type": "AWS::ApiGateway::Method",
+                    "Properties": {
+                        "RestApiId": api,
+                        "ResourceId": {"Ref": "Item"},
+                        "HttpMethod": "GET",
+                        "AuthorizationType": "CUSTOM",
+                        "AuthorizerId": {"Ref": "Auth"},
+                        "Integration": {
+                            "Type": "AWS_PROXY",
+                            "IntegrationHttpMethod": "POST",
+                            "Uri": _lambda_uri("ItemsFn"),
+                        },
+                    },
+                },
+                "PostStart": {
+                    "Type": "AWS::ApiGateway::Method",
+                    "Properties": {
+                        "RestApiId": api,
+                        "ResourceId": {"Ref": "Start"},
+                        "HttpMethod": "POST",
+                        "AuthorizationType": "CUSTOM",
+                        "AuthorizerId": {"Ref": "Auth"},
+                        "RequestValidatorId": {"Ref": "BodyValidator"},
+                        "RequestModels": {"application/json": {"Ref": "StartModel"}},
+                        "Integration": {
+                            "Type": "AWS",
+                            "IntegrationHttpMethod": "POST",
+                            "Uri": {
+                                "Fn::Sub": "arn:${AWS::Partition}:apigateway:${AWS::Region}"
+                                ":states:action/StartExecution"
+                            },
+                            "PassthroughBehavior": "NEVER",
+                            "RequestTemplates": {"application/json": {"Fn::Sub": REQUEST_TEMPLATE}},
+                            "IntegrationResponses": [
+                                {
+                                    "StatusCode": "202",
+                                    "ResponseTemplates": {
+                                        "application/json": '{"execution": "$input.path(\'$.executionArn\')"}'
+                                    },
+                                },
+                                {"StatusCode": "400", "SelectionPattern": "4\\d{2}"},
+                            ],
+                        },
+                    },
+                },
+                "Denied": {
+                    "Type": "AWS::ApiGateway::GatewayResponse",
+                    "Properties": {
+                        "RestApiId": api,
+                        "ResponseType": "DEFAULT_4XX",
+                        "ResponseTemplates": {
+                            "application/json": '{"error": "$context.error.responseType", '
+                            '"message": $context.error.messageString}'
+                        },
+                    },
+                },
+                "Stage": {"Type": "AWS::ApiGateway::Stage", "Properties": {"RestApiId": api, "StageName": "v1"}},
+            },
+        )
+    ]
+
+
+@pytest.fixture(scope="module")
+def rest_stage() -> Iterator[EmbeddedStage]:
+    with embedded_stage(_rest_stack()) as stage:
+        yield stage
+
+
+GOOD = {"Authorization": "Bearer good.tok.en"}
+
+
+def test_proxy_integration_gets_path_parameters_and_authorizer_context(rest_stage: EmbeddedStage) -> None:
+    response = rest_stage.rest.request("GET", "/items/42", headers=GOOD)
+    assert response.status == 200
+    assert response.json() == {"id": "42", "sub": "alice"}
+
+
+@pytest.mark.parametrize(
+    ("headers", "status", "kind"),
+    [
+        ({}, 401, "UNAUTHORIZED"),
+        ({"Authorization": "Token x"}, 401, "UNAUTHORIZED"),
+        ({"Authorization": "Bearer deny.tok.en"}, 403, "ACCESS_DENIED"),
+    ],
+)
+def test_authorizer_refusals_use_the_gateway_response(
+    rest_stage: EmbeddedStage, headers: dict[str, str], status: int, kind: str
+) -> None:
+    response = rest_stage.rest.request("GET", "/items/42", headers=headers)
+    assert response.status == status
+    assert response.json()["error"] == kind
+
+
+def test_route_missing_from_the_template_is_refused(rest_stage: EmbeddedStage) -> None:
+    response = rest_stage.rest.request("DELETE", "/items/42", headers=GOOD)
+    assert response.status == 403
+    assert response.json()["message"] == "Missing Authentication Token"
+
+
+def test_body_checked_against_the_model_before_the_integration(rest_stage: EmbeddedStage) -> None:
+    sfn = rest_stage.client("stepfunctions")
+    machine = rest_stage.only("AWS::StepFunctions::StateMachine").ref
+    response = rest_stage.rest.request("POST", "/items/42/start", headers=GOOD, body={"reason": "NO!", "extra": 1})
+    assert response.status == 400
+    assert response.json()["error"] == "BAD_REQUEST_BODY"
+    assert sfn.list_executions(stateMachineArn=machine)["executions"] == []
+
+
+def test_direct_step_functions_integration_evaluates_the_request_template(rest_stage: EmbeddedStage) -> None:
+    response = rest_stage.rest.request("POST", "/items/42/start", headers=GOOD, body={"reason": "lost volume"})
+    assert response.status == 202
+    execution = rest_stage.client("stepfunctions").describe_execution(executionArn=response.json()["execution"])
+    assert json.loads(execution["input"]) == {"id": "42", "reason": "lost volume", "by": "alice"}
+
+
+def test_escape_javascript_quote_breaks_a_json_request_template(rest_stage: EmbeddedStage) -> None:
+    # API Gateway's $util.escapeJavaScript turns ' into \' -- not valid JSON: the service
+    # rejects the body and the 4xx integration response answers (a bug class the harness shows)
+    response = rest_stage.rest.request("POST", "/items/42/start", headers=GOOD, body={"reason": "it's lost"})
+    assert response.status == 400
+    assert any("POST /items/{id}/start" in entry for entry in rest_stage.rest.invalid_requests)
+
+
+def _ws_stack() -> list[Any]:
+    api = {"Ref": "Ws"}
+
+    def integration(function_id: str) -> dict[str, Any]:
+        return {
+            "Type": "AWS::ApiGatewayV2::Integration",
+            "Properties": {"ApiId": api, "IntegrationType": "AWS_PROXY", "IntegrationUri": _lambda_uri(function_id)},
+        }
+
+    def route(key: str, target: str, **extra: Any) -> dict[str, Any]:
+        return {
+            "Type": "AWS::ApiGatewayV2::Route",
+            "Properties": {
+                "ApiId": api,
+                "RouteKey": key,
+                "Target": {"Fn::Join": ["", ["integrations/", {"Ref": target}]]},
+                **extra,
+            },
+        }
+
+    return [
+        t.stack(
+            "T-Ws",
+            "Api",
+            {
+                "Role": t.role(),
+                "AuthFn": t.function(f"{HERE}.ws_authorizer"),
+                "OkFn": t.function(f"{HERE}.ws_ok"),
+                "MsgFn": t.function(f"{HERE}.ws_message"),
+                "DefaultFn": t.function(f"{HERE}.ws_default"),
+                "Ws": {
+                    "Type": "AWS::ApiGatewayV2::Api",
+                    "Properties": {
+                        "Name": "ws",
+                        "ProtocolType": "WEBSOCKET",
+                        "RouteSelectionExpression": "$request.body.action",
+                    },
+                },
+                "Auth": {
+                    "Type": "AWS::ApiGatewayV2::Authorizer",
+                    "Properties": {
+                        "ApiId": api,
+                        "AuthorizerType": "REQUEST",
+                        "AuthorizerUri": _lambda_uri("AuthFn"),
+                        "IdentitySource": ["route.request.querystring.token"],
+                        "Name": "auth",
+                    },
+                },
+                "OkIntegration": integration("OkFn"),
+                "MsgIntegration": integration("MsgFn"),
+                "DefaultIntegration": integration("DefaultFn"),
+                "Connect": route("$connect", "OkIntegration", AuthorizationType="CUSTOM", AuthorizerId={"Ref": "Auth"}),
+                "Disconnect": route("$disconnect", "OkIntegration"),
+                "Message": route("sendMessage", "MsgIntegration"),
+                "Default": route("$default", "DefaultIntegration", RouteResponseSelectionExpression="$default"),
+                "Stage": {"Type": "AWS::ApiGatewayV2::Stage", "Properties": {"ApiId": api, "StageName": "dev"}},
+            },
+        )
+    ]
+
+
+def test_websocket_routes_authorizer_and_management_api() -> None:
+    with embedded_stage(_ws_stack()) as stage:
+        ws = stage.websocket
+        with pytest.raises(ConnectionRefused) as missing:
+            ws.connect()
+        assert missing.value.status == 401
+        with pytest.raises(ConnectionRefused) as denied:
+            ws.connect(query={"token": "bad"})
+        assert denied.value.status == 403
+        connection = ws.connect(query={"token": "good"})
+        assert ws.send(connection, {"action": "sendMessage", "text": "hi"}) is None
+        assert ws.send(connection, {"action": "dance"}) == {"unknown": "dance"}
+        assert ws.frames(connection) == [{"echo": "hi", "by": "bob"}, {"unknown": "dance"}]
+        ws.disconnect(connection)
+        management = boto3.client(
+            "apigatewaymanagementapi", endpoint_url=f"https://{ws.domain}/dev", region_name=stage.cloud.region
+        )
+        with pytest.raises(management.exceptions.GoneException):
+            management.post_to_connection(ConnectionId=connection, Data=b"{}")
+
+
+# ---------------------------------------------------------------------- VTL
+
+
+def _render(template: str, body: str = "{}", **context: Any) -> str:
+    return render(
+        template, mapping_scope(body=body, params={"path": {"id": "7"}, "header": {"X-Key": "k"}}, context=context)
+    )
+
+
+def test_vtl_references_directives_and_api_gateway_functions() -> None:
+    template = (
+        "#set($n = $input.path('$.items').size())\n"
+        "#if($n > 1)many#elseif($n == 1)one#{else}none#end "
+        "#foreach($i in $input.path('$.items'))$i#if($foreach.hasNext),#end#end "
+        "$input.params('id') $input.params('x-key') $!missing $context.authorizer.sub"
+    )
+    out = _render(template, body='{"items": [1, 2, 3]}', authorizer={"sub": "alice"})
+    assert out == "many 1,2,3 7 k  alice"
+
+
+def test_vtl_nested_set_overrides_the_response_status() -> None:
+    scope = mapping_scope(body="{}", params={}, context={})
+    render("#set($context.responseOverride.status = 409)", scope)
+    assert scope["context"]["responseOverride"]["status"] == 409
+
+
+def test_escape_javascript_matches_api_gateway() -> None:
+    assert escape_javascript('it\'s "x"\n/é') == 'it\\\'s \\"x\\"\\n\\/\\u00E9'
+
+
+def test_vtl_fails_clearly_on_unsupported_constructs() -> None:
+    with pytest.raises(UnsupportedVtl, match="#macro"):
+        _render("#macro(x)#end")
+    with pytest.raises(UnsupportedVtl):
+        _render("#if($x")
