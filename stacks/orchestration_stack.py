@@ -138,6 +138,8 @@ class OrchestrationStack(Stack):
             customer_notification_queue=events.customer_notification_queue,
             agent_notification_topic=events.handoff_topic,
             encryption_key=key,
+            # SQS event sources want the visibility timeout at >= 6x the consumer's timeout.
+            assignment_queue_props={"visibility_timeout": Duration.seconds(6 * config.lambda_timeout_seconds)},
             agent_wait=Duration.seconds(config.handoff_agent_wait_seconds),
             idle_timeout=Duration.seconds(config.handoff_idle_seconds),
             timeout=workflow_timeout,

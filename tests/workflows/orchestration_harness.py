@@ -97,7 +97,7 @@ class Deployed:
     def describe(self, execution_arn: str) -> dict[str, Any]:
         return dict(boto3.client("stepfunctions", region_name=REGION).describe_execution(executionArn=execution_arn))
 
-    def wait_done(self, execution_arn: str, timeout: float = 30.0) -> dict[str, Any]:
+    def wait_done(self, execution_arn: str, timeout: float = 90.0) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             description = self.describe(execution_arn)
@@ -111,7 +111,7 @@ class Deployed:
         events = sfn.get_execution_history(executionArn=execution_arn, maxResults=1000)["events"]
         return [e["stateEnteredEventDetails"]["name"] for e in events if "stateEnteredEventDetails" in e]
 
-    def wait_for_state(self, execution_arn: str, state_name: str, timeout: float = 15.0) -> None:
+    def wait_for_state(self, execution_arn: str, state_name: str, timeout: float = 45.0) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if state_name in self.states_entered(execution_arn):

@@ -21,7 +21,10 @@ from tests.support.lambda_bridge import Invocations, in_process
 from tests.support.synth import stage_config
 from tests.workflows.orchestration_harness import REGION, Deployed, deploy, synthesize_orchestration
 
-CONFIG = with_overrides(stage_config("dev"), name="test", workflow_timeout_minutes=2, review_ttl_days=1)
+SHARDS = 3
+CONFIG = with_overrides(
+    stage_config("dev"), name="test", cleanup_shards=SHARDS, workflow_timeout_minutes=5, review_ttl_days=1
+)
 HOUR = 3600
 
 
@@ -44,7 +47,7 @@ def world(templates: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Iterato
 
 
 def _store(deployed: Deployed, at: float) -> DynamoSessionStore:
-    return DynamoSessionStore(deployed.table_name, clock=lambda: at)
+    return DynamoSessionStore(deployed.table_name, clock=lambda: at, cleanup_shards=SHARDS)
 
 
 def _session(deployed: Deployed, *, ended_ago: int, status: SessionStatus = SessionStatus.DISCONNECTED) -> str:
@@ -75,7 +78,7 @@ def _archive(deployed: Deployed, session_id: str) -> tuple[list[dict[str, Any]],
 
 def _run(deployed: Deployed) -> dict[str, Any]:
     machine = deployed.state_machine("Cleanup")
-    done = deployed.wait_done(deployed.start(machine, {}), timeout=60)
+    done = deployed.wait_done(deployed.start(machine, {}), timeout=240)
     assert done["status"] == "SUCCEEDED", done
     return dict(json.loads(done["output"]))
 
@@ -84,7 +87,7 @@ def test_cleans_old_sessions_keeps_recent_finishes_half_cleaned_and_second_run_c
     world: tuple[Deployed, Invocations],
 ) -> None:
     deployed, calls = world
-    store = DynamoSessionStore(deployed.table_name)
+    store = DynamoSessionStore(deployed.table_name, cleanup_shards=SHARDS)
     # Given an old disconnected session, an old deleted one, a recent one (within the grace)
     old = _session(deployed, ended_ago=2 * HOUR)
     deleted = _session(deployed, ended_ago=2 * HOUR, status=SessionStatus.DELETED)

@@ -1,6 +1,6 @@
 """The handoff state machine, as synthesized, executed on moto with its Lambdas in-process.
 
-Timeouts come from a test StageConfig (2 s agent wait, 2 s idle, 1 reassignment), so every
+Timeouts come from a test StageConfig (4 s agent wait, 3 s idle, 1 reassignment), so every
 case runs in seconds. The agent routes (``lambdas.api.agent``) are driven with API Gateway
 events carrying the authorizer context, exactly as the REST API would call them.
 """
@@ -31,10 +31,10 @@ from tests.workflows.orchestration_harness import REGION, Deployed, deploy, synt
 CONFIG = with_overrides(
     stage_config("dev"),
     name="test",
-    handoff_agent_wait_seconds=2,
-    handoff_idle_seconds=2,
+    handoff_agent_wait_seconds=4,
+    handoff_idle_seconds=3,
     handoff_max_reassignments=1,
-    workflow_timeout_minutes=2,
+    workflow_timeout_minutes=5,
     review_ttl_days=1,
 )
 
@@ -271,9 +271,9 @@ def test_wait_timeout_escalates_to_an_available_manager(world: World) -> None:
     session_id = world.session()
     world.agent("manager-1", skill="manager", manager=True)
 
-    # When nobody accepts within the 2 s wait
+    # When nobody accepts within the 4 s wait
     execution = world.start(session_id)
-    world.d.wait_for_state(execution, "MonitorHandoff", timeout=20)
+    world.d.wait_for_state(execution, "MonitorHandoff", timeout=60)
 
     # Then the manager took over through EscalateToManager
     states = world.d.states_entered(execution)
@@ -291,7 +291,7 @@ def test_wait_timeout_without_manager_fails_restores_nothing_and_tells_the_custo
 
     # When the wait times out
     execution = world.start(session_id)
-    done = world.d.wait_done(execution, timeout=30)
+    done = world.d.wait_done(execution, timeout=120)
 
     # Then the execution failed after the escalation, with the reason as cause
     assert done["status"] == "FAILED"
@@ -359,7 +359,7 @@ def test_idle_agent_is_reassigned_until_the_bound_then_fails(world: World) -> No
     session_id = world.session()
     world.agent("agent-6")
 
-    done = world.d.wait_done(world.start(session_id), timeout=40)
+    done = world.d.wait_done(world.start(session_id), timeout=120)
 
     # Then: assigned, idle, reassigned once, assigned again, idle, bound reached -> failed
     assert done["status"] == "FAILED"
