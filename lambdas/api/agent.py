@@ -133,8 +133,15 @@ def accept(session_id: str, agent_id: str) -> dict[str, Any]:
         raise Forbidden() from None
     except AgentUnavailable:
         raise Conflict("you are not available (busy or offline); finish or release your current session") from None
-    token = ledger().claim_callback(session_id, handoff.handoff_id, WAITING_FOR_AGENT)
-    if token is None or not _complete(token, {"available": True, "agent_id": agent_id, "source": "accepted"}):
+    try:
+        token = ledger().claim_callback(session_id, handoff.handoff_id, WAITING_FOR_AGENT)
+        completed = token is not None and _complete(
+            token, {"available": True, "agent_id": agent_id, "source": "accepted"}
+        )
+    except Exception:
+        store().release_agent(agent_id, session_id=session_id)  # never leave the agent reserved for nothing
+        raise
+    if not completed:
         store().release_agent(agent_id, session_id=session_id)
         raise Conflict(f"the handoff of session {session_id!r} was taken or expired meanwhile")
     logger.info("handoff accepted", extra={"session_id": session_id, "agent_id": agent_id})

@@ -323,3 +323,31 @@ def _fn(stack: Any, name: str) -> Any:
         handler="x.h",
         code=lambda_.Code.from_inline("def h(e, c): pass"),
     )
+
+
+def test_fails_on_both_existing_assignment_queue_and_its_props() -> None:
+    from aws_cdk import App, Stack
+    from aws_cdk import aws_dynamodb as dynamodb
+    from aws_cdk import aws_kms as kms
+    from aws_cdk import aws_sns as sns
+    from aws_cdk import aws_sqs as sqs
+    from aws_cdk import aws_stepfunctions_tasks as tasks
+
+    from constructs_lib.handoff_workflow import HandoffFunctions, HandoffWorkflow
+
+    stack = Stack(App(), "H")
+    table = dynamodb.Table(stack, "T", partition_key=dynamodb.Attribute(name="PK", type=dynamodb.AttributeType.STRING))
+    functions = HandoffFunctions(*[_fn(stack, f"F{n}") for n in range(7)])
+    with pytest.raises(ValueError, match="existing_assignment_queue or assignment_queue_props"):
+        HandoffWorkflow(
+            stack,
+            "Handoff",
+            table=table,
+            session_key={"PK": tasks.DynamoAttributeValue.from_string("x")},
+            functions=functions,
+            customer_notification_queue=sqs.Queue(stack, "Customer"),
+            agent_notification_topic=sns.Topic(stack, "Agents"),
+            encryption_key=kms.Key(stack, "K"),
+            existing_assignment_queue=sqs.Queue(stack, "Mine"),
+            assignment_queue_props={"visibility_timeout": Duration.seconds(60)},
+        )
