@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.e2e.conftest import e2e_config
 from tests.e2e.harness import embedded_stage
 from tests.e2e.story import STEPS, Step, run_story
 from tests.support.synth import SynthesizedStage
+
+pytestmark = pytest.mark.slow
 
 
 def test_story_runs_end_to_end_on_the_synthesized_stage(synthesized: SynthesizedStage) -> None:
