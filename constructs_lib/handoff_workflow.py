@@ -13,8 +13,9 @@ Example::
         agent_wait=Duration.minutes(5), idle_timeout=Duration.minutes(2), timeout=Duration.hours(1))
     handoff.grant_task_response(accept_route_function)
 
-States (execution input ``{"session_id", "reason", "priority"}``; the handoff id is the
-execution name, so a retried StartExecution with the same name is one handoff)::
+States (execution input ``{"session_id", "reason", "priority", "requested_by", "role"}``; the
+handoff id is the execution name, so a retried StartExecution with the same name is one handoff;
+CheckSessionActive also requires the requester to own the session or hold a privileged role)::
 
     ValidateSession (DynamoDB GetItem) -> CheckSessionActive
       -> CheckAgentAvailability (Lambda: find + conditionally reserve) -> IsAgentAvailable
@@ -109,6 +110,11 @@ class HandoffWorkflow(Construct):
             from the execution input (e.g. with ``JsonPath.format``).
         status_attribute: attribute of that record holding the session status. Defaults to ``status``.
         active_status: value of ``status_attribute`` that allows a handoff. Defaults to ``active``.
+        owner_attribute: string attribute of the session record naming its owner; CheckSessionActive
+            lets the handoff proceed only when it equals the input's ``requested_by`` or the input's
+            ``role`` is one of ``privileged_roles`` (the API starts executions directly, with no
+            Lambda to check ownership). Defaults to ``customer_id``; None turns the check off.
+        privileged_roles: roles that may hand over any session. Defaults to ``("admin",)``.
         functions: the application Lambdas (:class:`HandoffFunctions`).
         customer_notification_queue: queue whose consumer pushes notices to the customer; gets
             ``{"session_id", "event_type", "text", ...}`` bodies.
@@ -140,6 +146,8 @@ class HandoffWorkflow(Construct):
         encryption_key: kms.IKey,
         status_attribute: str = "status",
         active_status: str = "active",
+        owner_attribute: str | None = "customer_id",
+        privileged_roles: tuple[str, ...] = ("admin",),
         existing_assignment_queue: sqs.IQueue | None = None,
         assignment_queue_props: Mapping[str, object] | None = None,
         agent_wait: Duration | None = None,
@@ -204,6 +212,8 @@ class HandoffWorkflow(Construct):
             session_key=session_key,
             status_attribute=status_attribute,
             active_status=active_status,
+            owner_attribute=owner_attribute,
+            privileged_roles=privileged_roles,
             functions=functions,
             customer_queue=customer_notification_queue,
             agent_topic=agent_notification_topic,
@@ -275,6 +285,8 @@ class HandoffWorkflow(Construct):
         session_key: Mapping[str, tasks.DynamoAttributeValue],
         status_attribute: str,
         active_status: str,
+        owner_attribute: str | None,
+        privileged_roles: tuple[str, ...],
         functions: HandoffFunctions,
         customer_queue: sqs.IQueue,
         agent_topic: sns.ITopic,
@@ -495,13 +507,25 @@ class HandoffWorkflow(Construct):
 
         complete = sfn.Succeed(self, "HandoffComplete")
 
-        check_active.when(
-            sfn.Condition.and_(
-                sfn.Condition.is_present(status_path),
-                sfn.Condition.string_equals(status_path, active_status),
-            ),
-            check_agent,
-        ).otherwise(handoff_failed)
+        allowed = [sfn.Condition.is_present(status_path), sfn.Condition.string_equals(status_path, active_status)]
+        if owner_attribute is not None:
+            owner_path = f"$.session.Item.{owner_attribute}.S"
+            allowed.append(
+                sfn.Condition.or_(
+                    *[
+                        sfn.Condition.and_(
+                            sfn.Condition.is_present("$.role"), sfn.Condition.string_equals("$.role", role)
+                        )
+                        for role in privileged_roles
+                    ],
+                    sfn.Condition.and_(
+                        sfn.Condition.is_present("$.requested_by"),
+                        sfn.Condition.is_present(owner_path),
+                        sfn.Condition.string_equals_json_path(owner_path, "$.requested_by"),
+                    ),
+                )
+            )
+        check_active.when(sfn.Condition.and_(*allowed), check_agent).otherwise(handoff_failed)
         is_available.when(sfn.Condition.boolean_equals("$.agent.available", True), assign).otherwise(wait_for_agent)
         wait_for_agent.next(assign)
         escalate.next(assign)

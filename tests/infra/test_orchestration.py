@@ -85,6 +85,10 @@ def test_handoff_has_exactly_the_issue_states_and_transitions(dev: SynthesizedSt
     assert states["ValidateSession"]["Parameters"]["Key"]["PK"] == {"S.$": "States.Format('SESSION#{}', $.session_id)"}
     assert "<token>" in json.dumps(states["ValidateSession"]["Parameters"]["TableName"])  # from the ITable
     assert states["CheckSessionActive"]["Default"] == "HandoffFailed"
+    ownership = json.dumps(states["CheckSessionActive"]["Choices"][0])
+    assert '"StringEqualsPath": "$.requested_by"' in ownership  # the API has no Lambda to check it
+    assert '"Variable": "$.session.Item.customer_id.S"' in ownership
+    assert '"StringEquals": "admin"' in ownership
     assert states["IsAgentAvailable"]["Choices"][0]["Next"] == "AssignAgent"
     assert states["IsAgentAvailable"]["Default"] == "WaitForAgent"
     assert states["WaitForAgent"]["Resource"] == "arn:aws:states:::sqs:sendMessage.waitForTaskToken"

@@ -63,8 +63,18 @@ class World:
     def agent(self, agent_id: str, skill: str = "billing", *, manager: bool = False) -> None:
         self.store.put_agent(Agent(agent_id=agent_id, skills=(skill,), is_manager=manager))
 
-    def start(self, session_id: str, reason: str = "billing") -> str:
-        return self.d.start(self.machine, {"session_id": session_id, "reason": reason, "priority": "normal"})
+    def start(self, session_id: str, reason: str = "billing", *, requested_by: str | None = None) -> str:
+        """Start as the API does: the caller from the authorizer (default: the session's customer)."""
+        session = self.store.get_session(session_id)
+        owner = session.customer_id if session else "nobody"
+        state = {
+            "session_id": session_id,
+            "reason": reason,
+            "priority": "normal",
+            "requested_by": requested_by or owner,
+            "role": "customer",
+        }
+        return self.d.start(self.machine, state)
 
     def pump_assignments(self, timeout: float = 10.0) -> int:
         """Deliver the agent-assignment queue's messages to the deployed consumer, as SQS would."""
@@ -321,6 +331,25 @@ def test_inactive_session_fails_without_touching_agents(world: World) -> None:
     assert agent is not None
     assert agent.status == AgentStatus.AVAILABLE
     assert not world.calls.by_handler("lambdas.orchestration.handoff.check_agent")
+
+
+def test_a_customer_cannot_hand_over_someone_elses_session(world: World) -> None:
+    # Given another customer's active session and an available agent
+    session_id = world.session()
+    world.agent("agent-8")
+
+    done = world.d.wait_done(world.start(session_id, requested_by="customer-intruder"))
+
+    # Then the handoff fails at CheckSessionActive; no agent is reserved, the session is untouched
+    assert done["status"] == "FAILED"
+    assert "may not hand this session over" in _cause(done)
+    assert not world.calls.by_handler("lambdas.orchestration.handoff.check_agent")
+    agent = world.store.get_agent("agent-8")
+    assert agent is not None
+    assert agent.status == AgentStatus.AVAILABLE
+    session = world.store.get_session(session_id)
+    assert session is not None
+    assert session.status == SessionStatus.ACTIVE
 
 
 def test_transaction_conflict_releases_the_reserved_agent(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
