@@ -40,6 +40,11 @@ def queue_handler(event: dict[str, Any], context: object) -> dict[str, Any]:
     return {"batchItemFailures": failures}
 
 
+def failing_handler(event: dict[str, Any], context: object) -> dict[str, Any]:
+    SEEN.append({"failing": event})
+    raise RuntimeError("always fails")
+
+
 def event_handler(event: dict[str, Any], context: object) -> dict[str, Any]:
     SEEN.append({"event": event, "env": os.environ.get("QUEUE_ARN")})
     return {"ok": True}
@@ -340,3 +345,37 @@ def test_fails_naming_a_resource_type_without_loader() -> None:
     stacks = [t.stack("T-X", "Events", {"Pipe": {"Type": "AWS::Pipes::Pipe", "Properties": {}}})]
     with pytest.raises(DeploymentError, match=r"T-X/Pipe \(AWS::Pipes::Pipe\): no loader"), embedded_stage(stacks):
         pass
+
+
+def test_failed_async_invocations_retry_then_reach_the_on_failure_destination() -> None:
+    stacks = [
+        t.stack(
+            "T-Async",
+            "Events",
+            {
+                "Role": t.role(),
+                "Dlq": t.queue(),
+                "Fn": t.function(f"{HERE}.failing_handler"),
+                "Config": {
+                    "Type": "AWS::Lambda::EventInvokeConfig",
+                    "Properties": {
+                        "FunctionName": {"Ref": "Fn"},
+                        "Qualifier": "$LATEST",
+                        "MaximumRetryAttempts": 1,
+                        "DestinationConfig": {"OnFailure": {"Destination": {"Fn::GetAtt": ["Dlq", "Arn"]}}},
+                    },
+                },
+            },
+        )
+    ]
+    with embedded_stage(stacks) as stage:
+        resources = stage.stack("Events").resources
+        response = stage.client("lambda").invoke(
+            FunctionName=resources["Fn"].ref, InvocationType="Event", Payload=b'{"n": 1}'
+        )
+        assert response["StatusCode"] == 202
+        assert SEEN == [{"failing": {"n": 1}}, {"failing": {"n": 1}}]  # 1 + MaximumRetryAttempts
+        (record,) = [json.loads(m["Body"]) for m in stage.queue_messages(resources["Dlq"])]
+        assert record["requestPayload"] == {"n": 1}
+        assert record["requestContext"]["condition"] == "RetriesExhausted"
+        assert record["responsePayload"]["errorType"] == "RuntimeError"

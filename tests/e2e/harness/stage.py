@@ -23,6 +23,7 @@ from moto import mock_aws
 
 from tests.e2e.harness import moto_gaps
 from tests.e2e.harness.assembly import StackTemplate, load_assembly
+from tests.e2e.harness.async_invoke import asynchronous_invocations
 from tests.e2e.harness.clock import Clock
 from tests.e2e.harness.deploy import DeployedStack, deploy_stack
 from tests.e2e.harness.eventbridge import EventLog, delivering, fire_schedule
@@ -297,6 +298,7 @@ def embedded_stage(
         account = boto3.client("sts", region_name=region).get_caller_identity()["Account"]
         cloud = Cloud(region=region, account=str(account))
         log = stack.enter_context(delivering(cloud))
+        stack.enter_context(asynchronous_invocations(cloud))
         if before_deploy is not None:
             before_deploy(cloud)
         exports: dict[str, Any] = {}
