@@ -38,6 +38,8 @@ INTERNAL_ATTRIBUTES = frozenset(
         CLEANUP.sort_key,
         AVAILABLE_AGENTS.partition_key,
         "revision",
+        # A waiting workflow task's token (handoff records): whoever holds it can resume the task.
+        "callback_token",
     }
 )
 """Attributes that never leave the service: keys, TTL, sparse-index and concurrency tokens."""

@@ -226,3 +226,19 @@ def test_cleanup_plan_cutoff_honours_grace_override_and_never_a_future_now(monke
     assert plan({"input": {"now": 1_000_000, "older_than_seconds": 0}}, None)["cutoff"] == 1_000_000
     assert plan({"input": {"older_than_seconds": 10**9}}, None)["cutoff"] <= int(clock.time()) - 3600
     lambda_env.reset()
+
+
+def test_a_stored_callback_token_never_leaves_through_public(store: DynamoSessionStore, ledger: HandoffLedger) -> None:
+    from lambdas.shared import keys
+    from lambdas.shared.serialize import marshal_item, public, unmarshal_item
+
+    session = store.create_session("c-1")
+    store.put_handoff(session.session_id, reason="billing", handoff_id="h-1")
+    ledger.await_callback(session.session_id, "h-1", "agent", "secret-token")
+    raw = store.client.get_item(
+        TableName=store.table_name, Key=marshal_item(keys.handoff_key(session.session_id, "h-1"))
+    )
+    item = unmarshal_item(raw["Item"])
+    assert item["callback_token"] == "secret-token"
+    assert "callback_token" not in public(item)
+    assert public(item)["waiting_for"] == "agent"
