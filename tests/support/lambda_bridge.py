@@ -106,13 +106,28 @@ def resolve_handler(handler: str) -> Callable[[Any, Any], Any]:
 
 @contextmanager
 def function_environment(variables: Mapping[str, str]) -> Iterator[None]:
-    """Set a function's environment for one call and make cached settings re-read it."""
-    with mock.patch.dict(os.environ, {k: str(v) for k, v in variables.items()}):
+    """Set a function's environment for one call and make cached settings re-read it.
+
+    Key by key, never ``mock.patch.dict``: its restore clears the whole ``os.environ`` and
+    refills it, and a thread reading the environment meanwhile (moto's Step Functions executor
+    creating a client) fails with a KeyError (seen as ``States.Runtime: 'POWERTOOLS_LOG_LEVEL'``).
+    """
+    values = {k: str(v) for k, v in variables.items()}
+    before = set(os.environ)
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    lambda_env.reset()
+    try:
+        yield
+    finally:
         lambda_env.reset()
-        try:
-            yield
-        finally:
-            lambda_env.reset()
+        for key in set(os.environ) - before - set(values):
+            os.environ.pop(key, None)  # set by the handler during the call
+        for key, old in saved.items():
+            if old is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = old
 
 
 def _error_payload(error: BaseException) -> dict[str, Any]:
