@@ -149,3 +149,21 @@ def test_rejected_export_never_starts_and_tells_the_requester(world: World) -> N
     assert notice["event_type"] == "export_rejected"
     assert notice["requested_by"] == "admin-2"
     assert _exports(world) == []
+
+
+def test_a_failed_export_ends_in_export_failed_with_the_reason(world: World) -> None:
+    # Given an approved export whose destination bucket is gone (DynamoDB then fails the export)
+    execution = world.d.start(world.machine, {"requested_by": "admin-3", "reason": "audit"}, name="exp-3")
+    links = links_of(world.next_message("reviewer"))
+    boto3.client("s3", region_name=REGION).delete_bucket(
+        Bucket=world.d.ref("Storage", "AWS::S3::Bucket", "ArchiveBucket")
+    )
+
+    assert world.click(links["approve"]) == 200
+    done = world.d.wait_done(execution)
+
+    # Then the workflow polled, saw FAILED and failed with the export's own reason; nobody was told "ready"
+    assert done["status"] == "FAILED"
+    assert done["error"] == "ExportFailed"
+    assert "S3NoSuchBucket" in done["cause"]
+    assert "NotifyRequester" not in world.d.states_entered(execution)
