@@ -253,6 +253,9 @@ class CleanupWorkflow(Construct):
             comment="Session cleanup: archive and delete the items of sessions past the grace period",
         )
         self.state_machine: sfn.StateMachine = self.workflow.state_machine
+        # Direct DynamoDB reads of a table encrypted with a customer key need kms:Decrypt on it.
+        if table.encryption_key is not None:
+            table.encryption_key.grant_decrypt(self.state_machine)
         self.workflow.acknowledge_invokes([plan, worker, tally])
 
     def grant_start_execution(self, grantee: iam.IGrantable) -> iam.Grant:

@@ -256,6 +256,9 @@ class ExportWorkflow(Construct):
         )
         self.state_machine: sfn.StateMachine = self.workflow.state_machine
         # DynamoDB writes the export with the caller's permissions: objects under the prefix, the key.
+        # Direct DynamoDB reads of a table encrypted with a customer key need kms:Decrypt on it.
+        if table.encryption_key is not None:
+            table.encryption_key.grant_decrypt(self.state_machine)
         bucket.grant_put(self.state_machine, f"{prefix}/*")
         bucket.grant_put_acl(self.state_machine, f"{prefix}/*")
         encryption_key.grant_encrypt_decrypt(self.state_machine)

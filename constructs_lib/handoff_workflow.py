@@ -234,6 +234,9 @@ class HandoffWorkflow(Construct):
             comment="Human handoff: reserve or wait for an agent, hand the session over, watch the first reply",
         )
         self.state_machine: sfn.StateMachine = self.workflow.state_machine
+        # Direct DynamoDB reads of a table encrypted with a customer key need kms:Decrypt on it.
+        if table.encryption_key is not None:
+            table.encryption_key.grant_decrypt(self.state_machine)
         # SnsPublish grants sns:Publish only; the topic's grant adds its KMS key when it has one.
         agent_notification_topic.grant_publish(self.state_machine)
         acknowledge_policy(

@@ -355,3 +355,22 @@ def test_fails_on_both_existing_assignment_queue_and_its_props() -> None:
             existing_assignment_queue=sqs.Queue(stack, "Mine"),
             assignment_queue_props={"visibility_timeout": Duration.seconds(60)},
         )
+
+
+def test_direct_table_reads_may_decrypt_with_the_table_key(dev: SynthesizedStage) -> None:
+    resources = dev.templates["Orchestration"]["Resources"]
+    for machine in ("Handoff", "Cleanup", "Export"):
+        policies = [
+            res
+            for lid, res in resources.items()
+            if res["Type"] == "AWS::IAM::Policy" and re.match(rf"^{machine}RoleDefaultPolicy[0-9A-F]{{8}}$", lid)
+        ]
+        statements = [s for p in policies for s in p["Properties"]["PolicyDocument"]["Statement"]]
+        table_key = [
+            s
+            for s in statements
+            if "kms:Decrypt" in json.dumps(s["Action"])
+            and "DataKey" in json.dumps(s["Resource"])
+            and "-Storage" in json.dumps(s["Resource"])
+        ]
+        assert table_key, f"{machine} may not decrypt the sessions table's key"
