@@ -22,3 +22,4 @@ def test_story_runs_end_to_end_on_the_synthesized_stage(synthesized: Synthesized
         assert len(done) == len(STEPS)
         assert stage.streams.pending() == 0
         assert stage.rest.invalid_requests == []
+        assert [(c.handler, repr(c.error)) for c in stage.calls.calls if c.error is not None] == []
