@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, cast
 
 from aws_cdk import Duration
 from aws_cdk import aws_iam as iam
@@ -91,6 +92,7 @@ class FanoutTopic(Construct):
         construct_id: str,
         *,
         filter_policy: Mapping[str, sns.SubscriptionFilter] | None = None,
+        any_of: Sequence[Mapping[str, Any]] | None = None,
         raw_message_delivery: bool = True,
         consumer: lambda_.IFunction | None = None,
         consumer_timeout: Duration | None = None,
@@ -101,6 +103,10 @@ class FanoutTopic(Construct):
 
         Args:
             filter_policy: message-attribute filter. Defaults to none: every message.
+            any_of: message-attribute filter matching when ANY of these SNS filter-policy
+                objects matches (SNS ``$or``), for rules ``filter_policy`` cannot express, e.g.
+                ``[{"agent_id": [{"exists": True}]}, {"event_type": ["handoff_waiting"]}]``.
+                Not together with ``filter_policy``. Defaults to none.
             raw_message_delivery: deliver the message body without the SNS envelope (message
                 attributes become SQS attributes). Defaults to true.
             consumer: function reading the queue with partial batch responses. Defaults to none
@@ -114,6 +120,10 @@ class FanoutTopic(Construct):
             raise ValueError(f"a subscriber {construct_id!r} exists already; ids must be unique")
         if not 1 <= batch_size <= 10:
             raise ValueError(f"batch_size must be 1..10 (given {batch_size})")
+        if filter_policy and any_of:
+            raise ValueError(f"{construct_id}: give filter_policy or any_of, not both")
+        if any_of is not None and len(any_of) < 2:
+            raise ValueError(f"{construct_id}: any_of needs at least two alternatives (given {len(any_of)})")
         timeout = consumer_timeout or getattr(consumer, "timeout", None) or Duration.seconds(30)
         branch = SecureQueue(
             self,
@@ -132,6 +142,10 @@ class FanoutTopic(Construct):
         )
         self.topic.add_subscription(subscription)
         sub_construct = _find_subscription(branch.queue, self.topic)
+        if any_of:
+            cfn = cast(sns.CfnSubscription, sub_construct.node.default_child)
+            cfn.filter_policy = {"$or": [dict(alternative) for alternative in any_of]}
+            cfn.filter_policy_scope = "MessageAttributes"
         if consumer is not None:
             consumer.add_event_source(
                 sources.SqsEventSource(branch.queue, batch_size=batch_size, report_batch_item_failures=True)

@@ -48,7 +48,16 @@ ROUTED_SORT_KEYS: list[Any] = [
 ]
 
 #: Handoff topic -> queue filters, exactly seed 003's table (by message attribute).
-AGENT_DASHBOARD_FILTER = {"agent_id": sns.SubscriptionFilter.exists_filter()}
+# The seed's "agent_id exists", plus the broadcast that a customer is waiting for any agent
+# (published before an agent is known, so it has no agent_id).
+AGENT_DASHBOARD_FILTER: list[dict[str, Any]] = [
+    {"agent_id": [{"exists": True}]},
+    {"event_type": ["handoff_waiting"]},
+]
+# "All handoffs": the router's events for HANDOFF# records, never the agent-only messages
+# (handoff_assigned, handoff_context with the transcript, handoff_waiting). The customer's in-chat
+# notices come from the handoff workflow alone (docs/workflows.md), so these carry no text.
+CUSTOMER_NOTIFICATION_FILTER = {"event_type": sns.SubscriptionFilter.string_filter(allowlist=["handoff", "assigned"])}
 ESCALATION_FILTER = {"reason": sns.SubscriptionFilter.string_filter(allowlist=["escalated"])}
 
 
@@ -164,12 +173,15 @@ class EventsStack(Stack):
         self.dashboard_function = function("AgentDashboardUpdater", "lambdas.events.dashboard.handler", table_env)
         storage.table.grant_write_data(self.dashboard_function.function)
         self.handoffs.add_queue_subscriber(
-            "AgentDashboardQueue", filter_policy=AGENT_DASHBOARD_FILTER, consumer=self.dashboard_function.function
+            "AgentDashboardQueue", any_of=AGENT_DASHBOARD_FILTER, consumer=self.dashboard_function.function
         )
 
         self.customer_notifier_timeout = timeout
         customer = self.handoffs.add_queue_subscriber(
-            "CustomerNotificationQueue", raw_message_delivery=True, consumer_timeout=timeout
+            "CustomerNotificationQueue",
+            filter_policy=CUSTOMER_NOTIFICATION_FILTER,
+            raw_message_delivery=True,
+            consumer_timeout=timeout,
         )
         self.customer_notification_queue: sqs.IQueue = customer.queue
 

@@ -2,7 +2,9 @@
 
 Body (JSON), also the customer-notification contract ``{"session_id", "event_type", "text", ...}``:
 ``session_id``, ``handoff_id``, ``event_type`` (handoff | assigned), ``agent_id`` (or null),
-``reason``, ``priority``, ``text`` (for the customer), ``event_id`` (the stream record's id).
+``reason``, ``priority``, ``event_id`` (the stream record's id). ``text`` (what to tell the
+customer) is present only in notices the handoff workflow sends to the customer queue; the
+router's handoff events carry none, and the customer notifier skips bodies without text.
 Queues subscribe with raw message delivery, so the SQS body is this JSON; an SNS envelope
 (``Type: Notification``) is unwrapped too, so a subscription without raw delivery also works.
 """

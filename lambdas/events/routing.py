@@ -13,7 +13,8 @@ Routing (seed 003, section 4), by the item's sort key:
   change -> ``SessionStatusChanged`` on the bus.
 * ``HANDOFF#`` INSERT -> handoff topic (``event_type`` handoff); MODIFY that assigns a new agent
   -> handoff topic (``event_type`` assigned). Attributes ``event_type``, ``agent_id`` (only when an
-  agent is set, so the "agent_id exists" filter means something), ``reason``.
+  agent is set, so the "agent_id exists" filter means something), ``reason``. These messages
+  carry no customer text: the customer's notices come from the handoff workflow alone.
 * REMOVE made by TTL (``userIdentity`` is the DynamoDB service) -> audited as ``expired``.
 * Every record -> analytics and audit. Neither carries message content (turn text, summaries):
   the audit bucket is WORM, so it holds keys, the change, changed attribute names and SHA-256
@@ -267,7 +268,8 @@ def _handoff_message(change: Change) -> dict[str, Any] | None:
         "agent_id": agent_id,
         "reason": reason,
         "priority": _opt_str(new.get("priority")) or "normal",
-        "text": _customer_text(event_type),
+        # No customer text: the handoff workflow owns the customer's in-chat notices, so the
+        # notifier, which skips bodies without text, never tells the customer twice.
         "event_id": change.event_id,
     }
     attributes = {
@@ -281,12 +283,6 @@ def _handoff_message(change: Change) -> dict[str, Any] | None:
         "Message": json.dumps(message, separators=(",", ":"), sort_keys=True),
         "MessageAttributes": attributes,
     }
-
-
-def _customer_text(event_type: str) -> str:
-    if event_type == "assigned":
-        return "A support agent has joined the conversation."
-    return "We are connecting you with a support agent. Please stay in the chat."
 
 
 def _with(actions: Actions, **parts: Any) -> Actions:

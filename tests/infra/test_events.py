@@ -202,8 +202,13 @@ def test_filter_policies_are_the_seeds_table(any_stage: SynthesizedStage) -> Non
         next(name for name in ("AgentDashboard", "CustomerNotification", "Escalation") if name in queue): props
         for queue, props in handoff_subscriptions(any_stage).items()
     }
-    assert subs["AgentDashboard"]["FilterPolicy"] == {"agent_id": [{"exists": True}]}
-    assert "FilterPolicy" not in subs["CustomerNotification"]
+    # The seed's "agent_id exists", or the broadcast that a customer waits for any agent
+    assert subs["AgentDashboard"]["FilterPolicy"] == {
+        "$or": [{"agent_id": [{"exists": True}]}, {"event_type": ["handoff_waiting"]}]
+    }
+    assert subs["AgentDashboard"]["FilterPolicyScope"] == "MessageAttributes"
+    # "All handoffs" = the router's handoff-record events; agent-only messages never reach customers
+    assert subs["CustomerNotification"]["FilterPolicy"] == {"event_type": ["handoff", "assigned"]}
     assert subs["CustomerNotification"]["RawMessageDelivery"] is True
     assert subs["Escalation"]["FilterPolicy"] == {"reason": ["escalated"]}
     assert all("RedrivePolicy" in s for s in subs.values())
@@ -273,9 +278,23 @@ def test_the_templates_filter_policies_route_the_routers_messages_on_moto(dev: S
         def ids(*names: str) -> set[str]:
             return {json.loads(messages[n]["Message"])["handoff_id"] for n in names}
 
-        # Then each queue got exactly what the seed's table says
+        # And the handoff workflow publishes its agent-only messages (attributes as it sends them)
+        agent_only = {
+            "handoff_waiting": {"event_type": "handoff_waiting", "reason": "billing"},
+            "handoff_assigned": {"event_type": "handoff_assigned", "agent_id": "a-3", "reason": "billing"},
+            "handoff_context": {"event_type": "handoff_context", "agent_id": "a-3"},
+        }
+        for event_type, attributes in agent_only.items():
+            sns.publish(
+                TopicArn=topic,
+                Message=json.dumps({"handoff_id": event_type, "session_id": "s-1", "event_type": event_type}),
+                MessageAttributes={k: {"DataType": "String", "StringValue": v} for k, v in attributes.items()},
+            )
+
+        # Then each queue got exactly what the seed's table says, and no agent-only message
+        # reached the customer (whose notices the workflow sends straight to the queue)
         assert received("CustomerNotification") == ids("plain", "escalated", "assigned", "escalated-assigned")
-        assert received("AgentDashboard") == ids("assigned", "escalated-assigned")
+        assert received("AgentDashboard") == ids("assigned", "escalated-assigned") | set(agent_only)
         assert received("Escalation") == ids("escalated", "escalated-assigned")
 
 

@@ -280,7 +280,7 @@ def test_routes_every_prefix_and_sends_every_record_to_analytics_and_audit(
     assert {k: v["StringValue"] for k, v in created.items()} == {"event_type": "handoff", "reason": "escalated"}
     assigned = by_type["assigned"]["MessageAttributes"]
     assert assigned["agent_id"]["StringValue"] == "agent-7"
-    assert json.loads(by_type["handoff"]["Body"])["text"]
+    assert "text" not in json.loads(by_type["handoff"]["Body"]), "customer notices come from the workflow"
     # And no summary was triggered (turn 9 is not at the interval)
     assert downstream.invocations.calls == []
     # And every record is in analytics, and in ONE audit object, TTL removal audited as expired
