@@ -179,7 +179,7 @@ def store_rows() -> list[Row]:
 def router_rows() -> list[Row]:
     """AWS calls and records per second for a 100-record mixed batch (bench/router.py)."""
     try:
-        from bench import router  # type: ignore[attr-defined]
+        from bench import router
     except ImportError:
         return [Row("stream router: 100-record batch", "bench/router.py missing", "-")]
     return [item if isinstance(item, Row) else Row(**item) for item in router.run()]

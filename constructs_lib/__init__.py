@@ -3,6 +3,7 @@
 Each construct has its own module; this index only re-exports them.
 """
 
+from constructs_lib.alarm_topic import AlarmTopic
 from constructs_lib.approval_gate import HumanApprovalGate
 from constructs_lib.cleanup_workflow import CleanupWorkflow
 from constructs_lib.delivery_stream import S3DeliveryStream
@@ -12,9 +13,11 @@ from constructs_lib.export_workflow import ExportWorkflow
 from constructs_lib.fanout_topic import FanoutTopic, Subscriber
 from constructs_lib.handoff_workflow import HandoffFunctions, HandoffWorkflow
 from constructs_lib.onboarding_workflow import OnboardingWorkflow
+from constructs_lib.ops_dashboard import OpsDashboard
 from constructs_lib.rest_api import HardenedRestApi
 from constructs_lib.secure_bucket import SecureBucket
 from constructs_lib.secure_queue import SecureQueue
+from constructs_lib.service_alarms import ServiceAlarms
 from constructs_lib.sfn_start_integration import InputField, StepFunctionsStartExecution
 from constructs_lib.shared_function import LambdaCode, SharedFunction
 from constructs_lib.single_table import GlobalIndex, SingleTable
@@ -25,6 +28,7 @@ from constructs_lib.websocket_api import SecureWebSocketApi
 from constructs_lib.workflow_defaults import RetryPolicy, WorkflowStateMachine
 
 __all__ = [
+    "AlarmTopic",
     "CleanupWorkflow",
     "EncryptionKey",
     "ExportWorkflow",
@@ -38,6 +42,7 @@ __all__ = [
     "JwtTokenAuthorizer",
     "LambdaCode",
     "OnboardingWorkflow",
+    "OpsDashboard",
     "RegionalWebAcl",
     "RetryPolicy",
     "S3DeliveryStream",
@@ -45,6 +50,7 @@ __all__ = [
     "SecureEventBus",
     "SecureQueue",
     "SecureWebSocketApi",
+    "ServiceAlarms",
     "SharedFunction",
     "SingleTable",
     "StepFunctionsStartExecution",

@@ -7,6 +7,7 @@ from typing import Any
 from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_apigatewayv2 as apigwv2
+from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as lambda_events
@@ -16,7 +17,7 @@ from aws_cdk import aws_ssm as ssm
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from constructs_lib import OnboardingWorkflow, SecureWebSocketApi, SharedFunction
+from constructs_lib import OnboardingWorkflow, OpsDashboard, SecureWebSocketApi, ServiceAlarms, SharedFunction
 from constructs_lib.encryption_key import EncryptionKey
 from constructs_lib.nag_findings import acknowledge_policy, resource_finding
 from constructs_lib.rest_api import HardenedRestApi
@@ -29,10 +30,16 @@ from lambdas.shared import schema
 from lambdas.ws.frames import SEND_MESSAGE
 from stacks.config import StageConfig
 from stacks.events_stack import EventsStack
+from stacks.operations import dead_letter_queues, watch_stack
 from stacks.orchestration_stack import OrchestrationStack, rest_api_url_parameter
 from stacks.storage_stack import StorageStack
 
 # REST API (issue 4) helpers
+
+
+#: The message path's function id; SharedFunction's service name (and metrics namespace) derive from it.
+MESSAGE_FUNCTION = "WsMessage"
+MESSAGE_SERVICE = f"mangaassist-{MESSAGE_FUNCTION}"
 
 
 def _execution_finding(scope: Construct, machine: sfn.IStateMachine) -> str:
@@ -66,8 +73,10 @@ class ApiStack(Stack):
         self.config = config
         # REST API (issue 4): first, it creates the JWT secret both APIs verify with.
         self._build_rest_api(config=config, storage=storage, orchestration=orchestration)
-        # WebSocket chat API (issue 5): keep this call last, it wires what the REST part exposes.
+        # WebSocket chat API (issue 5): it wires what the REST part exposes.
         self._build_websocket_api(config=config, storage=storage, events=events)
+        # Operations (issue 10): alarms for this stack, and the stage's dashboard over all four.
+        self._build_operations(config=config, storage=storage, events=events, orchestration=orchestration)
 
     # ------------------------------------------------------------------ REST API (issue 4)
     # Owned by the REST engineer: everything from here to "end of REST API".
@@ -425,7 +434,8 @@ class ApiStack(Stack):
         }
         if config.bedrock_model_id is not None:
             message_env["BEDROCK_MODEL_ID"] = config.bedrock_model_id
-        message = function("WsMessage", "lambdas.ws.message.handler", message_env)
+        message = function(MESSAGE_FUNCTION, "lambdas.ws.message.handler", message_env)
+        self.message_function: lambda_.Function = message
         _grant_table(storage, message, write=True)
         if config.bedrock_model_id is not None:
             _grant_invoke_model(self, message, config.bedrock_model_id)
@@ -471,6 +481,134 @@ class ApiStack(Stack):
         if agent_function is not None:
             agent_function.add_environment("WEBSOCKET_ENDPOINT", self.chat_api.management_endpoint)
             self.chat_api.grant_manage_connections(agent_function)
+
+    # ------------------------------------------------------------------ Operations (issue 10)
+
+    def _build_operations(
+        self, *, config: StageConfig, storage: StorageStack, events: EventsStack, orchestration: OrchestrationStack
+    ) -> None:
+        """Alarms of this stack (plus the APIs' and the responder's) and one dashboard for the stage."""
+        self.alarms: ServiceAlarms = watch_stack(self, topic=storage.ops_topic, prefix=f"MangaAssist-{config.name}-Api")
+        self.alarms.watch_rest_api(self.rest_api, "RestApi")
+        ws_dimensions = {"ApiId": self.websocket_api.api_id, "Stage": self.websocket_stage.stage_name}
+        self.alarms.alarm(
+            "WebSocketIntegrationErrors",
+            metric=cloudwatch.Metric(
+                namespace="AWS/ApiGateway",
+                metric_name="IntegrationError",
+                dimensions_map=ws_dimensions,
+                statistic="Sum",
+                period=Duration.minutes(5),
+            ),
+            threshold=0,
+            description="WebSocket routes whose Lambda integration failed (the client got an internal error).",
+            runbook="Check the route functions' Errors alarms and logs (WsConnect, WsMessage, WsDisconnect).",
+        )
+        chat_metric = _service_metric(MESSAGE_SERVICE, "ChatTurns")
+        no_reply = _service_metric(MESSAGE_SERVICE, "Message_no_reply")
+        self.alarms.alarm(
+            "ResponderBedrockFailures",
+            metric=no_reply,
+            threshold=0,
+            description="The model gave no reply (Bedrock throttled, timed out or failed after retries); "
+            "the customer got an error frame and their turn is stored.",
+            runbook="Check Bedrock quotas/throttling for the model in this region and the WsMessage logs "
+            "(reason field); summaries failing the same way land in the summary DLQ.",
+        )
+
+        board = OpsDashboard(
+            self,
+            "Dashboard",
+            dashboard_name=f"MangaAssist-{config.name}",
+            alarms=[*storage.alarms.alarms, *events.alarms.alarms, *orchestration.alarms.alarms, *self.alarms.alarms],
+        )
+        api = self.rest_api
+        board.add_row(
+            "API traffic and errors",
+            [
+                ("REST requests", [api.metric_count()]),
+                ("REST 4XX / 5XX", [api.metric_client_error(), api.metric_server_error()]),
+                (
+                    "WebSocket messages / integration errors",
+                    [
+                        cloudwatch.Metric(
+                            namespace="AWS/ApiGateway", metric_name=name, dimensions_map=ws_dimensions, statistic="Sum"
+                        )
+                        for name in ("MessageCount", "IntegrationError")
+                    ],
+                ),
+            ],
+        )
+        handoff = orchestration.handoff_state_machine
+        board.add_row(
+            "Chat and handoffs",
+            [
+                ("Chat turns per minute", [chat_metric.with_(period=Duration.minutes(1))]),
+                ("Model gave no reply", [no_reply]),
+                (
+                    "Handoffs started / completed / failed",
+                    [handoff.metric_started(), handoff.metric_succeeded(), handoff.metric_failed()],
+                ),
+            ],
+        )
+        board.add_row(
+            "Stream and dead-letter queues",
+            [
+                (
+                    "Stream lag (router IteratorAge, ms)",
+                    [events.router_function.function.metric("IteratorAge", statistic="Maximum")],
+                ),
+                (
+                    "Dead-letter queue depths",
+                    [
+                        queue.metric_approximate_number_of_messages_visible(statistic="Maximum")
+                        for stack in (events, orchestration, self)
+                        for queue in dead_letter_queues(stack)
+                    ],
+                ),
+            ],
+        )
+        machines = {
+            "Handoff": handoff,
+            "Cleanup": orchestration.cleanup_state_machine,
+            "Export": orchestration.export_state_machine,
+            "Onboarding": self.onboarding_workflow.state_machine,
+        }
+        board.add_row(
+            "Workflow outcomes",
+            [
+                ("Succeeded", [m.metric_succeeded(label=name) for name, m in machines.items()]),
+                ("Failed / timed out", [m.metric_failed(label=name) for name, m in machines.items()]),
+            ],
+        )
+        table_name = storage.table.table_name
+        board.add_row(
+            "Cost drivers",
+            [
+                (
+                    "Lambda duration, all functions (ms, sum)",
+                    [cloudwatch.Metric(namespace="AWS/Lambda", metric_name="Duration", statistic="Sum")],
+                ),
+                (
+                    "DynamoDB consumed capacity",
+                    [
+                        cloudwatch.Metric(
+                            namespace="AWS/DynamoDB",
+                            metric_name=name,
+                            dimensions_map={"TableName": table_name},
+                            statistic="Sum",
+                        )
+                        for name in ("ConsumedReadCapacityUnits", "ConsumedWriteCapacityUnits")
+                    ],
+                ),
+            ],
+        )
+        self.dashboard: OpsDashboard = board
+
+
+def _service_metric(service: str, name: str) -> cloudwatch.Metric:
+    """A Powertools (EMF) metric: the namespace and the ``service`` dimension are the function's service name."""
+    return cloudwatch.Metric(namespace=service, metric_name=name, dimensions_map={"service": service}, statistic="Sum")
 
 
 def _log_retention(days: int) -> logs.RetentionDays:

@@ -20,6 +20,7 @@ from constructs_lib import (
     S3DeliveryStream,
     SecureEventBus,
     SecureQueue,
+    ServiceAlarms,
     SharedFunction,
     StreamConsumer,
 )
@@ -27,6 +28,7 @@ from constructs_lib.nag_findings import acknowledge_policy, resource_finding
 from lambdas.events import routing
 from lambdas.shared import keys
 from stacks.config import LOG_RETENTION_DAYS, StageConfig
+from stacks.operations import watch_stack
 from stacks.storage_stack import StorageStack
 
 #: Key prefix of the audit objects the router writes into the Object Lock bucket.
@@ -268,6 +270,9 @@ class EventsStack(Stack):
         )
         self.stream_dead_letter_queue: sqs.IQueue = self.stream_source.dead_letter_queue
         self._acknowledge_grants(storage)
+        self.alarms: ServiceAlarms = watch_stack(
+            self, topic=storage.ops_topic, prefix=f"MangaAssist-{config.name}-Events"
+        )
 
     def _acknowledge_grants(self, storage: StorageStack) -> None:
         """cdk-nag IAM5 findings of CDK's own grants, one acknowledgement per finding and policy."""

@@ -22,6 +22,7 @@ from constructs_lib import (
     HandoffFunctions,
     HandoffWorkflow,
     SecureQueue,
+    ServiceAlarms,
     SharedFunction,
 )
 from constructs_lib.approval_gate import HumanApprovalGate
@@ -29,6 +30,7 @@ from constructs_lib.nag_findings import acknowledge_policy, resource_finding
 from lambdas.shared import keys, schema
 from stacks.config import LOG_RETENTION_DAYS, StageConfig
 from stacks.events_stack import EventsStack, status_changed_pattern
+from stacks.operations import watch_stack
 from stacks.storage_stack import StorageStack
 
 LAMBDAS_DIR = Path(__file__).resolve().parent.parent / "lambdas"
@@ -250,6 +252,9 @@ class OrchestrationStack(Stack):
         self.export.workflow.acknowledge_invokes([self.approval_gate.request_function.function])
         acknowledge_policy(self.approval_gate.request_function.role, table_findings)
         self.export_state_machine: sfn.IStateMachine = self.export.state_machine
+        self.alarms: ServiceAlarms = watch_stack(
+            self, topic=storage.ops_topic, prefix=f"MangaAssist-{config.name}-Orchestration"
+        )
 
     def _cleanup_target(self, dlq: SecureQueue, trigger: str) -> targets.SfnStateMachine:
         return targets.SfnStateMachine(

@@ -6,11 +6,13 @@ from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from constructs_lib import EncryptionKey, GlobalIndex, SecureBucket, SingleTable
+from constructs_lib import AlarmTopic, EncryptionKey, GlobalIndex, SecureBucket, ServiceAlarms, SingleTable
 from lambdas.shared import schema
 from stacks.config import StageConfig
+from stacks.operations import watch_stack
 
 
 class StorageStack(Stack):
@@ -25,7 +27,7 @@ class StorageStack(Stack):
             self,
             "DataKey",
             description=f"MangaAssist {config.name}: sessions table, buckets, queues, topics, streams",
-            service_principals=["sns", "events", "firehose", "logs", "states"],
+            service_principals=["sns", "events", "firehose", "logs", "states", "cloudwatch"],
             removal_policy=removal,
             pending_window=Duration.days(7 if disposable else 30),
         )
@@ -112,3 +114,11 @@ class StorageStack(Stack):
             removal_policy=removal,
             auto_delete_objects=disposable,
         )
+        # Every alarm of the stage notifies this topic (created here: every stack depends on Storage).
+        self.ops_topic: sns.ITopic = AlarmTopic(
+            self, "OpsTopic", encryption_key=self.key, email=config.alarm_email
+        ).topic
+        self.alarms: ServiceAlarms = watch_stack(
+            self, topic=self.ops_topic, prefix=f"MangaAssist-{config.name}-Storage"
+        )
+        self.alarms.watch_table(self.table, "SessionsTable")

@@ -106,6 +106,7 @@ def handle_message(store: DynamoSessionStore, model: Responder, ctx: RouteContex
         logger.exception("user turn not stored", extra={"session_id": session.session_id})
         send(NOT_SAVED)
         return "not_saved"
+    metrics.add_metric(name="ChatTurns", unit=MetricUnit.Count, value=1)
     logger.append_keys(session_id=session.session_id, turn_number=user_turn.turn_number)
 
     try:
@@ -126,6 +127,7 @@ def handle_message(store: DynamoSessionStore, model: Responder, ctx: RouteContex
             send(NO_REPLY)
             return f"no_reply:{err.reason}"
         reply_turn = store.add_turn(session.session_id, Role.ASSISTANT, reply)
+        metrics.add_metric(name="ChatTurns", unit=MetricUnit.Count, value=1)
         frame = message_frame(
             role=str(Role.ASSISTANT),
             session_id=session.session_id,

@@ -523,6 +523,46 @@ def test_every_state_machine_logs_traces_and_has_a_timeout(any_stage: Synthesize
     )
 
 
+# --- alarms ------------------------------------------------------------------------------------------
+
+
+def check_every_alarm_notifies_with_a_runbook(stage: SynthesizedStage) -> list[str]:
+    violations = []
+    for part, logical_id, alarm in _of_type(stage, "AWS::CloudWatch::Alarm"):
+        props = _props(alarm)
+        where = f"{part}/{logical_id}"
+        if not props.get("AlarmActions") or props.get("OKActions") != props.get("AlarmActions"):
+            violations.append(f"{where}: no ALARM and OK actions to the ops topic")
+        if "\nRunbook: " not in str(props.get("AlarmDescription", "")):
+            violations.append(f"{where}: description has no runbook line")
+        if not str(props.get("AlarmName", "")).startswith("MangaAssist-"):
+            violations.append(f"{where}: no clear MangaAssist-<stage>-<stack>-<what> name")
+    return violations
+
+
+def test_every_alarm_notifies_with_a_runbook(any_stage: SynthesizedStage) -> None:
+    _fail_if(check_every_alarm_notifies_with_a_runbook(any_stage), "every alarm is named, has a runbook, notifies")
+
+
+def check_every_dead_letter_queue_has_an_alarm(stage: SynthesizedStage) -> list[str]:
+    watched: set[str] = set()
+    for _, _, alarm in _of_type(stage, "AWS::CloudWatch::Alarm"):
+        props = _props(alarm)
+        if props.get("MetricName") == "ApproximateNumberOfMessagesVisible":
+            for dimension in props.get("Dimensions", []):
+                watched |= _resolve(stage, _refs(dimension.get("Value")))
+    queues = {logical_id for _, logical_id, _ in _of_type(stage, "AWS::SQS::Queue")}
+    return [
+        f"{logical_id}: dead-letter queue without an alarm on visible messages"
+        for logical_id in sorted(_dead_letter_queues(stage) & queues)
+        if logical_id not in watched
+    ]
+
+
+def test_every_dead_letter_queue_has_an_alarm(any_stage: SynthesizedStage) -> None:
+    _fail_if(check_every_dead_letter_queue_has_an_alarm(any_stage), "every dead-letter queue is alarmed")
+
+
 # --- the rules themselves catch what they are meant to catch --------------------------------------
 
 
@@ -549,6 +589,15 @@ def _broken_stage() -> Any:
     }
     resources: dict[str, Resource] = {
         "Queue": {"Type": "AWS::SQS::Queue", "Properties": {}},
+        "Dlq": {"Type": "AWS::SQS::Queue", "Properties": {}},
+        "Redriven": {
+            "Type": "AWS::SQS::Queue",
+            "Properties": {"RedrivePolicy": {"deadLetterTargetArn": {"Fn::GetAtt": ["Dlq", "Arn"]}}},
+        },
+        "Silent": {
+            "Type": "AWS::CloudWatch::Alarm",
+            "Properties": {"AlarmName": "x", "AlarmDescription": "no runbook", "MetricName": "Errors"},
+        },
         "Topic": {"Type": "AWS::SNS::Topic", "Properties": {"KmsMasterKeyId": key}},
         "Subscription": {
             "Type": "AWS::SNS::Subscription",
@@ -642,6 +691,15 @@ def _broken_stage() -> Any:
             ["Storage/Bucket: no policy", "Storage/Queue: no policy", "Storage/Topic: no policy"],
         ),
         (check_every_log_group_has_a_retention, ["Storage/Logs: log group without RetentionInDays"]),
+        (
+            check_every_alarm_notifies_with_a_runbook,
+            [
+                "Storage/Silent: no ALARM and OK",
+                "Storage/Silent: description has no runbook",
+                "Storage/Silent: no clear",
+            ],
+        ),
+        (check_every_dead_letter_queue_has_an_alarm, ["Dlq: dead-letter queue without an alarm"]),
         (
             check_every_function_has_a_log_group_tracing_timeout_and_memory,
             ["Storage/Fn: no log group", "Storage/Fn: X-Ray", "Storage/Fn: no explicit Timeout"],

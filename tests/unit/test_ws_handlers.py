@@ -393,13 +393,26 @@ def test_message_in_an_active_session_is_answered_stored_and_posted(ws: DynamoSe
     ]
 
 
-def test_message_outcome_is_a_metric(ws: DynamoSessionStore, capsys: pytest.CaptureFixture[str]) -> None:
+def _emitted_metrics(capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    """The EMF metrics the handler flushed: name -> value(s)."""
+    emitted = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
+    return {m["Name"]: e[m["Name"]] for e in emitted for d in e["_aws"]["CloudWatchMetrics"] for m in d["Metrics"]}
+
+
+def test_message_outcome_and_chat_turns_are_metrics(ws: DynamoSessionStore, capsys: pytest.CaptureFixture[str]) -> None:
     onboarded()
     capsys.readouterr()
     send("hello")
-    emitted = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
-    names = [m["Name"] for e in emitted for d in e["_aws"]["CloudWatchMetrics"] for m in d["Metrics"]]
-    assert names == ["Message_replied"]
+    # One ChatTurns per stored turn (the user's and the reply) feeds "chat turns per minute"
+    assert _emitted_metrics(capsys) == {"ChatTurns": [1.0, 1.0], "Message_replied": [1.0]}
+
+
+def test_a_handoff_message_counts_one_chat_turn(ws: DynamoSessionStore, capsys: pytest.CaptureFixture[str]) -> None:
+    session_id = onboarded()
+    ws.update_status(session_id, SessionStatus.HANDOFF)
+    capsys.readouterr()
+    send("Where is my order?")
+    assert _emitted_metrics(capsys) == {"ChatTurns": [1.0], "Message_handoff": [1.0]}
 
 
 class ExplodingResponder:

@@ -1,0 +1,44 @@
+"""The topic alarms notify: KMS-encrypted, TLS-only, optionally mailed to an on-call address."""
+
+from __future__ import annotations
+
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
+from constructs import Construct
+
+
+class AlarmTopic(Construct):
+    """An SNS topic for CloudWatch alarm and OK notifications.
+
+    Example::
+
+        ops = AlarmTopic(self, "OpsTopic", encryption_key=key, email="oncall@example.com")
+        ServiceAlarms(self, "Alarms", topic=ops.topic, prefix="App-dev")
+
+    Args:
+        encryption_key: customer-managed key of the topic. Its key policy must let
+            ``cloudwatch.amazonaws.com`` use it (``EncryptionKey(service_principals=["cloudwatch"])``),
+            or alarms cannot publish.
+        email: address subscribed to every notification. Defaults to none (subscribe a pager or
+            chat integration yourself).
+    """
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, encryption_key: kms.IKey, email: str | None = None
+    ) -> None:
+        super().__init__(scope, construct_id)
+        if email is not None and ("@" not in email or email.strip() != email):
+            raise ValueError(f"email must be an e-mail address (given {email!r})")
+        self.topic: sns.Topic = sns.Topic(self, "Resource", master_key=encryption_key, enforce_ssl=True)
+        self.topic.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="AllowCloudWatchAlarms",
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["sns:Publish"],
+                resources=[self.topic.topic_arn],
+            )
+        )
+        if email is not None:
+            self.topic.add_subscription(subscriptions.EmailSubscription(email))

@@ -1,0 +1,112 @@
+"""Operations wiring: every stack watches what it holds, and every alarm reaches the ops topic.
+
+`watch_stack` walks a stack's construct tree, so a function, dead-letter queue or workflow added
+later is alarmed without anyone remembering to: each `SharedFunction` gets error and throttle
+alarms, each dead-letter queue an alarm on any visible message, each state machine alarms on
+failed and timed-out executions. Alarms our constructs already create (stream lag, workflow
+outcomes) are adopted: named, given a runbook line and the ops topic's actions.
+"""
+
+from __future__ import annotations
+
+from typing import cast
+
+from aws_cdk import Stack
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as actions
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sqs as sqs
+from aws_cdk import aws_stepfunctions as sfn
+
+from constructs_lib import OnboardingWorkflow, ServiceAlarms, SharedFunction, StreamConsumer, WorkflowStateMachine
+from constructs_lib.delivery_stream import S3DeliveryStream
+
+RUNBOOK_FUNCTION = (
+    "Open the function's log group (JSON logs, filter level=ERROR) and its X-Ray traces; "
+    "the request id in an error response leads to the log line."
+)
+RUNBOOK_DLQ = (
+    "Read a message to see what failed and why (its attributes name the source), fix the cause, "
+    "then redrive the queue (SQS StartMessageMoveTask) or replay the stream range it names."
+)
+RUNBOOK_WORKFLOW = (
+    "Open the failed execution in the Step Functions console: the failing state's error and cause say why."
+)
+
+
+def dead_letter_queues(stack: Stack) -> list[sqs.Queue]:
+    """Queues of ``stack`` that hold what failed: redrive targets and on-failure destinations."""
+    queues = [c for c in stack.node.find_all() if isinstance(c, sqs.Queue)]
+    dlqs = {id(q.dead_letter_queue.queue): q.dead_letter_queue.queue for q in queues if q.dead_letter_queue}
+    for queue in queues:  # on-failure destinations that are not any queue's redrive target
+        if "DeadLetter" in queue.node.path or "Dlq" in queue.node.path:
+            dlqs.setdefault(id(queue), queue)
+    return [cast(sqs.Queue, q) for q in dlqs.values()]
+
+
+def _adopt(alarms: ServiceAlarms, alarm: cloudwatch.Alarm, name: str, runbook: str, topic: sns.ITopic) -> None:
+    """Give an alarm a construct created the stage's naming, a runbook line and the ops actions."""
+    cfn = cast(cloudwatch.CfnAlarm, alarm.node.default_child)
+    cfn.alarm_name = f"{alarms.prefix}-{name}"
+    cfn.alarm_description = f"{cfn.alarm_description or name}\nRunbook: {runbook}"
+    alarm.add_alarm_action(actions.SnsAction(topic))
+    alarm.add_ok_action(actions.SnsAction(topic))
+    alarms.alarms.append(alarm)
+
+
+def watch_stack(stack: Stack, *, topic: sns.ITopic, prefix: str) -> ServiceAlarms:
+    """Alarms for everything ``stack`` holds, all notifying ``topic``; returns them (for dashboards)."""
+    alarms = ServiceAlarms(stack, "Alarms", topic=topic, prefix=prefix)
+    covered_queues: set[int] = set()
+    covered_machines: set[int] = set()
+    for construct in stack.node.find_all():
+        name = _alarm_id(construct.node.path, stack)
+        if isinstance(construct, SharedFunction):
+            alarms.watch_function(construct.function, name, runbook=RUNBOOK_FUNCTION)
+        elif isinstance(construct, StreamConsumer):
+            _adopt(
+                alarms,
+                construct.iterator_age_alarm,
+                f"{name}IteratorAge",
+                "The router falls behind the table stream: check its errors and duration; records older than "
+                "the mapping's maximum age go to its DLQ, so act before the 24 h stream retention.",
+                topic,
+            )
+            _adopt(alarms, construct.dead_letter_alarm, f"{name}DeadLetters", RUNBOOK_DLQ, topic)
+            covered_queues.add(id(construct.dead_letter_queue))
+        elif isinstance(construct, WorkflowStateMachine):
+            _adopt(alarms, construct.executions_failed_alarm, f"{name}ExecutionsFailed", RUNBOOK_WORKFLOW, topic)
+            _adopt(alarms, construct.executions_timed_out_alarm, f"{name}ExecutionsTimedOut", RUNBOOK_WORKFLOW, topic)
+            covered_machines.add(id(construct.state_machine))
+        elif isinstance(construct, OnboardingWorkflow):
+            _adopt(alarms, construct.executions_failed_alarm, f"{name}ExecutionsFailed", RUNBOOK_WORKFLOW, topic)
+            alarms.alarm(
+                f"{name}ExecutionsTimedOut",
+                metric=construct.state_machine.metric_timed_out(statistic="Sum"),
+                threshold=0,
+                description=f"{name}: executions hit their overall timeout.",
+                runbook=RUNBOOK_WORKFLOW,
+            )
+            covered_machines.add(id(construct.state_machine))
+        elif isinstance(construct, S3DeliveryStream):
+            alarms.alarm(
+                f"{name}DeliveryFailures",
+                metric=construct.delivery_stream.metric("DeliveryToS3.Success", statistic="Minimum"),
+                threshold=1,
+                comparison=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+                description=f"{name}: Firehose failed to deliver records to S3 (they go to the error prefix).",
+                runbook="Read the objects under the bucket's error prefix: they say why (KMS, permissions, size).",
+            )
+    for queue in dead_letter_queues(stack):
+        if id(queue) not in covered_queues:
+            alarms.watch_dead_letter_queue(queue, _alarm_id(queue.node.path, stack), runbook=RUNBOOK_DLQ)
+    for machine in (c for c in stack.node.find_all() if isinstance(c, sfn.StateMachine)):
+        if id(machine) not in covered_machines:
+            alarms.watch_state_machine(machine, _alarm_id(machine.node.path, stack), runbook=RUNBOOK_WORKFLOW)
+    return alarms
+
+
+def _alarm_id(path: str, stack: Stack) -> str:
+    """A PascalCase alarm id from a construct path below the stack (``Events/HandoffTopic/X`` -> ``HandoffTopicX``)."""
+    relative = path.removeprefix(stack.node.path + "/")
+    return "".join(part for part in relative.replace("-", "/").split("/") if part and part != "Resource")
