@@ -207,7 +207,11 @@ def test_get_missing_session_answers_404(api: Invoke) -> None:
     assert response["json"]["error"]["code"] == "NotFound"
 
 
-@pytest.mark.parametrize("bad", ["nope", "123", str(uuid.uuid4()).upper(), str(uuid.uuid4()) + "0"])
+@pytest.mark.parametrize(
+    "bad",
+    ["nope", "123", "70C61BA9-27A6-4E38-B569-F58620DBB9B5", "bd2c32d0-a952-4759-a191-826ebb5a7bfd0"],
+    ids=["word", "digits", "uppercase-uuid", "uuid-with-extra-char"],
+)
 def test_fails_on_a_session_id_that_is_not_a_uuid(api: Invoke, bad: str) -> None:
     response = api("GET", "/sessions/{id}", f"/sessions/{bad}", path_parameters={"id": bad})
     assert response["statusCode"] == 400
