@@ -188,13 +188,13 @@ def app() -> APIGatewayRestResolver:
     resolver = APIGatewayRestResolver()
 
     @resolver.post("/handoffs/<session_id>/accept")
-    @tracer.capture_method
+    @tracer.capture_method(capture_response=False)
     def accept_route(session_id: str) -> Response:
         agent_id = _agent_id(resolver)
         return _json(200, accept(_session_id(session_id), agent_id))
 
     @resolver.post("/handoffs/<session_id>/messages")
-    @tracer.capture_method
+    @tracer.capture_method(capture_response=False)
     def message_route(session_id: str) -> Response:
         agent_id = _agent_id(resolver)
         sid = _session_id(session_id)
@@ -231,7 +231,7 @@ _APP: APIGatewayRestResolver | None = None
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST, clear_state=True)
-@tracer.capture_lambda_handler
+@tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     global _APP
     if _APP is None:

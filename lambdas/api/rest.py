@@ -160,7 +160,7 @@ def _session_id(resolver: APIGatewayRestResolver, value: str) -> str:
 
 def _register(resolver: APIGatewayRestResolver) -> None:
     @resolver.post("/sessions")
-    @tracer.capture_method
+    @tracer.capture_method(capture_response=False)
     def create_session() -> Response:
         caller = _caller(resolver, "POST", "/sessions")
         body = validation.parse_body(resolver.current_event.body, validation.CREATE_SESSION)
@@ -170,14 +170,14 @@ def _register(resolver: APIGatewayRestResolver) -> None:
         return _json(201, public(session))
 
     @resolver.get("/sessions/<session_id>")
-    @tracer.capture_method
+    @tracer.capture_method(capture_response=False)
     def get_session(session_id: str) -> Response:
         caller = _caller(resolver, "GET", "/sessions/{id}")
         session = _visible_session(caller, _session_id(resolver, session_id))
         return _json(200, public(session))
 
     @resolver.get("/sessions/<session_id>/turns")
-    @tracer.capture_method
+    @tracer.capture_method(capture_response=False)
     def get_turns(session_id: str) -> Response:
         caller = _caller(resolver, "GET", "/sessions/{id}/turns")
         sid = _session_id(resolver, session_id)
@@ -190,7 +190,7 @@ def _register(resolver: APIGatewayRestResolver) -> None:
         )
 
     @resolver.delete("/sessions/<session_id>")
-    @tracer.capture_method
+    @tracer.capture_method(capture_response=False)
     def delete_session(session_id: str) -> Response:
         caller = _caller(resolver, "DELETE", "/sessions/{id}")
         session = _visible_session(caller, _session_id(resolver, session_id), change=True)
@@ -198,7 +198,7 @@ def _register(resolver: APIGatewayRestResolver) -> None:
         return _json(202, {"session_id": updated.session_id, "status": str(updated.status)})
 
     @resolver.get("/customers/<customer_id>/sessions")
-    @tracer.capture_method
+    @tracer.capture_method(capture_response=False)
     def list_customer_sessions(customer_id: str) -> Response:
         caller = _caller(resolver, "GET", "/customers/{id}/sessions")
         cid = validation.parse_path(customer_id, validation.CUSTOMER_ID, "id")
@@ -214,7 +214,7 @@ def _register(resolver: APIGatewayRestResolver) -> None:
         )
 
     @resolver.get("/executions/<execution_id>")
-    @tracer.capture_method
+    @tracer.capture_method(capture_response=False)
     def describe_execution(execution_id: str) -> Response:
         caller = _caller(resolver, "GET", "/executions/{id}")
         arn = validation.parse_path(execution_id, validation.EXECUTION_ID, "id")
@@ -290,6 +290,6 @@ def _execution(caller: Caller, execution_arn: str) -> dict[str, Any]:
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST, clear_state=True)
-@tracer.capture_lambda_handler
+@tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return app().resolve(event, context)

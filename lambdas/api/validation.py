@@ -28,8 +28,12 @@ CUSTOMER_ID_PATTERN: Final = "^[a-zA-Z0-9-]{1,64}$"
 LANGUAGE_PATTERN: Final = "^[a-z]{2}(-[A-Z]{2})?$"
 SOURCES: Final = ("web", "mobile", "voice")
 PRIORITIES: Final = ("low", "normal", "high", "urgent")
+#: Reasons with a meaning inside the system, never chosen by a caller: ``escalated`` routes a
+#: handoff to the managers (SNS filter), ``manager`` is the skill that reserves a manager directly.
+RESERVED_REASONS: Final = ("escalated", "manager")
 #: A handoff reason doubles as the skill an agent needs (seed 000: ``skill_required.$: $.reason``).
-REASON_PATTERN: Final = "^[a-z][a-z0-9_]{0,31}$"
+#: The lookahead refuses the reserved ones; API Gateway's (Java) and Python's regex engines both support it.
+REASON_PATTERN: Final = f"^(?!(?:{'|'.join(RESERVED_REASONS)})$)[a-z][a-z0-9_]{{0,31}}$"
 #: States.Format-safe, Step Functions-safe: what an execution ARN path segment may hold.
 EXECUTION_ARN_PATTERN: Final = (
     r"^arn:aws[a-z-]*:states:[a-z0-9-]+:[0-9]{12}:execution:[A-Za-z0-9_-]{1,80}:[A-Za-z0-9_-]{1,80}$"

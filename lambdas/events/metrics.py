@@ -30,7 +30,7 @@ def metric_name(detail: dict[str, Any]) -> str | None:
 
 @metrics.log_metrics
 @logger.inject_lambda_context(clear_state=True)
-@tracer.capture_lambda_handler
+@tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     detail = EventBridgeEvent(event).detail
     name = metric_name(detail)

@@ -153,6 +153,6 @@ def route(event: dict[str, Any], context: LambdaContext | None, *, cfg: Settings
 
 
 @logger.inject_lambda_context(clear_state=True)
-@tracer.capture_lambda_handler
+@tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return route(event, context, cfg=settings(), out=sinks())

@@ -146,7 +146,7 @@ def parse_trigger(event: Any) -> tuple[str, int]:
 
 
 @logger.inject_lambda_context(clear_state=True)
-@tracer.capture_lambda_handler
+@tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     cfg = settings()
     session_id, turn_number = parse_trigger(event)

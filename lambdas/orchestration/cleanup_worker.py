@@ -64,7 +64,7 @@ def archive_key(session_id: str) -> str:
 
 
 @logger.inject_lambda_context
-@tracer.capture_lambda_handler
+@tracer.capture_lambda_handler(capture_response=False)
 def plan(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     real_now = int(time.time())
     raw = event.get("input")
@@ -159,7 +159,7 @@ def clean_session(session_id: str) -> dict[str, Any]:
 
 
 @logger.inject_lambda_context
-@tracer.capture_lambda_handler
+@tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return clean_session(str(event["session_id"]))
 

@@ -106,7 +106,7 @@ def _reserve_first(skill: str, session_id: str, *, managers_only: bool = False) 
 
 
 @logger.inject_lambda_context
-@tracer.capture_lambda_handler
+@tracer.capture_lambda_handler(capture_response=False)
 def check_agent(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     agent_id = _reserve_first(str(event["reason"]), str(event["session_id"]))
     if agent_id is None:
@@ -116,7 +116,7 @@ def check_agent(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]
 
 
 @logger.inject_lambda_context
-@tracer.capture_lambda_handler
+@tracer.capture_lambda_handler(capture_response=False)
 def escalate(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     session_id, handoff_id = str(event["session_id"]), str(event["handoff_id"])
     ledger().claim_callback(session_id, handoff_id, WAITING_FOR_AGENT)  # a late accept now gets 409
@@ -132,7 +132,7 @@ def escalate(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 
 
 @logger.inject_lambda_context
-@tracer.capture_lambda_handler
+@tracer.capture_lambda_handler(capture_response=False)
 def begin(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     try:
         begun = ledger().begin(
@@ -154,14 +154,14 @@ def begin(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 
 
 @logger.inject_lambda_context
-@tracer.capture_lambda_handler
+@tracer.capture_lambda_handler(capture_response=False)
 def await_reply(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     ledger().await_callback(str(event["session_id"]), str(event["handoff_id"]), "reply", str(event["task_token"]))
     return {"waiting_for": "reply"}
 
 
 @logger.inject_lambda_context
-@tracer.capture_lambda_handler
+@tracer.capture_lambda_handler(capture_response=False)
 def transfer_context(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     session_id, agent_id = str(event["session_id"]), str(event["agent_id"])
     summary = store().latest_summary(session_id)
@@ -220,7 +220,7 @@ def _restore(session_id: str) -> bool:
 
 
 @logger.inject_lambda_context
-@tracer.capture_lambda_handler
+@tracer.capture_lambda_handler(capture_response=False)
 def reassign(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     state, handoff_id = event["state"], str(event["handoff_id"])
     session_id = str(state["session_id"])
@@ -260,7 +260,7 @@ def _failure_reason(state: dict[str, Any]) -> str:
 
 
 @logger.inject_lambda_context
-@tracer.capture_lambda_handler
+@tracer.capture_lambda_handler(capture_response=False)
 def fail(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     state, handoff_id = event["state"], str(event["handoff_id"])
     session_id = str(state["session_id"])
@@ -313,7 +313,7 @@ def _queue_record(record: SQSRecord) -> None:
 
 
 @logger.inject_lambda_context
-@tracer.capture_lambda_handler
+@tracer.capture_lambda_handler(capture_response=False)
 def queue_consumer(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return dict(
         process_partial_response(event=event, record_handler=_queue_record, processor=processor, context=context)

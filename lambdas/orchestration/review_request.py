@@ -242,7 +242,7 @@ def _missing(review_id: str) -> Review:
 
 
 @logger.inject_lambda_context
-@tracer.capture_lambda_handler
+@tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     review = request_review(event)
     # Step Functions ignores this result (the task waits for its token); it helps debugging.

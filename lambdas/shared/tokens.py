@@ -50,7 +50,7 @@ class TokenError(Exception):
     """A token was refused. ``reason`` is one of the codes below; the message says why.
 
     Codes: ``missing``, ``malformed``, ``algorithm``, ``signature``, ``expired``,
-    ``not_yet_valid``, ``issuer``, ``audience``, ``claims``, ``role``.
+    ``not_yet_valid``, ``lifetime``, ``issuer``, ``audience``, ``claims``, ``role``.
     """
 
     def __init__(self, reason: str, message: str) -> None:
@@ -159,6 +159,12 @@ def verify(
         raise TokenError("expired", "the token has expired")
     if not_before is not None and current + leeway < not_before:
         raise TokenError("not_yet_valid", "the token is not valid yet")
+    # The lifetime cap that mint() applies holds for every token, whoever signed it: a token that
+    # is still valid for longer than MAX_TTL_SECONDS (or was issued for longer) is refused.
+    if expires_at - current > MAX_TTL_SECONDS + leeway:
+        raise TokenError("lifetime", f"a token may be valid for at most {MAX_TTL_SECONDS} seconds")
+    if issued_at is not None and expires_at - issued_at > MAX_TTL_SECONDS:
+        raise TokenError("lifetime", f"a token may be issued for at most {MAX_TTL_SECONDS} seconds")
     if claims.get("iss") != issuer:
         raise TokenError("issuer", "the token was issued by another issuer")
     aud = claims.get("aud")

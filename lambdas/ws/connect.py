@@ -59,7 +59,7 @@ def onboarding_input(ctx: RouteContext, customer_id: str, session_id: str | None
 
 
 @logger.inject_lambda_context(clear_state=True)
-@tracer.capture_lambda_handler
+@tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     ctx = route_context(event)
     logger.append_keys(connection_id=ctx.connection_id)

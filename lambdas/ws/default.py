@@ -28,6 +28,6 @@ def _action_of(body: Any) -> object:
 
 
 @logger.inject_lambda_context(clear_state=True)
-@tracer.capture_lambda_handler
+@tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return {"statusCode": 200, "body": json.dumps(unknown_action_frame(_action_of(event.get("body"))))}

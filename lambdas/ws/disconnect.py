@@ -51,7 +51,7 @@ def disconnect_connection(store: DynamoSessionStore, connection_id: str) -> str:
 
 
 @logger.inject_lambda_context(clear_state=True)
-@tracer.capture_lambda_handler
+@tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     ctx = route_context(event)
     outcome = disconnect_connection(runtime.store(), ctx.connection_id)

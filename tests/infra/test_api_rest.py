@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import jsonschema
 import pytest
 from aws_cdk.assertions import Match
 
@@ -379,3 +380,18 @@ def test_rest_api_url_is_published_for_review_links(any_stage: SynthesizedStage)
         "AWS::SSM::Parameter",
         {"Name": f"/mangaassist/{any_stage.stage.config.name}/rest-api-url", "Type": "String"},
     )
+
+
+@pytest.mark.parametrize(("reason", "accepted"), [("billing", True), ("escalated", False), ("manager", False)])
+def test_handoff_model_refuses_reasons_reserved_for_the_system(
+    any_stage: SynthesizedStage, reason: str, accepted: bool
+) -> None:
+    # Given the HandoffRequest model exactly as the template hands it to API Gateway
+    (model,) = [
+        v["Properties"]["Schema"]
+        for v in _resources(any_stage, "AWS::ApiGateway::Model").values()
+        if v["Properties"]["Schema"].get("title") == "HandoffRequest"
+    ]
+    # When a caller asks for a handoff with that reason / Then only ordinary skills pass
+    errors = list(jsonschema.Draft4Validator(model).iter_errors({"reason": reason}))
+    assert (not errors) is accepted, errors

@@ -104,6 +104,16 @@ def test_fails_on_expired_and_accepts_within_leeway() -> None:
     assert _reason(token, now=NOW + 10 + 30) == "expired"
 
 
+def test_fails_on_a_lifetime_longer_than_mint_allows() -> None:
+    # Signed with the right secret, but valid for a year: refused, whoever minted it
+    assert _reason(_forge({"alg": "HS256"}, _payload(exp=NOW + 365 * 86400))) == "lifetime"
+    # Issued for 2 days, even when checked near its end
+    long_issued = _forge({"alg": "HS256"}, _payload(iat=NOW, exp=NOW + 2 * 86400))
+    assert _reason(long_issued, now=NOW + 2 * 86400 - 60) == "lifetime"
+    # Exactly the cap is accepted
+    assert _verify(_forge({"alg": "HS256"}, _payload(exp=NOW + 24 * 3600))).sub == "alice"
+
+
 def test_fails_when_not_yet_valid() -> None:
     token = _forge({"alg": "HS256"}, _payload(nbf=NOW + 100))
     assert _reason(token, now=NOW) == "not_yet_valid"
