@@ -75,7 +75,8 @@ class JwtTokenAuthorizer(Construct):
                     id="AwsSolutions-SMG4",
                     reason="An HS256 signing key cannot be rotated by a Secrets Manager rotation Lambda without "
                     "invalidating every live token at once; it is rotated by a planned roll-over (new secret "
-                    "version; verify refuses tokens valid for more than 24 h, authorizers re-read the secret within 5 min).",
+                    "version; verify refuses tokens valid for more than 24 h, authorizers re-read the secret "
+                    "within 5 min).",
                 )
             )
             self.secret = secret
