@@ -510,25 +510,36 @@ class HandoffWorkflow(Construct):
 
         complete = sfn.Succeed(self, "HandoffComplete")
 
-        allowed = [sfn.Condition.is_present(status_path), sfn.Condition.string_equals(status_path, active_status)]
-        if owner_attribute is not None:
+        active = sfn.Condition.and_(
+            sfn.Condition.is_present(status_path), sfn.Condition.string_equals(status_path, active_status)
+        )
+        if owner_attribute is None:
+            check_active.when(active, check_agent).otherwise(handoff_failed)
+        else:
             owner_path = f"$.session.Item.{owner_attribute}.S"
-            allowed.append(
-                sfn.Condition.or_(
-                    *[
-                        sfn.Condition.and_(
-                            sfn.Condition.is_present("$.role"), sfn.Condition.string_equals("$.role", role)
-                        )
-                        for role in privileged_roles
-                    ],
-                    sfn.Condition.and_(
-                        sfn.Condition.is_present("$.requested_by"),
-                        sfn.Condition.is_present(owner_path),
-                        sfn.Condition.string_equals_json_path(owner_path, "$.requested_by"),
-                    ),
-                )
+            may_hand_over = sfn.Condition.or_(
+                *[
+                    sfn.Condition.and_(sfn.Condition.is_present("$.role"), sfn.Condition.string_equals("$.role", role))
+                    for role in privileged_roles
+                ],
+                sfn.Condition.and_(
+                    sfn.Condition.is_present("$.requested_by"),
+                    sfn.Condition.is_present(owner_path),
+                    sfn.Condition.string_equals_json_path(owner_path, "$.requested_by"),
+                ),
             )
-        check_active.when(sfn.Condition.and_(*allowed), check_agent).otherwise(handoff_failed)
+            # Someone who may not hand the session over is refused before anything happens: no
+            # agent, no session change, and no notice to the session's customer (a stranger must
+            # not be able to make the workflow message someone else's chat).
+            refused = sfn.Fail(
+                self,
+                "HandoffRefused",
+                error="HandoffRefused",
+                cause="The requester may not hand this session over (not its owner, not a privileged role).",
+            )
+            check_active.when(sfn.Condition.and_(active, may_hand_over), check_agent).when(
+                may_hand_over, handoff_failed
+            ).otherwise(refused)
         is_available.when(sfn.Condition.boolean_equals("$.agent.available", True), assign).otherwise(wait_for_agent)
         wait_for_agent.next(assign)
         escalate.next(assign)

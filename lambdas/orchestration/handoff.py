@@ -254,8 +254,6 @@ def _failure_reason(state: dict[str, Any]) -> str:
     if not item:
         return "the session does not exist"
     status = (item.get("status") or {}).get("S", "unknown")
-    if status == str(SessionStatus.ACTIVE):
-        return "the requester may not hand this session over (not its owner, not an admin)"
     return f"the session is {status}, not active"
 
 

@@ -36,6 +36,7 @@ HANDOFF_STATES = {
     "NotifyCustomerHandoffFailed",
     "HandoffAborted",
     "HandoffCleanupFailed",
+    "HandoffRefused",
 }
 
 
@@ -84,8 +85,14 @@ def test_handoff_has_exactly_the_issue_states_and_transitions(dev: SynthesizedSt
     assert states["ValidateSession"]["Resource"] == "arn:aws:states:::dynamodb:getItem"
     assert states["ValidateSession"]["Parameters"]["Key"]["PK"] == {"S.$": "States.Format('SESSION#{}', $.session_id)"}
     assert "<token>" in json.dumps(states["ValidateSession"]["Parameters"]["TableName"])  # from the ITable
-    assert states["CheckSessionActive"]["Default"] == "HandoffFailed"
-    ownership = json.dumps(states["CheckSessionActive"]["Choices"][0])
+    # Active and may hand over -> on; may hand over but not active -> HandoffFailed (the owner is
+    # told); anyone else -> HandoffRefused, with no side effect and no message to the session
+    choices = states["CheckSessionActive"]["Choices"]
+    assert [c["Next"] for c in choices] == ["CheckAgentAvailability", "HandoffFailed"]
+    assert states["CheckSessionActive"]["Default"] == "HandoffRefused"
+    assert states["HandoffRefused"]["Type"] == "Fail"
+    assert states["HandoffRefused"]["Error"] == "HandoffRefused"
+    ownership = json.dumps(choices[0])
     assert '"StringEqualsPath": "$.requested_by"' in ownership  # the API has no Lambda to check it
     assert '"Variable": "$.session.Item.customer_id.S"' in ownership
     assert '"StringEquals": "admin"' in ownership

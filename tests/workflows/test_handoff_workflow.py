@@ -340,10 +340,14 @@ def test_a_customer_cannot_hand_over_someone_elses_session(world: World) -> None
 
     done = world.d.wait_done(world.start(session_id, requested_by="customer-intruder"))
 
-    # Then the handoff fails at CheckSessionActive; no agent is reserved, the session is untouched
+    # Then the handoff is refused at CheckSessionActive; no agent is reserved, the session is
+    # untouched, and the session's real customer is not messaged by a stranger's request
     assert done["status"] == "FAILED"
+    assert done.get("error") == "HandoffRefused"
     assert "may not hand this session over" in _cause(done)
     assert not world.calls.by_handler("lambdas.orchestration.handoff.check_agent")
+    assert not world.calls.by_handler("lambdas.orchestration.handoff.fail")
+    assert world.customer_notices() == []
     agent = world.store.get_agent("agent-8")
     assert agent is not None
     assert agent.status == AgentStatus.AVAILABLE
