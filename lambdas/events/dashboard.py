@@ -1,7 +1,9 @@
-"""Agent-dashboard queue consumer: puts each assigned handoff into the agent's inbox.
+"""Agent-dashboard queue consumer: puts each handoff into the inbox of the agent it concerns.
 
-Queue filter: ``agent_id`` exists. One inbox item per (agent, handoff), written conditionally, so
-a redelivered message changes nothing. Partial batch responses: a failed message is retried
+Queue filter: ``agent_id`` exists (an assigned handoff: that agent's inbox), or ``event_type``
+``handoff_waiting`` (a customer waits for any agent: the shared ``keys.WAITING_INBOX`` every
+agent's console reads). One inbox item per (inbox, handoff), written conditionally, so a
+redelivered message changes nothing. Partial batch responses: a failed message is retried
 alone and reaches the DLQ after 3 receives.
 """
 
@@ -16,12 +18,15 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from lambdas.events.messages import InvalidMessage, parse_body
-from lambdas.shared import env
+from lambdas.shared import env, keys
 from lambdas.shared.store import DynamoSessionStore
 
 logger = Logger()
 tracer = Tracer()
 processor = BatchProcessor(event_type=EventType.SQS)
+
+#: The broadcast the handoff workflow's assignment-queue consumer sends before any agent is known.
+WAITING_EVENT = "handoff_waiting"
 
 
 @env.once
@@ -31,18 +36,19 @@ def store() -> DynamoSessionStore:
 
 def record_handler(record: SQSRecord) -> str:
     message = parse_body(record.body)
-    if message.agent_id is None or message.handoff_id is None:
-        raise InvalidMessage("a dashboard message needs agent_id and handoff_id")
+    inbox = message.agent_id
+    if inbox is None and message.event_type == WAITING_EVENT:
+        inbox = keys.WAITING_INBOX
+    if inbox is None or message.handoff_id is None:
+        raise InvalidMessage("a dashboard message needs handoff_id and agent_id (or event_type handoff_waiting)")
     created = store().put_inbox_item(
-        message.agent_id,
+        inbox,
         session_id=message.session_id,
         handoff_id=message.handoff_id,
         reason=message.reason or "unspecified",
         priority=message.priority,
     )
-    logger.info(
-        "inbox", extra={"agent_id": message.agent_id, "handoff_id": message.handoff_id, "inbox_created": created}
-    )
+    logger.info("inbox", extra={"inbox": inbox, "handoff_id": message.handoff_id, "inbox_created": created})
     return message.handoff_id
 
 

@@ -23,6 +23,9 @@ SUMMARY_PREFIX: Final = "SUMMARY#"
 HANDOFF_PREFIX: Final = "HANDOFF#"
 SKILL_PREFIX: Final = "SKILL#"
 INBOX_PREFIX: Final = "INBOX#"
+#: The inbox every agent's console reads: handoffs waiting for any agent. No agent can have this
+#: id (agent ids are JWT subjects, ``^[A-Za-z0-9-]{1,64}$``, which never contain ``_``).
+WAITING_INBOX: Final = "_waiting"
 
 CLEANUP_SHARD_PREFIX: Final = "CLEANUP#"
 

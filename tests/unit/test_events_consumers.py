@@ -103,6 +103,24 @@ def test_dashboard_puts_the_handoff_in_the_agents_inbox_and_reports_a_bad_messag
     assert dashboard.handler(sqs_event(good), Context())["batchItemFailures"] == []
 
 
+def test_dashboard_puts_a_waiting_customer_in_the_inbox_every_agent_reads(
+    wired: DynamoSessionStore, ddb_client: Any
+) -> None:
+    # Given the workflow's broadcast that a customer waits (no agent is known yet)
+    waiting = {"session_id": "s-2", "handoff_id": "h-2", "event_type": "handoff_waiting", "reason": "billing"}
+    # When consumed
+    assert dashboard.handler(sqs_event(waiting), Context())["batchItemFailures"] == []
+    # Then it is in the shared waiting inbox
+    got = ddb_client.get_item(TableName=wired.table_name, Key={"PK": {"S": "AGENT#_waiting"}, "SK": {"S": "INBOX#h-2"}})
+    assert unmarshal_item(got["Item"])["session_id"] == "s-2"
+    # And any other message without an agent is refused alone (reported, then the DLQ)
+    stray = {"session_id": "s-3", "handoff_id": "h-3", "event_type": "handoff"}
+    event = sqs_event(waiting, stray)
+    assert dashboard.handler(event, Context())["batchItemFailures"] == [
+        {"itemIdentifier": event["Records"][1]["messageId"]}
+    ]
+
+
 # -- escalation --------------------------------------------------------------------------------
 
 
