@@ -28,15 +28,16 @@ from typing import Any, Final
 
 import boto3
 from aws_lambda_powertools import Logger, Tracer
-from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.exceptions import ClientError
 
+from lambdas.api.responses import error_response, json_response, register_common_error_handlers
 from lambdas.orchestration.handoff_ledger import WAITING_FOR_AGENT, WAITING_FOR_REPLY, HandoffLedger
 from lambdas.shared import env
 from lambdas.shared.connections import DeliveryError, management_endpoint, post_to_connection
-from lambdas.shared.errors import AgentNotFound, AgentUnavailable, Conflict, NotFound, StoreError
+from lambdas.shared.errors import AgentNotFound, AgentUnavailable, Conflict, NotFound
 from lambdas.shared.records import HandoffStatus, Role, SessionStatus
 from lambdas.shared.store import DynamoSessionStore
 
@@ -73,10 +74,6 @@ def ledger() -> HandoffLedger:
 @env.once
 def sfn() -> Any:
     return boto3.client("stepfunctions")
-
-
-def _json(status: int, body: Any) -> Response:
-    return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body=json.dumps(body))
 
 
 def _agent_id(resolver: APIGatewayRestResolver) -> str:
@@ -179,11 +176,6 @@ def send_message(session_id: str, agent_id: str, text: str) -> dict[str, Any]:
     return {"session_id": session_id, "turn_number": turn.turn_number, "delivered": delivered}
 
 
-def _error(resolver: APIGatewayRestResolver, status: int, code: str, message: str) -> Response:
-    request_id = str(resolver.current_event.request_context.request_id or "")
-    return _json(status, {"error": {"code": code, "message": message, "request_id": request_id}})
-
-
 def app() -> APIGatewayRestResolver:
     resolver = APIGatewayRestResolver()
 
@@ -191,38 +183,28 @@ def app() -> APIGatewayRestResolver:
     @tracer.capture_method(capture_response=False)
     def accept_route(session_id: str) -> Response:
         agent_id = _agent_id(resolver)
-        return _json(200, accept(_session_id(session_id), agent_id))
+        return json_response(200, accept(_session_id(session_id), agent_id))
 
     @resolver.post("/handoffs/<session_id>/messages")
     @tracer.capture_method(capture_response=False)
     def message_route(session_id: str) -> Response:
         agent_id = _agent_id(resolver)
         sid = _session_id(session_id)
-        return _json(201, send_message(sid, agent_id, _text(resolver.current_event.body)))
+        return json_response(201, send_message(sid, agent_id, _text(resolver.current_event.body)))
 
     @resolver.exception_handler(BadRequest)
     def on_bad_request(err: BadRequest) -> Response:
-        return _error(resolver, 400, "ValidationError", str(err))
+        return error_response(resolver, 400, "ValidationError", str(err))
 
     @resolver.exception_handler(Forbidden)
     def on_forbidden(_: Forbidden) -> Response:
-        return _error(resolver, 403, "Forbidden", "only the agent of this handoff may do that")
+        return error_response(resolver, 403, "Forbidden", "only the agent of this handoff may do that")
 
     @resolver.exception_handler(NotFound)
     def on_not_found(err: NotFound) -> Response:
-        return _error(resolver, 404, "NotFound", str(err))
+        return error_response(resolver, 404, "NotFound", str(err))
 
-    @resolver.exception_handler(StoreError)
-    def on_store_error(err: StoreError) -> Response:
-        if 400 <= err.http_status < 500:
-            return _error(resolver, err.http_status, type(err).__name__, str(err))
-        logger.exception("store error")
-        return _error(resolver, 500, "InternalError", "internal error; quote the request id")
-
-    @resolver.exception_handler(Exception)
-    def on_unexpected(_: Exception) -> Response:
-        logger.exception("unhandled error")
-        return _error(resolver, 500, "InternalError", "internal error; quote the request id")
+    register_common_error_handlers(resolver, logger)
 
     return resolver
 

@@ -27,16 +27,17 @@ from typing import Any
 
 import boto3
 from aws_lambda_powertools import Logger, Tracer
-from aws_lambda_powertools.event_handler import APIGatewayRestResolver, CORSConfig, Response, content_types
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, CORSConfig, Response
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from lambdas.api import access, validation
+from lambdas.api.responses import error_response, json_response, register_common_error_handlers
 from lambdas.api.validation import ValidationError
 from lambdas.shared import env
-from lambdas.shared.errors import Conflict, NotFound, StoreError
+from lambdas.shared.errors import Conflict, NotFound
 from lambdas.shared.records import Session, SessionStatus
 from lambdas.shared.serialize import public
 from lambdas.shared.store import DynamoSessionStore
@@ -108,19 +109,6 @@ class Caller:
     role: str
 
 
-def _request_id(resolver: APIGatewayRestResolver) -> str:
-    return str(resolver.current_event.request_context.request_id or "")
-
-
-def _error(resolver: APIGatewayRestResolver, status: int, code: str, message: str) -> Response:
-    body = {"error": {"code": code, "message": message, "request_id": _request_id(resolver)}}
-    return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body=json.dumps(body))
-
-
-def _json(status: int, body: Any) -> Response:
-    return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body=json.dumps(body))
-
-
 def _caller(resolver: APIGatewayRestResolver, method: str, path: str) -> Caller:
     """The authorizer's identity, checked against the route table (defence in depth)."""
     context = resolver.current_event.request_context.authorizer.get_context() or {}
@@ -167,14 +155,14 @@ def _register(resolver: APIGatewayRestResolver) -> None:
         if caller.role == access.CUSTOMER and body["customer_id"] != caller.sub:
             raise Forbidden()
         session = store().create_session(body["customer_id"], metadata=body.get("metadata") or {})
-        return _json(201, public(session))
+        return json_response(201, public(session))
 
     @resolver.get("/sessions/<session_id>")
     @tracer.capture_method(capture_response=False)
     def get_session(session_id: str) -> Response:
         caller = _caller(resolver, "GET", "/sessions/{id}")
         session = _visible_session(caller, _session_id(resolver, session_id))
-        return _json(200, public(session))
+        return json_response(200, public(session))
 
     @resolver.get("/sessions/<session_id>/turns")
     @tracer.capture_method(capture_response=False)
@@ -184,7 +172,7 @@ def _register(resolver: APIGatewayRestResolver) -> None:
         query = validation.parse_query(resolver.current_event.query_string_parameters, validation.TURNS_QUERY)
         _visible_session(caller, sid)
         page = store().list_turns(sid, limit=query["limit"], cursor=query.get("cursor"))
-        return _json(
+        return json_response(
             200,
             {"session_id": sid, "turns": [public(turn) for turn in page.items], "next_cursor": page.next_cursor},
         )
@@ -195,7 +183,7 @@ def _register(resolver: APIGatewayRestResolver) -> None:
         caller = _caller(resolver, "DELETE", "/sessions/{id}")
         session = _visible_session(caller, _session_id(resolver, session_id), change=True)
         updated = store().update_status(session.session_id, SessionStatus.DELETED)
-        return _json(202, {"session_id": updated.session_id, "status": str(updated.status)})
+        return json_response(202, {"session_id": updated.session_id, "status": str(updated.status)})
 
     @resolver.get("/customers/<customer_id>/sessions")
     @tracer.capture_method(capture_response=False)
@@ -208,7 +196,7 @@ def _register(resolver: APIGatewayRestResolver) -> None:
         if caller.role != access.ADMIN and cid != caller.sub:
             raise NotFound("customer", cid)
         page = store().list_customer_sessions(cid, limit=query["limit"], cursor=query.get("cursor"))
-        return _json(
+        return json_response(
             200,
             {"customer_id": cid, "sessions": [public(s) for s in page.items], "next_cursor": page.next_cursor},
         )
@@ -218,40 +206,26 @@ def _register(resolver: APIGatewayRestResolver) -> None:
     def describe_execution(execution_id: str) -> Response:
         caller = _caller(resolver, "GET", "/executions/{id}")
         arn = validation.parse_path(execution_id, validation.EXECUTION_ID, "id")
-        return _json(200, _execution(caller, arn))
+        return json_response(200, _execution(caller, arn))
 
     @resolver.exception_handler(ValidationError)
     def on_validation(err: ValidationError) -> Response:
-        return _error(resolver, 400, "ValidationError", str(err))
+        return error_response(resolver, 400, "ValidationError", str(err))
 
     @resolver.exception_handler(Forbidden)
     def on_forbidden(_: Forbidden) -> Response:
-        return _error(resolver, 403, "Forbidden", "this role may not do that")
+        return error_response(resolver, 403, "Forbidden", "this role may not do that")
 
     @resolver.exception_handler(NotFound)
     def on_not_found(err: NotFound) -> Response:
-        return _error(resolver, 404, "NotFound", str(err))
+        return error_response(resolver, 404, "NotFound", str(err))
 
     @resolver.exception_handler(Conflict)
     def on_conflict(err: Conflict) -> Response:
         # ReviewExpired (410) and the like keep their own status.
-        return _error(resolver, err.http_status, type(err).__name__, str(err))
+        return error_response(resolver, err.http_status, type(err).__name__, str(err))
 
-    @resolver.exception_handler(StoreError)
-    def on_store_error(err: StoreError) -> Response:
-        if 400 <= err.http_status < 500:
-            return _error(resolver, err.http_status, type(err).__name__, str(err))
-        logger.exception("store error")
-        return _error(resolver, 500, "InternalError", "internal error; quote the request id")
-
-    @resolver.exception_handler(Exception)
-    def on_unexpected(_: Exception) -> Response:
-        logger.exception("unhandled error")
-        return _error(resolver, 500, "InternalError", "internal error; quote the request id")
-
-    @resolver.not_found
-    def on_unknown_route(_: Exception) -> Response:
-        return _error(resolver, 404, "NotFound", "no such route")
+    register_common_error_handlers(resolver, logger)
 
 
 def _execution(caller: Caller, execution_arn: str) -> dict[str, Any]:
