@@ -78,6 +78,25 @@ class ApiStack(Stack):
         # Operations (issue 10): alarms for this stack, and the stage's dashboard over all four.
         self._build_operations(config=config, storage=storage, events=events, orchestration=orchestration)
 
+    def _function(
+        self, construct_id: str, handler: str, environment: dict[str, str], **options: Any
+    ) -> lambda_.Function:
+        """A function of this stack, built the app's one way; its service name is ``mangaassist-<id>``."""
+        from stacks.stage import LAMBDAS_DIR  # at call time: stage.py imports this module
+
+        return SharedFunction(
+            self,
+            construct_id,
+            code_root=LAMBDAS_DIR,
+            handler=handler,
+            environment=environment,
+            timeout=Duration.seconds(self.config.lambda_timeout_seconds),
+            memory_size=self.config.lambda_memory_mb,
+            log_retention=_log_retention(self.config.log_retention_days),
+            service_name=f"mangaassist-{construct_id}",
+            **options,
+        ).function
+
     # ------------------------------------------------------------------ REST API (issue 4)
     # Owned by the REST engineer: everything from here to "end of REST API".
 
@@ -85,26 +104,12 @@ class ApiStack(Stack):
         """The REST API: session Lambda routes, direct StartExecution routes, agent and review routes.
 
         Exposes ``rest_api`` (``apigateway.RestApi``), ``rest`` (the construct), ``jwt_secret``,
-        ``session_function``, ``rest_authorizer_function`` and, when their code exists,
-        ``agent_function`` and ``review_function``.
+        ``session_function``, ``rest_authorizer_function``, ``agent_function`` and ``review_function``.
         """
-        from stacks.stage import LAMBDAS_DIR  # at call time: stage.py imports this module
-
         retention = _log_retention(config.log_retention_days)
         removal = RemovalPolicy.RETAIN if config.is_production else RemovalPolicy.DESTROY
 
-        def function(construct_id: str, handler: str, environment: dict[str, str]) -> lambda_.Function:
-            return SharedFunction(
-                self,
-                construct_id,
-                code_root=LAMBDAS_DIR,
-                handler=handler,
-                environment=environment,
-                timeout=Duration.seconds(config.lambda_timeout_seconds),
-                memory_size=config.lambda_memory_mb,
-                log_retention=retention,
-                service_name=f"mangaassist-{construct_id}",
-            ).function
+        function = self._function
 
         self.rest = HardenedRestApi(
             self,
@@ -272,52 +277,49 @@ class ApiStack(Stack):
         start(admin.add_resource("export"), "StartExport", "ExportRequest")
 
         # -- agent console routes (code: orchestration engineer) -------------------------------
-        if (LAMBDAS_DIR / "api" / "agent.py").is_file():
-            self.agent_function: lambda_.Function = function(
-                "AgentApi",
-                "lambdas.api.agent.handler",
-                {
-                    "TABLE_NAME": storage.table.table_name,
-                    "SESSION_TTL_HOURS": str(config.session_ttl_hours),
-                    "CLEANUP_SHARDS": str(config.cleanup_shards),
-                },
-            )
-            _grant_table(storage, self.agent_function, write=True)
-            orchestration.grant_agent_routes(self.agent_function)
-            agent_api = apigw.LambdaIntegration(self.agent_function, allow_test_invoke=False)
-            handoff = api.root.add_resource("handoffs").add_resource("{session_id}")
-            add(handoff.add_resource("accept"), "POST", agent_api, parameters=params("session_id"))
-            add(handoff.add_resource("messages"), "POST", agent_api, parameters=params("session_id"))
-
+        self.agent_function: lambda_.Function = function(
+            "AgentApi",
+            "lambdas.api.agent.handler",
+            {
+                "TABLE_NAME": storage.table.table_name,
+                "SESSION_TTL_HOURS": str(config.session_ttl_hours),
+                "CLEANUP_SHARDS": str(config.cleanup_shards),
+            },
+        )
+        _grant_table(storage, self.agent_function, write=True)
+        orchestration.grant_agent_routes(self.agent_function)
+        agent_api = apigw.LambdaIntegration(self.agent_function, allow_test_invoke=False)
+        handoff = api.root.add_resource("handoffs").add_resource("{session_id}")
+        add(handoff.add_resource("accept"), "POST", agent_api, parameters=params("session_id"))
+        add(handoff.add_resource("messages"), "POST", agent_api, parameters=params("session_id"))
         # -- review links (code: approval-gate engineer); the signed link is the credential ---
-        if (LAMBDAS_DIR / "api" / "review.py").is_file():
-            self.review_function: lambda_.Function = function(
-                "ReviewLinks",
-                "lambdas.api.review.handler",
-                {
-                    "TABLE_NAME": storage.table.table_name,
-                    "REVIEW_SECRET_ARN": orchestration.review_signing_secret.secret_arn,
-                },
-            )
-            # HumanApprovalGate.grant_decide would grant the secret read through the key's resource
-            # policy (a ViaService grant), naming this stack's role in the Orchestration stack: a
-            # cycle. The same permissions, on this side only:
-            _grant_table(storage, self.review_function, write=True)
-            # Principal-side only (no cycle), including kms:Decrypt on the secret's own key.
-            orchestration.approval_gate.grant_read_signing_secret(self.review_function)
-            orchestration.export_state_machine.grant_task_response(self.review_function)
-            review_api = apigw.LambdaIntegration(self.review_function, allow_test_invoke=False)
-            review = api.root.add_resource("reviews").add_resource("{id}")
-            for decision in ("approve", "reject"):
-                method = add(review.add_resource(decision), "GET", review_api, parameters=params("id"), public=True)
-                Validations.of(method).acknowledge(
-                    Acknowledgment(
-                        id="AwsSolutions-APIG4",
-                        reason="Review links are opened from an e-mail by a reviewer without an API token; "
-                        "the HMAC-SHA256 signature and expiry inside the link are the credential (checked "
-                        "before any data is read).",
-                    )
+        self.review_function: lambda_.Function = function(
+            "ReviewLinks",
+            "lambdas.api.review.handler",
+            {
+                "TABLE_NAME": storage.table.table_name,
+                "REVIEW_SECRET_ARN": orchestration.review_signing_secret.secret_arn,
+            },
+        )
+        # HumanApprovalGate.grant_decide would grant the secret read through the key's resource
+        # policy (a ViaService grant), naming this stack's role in the Orchestration stack: a
+        # cycle. The same permissions, on this side only:
+        _grant_table(storage, self.review_function, write=True)
+        # Principal-side only (no cycle), including kms:Decrypt on the secret's own key.
+        orchestration.approval_gate.grant_read_signing_secret(self.review_function)
+        orchestration.export_state_machine.grant_task_response(self.review_function)
+        review_api = apigw.LambdaIntegration(self.review_function, allow_test_invoke=False)
+        review = api.root.add_resource("reviews").add_resource("{id}")
+        for decision in ("approve", "reject"):
+            method = add(review.add_resource(decision), "GET", review_api, parameters=params("id"), public=True)
+            Validations.of(method).acknowledge(
+                Acknowledgment(
+                    id="AwsSolutions-APIG4",
+                    reason="Review links are opened from an e-mail by a reviewer without an API token; "
+                    "the HMAC-SHA256 signature and expiry inside the link are the credential (checked "
+                    "before any data is read).",
                 )
+            )
         ssm.StringParameter(
             self,
             "RestApiUrl",
@@ -368,7 +370,6 @@ class ApiStack(Stack):
         ``jwt_secret`` (one secret, one JWT implementation) and gives its agent route, when it
         exists, the WebSocket endpoint and the right to post to connections.
         """
-        from stacks.stage import LAMBDAS_DIR  # at call time: stage.py imports this module
 
         retention = _log_retention(config.log_retention_days)
         session_env = {
@@ -377,19 +378,7 @@ class ApiStack(Stack):
             "CLEANUP_SHARDS": str(config.cleanup_shards),
         }
 
-        def function(construct_id: str, handler: str, environment: dict[str, str], **options: Any) -> lambda_.Function:
-            return SharedFunction(
-                self,
-                construct_id,
-                code_root=LAMBDAS_DIR,
-                handler=handler,
-                environment=environment,
-                timeout=Duration.seconds(config.lambda_timeout_seconds),
-                memory_size=config.lambda_memory_mb,
-                log_retention=retention,
-                service_name=f"mangaassist-{construct_id}",
-                **options,
-            ).function
+        function = self._function
 
         authorizer = function(
             "WsAuthorizer",
@@ -477,10 +466,8 @@ class ApiStack(Stack):
         )
         self.customer_notifier: lambda_.IFunction = notifier
 
-        agent_function = getattr(self, "agent_function", None)
-        if agent_function is not None:
-            agent_function.add_environment("WEBSOCKET_ENDPOINT", self.chat_api.management_endpoint)
-            self.chat_api.grant_manage_connections(agent_function)
+        self.agent_function.add_environment("WEBSOCKET_ENDPOINT", self.chat_api.management_endpoint)
+        self.chat_api.grant_manage_connections(self.agent_function)
 
     # ------------------------------------------------------------------ Operations (issue 10)
 
