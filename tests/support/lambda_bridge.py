@@ -108,26 +108,27 @@ def resolve_handler(handler: str) -> Callable[[Any, Any], Any]:
 def function_environment(variables: Mapping[str, str]) -> Iterator[None]:
     """Set a function's environment for one call and make cached settings re-read it.
 
-    Key by key, never ``mock.patch.dict``: its restore clears the whole ``os.environ`` and
-    refills it, and a thread reading the environment meanwhile (moto's Step Functions executor
-    creating a client) fails with a KeyError (seen as ``States.Runtime: 'POWERTOOLS_LOG_LEVEL'``).
+    Never deletes a variable. ``dict(os.environ)`` and ``os.environ.copy()`` iterate the keys and
+    then read each one, so a key removed by this thread in between makes another thread's copy
+    fail with a KeyError (moto's Step Functions executor threads build boto3 clients while an
+    invocation ends; seen as ``States.Runtime: 'POWERTOOLS_LOG_LEVEL'``). A variable that did
+    not exist before the call is restored to ``""``, which ``lambdas.shared.env`` (and
+    Powertools) read as unset. For the same reason ``mock.patch.dict`` is not used: its restore
+    clears the whole mapping and refills it.
     """
     values = {k: str(v) for k, v in variables.items()}
-    before = set(os.environ)
-    saved = {k: os.environ.get(k) for k in values}
+    before = dict(os.environ)
     os.environ.update(values)
     lambda_env.reset()
     try:
         yield
     finally:
         lambda_env.reset()
-        for key in set(os.environ) - before - set(values):
-            os.environ.pop(key, None)  # set by the handler during the call
-        for key, old in saved.items():
-            if old is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = old
+        for key in set(os.environ) - set(before):  # set by this call or by the handler
+            os.environ[key] = ""
+        for key in values:
+            if key in before:
+                os.environ[key] = before[key]
 
 
 def _error_payload(error: BaseException) -> dict[str, Any]:

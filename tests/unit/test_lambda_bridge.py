@@ -50,8 +50,20 @@ def test_direct_invoke_runs_the_handler_with_its_environment() -> None:
             "value": "from-template",
             "function": "tests-fixtures-probe_pkg-handler-environment",
         }
-    assert "PROBE_VALUE" not in os.environ, "the function's environment is scoped to the call"
+    # The function's environment is scoped to the call: afterwards the variable is unset ("", the
+    # bridge never deletes a variable, see function_environment) ...
+    assert os.environ.get("PROBE_VALUE", "") == ""
     assert [c.event for c in calls.calls] == [{}]
+
+
+def test_a_function_never_sees_another_functions_variables() -> None:
+    with mock_aws(), in_process():
+        first = deploy_function("tests.fixtures.probe_pkg.handler.environment", {"PROBE_VALUE": "mine"}, name="a")
+        second = deploy_function("tests.fixtures.probe_pkg.handler.environment", {}, name="b")
+        client = boto3.client("lambda")
+        client.invoke(FunctionName=first, Payload=b"{}")
+        seen = json.loads(client.invoke(FunctionName=second, Payload=b"{}")["Payload"].read())
+    assert not seen["value"], "the first function's variable leaked into the second"
 
 
 def test_handler_error_becomes_a_lambda_function_error() -> None:
