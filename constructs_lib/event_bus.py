@@ -11,6 +11,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from constructs_lib.encryption_key import EncryptionKey
 from constructs_lib.secure_queue import SecureQueue
 
 
@@ -30,9 +31,10 @@ class SecureEventBus(Construct):
         dead_letter_queue_encryption_key: customer key of a new target DLQ. Defaults to
             ``encryption_key``.
         event_bus_name: defaults to a name CloudFormation generates.
-        archive_retention: how long archived events can be replayed. Defaults to 30 days. The
-            archive is encrypted with an AWS owned key: with ``encryption_key`` CDK would add a
-            key-policy statement naming the bus, whose own encryption names the key (a cycle).
+        archive_retention: how long archived events can be replayed. Defaults to 30 days.
+        archive_encryption_key: customer key of the archive. Defaults to a new rotating key of its
+            own (not ``encryption_key``: CDK names the bus in the archive key's policy, and the
+            bus's own encryption names its key, so sharing one key would be a dependency cycle).
         archive_pattern: which events are archived. Defaults to every event on the bus that
             comes from this account.
         target_retry_attempts: retries of a failed delivery to a target, 0..185. Defaults to 8.
@@ -50,6 +52,7 @@ class SecureEventBus(Construct):
         dead_letter_queue_encryption_key: kms.IKey | None = None,
         event_bus_name: str | None = None,
         archive_retention: Duration | None = None,
+        archive_encryption_key: kms.IKey | None = None,
         archive_pattern: events.EventPattern | None = None,
         target_retry_attempts: int = 8,
         target_max_event_age: Duration | None = None,
@@ -85,11 +88,20 @@ class SecureEventBus(Construct):
                 resources=[self.event_bus.event_bus_arn],
             )
         )
-        self.archive: events.Archive = self.event_bus.archive(
+        # A key of its own: CDK names the bus in the archive key's policy, and the bus is encrypted
+        # with ``encryption_key``, so one key for both would make a dependency cycle.
+        self.archive_key: kms.IKey = (
+            archive_encryption_key
+            or EncryptionKey(self, "ArchiveKey", description="Event archive of a SecureEventBus").key
+        )
+        self.archive: events.Archive = events.Archive(
+            self,
             "Archive",
+            source_event_bus=self.event_bus,
             description="Every event on the bus, for replay",
             event_pattern=archive_pattern or events.EventPattern(account=[self.event_bus.stack.account]),
             retention=retention,
+            kms_key=self.archive_key,
         )
         self.dead_letter_queue: sqs.IQueue = existing_dead_letter_queue or (
             SecureQueue(

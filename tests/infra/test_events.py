@@ -331,6 +331,10 @@ def test_bus_is_encrypted_archived_and_only_this_account_puts(any_stage: Synthes
     _, archive = only(any_stage, "AWS::Events::Archive", "Archive")
     assert archive["Properties"]["RetentionDays"] == any_stage.stage.config.event_archive_retention_days
     assert archive["Properties"]["EventPattern"] == {"account": [{"Ref": "AWS::AccountId"}]}
+    # Encrypted with a customer key of its own (the bus's key would make a dependency cycle)
+    archive_key = archive["Properties"]["KmsKeyIdentifier"]["Fn::GetAtt"][0]
+    assert archive_key.startswith("SessionEventsArchiveKey")
+    assert any_stage.templates["Events"]["Resources"][archive_key]["Properties"]["EnableKeyRotation"] is True
     (policy,) = resources(any_stage, "AWS::Events::EventBusPolicy").values()
     statement = policy["Properties"]["Statement"]
     assert statement["Principal"]["AWS"]["Fn::Join"][1][-1] == ":root"

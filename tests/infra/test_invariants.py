@@ -290,6 +290,8 @@ def check_every_data_store_and_channel_uses_a_customer_managed_key(stage: Synthe
             kms = destination.get("EncryptionConfiguration", {}).get("KMSEncryptionConfig")
             if encryption != "CUSTOMER_MANAGED_CMK" and not kms:
                 violations.append(f"{where}: delivery stream not encrypted with a customer key")
+        elif type_ == "AWS::Events::Archive" and "KmsKeyIdentifier" not in props:
+            violations.append(f"{where}: event archive not encrypted with a customer key")
         elif type_ == "AWS::StepFunctions::StateMachine":
             key = props.get("EncryptionConfiguration", {}).get("Type")
             if key not in (None, "CUSTOMER_MANAGED_KMS_KEY"):
@@ -614,6 +616,7 @@ def _broken_stage() -> Any:
             },
         },
         "Logs": {"Type": "AWS::Logs::LogGroup", "Properties": {}},
+        "Archive": {"Type": "AWS::Events::Archive", "Properties": {}},
         "Role": {"Type": "AWS::IAM::Role", "Properties": {}},
         "Fn": {"Type": "AWS::Lambda::Function", "Properties": {"Role": {"Fn::GetAtt": ["Role", "Arn"]}}},
         "Worker": {"Type": "AWS::Lambda::Function", "Properties": {"Role": {"Fn::GetAtt": ["Role", "Arn"]}}},
@@ -681,6 +684,7 @@ def _broken_stage() -> Any:
         (
             check_every_data_store_and_channel_uses_a_customer_managed_key,
             [
+                "Storage/Archive: event archive not encrypted",
                 "Storage/Bucket: bucket not encrypted",
                 "Storage/Queue: queue not encrypted",
                 "Storage/Table: table not encrypted",
