@@ -9,16 +9,20 @@ import pytest
 from stacks.config import StageConfig, with_overrides
 from tests.support.synth import SynthesizedStage, stage_config, synthesize
 
+#: The model the e2e stage names: its functions really call Bedrock Converse, which the harness
+#: answers at the client (``tests.e2e.harness.bedrock``; moto has no Converse).
+E2E_MODEL_ID = "anthropic.claude-3-haiku-20240307-v1:0"
+
 
 def e2e_config() -> StageConfig:
-    """dev with waits of seconds and the echo responder (no Bedrock model)."""
+    """dev with waits of seconds and a Bedrock model (stubbed at the client by the harness)."""
     return with_overrides(
         stage_config("dev"),
         handoff_agent_wait_seconds=10,
         handoff_idle_seconds=10,
         export_poll_seconds=1,
         export_max_polls=5,
-        bedrock_model_id=None,
+        bedrock_model_id=E2E_MODEL_ID,
         authorizer_cache_seconds=0,
     )
 

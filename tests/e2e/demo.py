@@ -1,8 +1,10 @@
 """``make demo``: the whole story on embedded AWS (moto), step by step, without an AWS account.
 
-Synthesizes the dev stage with fast timeouts and the echo responder, stands every stack up on
-moto, runs the seeds' story through the REST and WebSocket APIs built from the templates, and
-prints each step: what was called and what changed, then a short summary.
+Synthesizes the dev stage with fast timeouts, stands every stack up on moto, runs the seeds'
+story through the REST and WebSocket APIs built from the templates, and prints each step: what
+was called and what changed, then a short summary. Bedrock is stubbed at the client: the
+functions really call bedrock-runtime Converse on the stage's model, answered in-process (echo
+replies to chat, a fixed text to summarisation requests).
 """
 
 from __future__ import annotations
@@ -61,6 +63,10 @@ def main() -> int:
             f"({len(deployed['mappings'])} event source mappings, {deployed['passive']} passive resources "
             f"such as policies and alarms) in {_REAL_TIME() - started:.1f}s"
         )
+        print(
+            f"Bedrock: {e2e_config().bedrock_model_id} stubbed at the client "
+            "(Converse answered in-process: echo replies to chat, a fixed summary text)"
+        )
         try:
             story = run_story(stage, e2e_config(), lambda step: _print_step(next(counter), step))
         except StoryError as error:
@@ -71,10 +77,11 @@ def main() -> int:
         stream = len(stage.streams.deliveries)
         queues = len(stage.queues.deliveries)
         rest = len(stage.rest.log)
+        converse = len(stage.bedrock.calls)
     print(
         f"\nSummary: {len(story.steps)} steps passed in {_REAL_TIME() - started:.1f}s; "
         f"{invocations} Lambda invocations of {handlers} handlers, {stream} stream batches, "
-        f"{queues} queue batches, {rest} REST requests; simulated clock moved "
+        f"{queues} queue batches, {rest} REST requests, {converse} stubbed Bedrock calls; simulated clock moved "
         f"{stage.clock.offset / 3600:.1f}h."
     )
     return 0

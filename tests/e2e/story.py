@@ -4,6 +4,11 @@ Every step calls the stage only through its public surface (the REST and WebSock
 from the template, the table's stream and the queues' mappings, the workflows' executions) and
 asserts what must have changed. Resource roles are found from the template (the function whose
 Handler is ..., the queue its mapping reads, the rule whose target is ...), never by name.
+
+Bedrock is stubbed at the client (``tests.e2e.harness.bedrock``): the stage config names a model,
+so the Message Lambda (``BedrockResponder``) and the summary generator really call
+``bedrock-runtime`` Converse; the stub answers chat with the echo responder's reply (replies stay
+deterministic) and summarisation requests with :data:`STUB_SUMMARY`, and records every call.
 """
 
 from __future__ import annotations
@@ -16,13 +21,34 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from lambdas.events import summary as summary_generator
 from lambdas.shared.records import Agent, AgentStatus
 from lambdas.shared.store import DynamoSessionStore
 from lambdas.shared.tokens import mint
 from stacks.config import StageConfig
 from tests.e2e.harness import EmbeddedStage
+from tests.e2e.harness.bedrock import ConverseCall, echo_answer
 from tests.e2e.harness.fanout import published
 from tests.e2e.harness.intrinsics import Deployed
+
+#: What the stubbed model answers to every summarisation request.
+STUB_SUMMARY = "Alice is looking for Frieren and asked about it five times; nothing is decided yet."
+_ROLES = ("user", "assistant", "agent", "system")
+
+
+def stub_answer(request: dict[str, Any]) -> str:
+    """The stubbed model: a fixed summary for the summary generator, the echo reply for chat."""
+    system = [block.get("text") for block in request.get("system", [])]
+    return STUB_SUMMARY if system == [summary_generator.SYSTEM_PROMPT] else echo_answer(request)
+
+
+def is_summarisation(call: ConverseCall) -> bool:
+    return call.system == (summary_generator.SYSTEM_PROMPT,)
+
+
+def transcript_lines(call: ConverseCall) -> list[str]:
+    """The ``role: text`` lines of the conversation segment a summarisation prompt carries."""
+    return [line for line in call.prompt.splitlines() if line.split(": ", 1)[0] in _ROLES]
 
 
 @dataclass
@@ -56,6 +82,9 @@ class Story:
     session_id: str = ""
     connection_id: str = ""
     values: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.stage.bedrock.answer = stub_answer
 
     # ------------------------------------------------------------------ plumbing
 
@@ -138,29 +167,51 @@ class Story:
         expect(welcome.get("type") == "welcome", f"first frame is not a welcome: {welcome}")
         session = self.store().get_session(self.session_id)
         expect(session is not None and session.connection_id == self.connection_id, "connection not recorded")
+        # The greeting is the session's first turn (the summary of turns 1..N starts with it).
+        self.values["transcript"] = {int(welcome["turn_number"]): f"assistant: {welcome.get('message')}"}
         step.changes.append(f"frame {welcome.get('type')}; session.connection_id={self.connection_id}")
         self.done(step, started)
 
     def chat(self, count: int = 10) -> None:
-        started, step = time.monotonic(), self.step(f"{count} messages (echo responder)")
-        before = len(self.frames())
-        for i in range(1, count + 1):
-            self.stage.websocket.send(
-                self.connection_id, {"action": "sendMessage", "text": f"message {i} about Frieren"}
-            )
+        started, step = time.monotonic(), self.step(f"{count} messages (Bedrock stubbed at the client: echo replies)")
+        before, calls_before = len(self.frames()), len(self.stage.bedrock.calls)
+        texts = [f"message {i} about Frieren" for i in range(1, count + 1)]
+        for text in texts:
+            self.stage.websocket.send(self.connection_id, {"action": "sendMessage", "text": text})
         step.calls.append(f"sendMessage x{count}")
         replies = [f for f in self.frames()[before:] if f.get("type") == "message" and f.get("role") == "assistant"]
         expect(
-            len(replies) == count, f"{count} messages got {len(replies)} assistant replies: {self.frames()[before:]}"
+            [r.get("text") for r in replies] == [f"You said: {text}" for text in texts],
+            f"{count} messages got these assistant replies: {self.frames()[before:]}",
         )
+        converse = self.stage.bedrock.calls[calls_before:]
+        model_ids = {c.model_id for c in converse}
+        expect(
+            len(converse) == count and model_ids == {self.config.bedrock_model_id},
+            f"{count} messages made {len(converse)} Converse calls on {sorted(model_ids)}",
+        )
+        expect(
+            [c.prompt for c in converse] == texts,
+            f"Converse was not asked the messages: {[c.prompt for c in converse]}",
+        )
+        step.calls.append(f"bedrock-runtime:Converse x{len(converse)} on {self.config.bedrock_model_id} (stub)")
+        # The transcript by turn number, as the table must hold it: each reply follows its message.
+        transcript: dict[int, str] = self.values.setdefault("transcript", {})
+        for text, reply in zip(texts, replies, strict=True):
+            transcript[int(reply["turn_number"]) - 1] = f"user: {text}"
+            transcript[int(reply["turn_number"])] = f"assistant: {reply['text']}"
         session = self.store().get_session(self.session_id)
         assert session is not None
-        step.changes.append(f"{len(replies)} assistant frames; turn_count={session.turn_count}")
+        step.changes.append(f"{len(replies)} assistant frames 'You said: ...'; turn_count={session.turn_count}")
         self.values["turns_after_chat"] = session.turn_count
         self.done(step, started)
 
     def summary(self) -> None:
-        started, step = time.monotonic(), self.step("The stream delivers the turns; the 10th turn triggers a summary")
+        started, step = (
+            time.monotonic(),
+            self.step("The stream delivers the turns; the 10th turn triggers a summary (Bedrock stubbed)"),
+        )
+        calls_before = len(self.stage.bedrock.calls)
         moved = self.stage.settle(timeout=30)
         step.calls.append(f"stream pump: {moved} invocations")
         items = self.stage.client("dynamodb").query(
@@ -168,10 +219,45 @@ class Story:
             KeyConditionExpression="PK = :pk AND begins_with(SK, :summary)",
             ExpressionAttributeValues={":pk": {"S": f"SESSION#{self.session_id}"}, ":summary": {"S": "SUMMARY#"}},
         )["Items"]
+        summaries = {int(i["summary_number"]["N"]): i for i in items}
         windows = [(int(i["window_start"]["N"]), int(i["window_end"]["N"])) for i in items]
         interval = self.config.summary_interval
-        expect((1, interval) in windows, f"no summary of turns 1..{interval}: {windows}")
+        first = summaries.get(1)
+        expect(
+            first is not None and (int(first["window_start"]["N"]), int(first["window_end"]["N"])) == (1, interval),
+            f"no SUMMARY#1 of turns 1..{interval}: {windows}",
+        )
+        assert first is not None
+        expect(
+            first["summary_text"]["S"] == STUB_SUMMARY,
+            f"SUMMARY#1 does not hold the model's summary (extractive fallback?): {first['summary_text']['S'][:200]}",
+        )
+        # Exactly one Converse call summarised turns 1..N, on the stage's model, with exactly those turns.
+        converse = [c for c in self.stage.bedrock.calls[calls_before:] if is_summarisation(c)]
+        transcript = self.values["transcript"]
+        expected = [transcript.get(n) for n in range(1, interval + 1)]
+        window_calls = [c for c in converse if transcript_lines(c) == expected]
+        expect(
+            len(window_calls) == 1,
+            f"{len(window_calls)} summarisation calls for turns 1..{interval}; "
+            f"segments sent: {[transcript_lines(c) for c in converse]}",
+        )
+        expect(
+            window_calls[0].model_id == self.config.bedrock_model_id,
+            f"the summary used model {window_calls[0].model_id}, not {self.config.bedrock_model_id}",
+        )
+        # Every summary item came from one call (no retries, no fallback); later ones roll the previous summary in.
+        expect(len(converse) == len(items), f"{len(converse)} summarisation calls for {len(items)} summaries")
+        rolled = [c for c in converse if c is not window_calls[0]]
+        expect(
+            all(STUB_SUMMARY in c.prompt for c in rolled), "a later summary was not given the previous one as context"
+        )
+        step.calls.append(
+            f"bedrock-runtime:Converse x{len(converse)} from {window_calls[0].caller or 'the summary generator'} "
+            f"on {window_calls[0].model_id} (stub)"
+        )
         step.changes.append(f"summaries of turns {', '.join(f'{a}..{b}' for a, b in windows)}")
+        step.changes.append(f"SUMMARY#1 = {STUB_SUMMARY!r}")
         self.done(step, started)
 
     def request_handoff(self) -> None:

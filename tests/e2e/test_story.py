@@ -23,3 +23,6 @@ def test_story_runs_end_to_end_on_the_synthesized_stage(synthesized: Synthesized
         assert stage.streams.pending() == 0
         assert stage.rest.invalid_requests == []
         assert [(c.handler, repr(c.error)) for c in stage.calls.calls if c.error is not None] == []
+        # And every Bedrock call (answered by the client stub) named the stage's model
+        assert stage.bedrock.calls
+        assert {c.model_id for c in stage.bedrock.calls} == {e2e_config().bedrock_model_id}

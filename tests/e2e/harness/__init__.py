@@ -3,7 +3,7 @@
 ``embedded_stage(assembly_dir)`` reads the cloud assembly, deploys every stack with typed
 loaders (``loaders.py``) after resolving intrinsics (``intrinsics.py``), and returns an
 ``EmbeddedStage`` with the pumps (stream, SQS), EventBridge delivery, the REST and WebSocket
-routers and an injectable clock.
+routers, an injectable clock and Bedrock Converse stubbed at the client (``bedrock.py``).
 """
 
 from tests.e2e.harness.clock import Clock

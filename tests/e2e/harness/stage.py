@@ -24,6 +24,7 @@ from moto import mock_aws
 from tests.e2e.harness import moto_gaps
 from tests.e2e.harness.assembly import StackTemplate, load_assembly
 from tests.e2e.harness.async_invoke import asynchronous_invocations
+from tests.e2e.harness.bedrock import BedrockStub
 from tests.e2e.harness.clock import Clock
 from tests.e2e.harness.deploy import DeployedStack, deploy_stack
 from tests.e2e.harness.eventbridge import EventLog, delivering, fire_schedule
@@ -60,6 +61,7 @@ class EmbeddedStage:
     clock: Clock
     calls: Invocations
     events: EventLog
+    bedrock: BedrockStub = field(default_factory=BedrockStub)
     streams: StreamPump = field(init=False)
     queues: SqsPump = field(init=False)
     rest_apis: dict[str, RestRouter] = field(init=False)
@@ -278,6 +280,7 @@ def embedded_stage(
     region: str = "us-east-1",
     parameters: dict[str, dict[str, Any]] | None = None,
     before_deploy: Callable[[Cloud], None] | None = None,
+    bedrock: BedrockStub | None = None,
 ) -> Iterator[EmbeddedStage]:
     """Deploy every stack onto a fresh moto account, for the block's duration.
 
@@ -285,9 +288,12 @@ def embedded_stage(
     the harness itself use small hand-made ones).
 
     ``parameters`` overrides template parameters per stack name; ``before_deploy`` may prepare
-    the account (e.g. SSM parameters the templates read).
+    the account (e.g. SSM parameters the templates read). ``bedrock`` answers the functions'
+    Bedrock Runtime Converse calls at the client (moto has no Converse); by default a
+    ``BedrockStub`` that echoes the last user message. Its calls are ``stage.bedrock.calls``.
     """
     clock = clock or Clock()
+    bedrock = bedrock or BedrockStub()
     templates = load_assembly(source) if isinstance(source, Path) else list(source)
     with ExitStack() as stack:
         stack.enter_context(mock_aws(config=MOTO_CONFIG))
@@ -295,6 +301,7 @@ def embedded_stage(
         stack.enter_context(atomic_requests())
         calls = stack.enter_context(in_process())
         stack.enter_context(clock.installed())
+        stack.enter_context(bedrock.installed())
         account = boto3.client("sts", region_name=region).get_caller_identity()["Account"]
         cloud = Cloud(region=region, account=str(account))
         log = stack.enter_context(delivering(cloud))
@@ -307,7 +314,7 @@ def embedded_stage(
             deploy_stack(cloud, t, exports, parameters=(parameters or {}).get(t.stack_name), stack_outputs=outputs)
             for t in templates
         ]
-        embedded = EmbeddedStage(cloud, deployed, clock, calls, log)
+        embedded = EmbeddedStage(cloud, deployed, clock, calls, log, bedrock)
         for router in embedded.websocket_apis.values():
             stack.enter_context(router.management_api())
         yield embedded

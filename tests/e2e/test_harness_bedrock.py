@@ -1,0 +1,77 @@
+"""The harness's Bedrock stub: Converse answered at the client, validated, recorded."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ParamValidationError
+from moto import mock_aws
+
+from lambdas.shared import env
+from lambdas.shared.bedrock import bedrock_client, converse_text
+from lambdas.shared.records import Role, Turn
+from lambdas.shared.responder import BedrockResponder
+from tests.e2e.harness.bedrock import BedrockStub
+
+MODEL = "anthropic.claude-3-haiku-20240307-v1:0"
+
+
+def _turn(number: int, role: Role, content: str) -> Turn:
+    return Turn(session_id="s", turn_number=number, role=role, content=content, created_at=0, ttl=0)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_clients() -> Any:
+    env.reset()
+    yield
+    env.reset()
+
+
+def test_the_code_under_test_really_calls_converse_and_gets_the_stub_answer() -> None:
+    # Given a stub answering every Converse with a fixed text
+    stub = BedrockStub(answer=lambda request: "  three sentences  ")
+    with mock_aws(), stub.installed():
+        # When the shared helper calls Converse through the client it creates itself
+        text = converse_text(bedrock_client(), MODEL, "summarise this", system="Summarise.", sleep=lambda _: None)
+    # Then the answer is the stub's (stripped by the helper) and the call is recorded as sent
+    assert text == "three sentences"
+    (call,) = stub.calls
+    assert (call.model_id, call.system, call.messages) == (MODEL, ("Summarise.",), (("user", "summarise this"),))
+    assert call.prompt == "summarise this"
+
+
+def test_the_default_answer_echoes_the_last_customer_message() -> None:
+    # Given the default stub and the Message Lambda's responder (its own client)
+    stub = BedrockStub()
+    with mock_aws(), stub.installed():
+        responder = BedrockResponder(MODEL, sleep=lambda _: None)
+        # When it answers a conversation
+        reply = responder.reply([_turn(1, Role.ASSISTANT, "Hi"), _turn(2, Role.USER, "volume 3?")])
+    # Then the reply is the echo responder's
+    assert reply == "You said: volume 3?"
+    assert stub.calls[0].messages[-1] == ("user", "volume 3?")
+
+
+def test_an_invalid_request_is_rejected_like_the_real_client_does() -> None:
+    # Given the stub installed
+    stub = BedrockStub()
+    with mock_aws(), stub.installed():
+        client = boto3.client("bedrock-runtime", region_name="us-east-1")
+        # When a request misses a required member, Then botocore refuses it and nothing is answered
+        with pytest.raises(ParamValidationError):
+            client.converse(messages=[{"role": "user", "content": [{"text": "x"}]}])
+    assert stub.calls == []
+
+
+def test_other_services_are_untouched() -> None:
+    # Given the stub installed over moto
+    stub = BedrockStub()
+    with mock_aws(), stub.installed():
+        # When another service is called, Then moto answers it as before
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        url = sqs.create_queue(QueueName="q")["QueueUrl"]
+        assert sqs.list_queues()["QueueUrls"] == [url]
+    # And after the block boto3.client is the original again
+    assert getattr(boto3.client, "__module__", "") == "boto3"
