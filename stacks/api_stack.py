@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Stack, Validations
+from aws_cdk import Acknowledgment, ArnFormat, Duration, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -42,10 +42,24 @@ MESSAGE_FUNCTION = "WsMessage"
 MESSAGE_SERVICE = f"mangaassist-{MESSAGE_FUNCTION}"
 
 
-def _execution_finding(scope: Construct, machine: sfn.IStateMachine) -> str:
-    """The IAM5 finding of ``grant_execution`` on a state machine of another stack, as cdk-nag prints it."""
-    output = resource_finding(scope, machine.state_machine_arn, owner=machine).removeprefix("Resource::")
-    name = '{"Fn::Select":[6,{"Fn::Split":[":",' + output + "]}]}"
+def _executions_arn(scope: Construct, machine: sfn.StateMachine) -> str:
+    """``arn:...:execution:<state machine name>:*``, from the machine's name.
+
+    CDK's ``grant_execution`` derives the name from the ARN with ``Fn::Select``/``Fn::Split``;
+    across stacks that ARN is a ``Fn::GetStackOutput``, which cfn-lint does not accept inside
+    ``Fn::Split`` (E1022). The name needs no splitting.
+    """
+    return Stack.of(scope).format_arn(
+        service="states",
+        resource="execution",
+        resource_name=f"{machine.state_machine_name}:*",
+        arn_format=ArnFormat.COLON_RESOURCE_NAME,
+    )
+
+
+def _execution_finding(scope: Construct, machine: sfn.StateMachine) -> str:
+    """The IAM5 finding of ``_executions_arn`` on a state machine of another stack, as cdk-nag prints it."""
+    name = resource_finding(scope, machine.state_machine_name, owner=machine).removeprefix("Resource::")
     return f"Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:{name}:*"
 
 
@@ -174,7 +188,11 @@ class ApiStack(Stack):
         _grant_table(storage, self.session_function, write=True)
         findings = {}
         for machine in workflows:
-            machine.grant_execution(self.session_function, "states:DescribeExecution")
+            iam.Grant.add_to_principal(
+                grantee=self.session_function,
+                actions=["states:DescribeExecution"],
+                resource_arns=[_executions_arn(self, machine)],
+            )
             findings[_execution_finding(self, machine)] = (
                 "DescribeExecution on the executions of one workflow (execution names are per request); "
                 "GET /executions/{id} answers only for these workflows and only to the execution's starter."

@@ -149,7 +149,7 @@ class OrchestrationStack(Stack):
             include_execution_data=config.log_execution_data,
             removal_policy=removal,
         )
-        self.handoff_state_machine: sfn.IStateMachine = self.handoff.state_machine
+        self.handoff_state_machine: sfn.StateMachine = self.handoff.state_machine
         consumer = function("AssignmentConsumer", "lambdas.orchestration.handoff.queue_consumer", topic_env)
         events.handoff_topic.grant_publish(consumer)
         consumer.add_event_source(
@@ -194,7 +194,7 @@ class OrchestrationStack(Stack):
             include_execution_data=config.log_execution_data,
             removal_policy=removal,
         )
-        self.cleanup_state_machine: sfn.IStateMachine = self.cleanup.state_machine
+        self.cleanup_state_machine: sfn.StateMachine = self.cleanup.state_machine
         trigger_dlq = SecureQueue(self, "CleanupTriggerDeadLetterQueue", encryption_key=key, dead_letter_queue=False)
         self.cleanup_schedule = eventbridge.Rule(
             self,
@@ -251,7 +251,7 @@ class OrchestrationStack(Stack):
         self.approval_gate.bind(self.export.state_machine)
         self.export.workflow.acknowledge_invokes([self.approval_gate.request_function.function])
         acknowledge_policy(self.approval_gate.request_function.role, table_findings)
-        self.export_state_machine: sfn.IStateMachine = self.export.state_machine
+        self.export_state_machine: sfn.StateMachine = self.export.state_machine
         self.alarms: ServiceAlarms = watch_stack(
             self, topic=storage.ops_topic, prefix=f"MangaAssist-{config.name}-Orchestration"
         )

@@ -269,7 +269,11 @@ def test_session_lambda_may_only_describe_executions_of_the_three_workflows(any_
     assert len(resources) == 3
     for resource, workflow in zip(sorted(map(json.dumps, resources)), ("Cleanup", "Export", "Handoff"), strict=True):
         assert ":execution:" in resource
-        assert f"PublishOutputRef{workflow}" in resource
+        # arn:...:execution:<that workflow's Name attribute, from its stack>:* (no Fn::Split)
+        assert f"PublishOutputFnGetAtt{workflow}" in resource
+        assert "Name" in resource
+        assert resource.endswith('":*"]]}')
+        assert "Fn::Split" not in resource
     assert not any("StartExecution" in json.dumps(s) for s in statements)
 
 
