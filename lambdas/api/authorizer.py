@@ -20,35 +20,15 @@ Environment:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from lambdas.api.access import routes_for
-from lambdas.shared import env
-from lambdas.shared.tokens import TokenError, bearer, signing_secret, verify
+from lambdas.shared.tokens import TokenError, VerifierSettings, bearer, signing_secret, verifier_settings, verify
 
 logger = Logger()
-
-
-@dataclass(frozen=True)
-class Settings:
-    secret_arn: str
-    issuer: str
-    audience: str
-    secret_cache_seconds: int
-
-
-@env.once
-def settings() -> Settings:
-    return Settings(
-        secret_arn=env.require("JWT_SECRET_ARN"),
-        issuer=env.require("JWT_ISSUER"),
-        audience=env.require("JWT_AUDIENCE"),
-        secret_cache_seconds=env.integer("SECRET_CACHE_SECONDS", 300, low=0, high=3600),
-    )
 
 
 def api_prefix(method_arn: str) -> str:
@@ -91,7 +71,7 @@ def deny(method_arn: str) -> dict[str, Any]:
     return policy("anonymous", "Deny", [resource])
 
 
-def authorize(event: dict[str, Any], secret: str, config: Settings) -> dict[str, Any]:
+def authorize(event: dict[str, Any], secret: str, config: VerifierSettings) -> dict[str, Any]:
     """The response for one TOKEN authorizer event (pure: tests call it without AWS)."""
     method_arn = str(event.get("methodArn") or "")
     try:
@@ -112,6 +92,6 @@ def authorize(event: dict[str, Any], secret: str, config: Settings) -> dict[str,
 
 @logger.inject_lambda_context(clear_state=True)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    config = settings()
+    config = verifier_settings()
     secret = signing_secret(config.secret_arn, max_age=config.secret_cache_seconds)
     return authorize(event, secret, config)

@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from lambdas.shared import env
 from lambdas.shared.env import once
 
 ALGORITHM: Final = "HS256"
@@ -234,6 +235,29 @@ def bearer(header_value: str | None) -> str | None:
         return None
     token = token.strip()
     return token or None
+
+
+@dataclass(frozen=True)
+class VerifierSettings:
+    """How an authorizer verifies tokens: the signing secret, who issues them, for whom, how long
+    the secret is cached (both the REST and the WebSocket authorizer read exactly these)."""
+
+    secret_arn: str
+    issuer: str
+    audience: str
+    secret_cache_seconds: int
+
+
+@once
+def verifier_settings() -> VerifierSettings:
+    """``JWT_SECRET_ARN``, ``JWT_ISSUER``, ``JWT_AUDIENCE`` (required) and ``SECRET_CACHE_SECONDS``
+    (0..3600, default 300), read once per container."""
+    return VerifierSettings(
+        secret_arn=env.require("JWT_SECRET_ARN"),
+        issuer=env.require("JWT_ISSUER"),
+        audience=env.require("JWT_AUDIENCE"),
+        secret_cache_seconds=env.integer("SECRET_CACHE_SECONDS", 300, low=0, high=3600),
+    )
 
 
 def signing_secret(secret_id: str, *, max_age: int = 300, provider: Any | None = None) -> str:

@@ -10,37 +10,17 @@ connection as ``requestContext.authorizer``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from aws_lambda_powertools import Logger, Tracer
 
-from lambdas.shared import env
-from lambdas.shared.tokens import TokenError, signing_secret, verify
+from lambdas.shared.tokens import TokenError, signing_secret, verifier_settings, verify
 
 logger = Logger()
 tracer = Tracer()
 
 TOKEN_PARAMETER = "token"  # noqa: S105 - the query parameter name, not a secret
 CHAT_ROLE = "customer"
-
-
-@dataclass(frozen=True)
-class Settings:
-    jwt_secret_id: str
-    issuer: str
-    audience: str
-    secret_max_age: int
-
-
-@env.once
-def settings() -> Settings:
-    return Settings(
-        jwt_secret_id=env.require("JWT_SECRET_ARN"),
-        issuer=env.require("JWT_ISSUER"),
-        audience=env.require("JWT_AUDIENCE"),
-        secret_max_age=env.integer("SECRET_CACHE_SECONDS", 300, low=0, high=3600),
-    )
 
 
 def policy(principal_id: str, effect: str, method_arn: str, context: dict[str, str] | None = None) -> dict[str, Any]:
@@ -62,11 +42,11 @@ def policy(principal_id: str, effect: str, method_arn: str, context: dict[str, s
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     method_arn = str(event.get("methodArn", ""))
     token = (event.get("queryStringParameters") or {}).get(TOKEN_PARAMETER)
-    config = settings()
+    config = verifier_settings()
     try:
         claims = verify(
             token,
-            signing_secret(config.jwt_secret_id, max_age=config.secret_max_age),
+            signing_secret(config.secret_arn, max_age=config.secret_cache_seconds),
             issuer=config.issuer,
             audience=config.audience,
         )

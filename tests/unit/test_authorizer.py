@@ -17,13 +17,13 @@ from moto import mock_aws
 
 from lambdas.api import access, authorizer
 from lambdas.shared import env
-from lambdas.shared.tokens import mint
+from lambdas.shared.tokens import VerifierSettings, mint
 
 SECRET = "k" * 64
 ISS = "https://auth.test"
 AUD = "test-api"
 PREFIX = "arn:aws:execute-api:us-east-1:123456789012:abc123/dev"
-CONFIG = authorizer.Settings(secret_arn="unused", issuer=ISS, audience=AUD, secret_cache_seconds=300)
+CONFIG = VerifierSettings(secret_arn="unused", issuer=ISS, audience=AUD, secret_cache_seconds=300)
 
 
 def token_event(token: str | None, method_arn: str = f"{PREFIX}/GET/sessions/123") -> dict[str, Any]:
