@@ -34,6 +34,11 @@ class SecureBucket(Construct):
         versioned: keep object versions. Defaults to true.
         object_lock: ``(mode, days)`` default retention; turns Object Lock on (implies
             versioning). Defaults to no Object Lock.
+        append_only: the bucket policy denies object deletion (``s3:DeleteObject``,
+            ``s3:DeleteObjectVersion``) to every principal, so no role, not even one granted
+            read-write (as Firehose's destination role is), can add a delete marker or remove a
+            version whose lock has expired; lifecycle rules still expire objects (they are not
+            subject to the bucket policy). Needs versioning. Defaults to false.
         lifecycle_rules: lifecycle rules. Defaults to one rule that aborts incomplete multipart
             uploads after 7 days and expires noncurrent versions after 90 days.
         removal_policy: defaults to RETAIN.
@@ -54,6 +59,7 @@ class SecureBucket(Construct):
         lifecycle_rules: Sequence[s3.LifecycleRule] | None = None,
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
         auto_delete_objects: bool = False,
+        append_only: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         if access_log_target and (encryption_key is not None or server_access_logs is not None):
@@ -69,6 +75,8 @@ class SecureBucket(Construct):
             raise ValueError(
                 "auto_delete_objects cannot be combined with object_lock: locked objects cannot be deleted"
             )
+        if append_only and (auto_delete_objects or not (versioned or object_lock is not None)):
+            raise ValueError("append_only needs a versioned bucket and cannot be combined with auto_delete_objects")
         lock_retention = None
         if object_lock is not None:
             mode, days = object_lock
@@ -113,6 +121,16 @@ class SecureBucket(Construct):
             auto_delete_objects=auto_delete_objects,
         )
         self.encryption_key: kms.IKey | None = encryption_key
+        if append_only:
+            self.bucket.add_to_resource_policy(
+                iam.PolicyStatement(
+                    sid="DenyObjectDeletion",
+                    effect=iam.Effect.DENY,
+                    principals=[iam.AnyPrincipal()],
+                    actions=["s3:DeleteObject", "s3:DeleteObjectVersion"],
+                    resources=[self.bucket.arn_for_objects("*")],
+                )
+            )
 
     def grant_read(self, grantee: iam.IGrantable, objects_key_pattern: str = "*") -> iam.Grant:
         """Read objects (and decrypt them)."""

@@ -81,13 +81,16 @@ class StorageStack(Stack):
             auto_delete_objects=disposable,
         )
         # The audit trail is never deleted with the stack: Object Lock makes it immutable and
-        # its retention, not the stack's lifetime, decides when objects may go.
+        # its retention, not the stack's lifetime, decides when objects may go. Append-only: the
+        # audit delivery stream's role is granted read-write by CDK's Firehose destination, and
+        # no principal may delete (a delete marker would hide a record); only lifecycle expires.
         self.audit: SecureBucket = SecureBucket(
             self,
             "AuditBucket",
             encryption_key=self.key,
             server_access_logs=self.access_logs.bucket,
             object_lock=(config.audit_object_lock_mode, config.audit_retention_days),
+            append_only=True,
             lifecycle_rules=[
                 s3.LifecycleRule(
                     id="ExpireAfterRetention",

@@ -5,8 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from aws_cdk import App, RemovalPolicy, Stack
+from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Match
 
+from constructs_lib import SecureBucket
 from lambdas.shared import schema
 from tests.support.synth import SynthesizedStage
 
@@ -161,6 +164,22 @@ def test_audit_bucket_object_lock_per_stage(dev: SynthesizedStage, prod: Synthes
         assert bucket["DeletionPolicy"] == "Retain", "the audit trail outlives the stack in every stage"
 
 
+def test_no_principal_may_delete_from_the_audit_bucket(any_stage: SynthesizedStage) -> None:
+    (bucket_id,) = [k for k in _resources(any_stage, "Storage", "AWS::S3::Bucket") if k.startswith("AuditBucket")]
+    denied: dict[str, set[str]] = {}
+    for policy in _resources(any_stage, "Storage", "AWS::S3::BucketPolicy").values():
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            if (
+                statement["Effect"] == "Deny"
+                and statement["Principal"] == {"AWS": "*"}
+                and "Condition" not in statement
+            ):
+                actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+                denied.setdefault(policy["Properties"]["Bucket"]["Ref"], set()).update(actions)
+    # Only the audit bucket is append-only: the others are emptied or expired by their owners
+    assert denied == {bucket_id: {"s3:DeleteObject", "s3:DeleteObjectVersion"}}
+
+
 def test_dev_buckets_are_emptied_on_delete_prod_buckets_are_kept(dev: SynthesizedStage, prod: SynthesizedStage) -> None:
     assert len(_resources(dev, "Storage", "Custom::S3AutoDeleteObjects")) == 3  # all but the locked audit bucket
     assert _resources(prod, "Storage", "Custom::S3AutoDeleteObjects") == {}
@@ -182,3 +201,42 @@ def test_tags_on_every_taggable_resource(any_stage: SynthesizedStage) -> None:
         assert tags.get("Stage") == name, logical_id
     table = _only(any_stage, "Storage", "AWS::DynamoDB::Table")["Properties"]
     assert {"Key": "Stage", "Value": name} in table["Tags"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({}, r"Probe: server_access_logs is required"),
+        ({"logs": True, "auto_delete_objects": True}, r"auto_delete_objects needs removal_policy=DESTROY"),
+        (
+            {"logs": True, "object_lock": ("governance", 1), "auto_delete_objects": True, "destroy": True},
+            r"cannot be combined with object_lock",
+        ),
+        ({"logs": True, "object_lock": ("legal", 1)}, r"object_lock must be \('governance'\|'compliance'"),
+        ({"logs": True, "object_lock": ("compliance", 0)}, r"1\.\.36500 days"),
+        ({"logs": True, "append_only": True, "versioned": False}, r"append_only needs a versioned bucket"),
+        (
+            {"logs": True, "append_only": True, "auto_delete_objects": True, "destroy": True},
+            r"append_only needs a versioned bucket and cannot be combined with auto_delete_objects",
+        ),
+    ],
+    ids=[
+        "no-access-logs",
+        "auto-delete-retained",
+        "auto-delete-locked",
+        "lock-mode",
+        "lock-days",
+        "append-unversioned",
+        "append-auto-delete",
+    ],
+)
+def test_secure_bucket_fails_fast_on_contradictory_options(kwargs: dict[str, Any], message: str) -> None:
+    stack = Stack(App(), "Probe")
+    options = dict(kwargs)
+    logs = options.pop("logs", False)
+    if options.pop("destroy", False):
+        options["removal_policy"] = RemovalPolicy.DESTROY
+    if logs:
+        options["server_access_logs"] = s3.Bucket(stack, "Logs")
+    with pytest.raises(ValueError, match=message):
+        SecureBucket(stack, "Probe", **options)
