@@ -65,14 +65,15 @@ def _provision() -> dict[str, str]:
     s3 = boto3.client("s3", region_name=REGION)
     s3.create_bucket(Bucket="analytics")
     s3.create_bucket(Bucket="audit", ObjectLockEnabledForBucket=True)
-    boto3.client("firehose", region_name=REGION).create_delivery_stream(
-        DeliveryStreamName="analytics",
-        DeliveryStreamType="DirectPut",
-        ExtendedS3DestinationConfiguration={
-            "RoleARN": "arn:aws:iam::123456789012:role/firehose",
-            "BucketARN": "arn:aws:s3:::analytics",
-        },
-    )
+    for stream in ("analytics", "audit"):
+        boto3.client("firehose", region_name=REGION).create_delivery_stream(
+            DeliveryStreamName=stream,
+            DeliveryStreamType="DirectPut",
+            ExtendedS3DestinationConfiguration={
+                "RoleARN": "arn:aws:iam::123456789012:role/firehose",
+                "BucketARN": f"arn:aws:s3:::{stream}",
+            },
+        )
     boto3.client("events", region_name=REGION).create_event_bus(Name="bus")
     topic = boto3.client("sns", region_name=REGION).create_topic(Name="handoffs")["TopicArn"]
     iam = boto3.client("iam", region_name=REGION)
@@ -134,8 +135,7 @@ def measure() -> dict[str, Any]:
             bus_name="bus",
             handoff_topic_arn=names["topic"],
             analytics_stream="analytics",
-            audit_bucket="audit",
-            audit_prefix="audit",
+            audit_stream="audit",
             summary_function=names["function"],
             summary_interval=10,
         )
@@ -164,7 +164,8 @@ def run() -> list[dict[str, Any]]:
     result = measure()
     ours, base = result["ours"], result["baseline"]
     our_calls, base_calls = sum(ours["calls"].values()), sum(base["calls"].values())
-    # The floor: one PutRecordBatch, one audit object, PutEvents/PublishBatch per 10 entries, one
+    # The floor: one PutRecordBatch per delivery stream (analytics, audit), PutEvents/PublishBatch
+    # per 10 entries, one
     # async Invoke per summary trigger (turns at the interval: 7 of the 70 turns here).
     floor = 1 + 1 + -(-STATUS_CHANGES // 10) + -(-HANDOFFS // 10) + SUMMARY_TRIGGERS
     our_rate, base_rate = BATCH / ours["seconds"], BATCH / base["seconds"]

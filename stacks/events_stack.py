@@ -10,6 +10,7 @@ from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
@@ -31,8 +32,9 @@ from stacks.config import LOG_RETENTION_DAYS, StageConfig
 from stacks.operations import watch_stack
 from stacks.storage_stack import StorageStack
 
-#: Key prefix of the audit objects the router writes into the Object Lock bucket.
-AUDIT_PREFIX = "audit"
+#: Key prefixes of the audit trail's delivery stream in the Object Lock bucket.
+AUDIT_PREFIX = "audit/"
+AUDIT_ERROR_PREFIX = "audit-errors/"
 
 LAMBDAS_DIR = Path(__file__).resolve().parent.parent / "lambdas"
 
@@ -198,19 +200,26 @@ class EventsStack(Stack):
             "EscalationQueue", filter_policy=ESCALATION_FILTER, consumer=self.escalation_function.function
         )
 
-        # -- analytics ----------------------------------------------------------------------
-        self.analytics = S3DeliveryStream(
-            self,
-            "AnalyticsDeliveryStream",
-            bucket=storage.analytics.bucket,
-            encryption_key=storage.key,
-            stream_encryption_key=key,
-            prefix="sessions/",
-            error_prefix="errors/",
-            buffering_interval=Duration.seconds(config.firehose_buffer_seconds),
-            buffering_size=Size.mebibytes(config.firehose_buffer_mb),
-            log_retention=retention,
-        )
+        # -- analytics and audit: one delivery stream each --------------------------------------
+        def delivery_stream(construct_id: str, bucket: s3.IBucket, prefix: str, error_prefix: str) -> S3DeliveryStream:
+            return S3DeliveryStream(
+                self,
+                construct_id,
+                bucket=bucket,
+                encryption_key=storage.key,
+                stream_encryption_key=key,
+                prefix=prefix,
+                error_prefix=error_prefix,
+                buffering_interval=Duration.seconds(config.firehose_buffer_seconds),
+                buffering_size=Size.mebibytes(config.firehose_buffer_mb),
+                log_retention=retention,
+            )
+
+        self.analytics = delivery_stream("AnalyticsDeliveryStream", storage.analytics.bucket, "sessions/", "errors/")
+        # The audit trail's own stream: every change, into the Object Lock bucket. Separate from
+        # analytics so that a slow or failing analytics destination never holds up the audit, and
+        # so that the locked bucket receives nothing but audit records.
+        self.audit = delivery_stream("AuditDeliveryStream", storage.audit.bucket, AUDIT_PREFIX, AUDIT_ERROR_PREFIX)
 
         # -- summaries ----------------------------------------------------------------------
         self.summary_dead_letter_queue = SecureQueue(
@@ -239,8 +248,7 @@ class EventsStack(Stack):
                 "EVENT_BUS_NAME": self.event_bus.event_bus_name,
                 "HANDOFF_TOPIC_ARN": self.handoffs.topic_arn,
                 "ANALYTICS_STREAM_NAME": self.analytics.delivery_stream_name,
-                "AUDIT_BUCKET_NAME": storage.audit.bucket.bucket_name,
-                "AUDIT_PREFIX": AUDIT_PREFIX,
+                "AUDIT_STREAM_NAME": self.audit.delivery_stream_name,
                 "SUMMARY_FUNCTION_NAME": self.summary_function.function_name,
                 "SUMMARY_INTERVAL": str(config.summary_interval),
             },
@@ -250,7 +258,7 @@ class EventsStack(Stack):
         self.event_bus.grant_put_events_to(router)
         self.handoffs.grant_publish(router)
         self.analytics.grant_put_records(router)
-        storage.audit.bucket.grant_put(router, f"{AUDIT_PREFIX}/*")
+        self.audit.grant_put_records(router)
         self.summary_function.grant_invoke(router)
         self.stream_source = StreamConsumer(
             self,
@@ -296,14 +304,6 @@ class EventsStack(Stack):
             self.router_function.role,
             {
                 **common,
-                "Action::s3:Abort*": "CDK's grant_put on the audit prefix: Abort* cleans up an interrupted "
-                "multipart upload of the router's own audit objects.",
-                resource_finding(
-                    self, storage.audit.bucket.bucket_arn, f"/{AUDIT_PREFIX}/*", owner=storage.audit.bucket
-                ): (
-                    "Audit objects are named per batch (sequence numbers), so they cannot be listed in "
-                    "advance; the grant is PutObject under the audit/ prefix of one bucket."
-                ),
                 resource_finding(self, self.summary_function.function.function_arn, ":*"): (
                     "lambda:InvokeFunction on the summary generator's versions and aliases only."
                 ),

@@ -14,9 +14,6 @@ fix (validation, access denied) fails the chunk at once.
 
 from __future__ import annotations
 
-import base64
-import gzip
-import hashlib
 import json
 import random
 import time
@@ -228,54 +225,6 @@ class AsyncInvoker:
             InvocationType="Event",
             Payload=json.dumps(payload, separators=(",", ":"), sort_keys=True).encode(),
         )
-        return [True]
-
-
-@dataclass
-class ObjectWriter:
-    """The audit lines of one batch as ONE gzip NDJSON object, written once.
-
-    Object Lock buckets refuse a PUT without Content-MD5 or a checksum header, so every PutObject
-    names its algorithm (``x-amz-sdk-checksum-algorithm``) and carries the body's SHA-256 in the
-    ``x-amz-checksum-sha256`` header (computed here, not left to a streaming trailer), which S3
-    also verifies on arrival. ``IfNoneMatch='*'`` makes the write conditional: a replayed batch
-    (same records, hence same key) finds the object in place and changes nothing.
-    """
-
-    client: Any
-    bucket: str
-    prefix: str = "audit"
-    backoff: Backoff = field(default_factory=Backoff)
-
-    def write(self, entries: Sequence[Entry[dict[str, Any]]], *, key_time: int) -> set[str]:
-        if not entries:
-            return set()
-        body = gzip.compress(b"".join(_ndjson(e.payload) for e in entries), mtime=0)
-        owners = [e.owner for e in entries]
-        digest = hashlib.sha256("\n".join(owners).encode()).hexdigest()[:16]
-        day = time.strftime("year=%Y/month=%m/day=%d", time.gmtime(key_time))
-        key = f"{self.prefix}/{day}/{owners[0]}-{owners[-1]}-{digest}.ndjson.gz"
-        ok = not send_with_retries(
-            [Entry("batch", body, len(body))], lambda bodies: self._put(key, bodies[0]), self.backoff
-        )
-        return set() if ok else set(owners)
-
-    def _put(self, key: str, body: bytes) -> list[bool]:
-        try:
-            self.client.put_object(
-                Bucket=self.bucket,
-                Key=key,
-                Body=body,
-                ContentType="application/x-ndjson",
-                ContentEncoding="gzip",
-                ChecksumAlgorithm="SHA256",
-                ChecksumSHA256=base64.b64encode(hashlib.sha256(body).digest()).decode(),
-                IfNoneMatch="*",
-            )
-        except ClientError as err:
-            if err.response.get("Error", {}).get("Code") in ("PreconditionFailed", "412"):
-                return [True]  # written by an earlier delivery of this batch
-            raise
         return [True]
 
 

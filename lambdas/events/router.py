@@ -10,18 +10,20 @@ How a batch is processed, and why the response is assembled here:
    raises only for a malformed (poison) record, which Powertools then reports alone.
 2. After the loop the outgoing entries of all good records are flushed together: ONE Firehose
    PutRecordBatch per 500 records / 4 MiB, PutEvents and SNS PublishBatch in chunks of 10, one
-   async Invoke per summary trigger (every N-th turn only), ONE audit object per batch. Each
-   writer retries only the entries the service reported failed, bounded and jittered.
+   async Invoke per summary trigger (every N-th turn only), and ONE PutRecordBatch of audit
+   lines to the audit trail's own delivery stream (into the Object Lock bucket). Each writer
+   retries only the entries the service reported failed, bounded and jittered.
 3. A record whose entries finally failed is added to the processor's ``batchItemFailures``.
    Calling the services per record inside the handler would keep Powertools' response as is,
    but would cost one call per record per service: the shape seed 003 shows and the issue
    rules out. The response keeps Powertools' shape: ``{"batchItemFailures": [{"itemIdentifier":
    <SequenceNumber>}]}``, in stream order.
 
-Idempotency: every entry carries ``event_id`` (the stream eventID), the audit object key is
-derived from the batch's sequence numbers and written with If-None-Match, and summaries are
-conditional writes; a replayed batch therefore changes nothing that is keyed, and duplicate
-analytics lines carry the same ``event_id`` for de-duplication at query time.
+Idempotency: every entry carries ``event_id`` (the stream eventID) and summaries are
+conditional writes; a replayed batch therefore changes nothing that is keyed. Firehose delivers
+at least once, so a replay can repeat analytics and audit lines: they carry the same
+``event_id`` (and the record's sequence number), and readers de-duplicate on it.
+Every change is also logged as one structured JSON line (``stream change``, key ``audit``).
 """
 
 from __future__ import annotations
@@ -43,7 +45,6 @@ from lambdas.events.delivery import (
     Entry,
     EventBusWriter,
     FirehoseWriter,
-    ObjectWriter,
     TopicWriter,
 )
 from lambdas.events.routing import Actions, classify
@@ -60,8 +61,7 @@ class Settings:
     bus_name: str
     handoff_topic_arn: str
     analytics_stream: str
-    audit_bucket: str
-    audit_prefix: str
+    audit_stream: str
     summary_function: str
     summary_interval: int
 
@@ -72,8 +72,7 @@ def settings() -> Settings:
         bus_name=env.require("EVENT_BUS_NAME"),
         handoff_topic_arn=env.require("HANDOFF_TOPIC_ARN"),
         analytics_stream=env.require("ANALYTICS_STREAM_NAME"),
-        audit_bucket=env.require("AUDIT_BUCKET_NAME"),
-        audit_prefix=env.optional("AUDIT_PREFIX", "audit") or "audit",
+        audit_stream=env.require("AUDIT_STREAM_NAME"),
         summary_function=env.require("SUMMARY_FUNCTION_NAME"),
         summary_interval=env.integer("SUMMARY_INTERVAL", 10, low=2, high=1000),
     )
@@ -84,7 +83,7 @@ class Sinks:
     """The writers one invocation flushes into."""
 
     analytics: FirehoseWriter
-    audit: ObjectWriter
+    audit: FirehoseWriter
     bus: EventBusWriter
     topic: TopicWriter
     summaries: AsyncInvoker
@@ -92,9 +91,10 @@ class Sinks:
     @classmethod
     def from_clients(cls, s: Settings, client: Callable[[str], Any], backoff: Backoff | None = None) -> Sinks:
         b = backoff or Backoff()
+        firehose = client("firehose")
         return cls(
-            analytics=FirehoseWriter(client("firehose"), s.analytics_stream, b),
-            audit=ObjectWriter(client("s3"), s.audit_bucket, s.audit_prefix, b),
+            analytics=FirehoseWriter(firehose, s.analytics_stream, b),
+            audit=FirehoseWriter(firehose, s.audit_stream, b),
             bus=EventBusWriter(client("events"), b),
             topic=TopicWriter(client("sns"), s.handoff_topic_arn, b),
             summaries=AsyncInvoker(client("lambda"), s.summary_function, b),
@@ -126,10 +126,7 @@ class RouterBatch:
             return set()
         failed: set[str] = set()
         failed |= out.analytics.write([Entry(a.change.sequence_number, a.analytics, 0) for a in self.routed])
-        failed |= out.audit.write(
-            [Entry(a.change.sequence_number, a.audit, 0) for a in self.routed],
-            key_time=self.routed[0].change.approximate_time,
-        )
+        failed |= out.audit.write([Entry(a.change.sequence_number, a.audit, 0) for a in self.routed])
         failed |= out.bus.write([Entry(a.change.sequence_number, a.bus_event, 0) for a in self.routed if a.bus_event])
         failed |= out.topic.write([Entry(a.change.sequence_number, a.handoff, 0) for a in self.routed if a.handoff])
         failed |= out.summaries.write([Entry(a.change.sequence_number, a.summary, 0) for a in self.routed if a.summary])

@@ -75,22 +75,25 @@ def test_router_reaches_every_target_through_grants(dev: SynthesizedStage) -> No
         for logical_id, p in resources(dev, "AWS::IAM::Policy").items()
         if p["Properties"]["Roles"] == [{"Ref": router_role["Fn::GetAtt"][0]}] and "DefaultPolicy" in logical_id
     ]
-    by_action: dict[str, Any] = {}
+    by_action: dict[str, list[Any]] = {}
     for statement in policy["PolicyDocument"]["Statement"]:
         actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+        found = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
         for action in actions:
-            by_action[action] = statement["Resource"]
-    stream_id, _ = only(dev, "AWS::KinesisFirehose::DeliveryStream", "AnalyticsDeliveryStream")
+            by_action.setdefault(action, []).extend(found)
+    analytics_id, _ = only(dev, "AWS::KinesisFirehose::DeliveryStream", "AnalyticsDeliveryStream")
+    audit_id, _ = only(dev, "AWS::KinesisFirehose::DeliveryStream", "AuditDeliveryStream")
     bus_id, _ = only(dev, "AWS::Events::EventBus", "SessionEvents")
     topic_id, _ = only(dev, "AWS::SNS::Topic", "HandoffTopic")
-    assert by_action["firehose:PutRecordBatch"] == {"Fn::GetAtt": [stream_id, "Arn"]}
-    assert by_action["events:PutEvents"] == {"Fn::GetAtt": [bus_id, "Arn"]}
-    assert by_action["sns:Publish"] == {"Ref": topic_id}
+    streams = [{"Fn::GetAtt": [analytics_id, "Arn"]}, {"Fn::GetAtt": [audit_id, "Arn"]}]
+    assert sorted(map(json.dumps, by_action["firehose:PutRecordBatch"])) == sorted(map(json.dumps, streams))
+    assert by_action["events:PutEvents"] == [{"Fn::GetAtt": [bus_id, "Arn"]}]
+    assert by_action["sns:Publish"] == [{"Ref": topic_id}]
     assert {"Fn::GetAtt": [function_id(dev, "SummaryGenerator"), "Arn"]} in by_action["lambda:InvokeFunction"]
-    audit_objects = by_action["s3:PutObject"]["Fn::Join"][1]
-    assert audit_objects[-1] == "/audit/*"
+    # The audit trail goes through its delivery stream only: the router cannot touch S3
+    assert not [a for a in by_action if a.startswith("s3:")]
     # Nothing broader: no wildcard resource except ListStreams (no resource-level permission)
-    assert [a for a, r in by_action.items() if r == "*"] == ["dynamodb:ListStreams"]
+    assert [a for a, r in by_action.items() if "*" in r] == ["dynamodb:ListStreams"]
 
 
 def test_summary_generator_may_invoke_only_the_configured_model(dev: SynthesizedStage) -> None:
@@ -361,6 +364,39 @@ def test_analytics_stream_is_gzip_date_partitioned_encrypted_and_buffered_from_c
     }
     assert "KMSEncryptionConfig" in s3_config["EncryptionConfiguration"]
     assert s3_config["CloudWatchLoggingOptions"]["Enabled"] is True
+
+
+def test_audit_trail_has_its_own_stream_into_the_object_lock_bucket(any_stage: SynthesizedStage) -> None:
+    config = any_stage.stage.config
+    _, stream = only(any_stage, "AWS::KinesisFirehose::DeliveryStream", "AuditDeliveryStream")
+    props = stream["Properties"]
+    assert props["DeliveryStreamType"] == "DirectPut"
+    assert props["DeliveryStreamEncryptionConfigurationInput"]["KeyType"] == "CUSTOMER_MANAGED_CMK"
+    s3_config = props["ExtendedS3DestinationConfiguration"]
+    # Into the audit bucket (Storage's export, read across stacks), not the analytics bucket
+    storage_outputs = any_stage.templates["Storage"]["Outputs"]
+    bucket_ref = json.dumps(s3_config["BucketARN"])
+    (audit_output,) = [
+        name
+        for name, out in storage_outputs.items()
+        if "AuditBucket" in json.dumps(out["Value"]) and name in bucket_ref
+    ]
+    assert "Analytics" not in audit_output
+    assert s3_config["CompressionFormat"] == "GZIP"
+    assert s3_config["Prefix"].startswith("audit/year=!{timestamp:yyyy}/")
+    assert s3_config["ErrorOutputPrefix"].startswith("audit-errors/!{firehose:error-output-type}/")
+    assert s3_config["BufferingHints"] == {
+        "IntervalInSeconds": config.firehose_buffer_seconds,
+        "SizeInMBs": config.firehose_buffer_mb,
+    }
+    assert "KMSEncryptionConfig" in s3_config["EncryptionConfiguration"]
+    # And the router is told which stream that is
+    router = resources(any_stage, "AWS::Lambda::Function")[function_id(any_stage, "StreamRouter")]
+    variables = router["Properties"]["Environment"]["Variables"]
+    assert variables["AUDIT_STREAM_NAME"] == {
+        "Ref": only(any_stage, "AWS::KinesisFirehose::DeliveryStream", "AuditDeliveryStream")[0]
+    }
+    assert "AUDIT_BUCKET_NAME" not in variables
 
 
 # -- constructs fail fast ---------------------------------------------------------------------

@@ -1,16 +1,18 @@
 """Stream router on moto: routing of every prefix, batching, partial failures, poison records, replays.
 
-Downstream is real (moto): a Firehose stream into an analytics bucket, an Object Lock audit
-bucket, an EventBridge bus with a rule to an observer queue, the SNS handoff topic with a raw
-observer queue, and the summary generator deployed as a moto function run in-process.
+Downstream is real (moto): a Firehose stream into an analytics bucket, the audit trail's own
+Firehose stream into an Object Lock bucket, an EventBridge bus with a rule to an observer queue,
+the SNS handoff topic with a raw observer queue, and the summary generator deployed as a moto
+function run in-process.
 """
 
 from __future__ import annotations
 
 import base64
 import datetime
-import gzip
+import io
 import json
+import logging
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -79,16 +81,22 @@ class CallCounter:
 
 class InjectFailures:
     """Wraps a boto3 client: for the first ``times`` calls of a batch operation, entries chosen
-    by ``pick`` are reported failed (and not sent); the rest go to moto for real."""
+    by ``pick`` are reported failed (and not sent); the rest go to moto for real.
+
+    ``stream`` limits the injection to the PutRecordBatch calls of one delivery stream.
+    """
 
     _SHAPES = {
         "put_record_batch": ("Records", "FailedPutCount", "RequestResponses"),
         "put_events": ("Entries", "FailedEntryCount", "Entries"),
     }
 
-    def __init__(self, client: Any, method: str, pick: Callable[[dict], bool], times: int) -> None:
+    def __init__(
+        self, client: Any, method: str, pick: Callable[[dict], bool], times: int, stream: str | None = None
+    ) -> None:
         self._client, self._method, self._pick, self.remaining = client, method, pick, times
-        self.calls = 0  # calls the router made (an all-failed call never reaches moto)
+        self._stream = stream
+        self.calls = 0  # calls the router made to that stream (an all-failed call never reaches moto)
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._client, name)
@@ -97,6 +105,8 @@ class InjectFailures:
         return lambda **kwargs: self._call(attr, **kwargs)
 
     def _call(self, real: Callable[..., Any], **kwargs: Any) -> dict:
+        if self._stream is not None and kwargs.get("DeliveryStreamName") != self._stream:
+            return real(**kwargs)
         self.calls += 1
         if self.remaining <= 0:
             return real(**kwargs)
@@ -134,22 +144,26 @@ class Downstream:
         return router.route(event, None, cfg=self.settings, out=self.sinks())
 
     # -- what arrived downstream --------------------------------------------------------------
-    def analytics_lines(self) -> list[dict]:
-        s3 = boto3.client("s3", region_name=REGION)
-        lines: list[dict] = []
-        for obj in s3.list_objects_v2(Bucket="analytics").get("Contents", []):
-            body = s3.get_object(Bucket="analytics", Key=obj["Key"])["Body"].read().decode()
-            lines += [json.loads(line) for line in body.splitlines() if line]
-        return lines
-
-    def audit_objects(self) -> list[tuple[str, list[dict]]]:
+    @staticmethod
+    def _objects(bucket: str) -> list[tuple[str, list[dict]]]:
+        """Every object version in the bucket (moto's Firehose writes one per PutRecordBatch),
+        as (key, NDJSON lines), oldest first."""
         s3 = boto3.client("s3", region_name=REGION)
         found = []
-        for version in s3.list_object_versions(Bucket="audit").get("Versions", []):
-            raw = s3.get_object(Bucket="audit", Key=version["Key"], VersionId=version["VersionId"])["Body"].read()
-            text = gzip.decompress(raw).decode()
-            found.append((version["Key"], [json.loads(line) for line in text.splitlines()]))
+        versions = s3.list_object_versions(Bucket=bucket).get("Versions", [])
+        for version in sorted(versions, key=lambda v: v["LastModified"]):
+            body = s3.get_object(Bucket=bucket, Key=version["Key"], VersionId=version["VersionId"])["Body"]
+            found.append((version["Key"], [json.loads(line) for line in body.read().decode().splitlines() if line]))
         return found
+
+    def analytics_lines(self) -> list[dict]:
+        return [line for _, lines in self._objects("analytics") for line in lines]
+
+    def audit_objects(self) -> list[tuple[str, list[dict]]]:
+        return self._objects("audit")
+
+    def audit_lines(self) -> list[dict]:
+        return [line for _, lines in self.audit_objects() for line in lines]
 
     def _drain(self, queue: str) -> list[dict]:
         sqs = boto3.client("sqs", region_name=REGION)
@@ -184,15 +198,17 @@ def downstream(ddb_client: Any, table_name: str, clock: Any) -> Iterator[Downstr
             "Rule": {"DefaultRetention": {"Mode": "GOVERNANCE", "Days": 1}},
         },
     )
-    boto3.client("firehose", region_name=REGION).create_delivery_stream(
-        DeliveryStreamName="analytics-stream",
-        DeliveryStreamType="DirectPut",
-        ExtendedS3DestinationConfiguration={
-            "RoleARN": "arn:aws:iam::123456789012:role/firehose",
-            "BucketARN": "arn:aws:s3:::analytics",
-            "Prefix": "sessions/",
-        },
-    )
+    # One stream into analytics, and the audit trail's own into the locked bucket (as deployed)
+    for stream, bucket, prefix in (("analytics-stream", "analytics", "sessions/"), ("audit-stream", "audit", "audit/")):
+        boto3.client("firehose", region_name=REGION).create_delivery_stream(
+            DeliveryStreamName=stream,
+            DeliveryStreamType="DirectPut",
+            ExtendedS3DestinationConfiguration={
+                "RoleARN": "arn:aws:iam::123456789012:role/firehose",
+                "BucketARN": f"arn:aws:s3:::{bucket}",
+                "Prefix": prefix,
+            },
+        )
     sqs = boto3.client("sqs", region_name=REGION)
 
     def queue_arn(name: str) -> str:
@@ -226,8 +242,7 @@ def downstream(ddb_client: Any, table_name: str, clock: Any) -> Iterator[Downstr
             bus_name="sessions-bus",
             handoff_topic_arn=topic,
             analytics_stream="analytics-stream",
-            audit_bucket="audit",
-            audit_prefix="audit",
+            audit_stream="audit-stream",
             summary_function=summary_arn,
             summary_interval=10,
         )
@@ -283,11 +298,13 @@ def test_routes_every_prefix_and_sends_every_record_to_analytics_and_audit(
     assert "text" not in json.loads(by_type["handoff"]["Body"]), "customer notices come from the workflow"
     # And no summary was triggered (turn 9 is not at the interval)
     assert downstream.invocations.calls == []
-    # And every record is in analytics, and in ONE audit object, TTL removal audited as expired
+    # And every record is in analytics, and in the audit stream's ONE delivery into the locked
+    # bucket, in stream order, the TTL removal audited as expired
     assert sorted(line["event_id"] for line in downstream.analytics_lines()) == sorted(r["eventID"] for r in batch)
     ((key, audit),) = downstream.audit_objects()
-    assert key.startswith("audit/year=2026/month=01/day=01/")
+    assert key.startswith("audit/")
     assert [line["event_id"] for line in audit] == [r["eventID"] for r in batch]
+    assert [line["sequence_number"] for line in audit] == [sequence_of(r) for r in batch]
     expired = audit[7]
     assert (expired["change"], expired["actor"], expired["item_type"]) == ("expired", "ttl", "turn")
     assert (audit[8]["change"], audit[8]["actor"]) == ("deleted", "application")
@@ -330,7 +347,7 @@ def mixed_batch(records: StreamRecords, size: int = 100) -> list[dict]:
     return batch
 
 
-def test_a_batch_of_100_costs_one_firehose_call_one_audit_object_and_chunks_of_ten(
+def test_a_batch_of_100_costs_one_call_per_delivery_stream_and_chunks_of_ten(
     downstream: Downstream, records: StreamRecords
 ) -> None:
     # Given 100 records: 10 handoffs, 10 status changes, 80 turns (none at the interval)
@@ -340,9 +357,10 @@ def test_a_batch_of_100_costs_one_firehose_call_one_audit_object_and_chunks_of_t
     # Then everything went through with the minimum number of calls
     assert failures(response) == []
     assert downstream.counter.calls == Counter(
-        {"firehose.PutRecordBatch": 1, "s3.PutObject": 1, "events.PutEvents": 1, "sns.PublishBatch": 1}
+        {"firehose.PutRecordBatch": 2, "events.PutEvents": 1, "sns.PublishBatch": 1}
     )
     assert len(downstream.analytics_lines()) == 100
+    assert len(downstream.audit_lines()) == 100
     assert len(downstream.bus_events()) == 10
     assert len(downstream.handoff_messages()) == 10
 
@@ -364,8 +382,7 @@ def test_a_poison_record_is_reported_alone(downstream: Downstream, records: Stre
     assert failures(response) == [sequence_of(poison)]
     delivered = {line["event_id"] for line in downstream.analytics_lines()}
     assert delivered == {good_before["eventID"], good_after["eventID"]}
-    ((_, audit),) = downstream.audit_objects()
-    assert len(audit) == 2
+    assert {line["event_id"] for line in downstream.audit_lines()} == delivered
 
 
 def _event_id_in_data(event_ids: set[str]) -> Callable[[dict], bool]:
@@ -378,12 +395,18 @@ def test_firehose_partial_failure_retries_only_the_failed_records(
     # Given Firehose rejects two of five records on the first call
     batch = [records.insert(turn_item(n)) for n in range(1, 6)]
     flaky = {batch[1]["eventID"], batch[3]["eventID"]}
-    downstream.wrap["firehose"] = lambda c: InjectFailures(c, "put_record_batch", _event_id_in_data(flaky), times=1)
+    downstream.wrap["firehose"] = lambda c: InjectFailures(
+        c, "put_record_batch", _event_id_in_data(flaky), times=1, stream="analytics-stream"
+    )
     # When routed
     response = downstream.route(StreamRecords.event(*batch))
-    # Then the second call carried only the two, everything arrived once, nothing is reported
+    # Then the second analytics call carried only the two, everything arrived once, nothing is
+    # reported (the third PutRecordBatch is the audit stream's)
     assert failures(response) == []
-    assert downstream.counter.calls["firehose.PutRecordBatch"] == 2
+    assert downstream.counter.calls["firehose.PutRecordBatch"] == 3
+    deliveries = [{line["event_id"] for line in lines} for _, lines in downstream._objects("analytics")]
+    assert len(deliveries) == 2
+    assert flaky in deliveries, "the retry carried exactly the two failed records"
     lines = downstream.analytics_lines()
     assert sorted(line["event_id"] for line in lines) == sorted(r["eventID"] for r in batch)
     assert downstream.sleeps == [0.05]  # one jittered backoff (rand=1.0: the cap of retry 0)
@@ -398,7 +421,11 @@ def test_firehose_records_that_keep_failing_are_the_ones_reported(
     injected: list[InjectFailures] = []
 
     def wrap(client: Any) -> InjectFailures:
-        injected.append(InjectFailures(client, "put_record_batch", _event_id_in_data({stuck["eventID"]}), times=99))
+        injected.append(
+            InjectFailures(
+                client, "put_record_batch", _event_id_in_data({stuck["eventID"]}), times=99, stream="analytics-stream"
+            )
+        )
         return injected[-1]
 
     downstream.wrap["firehose"] = wrap
@@ -446,15 +473,17 @@ def test_replaying_a_batch_changes_no_keyed_state(downstream: Downstream, record
     event = StreamRecords.event(*batch)
     assert failures(downstream.route(event)) == []
     first_summary = downstream.store.latest_summary(session.session_id)
-    first_audit = downstream.audit_objects()
+    first_audit = downstream.audit_lines()
     first_events = {e["detail"]["event_id"] for e in downstream.bus_events()}
     first_messages = {json.loads(m["Body"])["event_id"] for m in downstream.handoff_messages()}
     # When the same batch is delivered again (a retried invocation)
     assert failures(downstream.route(event)) == []
-    # Then the summary is the same item, the audit object was not written twice, and the
-    # re-sent events and messages carry the same ids (a consumer recognises the replay)
+    # Then the summary is the same item, and the re-sent audit lines, events and messages carry
+    # the same ids (Firehose is at-least-once: a reader recognises the replay and de-duplicates)
     assert downstream.store.latest_summary(session.session_id) == first_summary
-    assert downstream.audit_objects() == first_audit
+    audit = downstream.audit_lines()
+    assert sorted(map(json.dumps, audit)) == sorted(map(json.dumps, first_audit + first_audit))
+    assert {line["event_id"]: line for line in audit} == {line["event_id"]: line for line in first_audit}
     assert {e["detail"]["event_id"] for e in downstream.bus_events()} == first_events
     assert {json.loads(m["Body"])["event_id"] for m in downstream.handoff_messages()} == first_messages
     items = downstream.store.list_session_items(session.session_id).items
@@ -507,21 +536,39 @@ def test_records_from_the_tables_own_stream_route_end_to_end(downstream: Downstr
     assert len(downstream.analytics_lines()) == len(event["Records"])
 
 
-def test_the_audit_object_is_put_with_its_sha256_in_a_header(downstream: Downstream, records: StreamRecords) -> None:
-    # Given a hook that sees the PutObject request as sent
-    headers: list[dict[str, Any]] = []
-    downstream.wrap["s3"] = lambda client: (
-        client.meta.events.register(
-            "before-send.s3.PutObject", lambda request, **_: headers.append(dict(request.headers))
-        )
-        or client
+def test_a_record_the_audit_stream_keeps_refusing_is_reported_even_though_analytics_has_it(
+    downstream: Downstream, records: StreamRecords
+) -> None:
+    # Given the audit stream rejects one record on every attempt, analytics takes everything
+    batch = [records.insert(turn_item(n)) for n in range(1, 4)]
+    stuck = batch[1]
+    downstream.wrap["firehose"] = lambda c: InjectFailures(
+        c, "put_record_batch", _event_id_in_data({stuck["eventID"]}), times=99, stream="audit-stream"
     )
-    # When a batch is routed
-    assert failures(downstream.route(StreamRecords.event(records.insert(turn_item(1))))) == []
-    # Then the request carried the checksum Object Lock requires, matching the stored body
-    ((_, body_lines),) = downstream.audit_objects()
-    assert len(body_lines) == 1
-    (sent,) = headers
-    names = {k.lower() for k in sent}
-    assert {"x-amz-checksum-sha256", "x-amz-sdk-checksum-algorithm"} <= names
-    assert sent.get("If-None-Match") == b"*"
+    # When routed
+    response = downstream.route(StreamRecords.event(*batch))
+    # Then that record is reported (its retry re-sends it everywhere, never skipping the audit),
+    # and the others reached the audit trail
+    assert failures(response) == [sequence_of(stuck)]
+    assert {line["event_id"] for line in downstream.audit_lines()} == {batch[0]["eventID"], batch[2]["eventID"]}
+    assert len(downstream.analytics_lines()) == 3
+
+
+def test_every_change_is_also_one_structured_log_line(downstream: Downstream, records: StreamRecords) -> None:
+    # Given the router's log, formatted as in Lambda (Powertools' JSON formatter)
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(router.logger.registered_formatter)
+    router.logger.addHandler(handler)
+    # And a batch of two changes, one of them a TTL removal
+    batch = [records.insert(turn_item(1)), records.remove(turn_item(2), ttl=True)]
+    try:
+        # When routed
+        assert failures(downstream.route(StreamRecords.event(*batch))) == []
+    finally:
+        router.logger.removeHandler(handler)
+    # Then the log holds one JSON line per change, the same audit record the audit stream got
+    logged = [json.loads(line) for line in out.getvalue().splitlines()]
+    changes = [entry["audit"] for entry in logged if entry["message"] == "stream change"]
+    assert changes == downstream.audit_lines()
+    assert changes[1]["change"] == "expired"
