@@ -399,6 +399,41 @@ class Story:
         step.changes.append(f"s3://{bucket[:24]}.../{self.values['archive_key']}: {len(lines)} lines, turns 1..{total}")
         self.done(step, started)
 
+    def audit_trail_holds_every_change(self) -> None:
+        started, step = time.monotonic(), self.step("The audit trail holds every change, in the locked bucket")
+        stream = self.stage.function("lambdas.events.router.handler").environment["AUDIT_STREAM_NAME"]
+        destination = self.stage.client("firehose").describe_delivery_stream(DeliveryStreamName=stream)[
+            "DeliveryStreamDescription"
+        ]["Destinations"][0]["ExtendedS3DestinationDescription"]
+        bucket = destination["BucketARN"].split(":::", 1)[1]
+        s3 = self.stage.client("s3")
+        lock = s3.get_object_lock_configuration(Bucket=bucket)["ObjectLockConfiguration"]
+        expect(lock["ObjectLockEnabled"] == "Enabled", f"audit bucket {bucket} has no Object Lock: {lock}")
+        lines: list[dict[str, Any]] = []
+        for obj in s3.list_objects_v2(Bucket=bucket).get("Contents", []):
+            body = s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()
+            lines += [json.loads(line) for line in body.decode().splitlines() if line.strip()]
+        mine = {line["event_id"]: line for line in lines if line["pk"] == f"SESSION#{self.session_id}"}
+        turns = [line for line in mine.values() if line["item_type"] == "turn"]
+        total = int(self.values["turns_total"])
+        created = sum(line["change"] == "created" for line in turns)
+        deleted = sum(line["change"] == "deleted" for line in turns)
+        expect(
+            (created, deleted) == (total, total),
+            f"audit has {created} turn creations and {deleted} deletions, expected {total} of each",
+        )
+        statuses = [
+            (line["old_status"], line["new_status"])
+            for line in sorted(mine.values(), key=lambda line: int(line["sequence_number"]))
+            if line["sk"] == "META" and "new_status" in line
+        ]
+        expect(bool(statuses) and statuses[-1][1] == "archived", f"session status changes audited: {statuses}")
+        step.changes.append(
+            f"s3://{bucket[:24]}.../audit/: {len(lines)} lines; this session {len(mine)}: "
+            f"{created} turns created, {deleted} deleted, status {' -> '.join(s[1] for s in statuses)}"
+        )
+        self.done(step, started)
+
     def export_approved(self) -> None:
         started, step = time.monotonic(), self.step("Export requested, approved through the signed link, finished")
         response = self.rest(step, "POST", "/admin/export", "root", body={"reason": "quarterly analytics"})
@@ -518,6 +553,7 @@ STEPS: tuple[str, ...] = (
     "disconnect",
     "hour_passes_cleanup",
     "archive_holds_every_turn",
+    "audit_trail_holds_every_change",
     "export_approved",
     "poison_record_to_dlq",
 )
