@@ -75,8 +75,10 @@ class SecureBucket(Construct):
             raise ValueError(
                 "auto_delete_objects cannot be combined with object_lock: locked objects cannot be deleted"
             )
-        if append_only and (auto_delete_objects or not (versioned or object_lock is not None)):
-            raise ValueError("append_only needs a versioned bucket and cannot be combined with auto_delete_objects")
+        if append_only and auto_delete_objects:
+            raise ValueError("append_only cannot be combined with auto_delete_objects: the policy denies every delete")
+        if append_only and not versioned and object_lock is None:
+            raise ValueError("append_only needs a versioned bucket (given versioned=False): set versioned=True")
         lock_retention = None
         if object_lock is not None:
             mode, days = object_lock

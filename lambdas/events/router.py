@@ -10,8 +10,8 @@ How a batch is processed, and why the response is assembled here:
    raises only for a malformed (poison) record, which Powertools then reports alone.
 2. After the loop the outgoing entries of all good records are flushed together: ONE Firehose
    PutRecordBatch per 500 records / 4 MiB, PutEvents and SNS PublishBatch in chunks of 10, one
-   async Invoke per summary trigger (every N-th turn only), and ONE PutRecordBatch of audit
-   lines to the audit trail's own delivery stream (into the Object Lock bucket). Each writer
+   async Invoke per summary trigger (every N-th turn only), and the audit lines the same way as
+   analytics, to the audit trail's own delivery stream (into the Object Lock bucket). Each writer
    retries only the entries the service reported failed, bounded and jittered.
 3. A record whose entries finally failed is added to the processor's ``batchItemFailures``.
    Calling the services per record inside the handler would keep Powertools' response as is,

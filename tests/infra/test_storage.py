@@ -217,7 +217,7 @@ def test_tags_on_every_taggable_resource(any_stage: SynthesizedStage) -> None:
         ({"logs": True, "append_only": True, "versioned": False}, r"append_only needs a versioned bucket"),
         (
             {"logs": True, "append_only": True, "auto_delete_objects": True, "destroy": True},
-            r"append_only needs a versioned bucket and cannot be combined with auto_delete_objects",
+            r"append_only cannot be combined with auto_delete_objects",
         ),
     ],
     ids=[
