@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 # Set before boto3/moto/jsii are imported by any test module.
 os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
@@ -20,3 +22,31 @@ for _key, _value in {
 }.items():
     os.environ[_key] = _value
 os.environ.pop("AWS_PROFILE", None)
+
+
+def _work_unit(nodeid: str) -> str:
+    """The unit of tests one xdist worker runs together, so that costly setup happens once.
+
+    * ``tests/infra/`` and the onboarding workflow read ``default_stages()`` (dev and prod
+      synthesized once per process, about 35 s of CPU): one unit, one synthesis.
+    * Each other workflow module synthesizes its own stage per module: one unit per module.
+    * Everything else is balanced test by test.
+    """
+    path = nodeid.split("::", 1)[0]
+    if path.startswith("tests/infra/") or path == "tests/workflows/test_onboarding.py":
+        return "default-stages"
+    if path.startswith("tests/workflows/test_"):
+        return path
+    return nodeid
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """Schedule by :func:`_work_unit`. pytest-xdist's own ``loadgroup`` cannot do it here: with
+    pytest 9 it renames ``item._nodeid``, which pytest no longer reads, so groups are ignored."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class WorkUnitScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _work_unit(nodeid)
+
+    return WorkUnitScheduling(config, log)
