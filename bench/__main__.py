@@ -22,6 +22,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = str(ROOT / ".venv" / "bin" / "python")
+#: Everything from this heading on in docs/performance.md is hand-written and survives a rerun.
+NOTES_HEADING = "## Notes"
 ENV = {
     **os.environ,
     "JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION": "1",
@@ -228,14 +230,22 @@ def main(argv: Sequence[str]) -> int:
     table = render(rows)
     print(table)
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    (ROOT / "docs" / "performance.md").write_text(
+    target = ROOT / "docs" / "performance.md"
+    target.write_text(
         "# Performance\n\n"
         f"Measured by `make bench` on {stamp}, on {machine()}.\n"
         "Each figure is the median of the runs shown; every baseline was measured in the same run.\n"
         "`make bench` skips the `make test` row unless `BENCH_SUITE=1` (it runs the whole suite).\n\n"
-        f"{table}\n"
+        f"{table}\n" + kept_notes(target)
     )
     return 0
+
+
+def kept_notes(page: Path) -> str:
+    """The hand-written part of the page (from the ``## Notes`` heading on), kept across runs."""
+    text = page.read_text() if page.exists() else ""
+    start = text.find(NOTES_HEADING)
+    return "\n" + text[start:] if start >= 0 else ""
 
 
 if __name__ == "__main__":

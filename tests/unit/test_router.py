@@ -145,7 +145,7 @@ class Downstream:
 
     # -- what arrived downstream --------------------------------------------------------------
     @staticmethod
-    def _objects(bucket: str) -> list[tuple[str, list[dict]]]:
+    def objects(bucket: str) -> list[tuple[str, list[dict]]]:
         """Every object version in the bucket (moto's Firehose writes one per PutRecordBatch),
         as (key, NDJSON lines), oldest first."""
         s3 = boto3.client("s3", region_name=REGION)
@@ -157,10 +157,10 @@ class Downstream:
         return found
 
     def analytics_lines(self) -> list[dict]:
-        return [line for _, lines in self._objects("analytics") for line in lines]
+        return [line for _, lines in self.objects("analytics") for line in lines]
 
     def audit_objects(self) -> list[tuple[str, list[dict]]]:
-        return self._objects("audit")
+        return self.objects("audit")
 
     def audit_lines(self) -> list[dict]:
         return [line for _, lines in self.audit_objects() for line in lines]
@@ -404,7 +404,7 @@ def test_firehose_partial_failure_retries_only_the_failed_records(
     # reported (the third PutRecordBatch is the audit stream's)
     assert failures(response) == []
     assert downstream.counter.calls["firehose.PutRecordBatch"] == 3
-    deliveries = [{line["event_id"] for line in lines} for _, lines in downstream._objects("analytics")]
+    deliveries = [{line["event_id"] for line in lines} for _, lines in downstream.objects("analytics")]
     assert len(deliveries) == 2
     assert flaky in deliveries, "the retry carried exactly the two failed records"
     lines = downstream.analytics_lines()
