@@ -29,6 +29,7 @@ from bench import baseline_router
 from lambdas.events import router
 from lambdas.events.delivery import Backoff
 from lambdas.shared.records import Handoff, HandoffStatus, Role, Session, SessionStatus, Summary, Turn
+from tests.support.firehose import create_s3_delivery_stream
 from tests.support.streams import StreamRecords
 
 REGION = "us-east-1"
@@ -66,14 +67,7 @@ def _provision() -> dict[str, str]:
     s3.create_bucket(Bucket="analytics")
     s3.create_bucket(Bucket="audit", ObjectLockEnabledForBucket=True)
     for stream in ("analytics", "audit"):
-        boto3.client("firehose", region_name=REGION).create_delivery_stream(
-            DeliveryStreamName=stream,
-            DeliveryStreamType="DirectPut",
-            ExtendedS3DestinationConfiguration={
-                "RoleARN": "arn:aws:iam::123456789012:role/firehose",
-                "BucketARN": f"arn:aws:s3:::{stream}",
-            },
-        )
+        create_s3_delivery_stream(stream, stream, region=REGION)
     boto3.client("events", region_name=REGION).create_event_bus(Name="bus")
     topic = boto3.client("sns", region_name=REGION).create_topic(Name="handoffs")["TopicArn"]
     iam = boto3.client("iam", region_name=REGION)

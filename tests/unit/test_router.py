@@ -25,6 +25,7 @@ from lambdas.events import router
 from lambdas.events.delivery import Backoff
 from lambdas.shared.records import Handoff, HandoffStatus, Role, Session, SessionStatus, Summary, Turn
 from lambdas.shared.store import DynamoSessionStore
+from tests.support.firehose import create_s3_delivery_stream
 from tests.support.lambda_bridge import Invocations, deploy_function, in_process
 from tests.support.streams import StreamRecords, sequence_of
 
@@ -199,16 +200,8 @@ def downstream(ddb_client: Any, table_name: str, clock: Any) -> Iterator[Downstr
         },
     )
     # One stream into analytics, and the audit trail's own into the locked bucket (as deployed)
-    for stream, bucket, prefix in (("analytics-stream", "analytics", "sessions/"), ("audit-stream", "audit", "audit/")):
-        boto3.client("firehose", region_name=REGION).create_delivery_stream(
-            DeliveryStreamName=stream,
-            DeliveryStreamType="DirectPut",
-            ExtendedS3DestinationConfiguration={
-                "RoleARN": "arn:aws:iam::123456789012:role/firehose",
-                "BucketARN": f"arn:aws:s3:::{bucket}",
-                "Prefix": prefix,
-            },
-        )
+    create_s3_delivery_stream("analytics-stream", "analytics", prefix="sessions/", region=REGION)
+    create_s3_delivery_stream("audit-stream", "audit", prefix="audit/", region=REGION)
     sqs = boto3.client("sqs", region_name=REGION)
 
     def queue_arn(name: str) -> str:
