@@ -94,8 +94,9 @@ def watch_stack(stack: Stack, *, topic: sns.ITopic, prefix: str) -> ServiceAlarm
                 metric=construct.delivery_stream.metric("DeliveryToS3.Success", statistic="Minimum"),
                 threshold=1,
                 comparison=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
-                description=f"{name}: Firehose failed to deliver records to S3 (they go to the error prefix).",
-                runbook="Read the objects under the bucket's error prefix: they say why (KMS, permissions, size).",
+                description=f"{name}: Firehose failed to deliver records to S3 (retried for 24 h, then dropped).",
+                runbook="The stream's log group names the S3 or KMS error (permissions, key policy, Object Lock "
+                "checksum); fix it within 24 hours of the first failure.",
             )
     for queue in dead_letter_queues(stack):
         if id(queue) not in covered_queues:
