@@ -40,9 +40,12 @@ def _work_unit(nodeid: str) -> str:
     return nodeid
 
 
-def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+@pytest.hookimpl(optionalhook=True)  # the hook exists only when pytest-xdist is loaded
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
     """Schedule by :func:`_work_unit`. pytest-xdist's own ``loadgroup`` cannot do it here: with
     pytest 9 it renames ``item._nodeid``, which pytest no longer reads, so groups are ignored."""
+    if config.getvalue("dist") != "loadscope":  # the project's default (pyproject.toml); -d other wins
+        return None
     from xdist.scheduler import LoadScopeScheduling
 
     class WorkUnitScheduling(LoadScopeScheduling):
