@@ -17,7 +17,7 @@ from aws_cdk import aws_ssm as ssm
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from constructs_lib import OnboardingWorkflow, OpsDashboard, SecureWebSocketApi, ServiceAlarms, SharedFunction
+from constructs_lib import OnboardingWorkflow, OpsDashboard, SecureWebSocketApi, ServiceAlarms
 from constructs_lib.encryption_key import EncryptionKey
 from constructs_lib.nag_findings import acknowledge_policy, resource_finding
 from constructs_lib.rest_api import HardenedRestApi
@@ -30,6 +30,7 @@ from lambdas.shared import schema
 from lambdas.ws.frames import SEND_MESSAGE
 from stacks.config import StageConfig
 from stacks.events_stack import EventsStack
+from stacks.functions import log_retention, stage_function
 from stacks.operations import dead_letter_queues, watch_stack
 from stacks.orchestration_stack import OrchestrationStack, rest_api_url_parameter
 from stacks.storage_stack import StorageStack
@@ -96,17 +97,12 @@ class ApiStack(Stack):
         self, construct_id: str, handler: str, environment: dict[str, str], **options: Any
     ) -> lambda_.Function:
         """A function of this stack, built the app's one way; its service name is ``mangaassist-<id>``."""
-        from stacks.stage import LAMBDAS_DIR  # at call time: stage.py imports this module
-
-        return SharedFunction(
+        return stage_function(
             self,
             construct_id,
-            code_root=LAMBDAS_DIR,
+            self.config,
             handler=handler,
             environment=environment,
-            timeout=Duration.seconds(self.config.lambda_timeout_seconds),
-            memory_size=self.config.lambda_memory_mb,
-            log_retention=_log_retention(self.config.log_retention_days),
             service_name=f"mangaassist-{construct_id}",
             **options,
         ).function
@@ -120,7 +116,7 @@ class ApiStack(Stack):
         Exposes ``rest_api`` (``apigateway.RestApi``), ``rest`` (the construct), ``jwt_secret``,
         ``session_function``, ``rest_authorizer_function``, ``agent_function`` and ``review_function``.
         """
-        retention = _log_retention(config.log_retention_days)
+        retention = log_retention(config.log_retention_days)
         removal = RemovalPolicy.RETAIN if config.is_production else RemovalPolicy.DESTROY
 
         function = self._function
@@ -389,7 +385,7 @@ class ApiStack(Stack):
         exists, the WebSocket endpoint and the right to post to connections.
         """
 
-        retention = _log_retention(config.log_retention_days)
+        retention = log_retention(config.log_retention_days)
         session_env = {
             "TABLE_NAME": storage.table.table_name,
             "SESSION_TTL_HOURS": str(config.session_ttl_hours),
@@ -614,23 +610,6 @@ class ApiStack(Stack):
 def _service_metric(service: str, name: str) -> cloudwatch.Metric:
     """A Powertools (EMF) metric: the namespace and the ``service`` dimension are the function's service name."""
     return cloudwatch.Metric(namespace=service, metric_name=name, dimensions_map={"service": service}, statistic="Sum")
-
-
-def _log_retention(days: int) -> logs.RetentionDays:
-    """The CloudWatch Logs retention enum member for a number of days from the stage config."""
-    members = {
-        1: logs.RetentionDays.ONE_DAY, 3: logs.RetentionDays.THREE_DAYS, 5: logs.RetentionDays.FIVE_DAYS,
-        7: logs.RetentionDays.ONE_WEEK, 14: logs.RetentionDays.TWO_WEEKS, 30: logs.RetentionDays.ONE_MONTH,
-        60: logs.RetentionDays.TWO_MONTHS, 90: logs.RetentionDays.THREE_MONTHS, 120: logs.RetentionDays.FOUR_MONTHS,
-        150: logs.RetentionDays.FIVE_MONTHS, 180: logs.RetentionDays.SIX_MONTHS, 365: logs.RetentionDays.ONE_YEAR,
-        400: logs.RetentionDays.THIRTEEN_MONTHS, 545: logs.RetentionDays.EIGHTEEN_MONTHS,
-        731: logs.RetentionDays.TWO_YEARS, 1096: logs.RetentionDays.THREE_YEARS, 1827: logs.RetentionDays.FIVE_YEARS,
-        2192: logs.RetentionDays.SIX_YEARS, 2557: logs.RetentionDays.SEVEN_YEARS, 2922: logs.RetentionDays.EIGHT_YEARS,
-        3288: logs.RetentionDays.NINE_YEARS, 3653: logs.RetentionDays.TEN_YEARS,
-    }  # fmt: skip
-    if days not in members:
-        raise ValueError(f"log_retention_days must be one of {sorted(members)} (given {days})")
-    return members[days]
 
 
 _TABLE_READ = (

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from aws_cdk import Duration, RemovalPolicy, Size, Stack
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
@@ -28,7 +26,8 @@ from constructs_lib import (
 from constructs_lib.nag_findings import acknowledge_policy, resource_finding
 from lambdas.events import routing
 from lambdas.shared import keys
-from stacks.config import LOG_RETENTION_DAYS, StageConfig
+from stacks.config import StageConfig
+from stacks.functions import log_retention, stage_function
 from stacks.operations import watch_stack
 from stacks.storage_stack import StorageStack
 
@@ -36,9 +35,6 @@ from stacks.storage_stack import StorageStack
 AUDIT_PREFIX = "audit/"
 AUDIT_ERROR_PREFIX = "audit-errors/"
 
-LAMBDAS_DIR = Path(__file__).resolve().parent.parent / "lambdas"
-
-_RETENTION = dict(zip(LOG_RETENTION_DAYS, [d for d in logs.RetentionDays if d.name != "INFINITE"], strict=True))
 
 #: Stream records that reach the router: the records of the architecture page (every entity's
 #: META, turns, summaries, handoffs). Left out: derived rows (agent SKILL# index rows, agent
@@ -63,11 +59,6 @@ AGENT_DASHBOARD_FILTER: list[dict[str, Any]] = [
 # notices come from the handoff workflow alone (docs/workflows.md), so these carry no text.
 CUSTOMER_NOTIFICATION_FILTER = {"event_type": sns.SubscriptionFilter.string_filter(allowlist=["handoff", "assigned"])}
 ESCALATION_FILTER = {"reason": sns.SubscriptionFilter.string_filter(allowlist=["escalated"])}
-
-
-def log_retention(days: int) -> logs.RetentionDays:
-    """The CloudWatch Logs retention matching ``config.log_retention_days``."""
-    return _RETENTION[days]
 
 
 def status_changed_pattern(new_status: str) -> events.EventPattern:
@@ -121,15 +112,12 @@ class EventsStack(Stack):
         timeout = Duration.seconds(config.lambda_timeout_seconds)
 
         def function(construct_id: str, handler: str, environment: dict[str, str], **extra: Any) -> SharedFunction:
-            return SharedFunction(
+            return stage_function(
                 self,
                 construct_id,
-                code_root=LAMBDAS_DIR,
+                config,
                 handler=handler,
                 environment=environment,
-                timeout=extra.pop("timeout", timeout),
-                memory_size=config.lambda_memory_mb,
-                log_retention=retention,
                 service_name=construct_id,
                 metrics_namespace="MangaAssist",
                 **extra,

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_events as eventbridge
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
-from aws_cdk import aws_logs as logs
 from aws_cdk import aws_ssm as ssm
 from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
@@ -23,18 +20,15 @@ from constructs_lib import (
     HandoffWorkflow,
     SecureQueue,
     ServiceAlarms,
-    SharedFunction,
 )
 from constructs_lib.approval_gate import HumanApprovalGate
 from constructs_lib.nag_findings import acknowledge_policy, resource_finding
 from lambdas.shared import keys, schema
-from stacks.config import LOG_RETENTION_DAYS, StageConfig
+from stacks.config import StageConfig
 from stacks.events_stack import EventsStack, status_changed_pattern
+from stacks.functions import LAMBDAS_DIR, log_retention, stage_function
 from stacks.operations import watch_stack
 from stacks.storage_stack import StorageStack
-
-LAMBDAS_DIR = Path(__file__).resolve().parent.parent / "lambdas"
-_RETENTION = dict(zip(LOG_RETENTION_DAYS, [d for d in logs.RetentionDays if d.name != "INFINITE"], strict=True))
 
 #: The REST API writes its base URL here (it is deployed after this stack); the approval
 #: gate's request Lambda reads it at run time to build the review links.
@@ -72,7 +66,7 @@ class OrchestrationStack(Stack):
         self.config = config
         table, key = storage.table, storage.key
         removal = RemovalPolicy.RETAIN if config.is_production else RemovalPolicy.DESTROY
-        retention = _RETENTION[config.log_retention_days]
+        retention = log_retention(config.log_retention_days)
         workflow_timeout = Duration.minutes(config.workflow_timeout_minutes)
         base_env = {
             "TABLE_NAME": table.table_name,
@@ -94,15 +88,12 @@ class OrchestrationStack(Stack):
             *,
             table_access: bool = True,
         ) -> lambda_.Function:
-            fn = SharedFunction(
+            fn = stage_function(
                 self,
                 construct_id,
-                code_root=LAMBDAS_DIR,
+                config,
                 handler=handler,
                 environment={**base_env, **(environment or {})},
-                timeout=Duration.seconds(config.lambda_timeout_seconds),
-                memory_size=config.lambda_memory_mb,
-                log_retention=retention,
                 log_encryption_key=key,
             ).function
             if table_access:

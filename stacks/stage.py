@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from aws_cdk import Environment, Stage, Tags, Validations
 from cdk_nag import AwsSolutionsChecks
 from constructs import Construct
@@ -13,9 +11,6 @@ from stacks.config import StageConfig
 from stacks.events_stack import EventsStack
 from stacks.orchestration_stack import OrchestrationStack
 from stacks.storage_stack import StorageStack
-
-#: The `lambdas` package: the one code asset of every function.
-LAMBDAS_DIR = Path(__file__).resolve().parent.parent / "lambdas"
 
 
 class MangaAssistStage(Stage):

@@ -14,7 +14,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk.assertions import Match, Template
 
 from constructs_lib.approval_gate import HumanApprovalGate
-from stacks.stage import LAMBDAS_DIR
+from stacks.functions import LAMBDAS_DIR
 from tests.support.synth import SynthesizedStage
 
 # ---------------------------------------------------------------------------- helpers

@@ -26,7 +26,7 @@ from moto import mock_aws
 
 from constructs_lib.approval_gate import HumanApprovalGate
 from lambdas.shared import signing
-from stacks.stage import LAMBDAS_DIR
+from stacks.functions import LAMBDAS_DIR
 from tests.support.lambda_bridge import in_process
 from tests.workflows.gate_harness import (
     LINK_BASE_URL,
