@@ -5,14 +5,10 @@ Each construct has its own module; this index only re-exports them.
 
 from constructs_lib.alarm_topic import AlarmTopic
 from constructs_lib.approval_gate import HumanApprovalGate
-from constructs_lib.cleanup_workflow import CleanupWorkflow
 from constructs_lib.delivery_stream import S3DeliveryStream
 from constructs_lib.encryption_key import EncryptionKey
 from constructs_lib.event_bus import SecureEventBus
-from constructs_lib.export_workflow import ExportWorkflow
 from constructs_lib.fanout_topic import FanoutTopic, Subscriber
-from constructs_lib.handoff_workflow import HandoffFunctions, HandoffWorkflow
-from constructs_lib.onboarding_workflow import OnboardingWorkflow
 from constructs_lib.ops_dashboard import OpsDashboard
 from constructs_lib.rest_api import HardenedRestApi
 from constructs_lib.secure_bucket import SecureBucket
@@ -29,19 +25,14 @@ from constructs_lib.workflow_defaults import RetryPolicy, WorkflowStateMachine
 
 __all__ = [
     "AlarmTopic",
-    "CleanupWorkflow",
     "EncryptionKey",
-    "ExportWorkflow",
     "FanoutTopic",
     "GlobalIndex",
-    "HandoffFunctions",
-    "HandoffWorkflow",
     "HardenedRestApi",
     "HumanApprovalGate",
     "InputField",
     "JwtTokenAuthorizer",
     "LambdaCode",
-    "OnboardingWorkflow",
     "OpsDashboard",
     "RegionalWebAcl",
     "RetryPolicy",

@@ -17,7 +17,7 @@ from aws_cdk import aws_ssm as ssm
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from constructs_lib import OnboardingWorkflow, OpsDashboard, SecureWebSocketApi, ServiceAlarms
+from constructs_lib import OpsDashboard, SecureWebSocketApi, ServiceAlarms
 from constructs_lib.encryption_key import EncryptionKey
 from constructs_lib.nag_findings import acknowledge_policy, resource_finding
 from constructs_lib.rest_api import HardenedRestApi
@@ -34,6 +34,7 @@ from stacks.functions import log_retention, stage_function
 from stacks.operations import dead_letter_queues, watch_stack
 from stacks.orchestration_stack import OrchestrationStack, rest_api_url_parameter
 from stacks.storage_stack import StorageStack
+from stacks.workflows.onboarding import OnboardingWorkflow
 
 # REST API (issue 4) helpers
 

@@ -18,8 +18,9 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 
-from constructs_lib import OnboardingWorkflow, ServiceAlarms, SharedFunction, StreamConsumer, WorkflowStateMachine
+from constructs_lib import ServiceAlarms, SharedFunction, StreamConsumer, WorkflowStateMachine
 from constructs_lib.delivery_stream import S3DeliveryStream
+from stacks.workflows.onboarding import OnboardingWorkflow
 
 RUNBOOK_FUNCTION = (
     "Open the function's log group (JSON logs, filter level=ERROR) and its X-Ray traces; "

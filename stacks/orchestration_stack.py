@@ -13,14 +13,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
-from constructs_lib import (
-    CleanupWorkflow,
-    ExportWorkflow,
-    HandoffFunctions,
-    HandoffWorkflow,
-    SecureQueue,
-    ServiceAlarms,
-)
+from constructs_lib import SecureQueue, ServiceAlarms
 from constructs_lib.approval_gate import HumanApprovalGate
 from constructs_lib.nag_findings import acknowledge_policy, resource_finding
 from lambdas.shared import keys, schema
@@ -29,6 +22,7 @@ from stacks.events_stack import EventsStack, status_changed_pattern
 from stacks.functions import LAMBDAS_DIR, log_retention, stage_function
 from stacks.operations import watch_stack
 from stacks.storage_stack import StorageStack
+from stacks.workflows import CleanupWorkflow, ExportWorkflow, HandoffFunctions, HandoffWorkflow
 
 #: The REST API writes its base URL here (it is deployed after this stack); the approval
 #: gate's request Lambda reads it at run time to build the review links.

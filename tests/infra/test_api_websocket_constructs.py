@@ -14,7 +14,8 @@ from aws_cdk import aws_logs as logs
 from aws_cdk.assertions import Match, Template
 from cdk_nag import AwsSolutionsChecks
 
-from constructs_lib import OnboardingWorkflow, SecureWebSocketApi, SharedFunction
+from constructs_lib import SecureWebSocketApi, SharedFunction
+from stacks.workflows.onboarding import OnboardingWorkflow
 
 PROBE = Path(__file__).resolve().parents[1] / "fixtures" / "probe_pkg"
 

@@ -12,9 +12,9 @@ from aws_cdk import Duration
 from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk.assertions import Match
 
-from constructs_lib.cleanup_workflow import CleanupWorkflow
-from constructs_lib.export_workflow import ExportWorkflow
 from constructs_lib.workflow_defaults import RetryPolicy
+from stacks.workflows.cleanup import CleanupWorkflow
+from stacks.workflows.export import ExportWorkflow
 from tests.support.synth import SynthesizedStage
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -344,7 +344,7 @@ def test_fails_on_both_existing_assignment_queue_and_its_props() -> None:
     from aws_cdk import aws_sqs as sqs
     from aws_cdk import aws_stepfunctions_tasks as tasks
 
-    from constructs_lib.handoff_workflow import HandoffFunctions, HandoffWorkflow
+    from stacks.workflows.handoff import HandoffFunctions, HandoffWorkflow
 
     stack = Stack(App(), "H")
     table = dynamodb.Table(stack, "T", partition_key=dynamodb.Attribute(name="PK", type=dynamodb.AttributeType.STRING))

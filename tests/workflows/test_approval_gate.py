@@ -361,7 +361,7 @@ def export_template() -> dict[str, Any]:
     from aws_cdk import aws_kms as kms
     from aws_cdk import aws_s3 as s3
 
-    from constructs_lib.export_workflow import ExportWorkflow
+    from stacks.workflows.export import ExportWorkflow
 
     app = App(context={"aws:cdk:enable-path-metadata": True})
     stack = Stack(app, "ExportTest")

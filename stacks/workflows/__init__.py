@@ -1,0 +1,8 @@
+"""The app's own Step Functions workflows, each built from the library's generic workflow pieces."""
+
+from stacks.workflows.cleanup import CleanupWorkflow
+from stacks.workflows.export import ExportWorkflow
+from stacks.workflows.handoff import HandoffFunctions, HandoffWorkflow
+from stacks.workflows.onboarding import OnboardingWorkflow
+
+__all__ = ["CleanupWorkflow", "ExportWorkflow", "HandoffFunctions", "HandoffWorkflow", "OnboardingWorkflow"]
