@@ -11,8 +11,8 @@ import pytest
 
 from tests.e2e import templates as t
 from tests.e2e.harness import EmbeddedStage, embedded_stage
-from tests.e2e.harness.vtl import UnsupportedVtl, escape_javascript, mapping_scope, render
 from tests.e2e.harness.websocket import ConnectionRefused
+from tests.support.vtl import VtlError, escape_javascript, mapping_scope, render
 
 HERE = __name__
 
@@ -380,9 +380,7 @@ def test_websocket_routes_authorizer_and_management_api() -> None:
 
 
 def _render(template: str, body: str = "{}", **context: Any) -> str:
-    return render(
-        template, mapping_scope(body=body, params={"path": {"id": "7"}, "header": {"X-Key": "k"}}, context=context)
-    )
+    return render(template, mapping_scope(body=body, path={"id": "7"}, header={"X-Key": "k"}, context=context))
 
 
 def test_vtl_references_directives_and_api_gateway_functions() -> None:
@@ -397,7 +395,7 @@ def test_vtl_references_directives_and_api_gateway_functions() -> None:
 
 
 def test_vtl_nested_set_overrides_the_response_status() -> None:
-    scope = mapping_scope(body="{}", params={}, context={})
+    scope = mapping_scope(body="{}", context={})
     render("#set($context.responseOverride.status = 409)", scope)
     assert scope["context"]["responseOverride"]["status"] == 409
 
@@ -407,7 +405,7 @@ def test_escape_javascript_matches_api_gateway() -> None:
 
 
 def test_vtl_fails_clearly_on_unsupported_constructs() -> None:
-    with pytest.raises(UnsupportedVtl, match="#macro"):
+    with pytest.raises(VtlError, match="#macro"):
         _render("#macro(x)#end")
-    with pytest.raises(UnsupportedVtl):
+    with pytest.raises(VtlError):
         _render("#if($x")

@@ -15,7 +15,7 @@ from constructs_lib.sfn_start_integration import (
     InputField,
     start_execution_template,
 )
-from tests.support.vtl import Input, escape_javascript, render
+from tests.support.vtl import escape_javascript, mapping_scope, render
 
 ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:Handoff"
 FIELDS = {
@@ -38,11 +38,8 @@ def _start(
     request_id: str = "req-1",
 ) -> dict[str, Any]:
     """The StartExecution request API Gateway would send, parsed (fails if it is not JSON)."""
-    rendered = render(
-        TEMPLATE,
-        input=Input(body, path={"id": path_id}, header=headers or {}),
-        context={"requestId": request_id, "authorizer": {"sub": sub, "role": role}},
-    )
+    context = {"requestId": request_id, "authorizer": {"sub": sub, "role": role}}
+    rendered = render(TEMPLATE, mapping_scope(body=body, path={"id": path_id}, header=headers or {}, context=context))
     request: dict[str, Any] = json.loads(rendered)
     return request
 
@@ -173,7 +170,7 @@ def test_escape_javascript_matches_commons_lang() -> None:
 def test_client_errors_map_without_internals(error_type: str, status: int | None, code: str) -> None:
     context: dict[str, Any] = {"requestId": "req-9"}
     body = json.dumps({"__type": error_type, "message": "arn:aws:states:...:secret detail"})
-    rendered = render(CLIENT_ERROR_TEMPLATE, input=Input(body), context=context)
+    rendered = render(CLIENT_ERROR_TEMPLATE, mapping_scope(body=body, context=context))
     assert json.loads(rendered) == {
         "error": {"code": code, "message": json.loads(rendered)["error"]["message"], "request_id": "req-9"}
     }

@@ -1,65 +1,58 @@
-"""A strict evaluator for the subset of API Gateway's VTL (Velocity) our mapping templates use.
+"""API Gateway mapping templates, evaluated by airspeed with API Gateway's variables.
 
-Enough to run a request template against a request and check the JSON it produces:
+airspeed-ext is the Velocity engine LocalStack uses; its own tests are snapshots recorded against
+AWS, so it follows API Gateway's quirks (an undefined reference in ``#if`` is true, ``#set`` with a
+null right-hand side assigns null). This module adds what API Gateway puts in scope:
 
-* directives on their own line: ``#set($x = EXPR)``, ``#if(COND)``, ``#elseif(COND)``,
-  ``#else``, ``#end``; COND is ``EXPR == EXPR``, ``EXPR != EXPR`` or ``EXPR``;
-* references ``$a.b.c('x').d()`` and ``$!a`` (quiet: empty when null), in text and expressions;
-* string literals: ``'...'`` verbatim, ``"..."`` with ``$x`` / ``$!x`` interpolation;
-* ``#set`` with a null right-hand side leaves the variable unchanged (Velocity 1.x, as API Gateway);
-* ``$util.escapeJavaScript`` exactly as Apache Commons Lang 2 (``'`` -> ``\\'``, ``/`` -> ``\\/``,
-  non-ASCII -> ``\\uXXXX`` per UTF-16 unit); Java ``String.replaceAll`` and ``contains``;
-* ``$input.params()`` / ``.params(name)`` / ``.json(path)`` / ``.path(path)`` for ``$.field``
-  paths, ``$context.*`` from a dict.
+* ``$input``: ``json(path)``, ``path(path)`` (JSONPath), ``params()`` / ``params(name)``, ``body``;
+* ``$util``: ``escapeJavaScript`` exactly as Apache Commons Lang 2 (``'`` -> ``\\'``,
+  ``/`` -> ``\\/``, non-ASCII -> ``\\uXXXX`` per UTF-16 unit), ``urlEncode``/``urlDecode`` as
+  Java's URLEncoder/URLDecoder, ``base64Encode``/``base64Decode``, ``parseJson``;
+* ``$context`` (with ``responseOverride``) and ``$stageVariables``.
 
-Anything else (an unknown directive, a reference to an undefined variable in text) raises, so a
-template cannot pass a test by using syntax this evaluator silently misreads.
+It is stricter than API Gateway so that a template cannot pass a test by accident: a reference
+printed as text (alone or inside a double-quoted string) that is undefined or null raises unless
+it is quiet (``$!x``), and Velocity directives beyond ``#set``, ``#if``/``#elseif``/``#else``,
+``#foreach`` and ``#end`` (``#macro``, ``#parse``, ``#evaluate``, ...) raise ``VtlError``.
 """
 
 from __future__ import annotations
 
+import base64
+import functools
 import json
 import re
+import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
+import airspeed
+from airspeed.operators import FormalReference, StoppableStream, _Element, value_to_string
+from jsonpath_ng.ext import parse as parse_jsonpath  # type: ignore[attr-defined]
+
 
 class VtlError(ValueError):
-    pass
+    """A template this evaluator refuses or cannot run; the message says which part and why."""
 
 
-class JString(str):
-    """A Java String: the methods our templates call."""
-
-    def replaceAll(self, regex: str, replacement: str) -> JString:
-        # Java replacement strings treat \ and $ specially; ours have neither.
-        if "\\" in replacement or "$" in replacement:
-            raise VtlError(f"unsupported replacement {replacement!r}")
-        return JString(re.sub(regex, lambda _: replacement, self))
-
-    def contains(self, other: str) -> bool:
-        return other in self
+# ---------------------------------------------------------------------- $util
 
 
-def escape_javascript(value: Any) -> JString:
-    """Apache Commons Lang 2 ``StringEscapeUtils.escapeJavaScript``."""
+def escape_javascript(value: Any) -> str:
+    """Apache Commons Lang 2 ``StringEscapeUtils.escapeJavaScript``, which API Gateway uses."""
     if value is None:
-        return JString("")
+        return ""
     out = []
-    for unit in _utf16_units(str(value)):
-        if unit > 0xFFF:
+    for unit in _utf16_units(_java_text(value)):
+        if unit > 0x7F or (unit < 0x20 and unit not in _CONTROL):
             out.append(f"\\u{unit:04X}")
-        elif unit > 0xFF:
-            out.append(f"\\u0{unit:03X}")
-        elif unit > 0x7F:
-            out.append(f"\\u00{unit:02X}")
-        elif unit < 32:
-            special = {8: "\\b", 10: "\\n", 9: "\\t", 12: "\\f", 13: "\\r"}
-            out.append(special.get(unit, f"\\u00{unit:02X}" if unit > 0xF else f"\\u000{unit:X}"))
         else:
-            ch = chr(unit)
-            out.append({"'": "\\'", '"': '\\"', "\\": "\\\\", "/": "\\/"}.get(ch, ch))
-    return JString("".join(out))
+            out.append(_CONTROL.get(unit) or _QUOTED.get(chr(unit), chr(unit)))
+    return "".join(out)
+
+
+_CONTROL = {8: "\\b", 9: "\\t", 10: "\\n", 12: "\\f", 13: "\\r"}
+_QUOTED = {"'": "\\'", '"': '\\"', "\\": "\\\\", "/": "\\/"}
 
 
 def _utf16_units(text: str) -> list[int]:
@@ -67,20 +60,45 @@ def _utf16_units(text: str) -> list[int]:
     return [int.from_bytes(data[i : i + 2], "big") for i in range(0, len(data), 2)]
 
 
+def _java_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
 class Util:
-    def escapeJavaScript(self, value: Any) -> JString:
+    """``$util``."""
+
+    def escapeJavaScript(self, value: Any) -> str:
         return escape_javascript(value)
 
+    def urlEncode(self, value: Any) -> str:
+        # java.net.URLEncoder: space -> +, and only letters, digits and . - * _ stay as they are
+        return urllib.parse.quote_plus(_java_text(value), safe="*").replace("~", "%7E")
 
-class Params:
-    def __init__(self, path: Mapping[str, str], querystring: Mapping[str, str], header: Mapping[str, str]) -> None:
-        self.path = {k: JString(v) for k, v in path.items()}
-        self.querystring = {k: JString(v) for k, v in querystring.items()}
-        self.header = {k: JString(v) for k, v in header.items()}
+    def urlDecode(self, value: Any) -> str:
+        return urllib.parse.unquote_plus(_java_text(value))
+
+    def base64Encode(self, value: Any) -> str:
+        return base64.b64encode(_java_text(value).encode()).decode()
+
+    def base64Decode(self, value: Any) -> str:
+        return base64.b64decode(_java_text(value)).decode()
+
+    def parseJson(self, value: Any) -> Any:
+        return json.loads(_java_text(value))
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        raise VtlError(f"$util.{name} is not an API Gateway $util function this evaluator knows")
+
+
+# ---------------------------------------------------------------------- $input
 
 
 class Input:
-    """``$input`` over a request: its body text, path parameters, query string and headers."""
+    """``$input`` over one request (or integration response): its body text and parameters."""
 
     def __init__(
         self,
@@ -90,239 +108,129 @@ class Input:
         querystring: Mapping[str, str] | None = None,
         header: Mapping[str, str] | None = None,
     ) -> None:
-        self._body = body
-        self._params = Params(path or {}, querystring or {}, header or {})
+        self.body = body
+        self._params = {"path": dict(path or {}), "querystring": dict(querystring or {}), "header": dict(header or {})}
 
     def params(self, name: str | None = None) -> Any:
+        """All parameters by kind, or one by name: path, then query string, then header ("" when absent)."""
         if name is None:
             return self._params
-        for source in (self._params.path, self._params.querystring, self._params.header):
-            if name in source:
-                return source[name]
-        return JString("")
+        for kind in ("path", "querystring"):
+            if name in self._params[kind]:
+                return self._params[kind][name]
+        headers = {k.lower(): v for k, v in self._params["header"].items()}
+        return headers.get(name.lower(), "")
 
-    def _select(self, path: str) -> tuple[bool, Any]:
-        if path == "$":
-            return True, json.loads(self._body) if self._body.strip() else None
-        match = re.fullmatch(r"\$\.([A-Za-z_][A-Za-z0-9_]*)", path)
-        if not match:
-            raise VtlError(f"unsupported JSONPath {path!r}")
-        doc = json.loads(self._body) if self._body.strip() else None
-        if isinstance(doc, dict) and match.group(1) in doc:
-            return True, doc[match.group(1)]
-        return False, None
-
-    def json(self, path: str) -> JString:
+    def json(self, path: str) -> str:
+        """The selected value as JSON text; "" when the path selects nothing."""
         found, value = self._select(path)
-        return JString(json.dumps(value, ensure_ascii=False) if found else "")
+        return json.dumps(value, ensure_ascii=False) if found else ""
 
     def path(self, path: str) -> Any:
-        found, value = self._select(path)
-        if not found or value is None:
-            return None
-        if isinstance(value, str):
-            return JString(value)
-        return value
+        """The selected value as an object (string, number, map, list); null when nothing matches."""
+        return self._select(path)[1]
+
+    def _select(self, path: str) -> tuple[bool, Any]:
+        try:
+            document = json.loads(self.body) if self.body.strip() else {}
+        except ValueError:
+            raise VtlError(f"$input.json/$input.path({path!r}) on a body that is not JSON") from None
+        if path in ("$", ""):
+            return True, document
+        matches = [match.value for match in _jsonpath(path).find(document)]
+        if not matches:
+            return False, None
+        return True, matches[0] if len(matches) == 1 else matches
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        raise VtlError(f"$input.{name} is not part of API Gateway's $input (json, path, params, body)")
 
 
-def _to_text(value: Any) -> str:
+@functools.lru_cache(maxsize=256)
+def _jsonpath(path: str) -> Any:
+    return parse_jsonpath(path)
+
+
+def mapping_scope(
+    *,
+    body: str = "",
+    path: Mapping[str, str] | None = None,
+    querystring: Mapping[str, str] | None = None,
+    header: Mapping[str, str] | None = None,
+    context: dict[str, Any] | None = None,
+    stage_variables: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The variables API Gateway gives a mapping template.
+
+    ``context`` is used as it is (not copied), so the caller sees what the template sets in it,
+    such as ``$context.responseOverride.status``.
+    """
+    context = {} if context is None else context
+    context.setdefault("responseOverride", {"header": {}})
+    return {
+        "input": Input(body, path=path, querystring=querystring, header=header),
+        "context": context,
+        "util": Util(),
+        "stageVariables": dict(stage_variables or {}),
+    }
+
+
+# ---------------------------------------------------------------------- templates
+
+SUPPORTED_DIRECTIVES = frozenset({"set", "if", "elseif", "else", "end", "foreach"})
+_VELOCITY_DIRECTIVES = frozenset({"macro", "parse", "include", "define", "evaluate", "break", "stop", "return"})
+_COMMENT = re.compile(r"##[^\n]*|#\*.*?\*#", re.S)
+_DIRECTIVE = re.compile(r"(?<!\\)#\{?([A-Za-z][A-Za-z0-9_]*)\}?(\s*\()?")
+
+
+def render(template: str, scope: Mapping[str, Any]) -> str:
+    """The output of ``template`` with the variables of ``scope`` (see ``mapping_scope``)."""
+    compiled = _compile(template)
+    try:
+        return str(compiled.merge(dict(scope)))
+    except airspeed.TemplateExecutionError as error:
+        if isinstance(error.__cause__, VtlError):
+            raise error.__cause__ from None
+        raise VtlError(f"the template failed: {error}") from error
+
+
+@functools.lru_cache(maxsize=64)
+def _compile(template: str) -> airspeed.Template:
+    for match in _DIRECTIVE.finditer(_COMMENT.sub("", template)):
+        word = match.group(1)
+        if word in _VELOCITY_DIRECTIVES or (word not in SUPPORTED_DIRECTIVES and match.group(2)):
+            raise VtlError(f"#{word} is not supported; use only #{', #'.join(sorted(SUPPORTED_DIRECTIVES))}")
+    compiled = airspeed.Template(template)
+    try:
+        compiled.ensure_compiled()
+    except airspeed.TemplateSyntaxError as error:
+        raise VtlError(f"the template does not parse: {error}") from None
+    _make_references_strict(compiled.root_element, set())
+    return compiled
+
+
+def _make_references_strict(element: Any, seen: set[int]) -> None:
+    """Give every reference the template prints a strict ``evaluate_raw`` (see the module docstring)."""
+    if id(element) in seen:
+        return
+    seen.add(id(element))
+    if isinstance(element, FormalReference) and element.expression is not None:
+        element.evaluate_raw = functools.partial(_print_reference, element)
+    for value in vars(element).values():
+        for child in value if isinstance(value, list) else [value]:
+            if isinstance(child, _Element):
+                _make_references_strict(child, seen)
+
+
+def _print_reference(reference: Any, stream: StoppableStream, namespace: Any, loader: Any) -> None:
+    value = reference.expression.calculate(namespace, loader)
+    if value is None and reference.alternate is not None:
+        value = reference.alternate.calculate(namespace, loader)
     if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (dict, list)):
-        # Java's toString of a map/list: only ever compared with "" in our templates.
-        return json.dumps(value)
-    return str(value)
-
-
-class _Parser:
-    def __init__(self, text: str, variables: dict[str, Any]) -> None:
-        self.text = text
-        self.pos = 0
-        self.vars = variables
-
-    def _peek(self, token: str) -> bool:
-        return self.text.startswith(token, self.pos)
-
-    def _skip_ws(self) -> None:
-        while self.pos < len(self.text) and self.text[self.pos] in " \t":
-            self.pos += 1
-
-    def _ident(self) -> str:
-        match = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*").match(self.text, self.pos)
-        if not match:
-            raise VtlError(f"identifier expected at {self.text[self.pos : self.pos + 20]!r}")
-        self.pos = match.end()
-        return match.group(0)
-
-    def reference(self) -> tuple[Any, bool, bool]:
-        """(value, quiet, defined) of the reference at ``pos`` (which is at ``$``)."""
-        assert self.text[self.pos] == "$"
-        self.pos += 1
-        quiet = self._peek("!")
-        if quiet:
-            self.pos += 1
-        name = self._ident()
-        defined = name in self.vars
-        value = self.vars.get(name)
-        while self._peek(".") and re.match(r"\.[A-Za-z_]", self.text[self.pos :]):
-            self.pos += 1
-            member = self._ident()
-            if self._peek("("):
-                self.pos += 1
-                args = self._args()
-                if value is None:
-                    raise VtlError(f"method {member} called on null")
-                method = getattr(value, member, None)
-                if method is None:
-                    raise VtlError(f"no method {member} on {type(value).__name__}")
-                value = method(*args)
-            elif isinstance(value, Mapping):
-                value = value.get(member)
-            elif value is None:
-                value = None
-            else:
-                value = getattr(value, member, None)
-        return value, quiet, defined
-
-    def _args(self) -> list[Any]:
-        args: list[Any] = []
-        self._skip_ws()
-        if self._peek(")"):
-            self.pos += 1
-            return args
-        while True:
-            args.append(self.expression())
-            self._skip_ws()
-            if self._peek(","):
-                self.pos += 1
-                continue
-            if self._peek(")"):
-                self.pos += 1
-                return args
-            raise VtlError(f"',' or ')' expected at {self.text[self.pos : self.pos + 20]!r}")
-
-    def expression(self) -> Any:
-        self._skip_ws()
-        if self._peek("$"):
-            value, _, _ = self.reference()
-            return value
-        if self._peek("'"):
-            end = self.text.index("'", self.pos + 1)
-            literal = self.text[self.pos + 1 : end]
-            self.pos = end + 1
-            return JString(literal)
-        if self._peek('"'):
-            end = self.text.index('"', self.pos + 1)
-            literal = self.text[self.pos + 1 : end]
-            self.pos = end + 1
-            return JString(render_text(literal, self.vars))
-        match = re.compile(r"-?\d+").match(self.text, self.pos)
-        if match:
-            self.pos = match.end()
-            return int(match.group(0))
-        raise VtlError(f"expression expected at {self.text[self.pos : self.pos + 20]!r}")
-
-    def condition(self) -> bool:
-        left = self.expression()
-        self._skip_ws()
-        for op in ("==", "!="):
-            if self._peek(op):
-                self.pos += 2
-                right = self.expression()
-                equal = _to_text(left) == _to_text(right)
-                return equal if op == "==" else not equal
-        return bool(left)
-
-
-def render_text(text: str, variables: dict[str, Any]) -> str:
-    """Interpolate references in one line of text (strict about undefined, non-quiet ones)."""
-    out = []
-    pos = 0
-    while True:
-        index = text.find("$", pos)
-        if index < 0:
-            out.append(text[pos:])
-            return "".join(out)
-        out.append(text[pos:index])
-        if not re.match(r"\$!?[A-Za-z_]", text[index:]):
-            out.append("$")
-            pos = index + 1
-            continue
-        parser = _Parser(text, variables)
-        parser.pos = index
-        value, quiet, defined = parser.reference()
-        if value is None and not quiet:
-            raise VtlError(f"reference {text[index : parser.pos]!r} is null (use $! or define it)")
-        if not defined and not quiet:
-            raise VtlError(f"undefined variable in {text[index : parser.pos]!r}")
-        out.append(_to_text(value))
-        pos = parser.pos
-
-
-_DIRECTIVE = re.compile(r"^\s*#(set|if|elseif|else|end)\b(.*)$")
-
-
-def render(template: str, *, input: Input, context: Mapping[str, Any]) -> str:
-    """The output of ``template`` for one request."""
-    # The context dict itself, so a test can read what the template set (responseOverride).
-    ctx = context if isinstance(context, dict) else dict(context)
-    variables: dict[str, Any] = {"input": input, "context": ctx, "util": Util()}
-    out: list[str] = []
-    # Each frame: (this branch is active, some branch of this #if was taken, parent active)
-    stack: list[tuple[bool, bool, bool]] = []
-    active = True
-    for line in template.split("\n"):
-        match = _DIRECTIVE.match(line)
-        if not match:
-            if line.lstrip().startswith("#"):
-                raise VtlError(f"unsupported directive in {line!r}")
-            if active:
-                out.append(render_text(line, variables))
-            continue
-        kind, rest = match.group(1), match.group(2).strip()
-        if kind in ("set", "if", "elseif"):
-            if not (rest.startswith("(") and rest.endswith(")")):
-                raise VtlError(f"#{kind} needs (...) on its own line: {line!r}")
-            body = rest[1:-1]
-        if kind == "set":
-            if active:
-                name_match = re.match(r"\s*\$([A-Za-z_][A-Za-z0-9_]*)((?:\.[A-Za-z_]+)*)\s*=", body)
-                if not name_match:
-                    raise VtlError(f"unsupported #set target in {line!r}")
-                parser = _Parser(body, variables)
-                parser.pos = name_match.end()
-                value = parser.expression()
-                parser._skip_ws()
-                if parser.pos != len(body):
-                    raise VtlError(f"trailing text in {line!r}")
-                if name_match.group(2):
-                    target = variables[name_match.group(1)]
-                    for part in name_match.group(2).split(".")[1:-1]:
-                        target = target.setdefault(part, {})
-                    if value is not None:
-                        target[name_match.group(2).split(".")[-1]] = value
-                elif value is not None:
-                    variables[name_match.group(1)] = value
-        elif kind == "if":
-            taken = active and _Parser(body, variables).condition()
-            stack.append((taken, taken, active))
-            active = taken
-        elif kind == "elseif":
-            _, done, parent = stack.pop()
-            taken = parent and not done and _Parser(body, variables).condition()
-            stack.append((taken, done or taken, parent))
-            active = taken
-        elif kind == "else":
-            _, done, parent = stack.pop()
-            taken = parent and not done
-            stack.append((taken, True, parent))
-            active = taken
-        else:
-            if not stack:
-                raise VtlError("#end without #if")
-            _, _, active = stack.pop()
-    if stack:
-        raise VtlError("#if without #end")
-    return "\n".join(out)
+        text = reference.my_text()
+        if not text.startswith("$!"):
+            raise VtlError(f"{text} is undefined or null: set it, or write it quiet ($!...) to print nothing")
+        return
+    stream.write(value if isinstance(value, str) else value_to_string(value))

@@ -7,7 +7,7 @@ identity source and validation expression, the returned policy evaluated against
 results cached per identity for the authorizer's TTL on the injected clock), validate the request
 (required parameters; the body against the method's model, a JSON Schema, with ``jsonschema``),
 call the integration (Lambda proxy with the event shaped as API Gateway sends it; ``AWS``
-integrations to Step Functions or DynamoDB with the request template evaluated by ``vtl``;
+integrations to Step Functions or DynamoDB with the request template evaluated by ``tests.support.vtl``;
 ``MOCK``), map the response (integration responses with selection patterns and response
 templates), and shape errors with the template's gateway responses.
 """
@@ -28,7 +28,7 @@ import jsonschema
 from tests.e2e.harness.deploy import DeployedStack
 from tests.e2e.harness.invoke import invoke
 from tests.e2e.harness.loaders import Cloud
-from tests.e2e.harness.vtl import mapping_scope, render
+from tests.support.vtl import mapping_scope, render
 
 _LAMBDA_URI = re.compile(r"arn:[^:]+:apigateway:[^:]+:lambda:path/[^/]+/functions/(?P<arn>.+)/invocations")
 _AWS_URI = re.compile(r"arn:[^:]+:apigateway:[^:]+:(?P<service>[^:]+):action/(?P<action>.+)")
@@ -367,7 +367,6 @@ class RestRouter:
             match = _AWS_URI.match(str(integration["Uri"]))
             if match is None:
                 raise NotImplementedError(f"AWS integration URI {integration['Uri']} (only action-style URIs)")
-            params = {"path": path_params, "querystring": query, "header": headers}
             templates = integration.get("RequestTemplates") or {}
             content_type = next((v for k, v in headers.items() if k.lower() == "content-type"), "application/json")
             template = templates.get(content_type.split(";")[0].strip())
@@ -377,10 +376,15 @@ class RestRouter:
                     raise _GatewayError("UNSUPPORTED_MEDIA_TYPE", 415, "Unsupported Media Type")
                 request_body = raw or "{}"
             else:
-                request_body = render(
-                    str(template),
-                    mapping_scope(body=raw or "", params=params, context=context, stage_variables=self.stage_variables),
+                scope = mapping_scope(
+                    body=raw or "",
+                    path=path_params,
+                    querystring=query,
+                    header=headers,
+                    context=dict(context),
+                    stage_variables=self.stage_variables,
                 )
+                request_body = render(str(template), scope)
             service, action = match.group("service"), match.group("action")
             try:
                 arguments = json.loads(request_body)
@@ -433,7 +437,7 @@ class RestRouter:
             for k, v in (chosen.get("ResponseParameters") or {}).items()
         }
         if template:
-            scope = mapping_scope(body=body, params={}, context=context, stage_variables=self.stage_variables)
+            scope = mapping_scope(body=body, context=dict(context), stage_variables=self.stage_variables)
             body = render(str(template), scope)
             override = scope["context"].get("responseOverride") or {}
             status_code = int(override.get("status", status_code))
@@ -503,7 +507,7 @@ class RestRouter:
         status = int(configured.get("StatusCode") or error.status)
         template = (configured.get("ResponseTemplates") or {}).get("application/json")
         body = (
-            render(str(template), mapping_scope(body="", params={}, context=context))
+            render(str(template), mapping_scope(context=context))
             if template
             else json.dumps({"message": error.message})
         )
