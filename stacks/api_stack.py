@@ -26,11 +26,10 @@ from constructs_lib.token_authorizer import JwtTokenAuthorizer
 from constructs_lib.web_acl import RegionalWebAcl
 from lambdas.api import access
 from lambdas.api.validation import BODY_MODELS, gateway_schema
-from lambdas.shared import schema
 from lambdas.ws.frames import SEND_MESSAGE
 from stacks.config import StageConfig
 from stacks.events_stack import EventsStack
-from stacks.functions import log_retention, stage_function
+from stacks.functions import grant_invoke_model, log_retention, stage_function
 from stacks.operations import dead_letter_queues, watch_stack
 from stacks.orchestration_stack import OrchestrationStack, rest_api_url_parameter
 from stacks.storage_stack import StorageStack
@@ -118,7 +117,7 @@ class ApiStack(Stack):
         ``session_function``, ``rest_authorizer_function``, ``agent_function`` and ``review_function``.
         """
         retention = log_retention(config.log_retention_days)
-        removal = RemovalPolicy.RETAIN if config.is_production else RemovalPolicy.DESTROY
+        removal = config.resource_removal_policy
 
         function = self._function
 
@@ -143,7 +142,7 @@ class ApiStack(Stack):
         self.rest_authorizer_function = function(
             "RestAuthorizer",
             "lambdas.api.authorizer.handler",
-            {"JWT_ISSUER": config.jwt_issuer, "JWT_AUDIENCE": config.jwt_audience, "SECRET_CACHE_SECONDS": "300"},
+            {},
         )
         # A key of this stack: granting the authorizers decrypt on the storage key from here would
         # put their roles into that key's policy and make Storage depend on Api.
@@ -152,7 +151,7 @@ class ApiStack(Stack):
             "SecretsKey",
             description=f"MangaAssist {config.name}: API token signing secret",
             removal_policy=removal,
-            pending_window=Duration.days(30 if config.is_production else 7),
+            pending_window=config.key_pending_window,
         )
         token_authorizer = JwtTokenAuthorizer(
             self,
@@ -176,13 +175,10 @@ class ApiStack(Stack):
             "lambdas.api.rest.handler",
             {
                 "TABLE_NAME": storage.table.table_name,
-                "CORS_ALLOWED_ORIGINS": ",".join(config.cors_allowed_origins),
-                "SESSION_TTL_HOURS": str(config.session_ttl_hours),
-                "CLEANUP_SHARDS": str(config.cleanup_shards),
                 "STATE_MACHINE_ARNS": ",".join(machine.state_machine_arn for machine in workflows),
             },
         )
-        _grant_table(storage, self.session_function, write=True)
+        storage.sessions.grant_read_write_data(self.session_function)
         findings = {}
         for machine in workflows:
             iam.Grant.add_to_principal(
@@ -295,13 +291,9 @@ class ApiStack(Stack):
         self.agent_function: lambda_.Function = function(
             "AgentApi",
             "lambdas.api.agent.handler",
-            {
-                "TABLE_NAME": storage.table.table_name,
-                "SESSION_TTL_HOURS": str(config.session_ttl_hours),
-                "CLEANUP_SHARDS": str(config.cleanup_shards),
-            },
+            {"TABLE_NAME": storage.table.table_name},
         )
-        _grant_table(storage, self.agent_function, write=True)
+        storage.sessions.grant_read_write_data(self.agent_function)
         orchestration.grant_agent_routes(self.agent_function)
         agent_api = apigw.LambdaIntegration(self.agent_function, allow_test_invoke=False)
         handoff = api.root.add_resource("handoffs").add_resource("{session_id}")
@@ -319,7 +311,7 @@ class ApiStack(Stack):
         # HumanApprovalGate.grant_decide would grant the secret read through the key's resource
         # policy (a ViaService grant), naming this stack's role in the Orchestration stack: a
         # cycle. The same permissions, on this side only:
-        _grant_table(storage, self.review_function, write=True)
+        storage.sessions.grant_read_write_data(self.review_function)
         # Principal-side only (no cycle), including kms:Decrypt on the secret's own key.
         orchestration.approval_gate.grant_read_signing_secret(self.review_function)
         orchestration.export_state_machine.grant_task_response(self.review_function)
@@ -387,29 +379,20 @@ class ApiStack(Stack):
         """
 
         retention = log_retention(config.log_retention_days)
-        session_env = {
-            "TABLE_NAME": storage.table.table_name,
-            "SESSION_TTL_HOURS": str(config.session_ttl_hours),
-            "CLEANUP_SHARDS": str(config.cleanup_shards),
-        }
+        session_env = {"TABLE_NAME": storage.table.table_name}
 
         function = self._function
 
         authorizer = function(
             "WsAuthorizer",
             "lambdas.ws.authorizer.handler",
-            {
-                "JWT_SECRET_ARN": self.jwt_secret.secret_arn,
-                "JWT_ISSUER": config.jwt_issuer,
-                "JWT_AUDIENCE": config.jwt_audience,
-                "SECRET_CACHE_SECONDS": "300",
-            },
+            {"JWT_SECRET_ARN": self.jwt_secret.secret_arn},
         )
         self.jwt_secret.grant_read(authorizer)
 
         prepare = function("OnboardingPrepare", "lambdas.ws.onboarding.handler", session_env)
         deliver = function("OnboardingDeliver", "lambdas.ws.onboarding.deliver", {})
-        _grant_table(storage, prepare, write=True)
+        storage.sessions.grant_read_write_data(prepare)
         self.onboarding_workflow = OnboardingWorkflow(
             self,
             "Onboarding",
@@ -425,24 +408,17 @@ class ApiStack(Stack):
             "lambdas.ws.connect.handler",
             {**session_env, "ONBOARDING_STATE_MACHINE_ARN": self.onboarding_workflow.state_machine.state_machine_arn},
         )
-        _grant_table(storage, connect, write=False)
+        storage.sessions.grant_read_data(connect)
         self.onboarding_workflow.grant_start_execution(connect)
 
         disconnect = function("WsDisconnect", "lambdas.ws.disconnect.handler", session_env)
-        _grant_table(storage, disconnect, write=True)
+        storage.sessions.grant_read_write_data(disconnect)
 
-        message_env = {
-            **session_env,
-            "CONTEXT_TURNS": "20",
-            "BEDROCK_DEADLINE_SECONDS": str(max(1, config.lambda_timeout_seconds - 10)),
-        }
-        if config.bedrock_model_id is not None:
-            message_env["BEDROCK_MODEL_ID"] = config.bedrock_model_id
-        message = function(MESSAGE_FUNCTION, "lambdas.ws.message.handler", message_env)
+        message = function(MESSAGE_FUNCTION, "lambdas.ws.message.handler", session_env)
         self.message_function: lambda_.Function = message
-        _grant_table(storage, message, write=True)
+        storage.sessions.grant_read_write_data(message)
         if config.bedrock_model_id is not None:
-            _grant_invoke_model(self, message, config.bedrock_model_id)
+            grant_invoke_model(message, config.bedrock_model_id)
 
         default = function("WsDefault", "lambdas.ws.default.handler", {})
 
@@ -472,7 +448,7 @@ class ApiStack(Stack):
             "lambdas.events.customer_notifier.handler",
             {**session_env, "WEBSOCKET_ENDPOINT": self.chat_api.management_endpoint},
         )
-        _grant_table(storage, notifier, write=True)
+        storage.sessions.grant_read_write_data(notifier)
         self.chat_api.grant_manage_connections(notifier)
         notifier.add_event_source(
             lambda_events.SqsEventSource(
@@ -611,55 +587,6 @@ class ApiStack(Stack):
 def _service_metric(service: str, name: str) -> cloudwatch.Metric:
     """A Powertools (EMF) metric: the namespace and the ``service`` dimension are the function's service name."""
     return cloudwatch.Metric(namespace=service, metric_name=name, dimensions_map={"service": service}, statistic="Sum")
-
-
-_TABLE_READ = (
-    "dynamodb:GetItem",
-    "dynamodb:BatchGetItem",
-    "dynamodb:Query",
-    "dynamodb:ConditionCheckItem",
-    "dynamodb:DescribeTable",
-)
-_TABLE_WRITE = ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem")
-_KEY_USE = ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey")
-
-
-def _grant_table(storage: StorageStack, grantee: iam.IGrantable, *, write: bool) -> iam.Grant:
-    """Item access to the sessions table and its named indexes, and use of its key; no wildcards.
-
-    ``Table.grant_*`` would add ``<table>/index/*`` and ``kms:GenerateDataKey*``/``ReEncrypt*``,
-    wildcards cdk-nag can only be told about with ids holding the cross-stack reference's
-    generated output name; naming the indexes of the schema is both tighter and stable.
-    """
-    arn = storage.table.table_arn
-    resources = [arn, *(f"{arn}/index/{index.name}" for index in schema.GLOBAL_INDEXES)]
-    storage.key.grant(grantee, *_KEY_USE)
-    return iam.Grant.add_to_principal(
-        grantee=grantee, actions=[*_TABLE_READ, *(_TABLE_WRITE if write else ())], resource_arns=resources
-    )
-
-
-#: Prefixes of cross-region inference profile ids (``us.anthropic...``): the profile and the
-#: model behind it in every region the profile may route to need the permission.
-_INFERENCE_PROFILE_PREFIXES = ("us.", "eu.", "apac.", "us-gov.", "global.")
-
-
-def _grant_invoke_model(scope: Construct, grantee: iam.IGrantable, model_id: str) -> iam.Grant:
-    """``bedrock:InvokeModel`` (what Converse needs) on exactly this model, or this inference profile."""
-    stack = Stack.of(scope)
-    if model_id.startswith(_INFERENCE_PROFILE_PREFIXES):
-        base = model_id.split(".", 1)[1]
-        resources = [
-            stack.format_arn(service="bedrock", resource="inference-profile", resource_name=model_id),
-            stack.format_arn(
-                service="bedrock", region="*", account="", resource="foundation-model", resource_name=base
-            ),
-        ]
-    else:
-        resources = [
-            stack.format_arn(service="bedrock", account="", resource="foundation-model", resource_name=model_id)
-        ]
-    return iam.Grant.add_to_principal(grantee=grantee, actions=["bedrock:InvokeModel"], resource_arns=resources)
 
 
 # ------------------------------------------------------------------ end of WebSocket chat API (issue 5)

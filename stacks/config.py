@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
+from aws_cdk import Duration, RemovalPolicy
+
 RemovalMode = Literal["destroy", "retain"]
 ObjectLockMode = Literal["governance", "compliance"]
 
@@ -64,8 +66,15 @@ class StageConfig:
     jwt_issuer: str = "https://auth.mangaassist.example"
     jwt_audience: str = "mangaassist-api"
 
-    # Models: None selects the echo responder (no Bedrock calls).
+    # Models: None selects the echo responder (no Bedrock calls). A foundation-model id or a
+    # cross-region inference profile id (``us.``/``eu.``/``apac.``/``us-gov.``/``global.`` prefix).
     bedrock_model_id: str | None = "anthropic.claude-3-haiku-20240307-v1:0"
+    bedrock_attempts: int = 3
+    # The chat context sent to the model: the last N turns, within a token budget.
+    context_turns: int = 20
+    context_max_tokens: int = 3000
+    # How long a function keeps the token signing secret before reading it again.
+    secret_cache_seconds: int = 300
 
     # Sessions and the stream.
     session_ttl_hours: int = 24
@@ -104,6 +113,29 @@ class StageConfig:
     def is_production(self) -> bool:
         """True when data must survive the stack: RETAIN, deletion protection."""
         return self.removal_policy == "retain"
+
+    @property
+    def resource_removal_policy(self) -> RemovalPolicy:
+        """What deleting a stack does to its stateful resources: RETAIN in production, else DESTROY."""
+        return RemovalPolicy.RETAIN if self.is_production else RemovalPolicy.DESTROY
+
+    @property
+    def disposable(self) -> bool:
+        """Whether a bucket's objects may be deleted with the stack (only where nothing is retained)."""
+        return not self.is_production
+
+    @property
+    def key_pending_window(self) -> Duration:
+        """How long a deleted KMS key waits before it is gone: the longest window (30 days) where data is kept."""
+        return Duration.days(30 if self.is_production else 7)
+
+    @property
+    def bedrock_deadline_seconds(self) -> int:
+        """The chat reply's model deadline: the function timeout less 10 s to store the turn and answer.
+
+        At most 600 s, the longest a model call may be given.
+        """
+        return min(600, max(1, self.lambda_timeout_seconds - 10))
 
 
 def _fail(stage: str, key: str, rule: str, given: Any) -> ConfigError:
@@ -165,6 +197,10 @@ def _validate(c: StageConfig) -> None:
         "export_poll_seconds": (1, 3600),
         "export_max_polls": (1, 1000),
         "review_ttl_days": (1, 30),
+        "bedrock_attempts": (1, 10),
+        "context_turns": (1, 100),
+        "context_max_tokens": (100, 100_000),
+        "secret_cache_seconds": (0, 3600),
         "lambda_memory_mb": (128, 10240),
         "lambda_timeout_seconds": (1, 900),
     }

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Duration, RemovalPolicy, Size, Stack
+from aws_cdk import Duration, Size, Stack
 from aws_cdk import aws_events as events
-from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sns as sns
@@ -27,7 +26,7 @@ from constructs_lib.nag_findings import acknowledge_policy, resource_finding
 from lambdas.events import routing
 from lambdas.shared import keys
 from stacks.config import StageConfig
-from stacks.functions import log_retention, stage_function
+from stacks.functions import grant_invoke_model, log_retention, stage_function
 from stacks.operations import watch_stack
 from stacks.storage_stack import StorageStack
 
@@ -88,8 +87,8 @@ class EventsStack(Stack):
         # This stack's own keys. Services attach key-policy statements naming our resources (the
         # bus; SNS -> SQS names the topic), so the Storage key, which must not reference this
         # stack, cannot serve; and queues need a key other than the topics' (see FanoutTopic).
-        removal = RemovalPolicy.RETAIN if config.is_production else RemovalPolicy.DESTROY
-        window = Duration.days(30 if config.is_production else 7)
+        removal = config.resource_removal_policy
+        window = config.key_pending_window
         self.events_key = EncryptionKey(
             self,
             "EventsKey",
@@ -163,7 +162,7 @@ class EventsStack(Stack):
         table_env = {"TABLE_NAME": storage.table.table_name}
 
         self.dashboard_function = function("AgentDashboardUpdater", "lambdas.events.dashboard.handler", table_env)
-        storage.table.grant_write_data(self.dashboard_function.function)
+        storage.sessions.grant_write_data(self.dashboard_function.function)
         self.handoffs.add_queue_subscriber(
             "AgentDashboardQueue", any_of=AGENT_DASHBOARD_FILTER, consumer=self.dashboard_function.function
         )
@@ -182,7 +181,7 @@ class EventsStack(Stack):
             "lambdas.events.escalation.handler",
             {**table_env, "MANAGERS_TOPIC_ARN": self.managers.topic_arn},
         )
-        storage.table.grant_read_write_data(self.escalation_function.function)
+        storage.sessions.grant_read_write_data(self.escalation_function.function)
         self.managers.grant_publish(self.escalation_function.function)
         self.handoffs.add_queue_subscriber(
             "EscalationQueue", filter_policy=ESCALATION_FILTER, consumer=self.escalation_function.function
@@ -213,20 +212,17 @@ class EventsStack(Stack):
         self.summary_dead_letter_queue = SecureQueue(
             self, "SummaryDeadLetterQueue", encryption_key=queue_key, dead_letter_queue=False
         ).queue
-        summary_env = {**table_env, "SUMMARY_INTERVAL": str(config.summary_interval)}
-        if config.bedrock_model_id is not None:
-            summary_env["BEDROCK_MODEL_ID"] = config.bedrock_model_id
         self.summary_function = function(
             "SummaryGenerator",
             "lambdas.events.summary.handler",
-            summary_env,
+            table_env,
             timeout=Duration.seconds(max(config.lambda_timeout_seconds, 90)),
             on_failure=self.summary_dead_letter_queue,
             retry_attempts=2,
         )
-        storage.table.grant_read_write_data(self.summary_function.function)
+        storage.sessions.grant_read_write_data(self.summary_function.function)
         if config.bedrock_model_id is not None:
-            self._allow_model(self.summary_function, config.bedrock_model_id)
+            grant_invoke_model(self.summary_function.function, config.bedrock_model_id)
 
         # -- stream router ------------------------------------------------------------------
         self.router_function = function(
@@ -238,7 +234,6 @@ class EventsStack(Stack):
                 "ANALYTICS_STREAM_NAME": self.analytics.delivery_stream_name,
                 "AUDIT_STREAM_NAME": self.audit.delivery_stream_name,
                 "SUMMARY_FUNCTION_NAME": self.summary_function.function_name,
-                "SUMMARY_INTERVAL": str(config.summary_interval),
             },
             timeout=Duration.seconds(max(config.lambda_timeout_seconds, 60)),
         )
@@ -276,18 +271,12 @@ class EventsStack(Stack):
             "CDK's KMS grant for an encrypted table, queue, topic or stream: GenerateDataKey*/ReEncrypt* "
             "on one named key ARN, no resource wildcard."
         )
-        index_reason = (
-            "The store queries this table's own GSIs (customer sessions, cleanup, available agents); the "
-            "wildcard covers only this table's indexes."
-        )
-        table_index = resource_finding(self, storage.table.table_arn, "/index/*", owner=storage.table)
         common = {
             "Action::kms:GenerateDataKey*": kms_reason,
             "Action::kms:ReEncrypt*": kms_reason,
         }
-        acknowledge_policy(self.metrics_function.role, common)
-        for fn in (self.dashboard_function, self.escalation_function, self.summary_function):
-            acknowledge_policy(fn.role, {**common, table_index: index_reason})
+        for fn in (self.metrics_function, self.dashboard_function, self.escalation_function, self.summary_function):
+            acknowledge_policy(fn.role, common)
         acknowledge_policy(
             self.router_function.role,
             {
@@ -299,8 +288,3 @@ class EventsStack(Stack):
                 "resource-level permissions.",
             },
         )
-
-    def _allow_model(self, fn: SharedFunction, model_id: str) -> None:
-        """Converse on exactly one foundation model in this stack's region (bedrock:InvokeModel)."""
-        arn = self.format_arn(service="bedrock", account="", resource="foundation-model", resource_name=model_id)
-        fn.role.add_to_principal_policy(iam.PolicyStatement(actions=["bedrock:InvokeModel"], resources=[arn]))

@@ -1,11 +1,17 @@
-"""How every stack builds its Lambda functions: one code asset, the stage's runtime settings."""
+"""How every stack builds its Lambda functions: one code asset, the stage's runtime settings.
+
+The one place on the deploy side where a stage setting becomes a function's environment: every
+function gets every stage variable from :func:`stage_environment`, so no stack stringifies a
+setting itself and no handler falls back to a default that differs from the stage's.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from aws_cdk import Duration
+from aws_cdk import Duration, Stack
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
@@ -34,6 +40,35 @@ def log_retention(days: int) -> logs.RetentionDays:
     return _RETENTION[days]
 
 
+def stage_environment(config: StageConfig) -> dict[str, str]:
+    """The stage variables every function reads, from ``config`` (the Lambda side's settings names).
+
+    ``BEDROCK_MODEL_ID`` is left out when the stage has no model (the echo responder answers).
+    """
+    environment = {
+        "SESSION_TTL_HOURS": str(config.session_ttl_hours),
+        "CLEANUP_SHARDS": str(config.cleanup_shards),
+        "SUMMARY_INTERVAL": str(config.summary_interval),
+        "CONTEXT_TURNS": str(config.context_turns),
+        "CONTEXT_MAX_TOKENS": str(config.context_max_tokens),
+        "BEDROCK_ATTEMPTS": str(config.bedrock_attempts),
+        "BEDROCK_DEADLINE_SECONDS": str(config.bedrock_deadline_seconds),
+        "MAX_REASSIGNMENTS": str(config.handoff_max_reassignments),
+        "CLEANUP_GRACE_SECONDS": str(config.cleanup_grace_seconds),
+        "CORS_ALLOWED_ORIGINS": ",".join(config.cors_allowed_origins),
+        "JWT_ISSUER": config.jwt_issuer,
+        "JWT_AUDIENCE": config.jwt_audience,
+        "SECRET_CACHE_SECONDS": str(config.secret_cache_seconds),
+    }
+    if config.bedrock_model_id is not None:
+        environment["BEDROCK_MODEL_ID"] = config.bedrock_model_id
+    return environment
+
+
+#: Every stage variable name :func:`stage_environment` can set.
+STAGE_VARIABLE_NAMES = frozenset({*stage_environment(StageConfig(name="names")), "BEDROCK_MODEL_ID"})
+
+
 def stage_function(
     scope: Construct,
     construct_id: str,
@@ -43,10 +78,12 @@ def stage_function(
     environment: dict[str, str],
     **options: Any,
 ) -> SharedFunction:
-    """A function from the shared asset with the stage's timeout, memory and log retention.
+    """A function from the shared asset with the stage's timeout, memory, log retention and variables.
 
-    ``options`` go to :class:`SharedFunction` and win over the stage defaults (a longer timeout,
-    a service name, a log key, an on-failure destination, ...).
+    ``environment`` holds what only this function needs (resource names and ARNs); the stage
+    variables come from :func:`stage_environment` and win over a same-named entry, so a setting
+    has one source. ``options`` go to :class:`SharedFunction` and win over the stage defaults (a
+    longer timeout, a service name, a log key, an on-failure destination, ...).
     """
     settings: dict[str, Any] = {
         "timeout": Duration.seconds(config.lambda_timeout_seconds),
@@ -55,5 +92,39 @@ def stage_function(
         **options,
     }
     return SharedFunction(
-        scope, construct_id, code_root=LAMBDAS_DIR, handler=handler, environment=environment, **settings
+        scope,
+        construct_id,
+        code_root=LAMBDAS_DIR,
+        handler=handler,
+        environment={**environment, **stage_environment(config)},
+        **settings,
     )
+
+
+#: Prefixes of cross-region inference profile ids (``us.anthropic...``); any other id names a
+#: foundation model in the stack's own region.
+INFERENCE_PROFILE_PREFIXES = ("us.", "eu.", "apac.", "us-gov.", "global.")
+
+
+def grant_invoke_model(grantee: iam.IGrantable, model_id: str) -> iam.Grant:
+    """``bedrock:InvokeModel`` (what Converse needs) on exactly this model or inference profile.
+
+    An inference profile routes a request to its foundation model in any of several regions,
+    and Bedrock checks the permission on the profile and on the model in the region that
+    answers, so a profile id grants the profile and the model in every region (the profile
+    itself bounds where requests go).
+    """
+    stack = Stack.of(grantee)  # type: ignore[arg-type]
+    if model_id.startswith(INFERENCE_PROFILE_PREFIXES):
+        base = model_id.split(".", 1)[1]
+        resources = [
+            stack.format_arn(service="bedrock", resource="inference-profile", resource_name=model_id),
+            stack.format_arn(
+                service="bedrock", region="*", account="", resource="foundation-model", resource_name=base
+            ),
+        ]
+    else:
+        resources = [
+            stack.format_arn(service="bedrock", account="", resource="foundation-model", resource_name=model_id)
+        ]
+    return iam.Grant.add_to_principal(grantee=grantee, actions=["bedrock:InvokeModel"], resource_arns=resources)

@@ -20,8 +20,8 @@ class StorageStack(Stack):
 
     def __init__(self, scope: Construct, construct_id: str, *, config: StageConfig, **kwargs: object) -> None:
         super().__init__(scope, construct_id, **kwargs)  # type: ignore[arg-type]
-        removal = RemovalPolicy.RETAIN if config.is_production else RemovalPolicy.DESTROY
-        disposable = not config.is_production
+        removal = config.resource_removal_policy
+        disposable = config.disposable
 
         self.data_key: EncryptionKey = EncryptionKey(
             self,
@@ -29,10 +29,11 @@ class StorageStack(Stack):
             description=f"MangaAssist {config.name}: sessions table, buckets, queues, topics, streams",
             service_principals=["sns", "events", "firehose", "logs", "states", "cloudwatch"],
             removal_policy=removal,
-            pending_window=Duration.days(7 if disposable else 30),
+            pending_window=config.key_pending_window,
         )
         self.key: kms.IKey = self.data_key.key
 
+        #: The table construct: other stacks grant access through its ``grant_*`` methods.
         self.sessions: SingleTable = SingleTable(
             self,
             "SessionsTable",
