@@ -1,0 +1,165 @@
+"""Stage settings reach every function one way, and the Bedrock grant fits the configured model id."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from aws_cdk import App, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk.assertions import Template
+
+from stacks.config import with_overrides
+from stacks.functions import STAGE_VARIABLE_NAMES, grant_invoke_model, stage_environment
+from tests.support.synth import PARTS, SynthesizedStage, stage_config, synthesize
+
+#: Functions a library construct builds with its own runtime, not the app's stage functions: the
+#: approval gate's writes only review records, which expire after the stage's review_ttl_days
+#: (passed as a prop), not a session's TTL.
+OWN_RUNTIME = ("Orchestration/ExportApproval",)
+
+#: Actions that let a role create or change items (TransactWriteItems is checked per item action).
+TABLE_WRITES = {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:BatchWriteItem", "dynamodb:TransactWriteItems"}
+
+
+def _actions(statement: dict[str, Any]) -> set[str]:
+    value = statement["Action"]
+    return {value} if isinstance(value, str) else set(value)
+
+
+def _writes_the_sessions_table(statement: dict[str, Any]) -> bool:
+    """An Allow statement with a write action on the sessions table (same or another stack's reference)."""
+    if statement["Effect"] != "Allow" or not _actions(statement) & TABLE_WRITES:
+        return False
+    return "SessionsTable" in json.dumps(statement["Resource"])
+
+
+def _functions(stage: SynthesizedStage) -> Iterator[tuple[str, str, dict[str, Any], set[str]]]:
+    """(part, logical id, properties, ids of the policies on its role) for every Lambda function."""
+    for part in PARTS:
+        resources = stage.templates[part]["Resources"]
+        policies_by_role: dict[str, set[str]] = {}
+        for lid, res in resources.items():
+            if res["Type"] == "AWS::IAM::Policy":
+                for role in res["Properties"].get("Roles", []):
+                    if isinstance(role, dict) and "Ref" in role:
+                        policies_by_role.setdefault(role["Ref"], set()).add(lid)
+        for lid, res in resources.items():
+            if res["Type"] == "AWS::Lambda::Function":
+                role = res["Properties"]["Role"]["Fn::GetAtt"][0]
+                yield part, lid, res["Properties"], policies_by_role.get(role, set())
+
+
+def _table_writers(stage: SynthesizedStage) -> dict[str, dict[str, Any]]:
+    """``part/logical id`` -> properties of every function whose role may write the sessions table."""
+    writers = {}
+    for part, lid, properties, policies in _functions(stage):
+        resources = stage.templates[part]["Resources"]
+        statements = [s for p in policies for s in resources[p]["Properties"]["PolicyDocument"]["Statement"]]
+        if any(_writes_the_sessions_table(s) for s in statements):
+            writers[f"{part}/{lid}"] = properties
+    return writers
+
+
+def test_every_function_that_writes_the_table_keeps_the_stages_session_ttl(
+    dev: SynthesizedStage, prod: SynthesizedStage
+) -> None:
+    # Given the stages' TTLs (prod keeps sessions 72 h, dev 24 h)
+    assert (dev.stage.config.session_ttl_hours, prod.stage.config.session_ttl_hours) == (24, 72)
+    for stage in (dev, prod):
+        # When the writers are found from the template's IAM policies
+        writers = _table_writers(stage)
+        # Then there are many (the notifier, summaries, dashboard, APIs, workflows) and each has the TTL
+        assert len(writers) >= 15, sorted(writers)
+        assert any("CustomerNotifier" in name for name in writers)
+        assert any("SummaryGenerator" in name for name in writers)
+        assert any("AgentDashboardUpdater" in name for name in writers)
+        assert any(name.startswith(OWN_RUNTIME) for name in writers)
+        wrong = {
+            name: props.get("Environment", {}).get("Variables", {}).get("SESSION_TTL_HOURS")
+            for name, props in writers.items()
+            if not name.startswith(OWN_RUNTIME)
+            and props.get("Environment", {}).get("Variables", {}).get("SESSION_TTL_HOURS")
+            != str(stage.stage.config.session_ttl_hours)
+        }
+        assert wrong == {}, f"{stage.stage.config.name}: writers without the stage's TTL"
+
+
+def test_every_function_gets_every_stage_variable_from_the_config(any_stage: SynthesizedStage) -> None:
+    expected = stage_environment(any_stage.stage.config)
+    assert set(expected) == STAGE_VARIABLE_NAMES  # this stage has a model
+    for part, lid, properties, _ in _functions(any_stage):
+        variables = properties.get("Environment", {}).get("Variables", {})
+        if f"{part}/{lid}".startswith(OWN_RUNTIME) or not properties["Handler"].startswith("lambdas."):
+            continue  # a library construct's own runtime, or CDK's provider functions
+        assert {k: variables.get(k) for k in expected} == expected, f"{part}/{lid}"
+
+
+def test_stage_environment_leaves_the_model_out_when_the_stage_has_none() -> None:
+    config = with_overrides(stage_config("dev"), bedrock_model_id=None, session_ttl_hours=48)
+    environment = stage_environment(config)
+    assert "BEDROCK_MODEL_ID" not in environment
+    assert environment["SESSION_TTL_HOURS"] == "48"
+    assert environment["CORS_ALLOWED_ORIGINS"] == "http://localhost:3000"
+
+
+# ------------------------------------------------------------------ Bedrock grant
+
+
+def _bedrock_statements(template: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        s
+        for res in template["Resources"].values()
+        if res["Type"] == "AWS::IAM::Policy"
+        for s in res["Properties"]["PolicyDocument"]["Statement"]
+        if any(a.startswith("bedrock:") for a in _actions(s))
+    ]
+
+
+def _granted(model_id: str) -> tuple[list[str], list[str]]:
+    stack = Stack(App(), "Probe", env={"account": "111111111111", "region": "eu-west-1"})
+    role = iam.Role(stack, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
+    grant_invoke_model(role, model_id)
+    [statement] = _bedrock_statements(Template.from_stack(stack).to_json())
+    resources = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+    return sorted(_actions(statement)), [json.dumps(r) for r in resources]
+
+
+def test_a_foundation_model_id_grants_that_model_in_the_stacks_region() -> None:
+    actions, resources = _granted("anthropic.claude-3-haiku-20240307-v1:0")
+    assert actions == ["bedrock:InvokeModel"]
+    assert resources == [
+        '{"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, '
+        '":bedrock:eu-west-1::foundation-model/anthropic.claude-3-haiku-20240307-v1:0"]]}'
+    ]
+
+
+@pytest.mark.parametrize("prefix", ["us.", "eu.", "apac.", "global."])
+def test_an_inference_profile_id_grants_the_profile_and_its_model_in_every_region(prefix: str) -> None:
+    actions, resources = _granted(f"{prefix}anthropic.claude-3-haiku-20240307-v1:0")
+    assert actions == ["bedrock:InvokeModel"]
+    assert resources == [
+        '{"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":bedrock:eu-west-1:111111111111:'
+        f'inference-profile/{prefix}anthropic.claude-3-haiku-20240307-v1:0"]]}}',
+        '{"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, '
+        '":bedrock:*::foundation-model/anthropic.claude-3-haiku-20240307-v1:0"]]}',
+    ]
+
+
+@pytest.fixture(scope="module")
+def profile_stage() -> SynthesizedStage:
+    """dev with a cross-region inference profile as its model."""
+    config = with_overrides(stage_config("dev"), name="profile", bedrock_model_id="us.anthropic.claude-3-haiku-v1:0")
+    return synthesize(config)["profile"]
+
+
+@pytest.mark.slow
+def test_chat_and_summary_functions_may_invoke_an_inference_profile(profile_stage: SynthesizedStage) -> None:
+    for part, handler in (("Api", "lambdas.ws.message.handler"), ("Events", "lambdas.events.summary.handler")):
+        template = profile_stage.templates[part]
+        [statement] = _bedrock_statements(template)
+        text = json.dumps(statement["Resource"])
+        assert "inference-profile/us.anthropic.claude-3-haiku-v1:0" in text, handler
+        assert ":bedrock:*::foundation-model/anthropic.claude-3-haiku-v1:0" in text, handler
