@@ -22,7 +22,7 @@ from lambdas.events import routing
 from lambdas.events.delivery import Backoff, Entry, TopicWriter
 from lambdas.shared.records import Handoff, HandoffStatus
 from stacks.events_stack import ROUTED_SORT_KEYS
-from tests.support.streams import StreamRecords
+from tests.support.events import StreamRecords
 from tests.support.synth import SynthesizedStage
 
 

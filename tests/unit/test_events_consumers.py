@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Iterator
 from typing import Any, cast
 
@@ -16,6 +15,7 @@ from lambdas.shared import connections, env, keys
 from lambdas.shared.records import HandoffStatus, Role, SessionStatus
 from lambdas.shared.serialize import unmarshal_item
 from lambdas.shared.store import DynamoSessionStore
+from tests.support.events import sns_notification, sqs_event
 
 
 class _Context:
@@ -27,26 +27,6 @@ class _Context:
 
 def Context() -> LambdaContext:
     return cast(LambdaContext, _Context())
-
-
-def sqs_event(*bodies: Any) -> dict[str, Any]:
-    """An SQS event as Lambda delivers it (one record per body)."""
-    return {
-        "Records": [
-            {
-                "messageId": str(uuid.uuid4()),
-                "receiptHandle": "rh",
-                "body": body if isinstance(body, str) else json.dumps(body),
-                "attributes": {"ApproximateReceiveCount": "1", "SentTimestamp": "1767225600000"},
-                "messageAttributes": {},
-                "md5OfBody": "x",
-                "eventSource": "aws:sqs",
-                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:q",
-                "awsRegion": "us-east-1",
-            }
-            for body in bodies
-        ]
-    }
 
 
 def handoff_body(session_id: str, handoff_id: str, **extra: Any) -> dict[str, Any]:
@@ -91,7 +71,7 @@ def test_dashboard_puts_the_handoff_in_the_agents_inbox_and_reports_a_bad_messag
     wired: DynamoSessionStore, ddb_client: Any
 ) -> None:
     # Given one good message (SNS envelope, as without raw delivery) and one that is not JSON
-    good = {"Type": "Notification", "Message": json.dumps(handoff_body("s-1", "h-1", agent_id="agent-7"))}
+    good = sns_notification(handoff_body("s-1", "h-1", agent_id="agent-7"))
     event = sqs_event(good, "not json")
     # When consumed
     response = dashboard.handler(event, Context())

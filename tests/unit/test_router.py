@@ -8,8 +8,6 @@ function run in-process.
 
 from __future__ import annotations
 
-import base64
-import datetime
 import io
 import json
 import logging
@@ -25,9 +23,9 @@ from lambdas.events import router
 from lambdas.events.delivery import Backoff
 from lambdas.shared.records import Handoff, HandoffStatus, Role, Session, SessionStatus, Summary, Turn
 from lambdas.shared.store import DynamoSessionStore
+from tests.support.events import StreamRecords, batch_event, sequence_of, stream_record_from
 from tests.support.firehose import create_s3_delivery_stream
 from tests.support.lambda_bridge import Invocations, deploy_function, in_process
-from tests.support.streams import StreamRecords, sequence_of
 
 REGION = "us-east-1"
 NOW = 1_767_225_600
@@ -271,7 +269,7 @@ def test_routes_every_prefix_and_sends_every_record_to_analytics_and_audit(
         records.remove(handoff_item()),  # deleted by the application
     ]
     # When the router processes the batch
-    response = downstream.route(StreamRecords.event(*batch))
+    response = downstream.route(batch_event(*batch))
     # Then nothing failed
     assert failures(response) == []
     # And the bus got exactly the two status changes, with the architecture's detail + event_id
@@ -312,7 +310,7 @@ def test_turn_at_the_interval_triggers_one_summary_of_exactly_that_window(
     session = downstream.store.create_session("cust-1")
     turns = [downstream.store.add_turn(session.session_id, "user", f"question {n}") for n in range(1, 21)]
     # When the stream delivers the INSERTs of turns 11..20
-    response = downstream.route(StreamRecords.event(*(records.insert(t.to_item()) for t in turns[10:])))
+    response = downstream.route(batch_event(*(records.insert(t.to_item()) for t in turns[10:])))
     # Then one asynchronous summary ran, for turn 20 only, and stored SUMMARY#2 over turns 11..20
     assert failures(response) == []
     calls = downstream.invocations.by_handler("lambdas.events.summary.handler")
@@ -346,7 +344,7 @@ def test_a_batch_of_100_costs_one_call_per_delivery_stream_and_chunks_of_ten(
     # Given 100 records: 10 handoffs, 10 status changes, 80 turns (none at the interval)
     batch = mixed_batch(records)
     # When routed
-    response = downstream.route(StreamRecords.event(*batch))
+    response = downstream.route(batch_event(*batch))
     # Then everything went through with the minimum number of calls
     assert failures(response) == []
     assert downstream.counter.calls == Counter(
@@ -370,7 +368,7 @@ def test_a_poison_record_is_reported_alone(downstream: Downstream, records: Stre
     )
     del poison["dynamodb"]["Keys"]["SK"]
     # When routed
-    response = downstream.route(StreamRecords.event(good_before, poison, good_after))
+    response = downstream.route(batch_event(good_before, poison, good_after))
     # Then only the poison record is reported, and the other two reached analytics and audit
     assert failures(response) == [sequence_of(poison)]
     delivered = {line["event_id"] for line in downstream.analytics_lines()}
@@ -392,7 +390,7 @@ def test_firehose_partial_failure_retries_only_the_failed_records(
         c, "put_record_batch", _event_id_in_data(flaky), times=1, stream="analytics-stream"
     )
     # When routed
-    response = downstream.route(StreamRecords.event(*batch))
+    response = downstream.route(batch_event(*batch))
     # Then the second analytics call carried only the two, everything arrived once, nothing is
     # reported (the third PutRecordBatch is the audit stream's)
     assert failures(response) == []
@@ -423,7 +421,7 @@ def test_firehose_records_that_keep_failing_are_the_ones_reported(
 
     downstream.wrap["firehose"] = wrap
     # When routed
-    response = downstream.route(StreamRecords.event(*batch))
+    response = downstream.route(batch_event(*batch))
     # Then exactly that record is reported, after the bounded number of attempts
     assert failures(response) == [sequence_of(stuck)]
     assert injected[0].calls == 3
@@ -447,7 +445,7 @@ def test_eventbridge_partial_failure_is_retried_and_a_final_failure_reported(
 
     downstream.wrap["events"] = lambda c: InjectFailures(c, "put_events", pick, times=99)
     # When routed
-    response = downstream.route(StreamRecords.event(*batch))
+    response = downstream.route(batch_event(*batch))
     # Then only the always-failing record is reported; the other eleven events were delivered once
     assert failures(response) == [sequence_of(always)]
     delivered = sorted(e["detail"]["event_id"] for e in downstream.bus_events())
@@ -463,7 +461,7 @@ def test_replaying_a_batch_changes_no_keyed_state(downstream: Downstream, record
         records.modify(session_item(), session_item(SessionStatus.HANDOFF)),
         records.insert(handoff_item()),
     ]
-    event = StreamRecords.event(*batch)
+    event = batch_event(*batch)
     assert failures(downstream.route(event)) == []
     first_summary = downstream.store.latest_summary(session.session_id)
     first_audit = downstream.audit_lines()
@@ -481,15 +479,6 @@ def test_replaying_a_batch_changes_no_keyed_state(downstream: Downstream, record
     assert {json.loads(m["Body"])["event_id"] for m in downstream.handoff_messages()} == first_messages
     items = downstream.store.list_session_items(session.session_id).items
     assert sum(isinstance(i, Summary) for i in items) == 1
-
-
-def _lambda_json(value: Any) -> Any:
-    """boto3's parsed stream record back to the JSON Lambda delivers (epoch seconds, base64)."""
-    if isinstance(value, datetime.datetime):
-        return int(value.timestamp())
-    if isinstance(value, bytes):
-        return base64.b64encode(value).decode()
-    raise TypeError(type(value).__name__)
 
 
 def test_records_from_the_tables_own_stream_route_end_to_end(downstream: Downstream, ddb_client: Any) -> None:
@@ -512,9 +501,7 @@ def test_records_from_the_tables_own_stream_route_end_to_end(downstream: Downstr
         StreamArn=stream_arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
     )["ShardIterator"]
     raw = streams.get_records(ShardIterator=iterator)["Records"]
-    event = {
-        "Records": [{**r, "eventSourceARN": stream_arn} for r in json.loads(json.dumps(raw, default=_lambda_json))]
-    }
+    event = batch_event(*(stream_record_from(r, stream_arn=stream_arn, region=REGION) for r in raw))
     # When routed
     response = downstream.route(event)
     # Then: no failure; started + handoff on the bus; the handoff on the topic; summary 1 written
@@ -539,7 +526,7 @@ def test_a_record_the_audit_stream_keeps_refusing_is_reported_even_though_analyt
         c, "put_record_batch", _event_id_in_data({stuck["eventID"]}), times=99, stream="audit-stream"
     )
     # When routed
-    response = downstream.route(StreamRecords.event(*batch))
+    response = downstream.route(batch_event(*batch))
     # Then that record is reported (its retry re-sends it everywhere, never skipping the audit),
     # and the others reached the audit trail
     assert failures(response) == [sequence_of(stuck)]
@@ -557,7 +544,7 @@ def test_every_change_is_also_one_structured_log_line(downstream: Downstream, re
     batch = [records.insert(turn_item(1)), records.remove(turn_item(2), ttl=True)]
     try:
         # When routed
-        assert failures(downstream.route(StreamRecords.event(*batch))) == []
+        assert failures(downstream.route(batch_event(*batch))) == []
     finally:
         router.logger.removeHandler(handler)
     # Then the log holds one JSON line per change, the same audit record the audit stream got

@@ -18,10 +18,19 @@ from lambdas.shared.store import DynamoSessionStore
 from lambdas.shared.tokens import mint
 from lambdas.ws import authorizer, connect, default, disconnect, message, onboarding
 from lambdas.ws.frames import MAX_TEXT_CHARS
-from tests.support.websocket import DOMAIN, ENDPOINT, STAGE, authorizer_event, sent_frames, ws_event
+from tests.support.events import authorizer_context, ws_authorizer_event, ws_event
+from tests.support.websocket import DOMAIN, ENDPOINT, STAGE, sent_frames
 from tests.unit.test_responder import converse_response
 
 CONN = "L0SM9cOFvHcCIhw="
+
+
+def customer_context(customer_id: str, role: str = "customer") -> dict[str, Any]:
+    """What the $connect authorizer puts in ``requestContext.authorizer`` for a signed-in user."""
+    return authorizer_context(customer_id, customer_id=customer_id, role=role)
+
+
+ALICE = customer_context("alice")
 OTHER_CONN = "M1TN0dPGwIdDJix="
 SECRET = "s" * 64
 ISSUER = "https://auth.test"
@@ -84,7 +93,9 @@ def onboarded(customer: str = "alice", connection_id: str = CONN, session_id: st
 
 def send(text: Any, connection_id: str = CONN, customer: str = "alice") -> dict[str, Any]:
     body = json.dumps({"action": "sendMessage", "text": text})
-    return message.handler(ws_event("sendMessage", connection_id=connection_id, body=body, customer_id=customer), CTX)
+    return message.handler(
+        ws_event("sendMessage", connection_id=connection_id, body=body, authorizer=customer_context(customer)), CTX
+    )
 
 
 def executions() -> list[dict[str, Any]]:
@@ -121,7 +132,7 @@ def _token(role: str = "customer", **overrides: Any) -> str:
 
 @pytest.mark.usefixtures("jwt_secret")
 def test_authorizer_allows_a_customer_token_from_the_query_string() -> None:
-    event = authorizer_event(_token())
+    event = ws_authorizer_event(query={"token": _token()})
     response = authorizer.handler(event, CTX)
     assert response["principalId"] == "alice"
     assert response["context"] == {"customer_id": "alice", "role": "customer"}
@@ -151,7 +162,7 @@ def test_authorizer_denies_every_refused_token(token: str | None) -> None:
         "AGENT": lambda: _token(role="agent"),
     }
     value = special[token]() if token in special else token
-    response = authorizer.handler(authorizer_event(value), CTX)
+    response = authorizer.handler(ws_authorizer_event(query={"token": value} if value else None), CTX)
     assert response["policyDocument"]["Statement"][0]["Effect"] == "Deny"
     assert "context" not in response
 
@@ -160,7 +171,7 @@ def test_authorizer_denies_every_refused_token(token: str | None) -> None:
 
 
 def test_connect_starts_onboarding_for_a_new_session(ws: DynamoSessionStore) -> None:
-    response = connect.handler(ws_event("$connect", connection_id=CONN), CTX)
+    response = connect.handler(ws_event("$connect", connection_id=CONN, authorizer=ALICE), CTX)
     assert response == {"statusCode": 200}
     [execution] = executions()
     assert json.loads(execution["input"]) == {
@@ -176,7 +187,9 @@ def test_connect_starts_onboarding_for_a_new_session(ws: DynamoSessionStore) -> 
 
 def test_connect_resumes_the_callers_own_session(ws: DynamoSessionStore) -> None:
     session_id = ws.create_session("alice").session_id
-    response = connect.handler(ws_event("$connect", query={"session_id": session_id, "token": "t"}), CTX)
+    response = connect.handler(
+        ws_event("$connect", query={"session_id": session_id, "token": "t"}, authorizer=ALICE), CTX
+    )
     assert response == {"statusCode": 200}
     assert json.loads(executions()[0]["input"])["session_id"] == session_id
 
@@ -184,7 +197,7 @@ def test_connect_resumes_the_callers_own_session(ws: DynamoSessionStore) -> None
 @pytest.mark.parametrize("owner", ["mallory", None])
 def test_connect_refuses_a_foreign_or_unknown_session_alike(ws: DynamoSessionStore, owner: str | None) -> None:
     session_id = ws.create_session(owner).session_id if owner else "0b7c5e3a-0000-4000-8000-000000000000"
-    response = connect.handler(ws_event("$connect", query={"session_id": session_id}), CTX)
+    response = connect.handler(ws_event("$connect", query={"session_id": session_id}, authorizer=ALICE), CTX)
     assert response["statusCode"] == 403
     assert json.loads(response["body"]) == {"code": "forbidden", "message": "You cannot resume this session."}
     assert executions() == []
@@ -193,7 +206,7 @@ def test_connect_refuses_a_foreign_or_unknown_session_alike(ws: DynamoSessionSto
 def test_connect_refuses_a_closed_session_of_the_caller(ws: DynamoSessionStore) -> None:
     session_id = ws.create_session("alice").session_id
     ws.update_status(session_id, SessionStatus.DISCONNECTED)
-    response = connect.handler(ws_event("$connect", query={"session_id": session_id}), CTX)
+    response = connect.handler(ws_event("$connect", query={"session_id": session_id}, authorizer=ALICE), CTX)
     assert response["statusCode"] == 410
     assert json.loads(response["body"])["code"] == "session_closed"
     assert executions() == []
@@ -201,13 +214,16 @@ def test_connect_refuses_a_closed_session_of_the_caller(ws: DynamoSessionStore) 
 
 @pytest.mark.parametrize("session_id", ["../etc", "x" * 65, "a b"])
 def test_connect_rejects_a_malformed_session_id(ws: DynamoSessionStore, session_id: str) -> None:
-    response = connect.handler(ws_event("$connect", query={"session_id": session_id}), CTX)
+    response = connect.handler(ws_event("$connect", query={"session_id": session_id}, authorizer=ALICE), CTX)
     assert response["statusCode"] == 400
 
 
 def test_connect_refuses_non_customers(ws: DynamoSessionStore) -> None:
-    assert connect.handler(ws_event("$connect", role="agent"), CTX)["statusCode"] == 403
-    assert connect.handler(ws_event("$connect", customer_id=None), CTX)["statusCode"] == 403
+    assert (
+        connect.handler(ws_event("$connect", authorizer=customer_context("alice", role="agent")), CTX)["statusCode"]
+        == 403
+    )
+    assert connect.handler(ws_event("$connect"), CTX)["statusCode"] == 403
 
 
 def test_connect_answers_500_without_internals_when_the_workflow_cannot_start(
@@ -215,7 +231,7 @@ def test_connect_answers_500_without_internals_when_the_workflow_cannot_start(
 ) -> None:
     monkeypatch.setenv("ONBOARDING_STATE_MACHINE_ARN", "arn:aws:states:us-east-1:123456789012:stateMachine:gone")
     env.reset()
-    response = connect.handler(ws_event("$connect"), CTX)
+    response = connect.handler(ws_event("$connect", authorizer=ALICE), CTX)
     assert response["statusCode"] == 500
     assert "StateMachineDoesNotExist" not in response["body"]
 
@@ -300,7 +316,7 @@ def test_abandon_disconnects_the_session_of_a_client_that_left(ws: DynamoSession
 
 def test_disconnect_marks_the_session_for_cleanup_and_forgets_the_connection(ws: DynamoSessionStore) -> None:
     session_id = onboarded()
-    assert disconnect.handler(ws_event("$disconnect"), CTX) == {"statusCode": 200}
+    assert disconnect.handler(ws_event("$disconnect", authorizer=ALICE), CTX) == {"statusCode": 200}
     session = ws.get_session(session_id)
     assert session is not None
     assert session.status == SessionStatus.DISCONNECTED
@@ -313,14 +329,16 @@ def test_disconnect_marks_the_session_for_cleanup_and_forgets_the_connection(ws:
 
 def test_disconnect_twice_is_harmless(ws: DynamoSessionStore) -> None:
     session_id = onboarded()
-    disconnect.handler(ws_event("$disconnect"), CTX)
+    disconnect.handler(ws_event("$disconnect", authorizer=ALICE), CTX)
     before = ws.get_session(session_id)
-    assert disconnect.handler(ws_event("$disconnect"), CTX) == {"statusCode": 200}
+    assert disconnect.handler(ws_event("$disconnect", authorizer=ALICE), CTX) == {"statusCode": 200}
     assert ws.get_session(session_id) == before
 
 
 def test_disconnect_of_an_unknown_connection_is_harmless(ws: DynamoSessionStore) -> None:
-    assert disconnect.handler(ws_event("$disconnect", connection_id="never-seen"), CTX) == {"statusCode": 200}
+    assert disconnect.handler(ws_event("$disconnect", connection_id="never-seen", authorizer=ALICE), CTX) == {
+        "statusCode": 200
+    }
 
 
 def test_disconnect_of_a_superseded_connection_leaves_the_resumed_session_open(ws: DynamoSessionStore) -> None:
@@ -328,7 +346,7 @@ def test_disconnect_of_a_superseded_connection_leaves_the_resumed_session_open(w
     session_id = onboarded()
     onboarded(connection_id=OTHER_CONN, session_id=session_id)
     # When the old connection disconnects
-    disconnect.handler(ws_event("$disconnect", connection_id=CONN), CTX)
+    disconnect.handler(ws_event("$disconnect", connection_id=CONN, authorizer=ALICE), CTX)
     # Then only its record goes; the session stays active on the new connection
     session = ws.get_session(session_id)
     assert session is not None
@@ -471,7 +489,7 @@ def test_malformed_and_oversized_frames_get_an_error_frame_and_store_nothing(
     ws: DynamoSessionStore, body: str, code: str
 ) -> None:
     session_id = onboarded()
-    message.handler(ws_event("sendMessage", body=body), CTX)
+    message.handler(ws_event("sendMessage", body=body, authorizer=ALICE), CTX)
     [frame] = sent_frames(CONN)
     assert set(frame) == {"type", "code", "message"}
     assert (frame["type"], frame["code"]) == ("error", code)
@@ -578,7 +596,7 @@ def test_message_on_another_customers_connection_is_refused(ws: DynamoSessionSto
 
 @pytest.mark.parametrize("body", ['{"action": "dance"}', "plain text", None])
 def test_default_route_names_the_valid_actions(body: str | None) -> None:
-    response = default.handler(ws_event("$default", body=body), CTX)
+    response = default.handler(ws_event("$default", body=body, authorizer=ALICE), CTX)
     frame = json.loads(response["body"])
     assert response["statusCode"] == 200
     assert (frame["type"], frame["code"]) == ("error", "unknown_action")
