@@ -132,6 +132,8 @@ class SharedFunction(Construct):
             raise ValueError(f"retry_attempts must be 0..2 (given {retry_attempts})")
         timeout = timeout or Duration.seconds(30)
         service = service_name or construct_id
+        #: The queue that receives failed asynchronous invocations, when one was given.
+        self.on_failure: sqs.IQueue | None = on_failure
 
         self.log_group: logs.LogGroup = logs.LogGroup(
             self,

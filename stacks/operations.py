@@ -18,7 +18,14 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 
-from constructs_lib import ServiceAlarms, SharedFunction, StreamConsumer, WorkflowStateMachine
+from constructs_lib import (
+    SecureEventBus,
+    SecureQueue,
+    ServiceAlarms,
+    SharedFunction,
+    StreamConsumer,
+    WorkflowStateMachine,
+)
 from constructs_lib.delivery_stream import S3DeliveryStream
 from stacks.workflows.onboarding import OnboardingWorkflow
 
@@ -35,14 +42,32 @@ RUNBOOK_WORKFLOW = (
 )
 
 
-def dead_letter_queues(stack: Stack) -> list[sqs.Queue]:
-    """Queues of ``stack`` that hold what failed: redrive targets and on-failure destinations."""
-    queues = [c for c in stack.node.find_all() if isinstance(c, sqs.Queue)]
-    dlqs = {id(q.dead_letter_queue.queue): q.dead_letter_queue.queue for q in queues if q.dead_letter_queue}
-    for queue in queues:  # on-failure destinations that are not any queue's redrive target
-        if "DeadLetter" in queue.node.path or "Dlq" in queue.node.path:
-            dlqs.setdefault(id(queue), queue)
-    return [cast(sqs.Queue, q) for q in dlqs.values()]
+def dead_letter_queues(stack: Stack) -> list[sqs.IQueue]:
+    """Queues of ``stack`` that hold what failed, found by what the constructs say they are.
+
+    Redrive targets (a queue's ``dead_letter_queue``) come first, then failure destinations: a
+    ``SecureQueue`` built without a DLQ of its own (its contract: it *is* one), a function's
+    on-failure destination, a stream consumer's on-failure queue, an event bus's target DLQ.
+    Queues of another stack are left to that stack.
+    """
+    constructs = stack.node.find_all()
+    found: dict[int, sqs.IQueue] = {}
+
+    def add(queue: sqs.IQueue | None) -> None:
+        if queue is not None and Stack.of(queue).node.path == stack.node.path:
+            found.setdefault(id(queue), queue)
+
+    for construct in constructs:
+        if isinstance(construct, sqs.Queue) and construct.dead_letter_queue is not None:
+            add(construct.dead_letter_queue.queue)
+    for construct in constructs:
+        if isinstance(construct, SecureQueue) and construct.dead_letter_queue is None:
+            add(construct.queue)
+        elif isinstance(construct, SharedFunction):
+            add(construct.on_failure)
+        elif isinstance(construct, (StreamConsumer, SecureEventBus)):
+            add(construct.dead_letter_queue)
+    return list(found.values())
 
 
 def _adopt(alarms: ServiceAlarms, alarm: cloudwatch.Alarm, name: str, runbook: str, topic: sns.ITopic) -> None:

@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
+from aws_cdk import App, Stack
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_sqs as sqs
+
+from constructs_lib import SecureQueue, SharedFunction
+from stacks.operations import dead_letter_queues
 from tests.support.synth import SynthesizedStage
 
 
@@ -85,3 +92,24 @@ def test_one_dashboard_per_stage_shows_the_system(any_stage: SynthesizedStage) -
         assert f"## {row}" in body, row
     for metric in ("ChatTurns", "IteratorAge", "ApproximateNumberOfMessagesVisible", "ExecutionsFailed", "Duration"):
         assert metric in body, metric
+
+
+def test_dead_letter_queues_are_found_by_what_they_are_not_by_their_names() -> None:
+    # Given queues whose names say nothing, and one whose name lies
+    stack = Stack(App(), "Probe")
+    key = kms.Key(stack, "Key")
+    work = SecureQueue(stack, "Work", encryption_key=key)  # its redrive target is a DLQ
+    failures = SecureQueue(stack, "Failures", encryption_key=key, dead_letter_queue=False)
+    destination = sqs.Queue(stack, "Parked")  # a plain queue, used as an on-failure destination
+    SharedFunction(
+        stack,
+        "Fn",
+        code_root=Path(__file__).resolve().parents[1] / "fixtures" / "probe_pkg",
+        handler="probe_pkg.handler.handler",
+        on_failure=destination,
+    )
+    sqs.Queue(stack, "NotADlq")  # a work queue with a misleading id
+    # When the stack's DLQs are collected
+    found = [q.node.path for q in dead_letter_queues(stack)]
+    # Then exactly the failure paths are, redrive targets first
+    assert found == [work.dead_letter_queue.node.path, failures.queue.node.path, destination.node.path]  # type: ignore[union-attr]
