@@ -18,20 +18,14 @@ from moto import mock_aws
 from lambdas.api import access, authorizer
 from lambdas.shared import env
 from lambdas.shared.tokens import VerifierSettings, mint
+from tests.support.events import token_authorizer_event
 
 SECRET = "k" * 64
 ISS = "https://auth.test"
 AUD = "test-api"
 PREFIX = "arn:aws:execute-api:us-east-1:123456789012:abc123/dev"
+METHOD_ARN = f"{PREFIX}/GET/sessions/123"
 CONFIG = VerifierSettings(secret_arn="unused", issuer=ISS, audience=AUD, secret_cache_seconds=300)
-
-
-def token_event(token: str | None, method_arn: str = f"{PREFIX}/GET/sessions/123") -> dict[str, Any]:
-    """A TOKEN authorizer event as API Gateway sends it."""
-    event: dict[str, Any] = {"type": "TOKEN", "methodArn": method_arn}
-    if token is not None:
-        event["authorizationToken"] = token
-    return event
 
 
 def _token(**overrides: Any) -> str:
@@ -40,8 +34,8 @@ def _token(**overrides: Any) -> str:
     return mint(**args)
 
 
-def _authorize(header: str | None, **kw: Any) -> dict[str, Any]:
-    return authorizer.authorize(token_event(header, **kw), SECRET, CONFIG)
+def _authorize(header: str | None) -> dict[str, Any]:
+    return authorizer.authorize(token_authorizer_event(header, METHOD_ARN), SECRET, CONFIG)
 
 
 def _allowed(response: dict[str, Any], method: str, path: str) -> bool:
@@ -154,7 +148,7 @@ def test_other_algorithms_are_denied(alg: str) -> None:
 
 
 def test_malformed_method_arn_is_denied_everywhere() -> None:
-    response = authorizer.authorize(token_event(f"Bearer {_token()}", method_arn="garbage"), SECRET, CONFIG)
+    response = authorizer.authorize(token_authorizer_event(f"Bearer {_token()}", "garbage"), SECRET, CONFIG)
     assert response["policyDocument"]["Statement"] == [
         {"Action": "execute-api:Invoke", "Effect": "Deny", "Resource": ["*"]}
     ]
@@ -209,7 +203,7 @@ def secret_arn(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 
 
 def test_handler_reads_the_secret_and_allows(secret_arn: str) -> None:
-    response = authorizer.handler(token_event(f"Bearer {_token(role='agent')}"), Context())  # type: ignore[arg-type]
+    response = authorizer.handler(token_authorizer_event(f"Bearer {_token(role='agent')}", METHOD_ARN), Context())  # type: ignore[arg-type]
     assert response["context"] == {"sub": "alice", "role": "agent"}
     assert response["policyDocument"]["Statement"][0]["Effect"] == "Allow"
 
@@ -219,18 +213,18 @@ def test_handler_fails_loudly_when_the_secret_is_unreadable(secret_arn: str, mon
     monkeypatch.setenv("JWT_SECRET_ARN", secret_arn + "-gone")
     env.reset()
     with pytest.raises(Exception, match=r"(?i)secret"):
-        authorizer.handler(token_event(f"Bearer {_token()}"), Context())  # type: ignore[arg-type]
+        authorizer.handler(token_authorizer_event(f"Bearer {_token()}", METHOD_ARN), Context())  # type: ignore[arg-type]
 
 
 def test_handler_fails_on_missing_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("JWT_SECRET_ARN", raising=False)
     env.reset()
     with pytest.raises(env.MissingSetting, match="JWT_SECRET_ARN"):
-        authorizer.handler(token_event("Bearer x"), Context())  # type: ignore[arg-type]
+        authorizer.handler(token_authorizer_event("Bearer x", METHOD_ARN), Context())  # type: ignore[arg-type]
     env.reset()
 
 
 def test_a_misconfigured_secret_fails_loudly_instead_of_denying() -> None:
     # Given a signing secret too short for HS256 / Then the invocation fails (API Gateway: 500)
     with pytest.raises(ValueError, match="at least 32 bytes"):
-        authorizer.authorize(token_event(f"Bearer {_token()}"), "short", CONFIG)
+        authorizer.authorize(token_authorizer_event(f"Bearer {_token()}", METHOD_ARN), "short", CONFIG)

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from lambdas.api import rest
 from lambdas.shared import env
 from lambdas.shared.store import DynamoSessionStore
+from tests.support.events import DEFAULT_API, authorizer_context, rest_proxy_event
 
 ORIGIN = "http://localhost:3000"
 Invoke = Callable[..., dict[str, Any]]
@@ -36,60 +37,26 @@ def rest_event(
     *,
     sub: str | None = "alice",
     role: str | None = "customer",
-    path_parameters: dict[str, str] | None = None,
-    query: dict[str, str] | None = None,
-    body: str | None = None,
     headers: dict[str, str] | None = None,
+    body: str | None = None,
     request_id: str = "req-1234",
+    **kw: Any,
 ) -> dict[str, Any]:
-    """An API Gateway REST proxy event with a Lambda (TOKEN) authorizer context."""
+    """A REST proxy event from a browser at ORIGIN, after the TOKEN authorizer let ``sub`` in as ``role``."""
+    context = {key: value for key, value in (("sub", sub), ("role", role)) if value is not None}
     all_headers = {
         "Accept": "application/json",
         "Authorization": "Bearer x.y.z",
-        "Host": "abc123.execute-api.us-east-1.amazonaws.com",
+        "Host": DEFAULT_API.domain,
         "Origin": ORIGIN,
         "X-Forwarded-Proto": "https",
         **({"Content-Type": "application/json"} if body is not None else {}),
         **(headers or {}),
     }
-    authorizer: dict[str, Any] | None = None
-    if sub is not None or role is not None:
-        authorizer = {"principalId": sub, "integrationLatency": 12}
-        if sub is not None:
-            authorizer["sub"] = sub
-        if role is not None:
-            authorizer["role"] = role
-    return {
-        "resource": resource,
-        "path": path,
-        "httpMethod": method,
-        "headers": all_headers,
-        "multiValueHeaders": {k: [v] for k, v in all_headers.items()},
-        "queryStringParameters": query,
-        "multiValueQueryStringParameters": {k: [v] for k, v in query.items()} if query else None,
-        "pathParameters": path_parameters,
-        "stageVariables": None,
-        "requestContext": {
-            "resourceId": "r1",
-            "resourcePath": resource,
-            "httpMethod": method,
-            "extendedRequestId": "ext-1",
-            "requestTime": "01/Jan/2026:00:00:00 +0000",
-            "path": f"/dev{path}",
-            "accountId": "123456789012",
-            "protocol": "HTTP/1.1",
-            "stage": "dev",
-            "domainPrefix": "abc123",
-            "requestTimeEpoch": 1767225600000,
-            "requestId": request_id,
-            "identity": {"sourceIp": "203.0.113.9", "userAgent": "pytest"},
-            "domainName": "abc123.execute-api.us-east-1.amazonaws.com",
-            "apiId": "abc123",
-            "authorizer": authorizer,
-        },
-        "body": body,
-        "isBase64Encoded": False,
-    }
+    authorizer = authorizer_context(sub, **context) if context else None
+    return rest_proxy_event(
+        method, resource, path, headers=all_headers, body=body, authorizer=authorizer, request_id=request_id, **kw
+    )
 
 
 @pytest.fixture
