@@ -1,4 +1,4 @@
-"""Reusable, typed, hardened L3 constructs. No MangaAssist business logic lives here.
+"""Reusable, typed, hardened L3 constructs that any team can use: no application logic lives here.
 
 Each construct has its own module; this index only re-exports them.
 """
@@ -21,7 +21,7 @@ from constructs_lib.stream_consumer import StreamConsumer
 from constructs_lib.token_authorizer import JwtTokenAuthorizer
 from constructs_lib.web_acl import RegionalWebAcl
 from constructs_lib.websocket_api import SecureWebSocketApi
-from constructs_lib.workflow_defaults import RetryPolicy, WorkflowStateMachine
+from constructs_lib.workflow_defaults import RetryPolicy, WorkflowOptions, WorkflowStateMachine
 
 __all__ = [
     "AlarmTopic",
@@ -47,5 +47,6 @@ __all__ = [
     "StepFunctionsStartExecution",
     "StreamConsumer",
     "Subscriber",
+    "WorkflowOptions",
     "WorkflowStateMachine",
 ]

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Validations
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
+
+from constructs_lib.validation import PropErrors, struct_values
 
 
 class SecureQueue(Construct):
@@ -30,6 +34,8 @@ class SecureQueue(Construct):
             operator reads and redrives it.
         removal_policy: defaults to DESTROY (messages are transient; a DLQ's are redriven or lost
             with the stage on purpose).
+        queue_props: further properties of the queue (e.g. ``fifo``, ``delivery_delay``); they
+            override the hardened defaults above, so loosening one is explicit. Defaults to none.
     """
 
     def __init__(
@@ -43,13 +49,19 @@ class SecureQueue(Construct):
         max_receive_count: int = 3,
         dead_letter_queue: bool = True,
         removal_policy: RemovalPolicy = RemovalPolicy.DESTROY,
+        queue_props: sqs.QueueProps | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
-        if not 1 <= max_receive_count <= 1000:
-            raise ValueError(f"max_receive_count must be 1..1000 (given {max_receive_count})")
+        errors = PropErrors(self)
+        if not errors.check_range("max_receive_count", max_receive_count, 1, 1000):
+            # Synthesis fails on the recorded error; SQS's own check would stop the build here first.
+            max_receive_count = 1
         visibility = visibility_timeout or Duration.seconds(30)
-        if not visibility.is_unresolved() and visibility.to_seconds() > 43200:
-            raise ValueError(f"visibility_timeout must be at most 12 hours (given {visibility.to_seconds()} s)")
+        if not visibility.is_unresolved():
+            errors.check(
+                visibility.to_seconds() <= 43200,
+                f"visibility_timeout must be at most 12 hours (given {visibility.to_seconds()} s)",
+            )
         self.dead_letter_queue: sqs.Queue | None = None
         dlq_spec = None
         if dead_letter_queue:
@@ -65,17 +77,17 @@ class SecureQueue(Construct):
             _acknowledge_is_dlq(self.dead_letter_queue, f"the dead-letter queue of {construct_id}")
             dlq_spec = sqs.DeadLetterQueue(queue=self.dead_letter_queue, max_receive_count=max_receive_count)
         default_retention = Duration.days(4) if dead_letter_queue else Duration.days(14)
-        self.queue: sqs.Queue = sqs.Queue(
-            self,
-            "Resource",
-            encryption=sqs.QueueEncryption.KMS,
-            encryption_master_key=encryption_key,
-            enforce_ssl=True,
-            visibility_timeout=visibility,
-            retention_period=retention_period or default_retention,
-            dead_letter_queue=dlq_spec,
-            removal_policy=removal_policy,
-        )
+        shape: dict[str, Any] = {
+            "encryption": sqs.QueueEncryption.KMS,
+            "encryption_master_key": encryption_key,
+            "enforce_ssl": True,
+            "visibility_timeout": visibility,
+            "retention_period": retention_period or default_retention,
+            "dead_letter_queue": dlq_spec,
+            "removal_policy": removal_policy,
+            **struct_values(queue_props),
+        }
+        self.queue: sqs.Queue = sqs.Queue(self, "Resource", **shape)
         if not dead_letter_queue:
             _acknowledge_is_dlq(self.queue, f"{construct_id}, a failure destination")
 

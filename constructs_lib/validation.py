@@ -67,3 +67,13 @@ class PropErrors:
 
     def validate(self) -> list[str]:
         return list(self._messages)
+
+
+def struct_values(props: Any) -> dict[str, Any]:
+    """The given fields of a typed CDK props struct (e.g. ``sqs.QueueProps``) as keyword arguments.
+
+    Lets a construct take ``queue_props: sqs.QueueProps`` and merge it over its own defaults.
+    """
+    if props is None:
+        return {}
+    return dict(getattr(props, "_values", {}))

@@ -1,23 +1,23 @@
-"""The one policy every Step Functions workflow of the app follows: retries, logging, tracing, timeout, alarms.
+"""The policy every Step Functions workflow follows: retries, logging, tracing, timeout, alarms.
 
 Example::
 
-    policy = RetryPolicy()                       # 1 s, x2, 3 attempts, capped at 30 s, full jitter
-    task = policy.apply(tasks.LambdaInvoke(self, "Step", lambda_function=fn))
-    machine = WorkflowStateMachine(self, "Cleanup", definition=sfn.Chain.start(task),
-                                   timeout=Duration.minutes(60), encryption_key=key,
-                                   log_retention=logs.RetentionDays.ONE_WEEK)
+    options = WorkflowOptions(encryption_key=key, timeout=Duration.minutes(60),
+                              log_retention=logs.RetentionDays.ONE_WEEK)
+    task = options.retry.apply(tasks.LambdaInvoke(self, "Step", lambda_function=fn))
+    machine = WorkflowStateMachine(self, "Cleanup", definition=sfn.Chain.start(task), options=options)
     machine.grant_start_execution(api_role)
 
 Why one place: a workflow that forgets its retry jitter, its execution logs or its alarms is
-the one that pages nobody at 3 a.m.; the workflow constructs build every Task through
-:class:`RetryPolicy` and every state machine through :class:`WorkflowStateMachine`.
+the one that pages nobody at 3 a.m.; a workflow construct takes one :class:`WorkflowOptions`,
+builds every Task through its :class:`RetryPolicy` and its state machine through
+:class:`WorkflowStateMachine`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 
 from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Validations
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -29,6 +29,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from constructs_lib.nag_findings import acknowledge_policy, resource_finding
+from constructs_lib.validation import PropErrors
 
 #: Errors worth retrying: throttling, service faults and Lambda's own transient failures.
 #: Business errors (a failed condition, "no agent") are never in this list: they go to a Catch.
@@ -51,8 +52,6 @@ TRANSIENT_ERRORS: tuple[str, ...] = (
     "SQS.SdkClientException",
     "SNS.AmazonSNSException",
     "SNS.SdkClientException",
-    # Raised by our handlers when the store's own bounded retries gave up (BatchWriteIncomplete).
-    "BatchWriteIncomplete",
 )
 
 
@@ -95,26 +94,62 @@ class RetryPolicy:
         return task
 
 
+@dataclass(frozen=True)
+class WorkflowOptions:
+    """What every workflow of an app shares: encryption, logging, removal, retries and timeout.
+
+    Build one per stage and hand it to every workflow construct, so the six settings are stated once.
+
+    Attributes:
+        encryption_key: customer key of the execution log group (and of what a workflow creates
+            that holds data). Required (hardened default); its key policy must allow the
+            CloudWatch Logs service.
+        log_retention: retention of the execution log group. Defaults to one week.
+        include_execution_data: log inputs and outputs of every state. Defaults to false
+            (production must not copy customer data into logs); a development stage turns it on.
+        removal_policy: of the log group and of what a workflow creates. Defaults to DESTROY
+            (logs age out by retention anyway).
+        retry: retry of transient errors on every Task. Defaults to :class:`RetryPolicy` ().
+        timeout: overall execution timeout. Defaults to the workflow's own default (one hour for
+            a Standard :class:`WorkflowStateMachine`, five minutes for an Express one).
+    """
+
+    encryption_key: kms.IKey
+    log_retention: logs.RetentionDays = logs.RetentionDays.ONE_WEEK
+    include_execution_data: bool = False
+    removal_policy: RemovalPolicy = RemovalPolicy.DESTROY
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    timeout: Duration | None = None
+
+    def with_timeout(self, timeout: Duration) -> WorkflowOptions:
+        """These options with ``timeout`` (a workflow whose bound comes from its own props)."""
+        return replace(self, timeout=timeout)
+
+
+#: Step Functions bounds an Express execution at five minutes.
+MAX_EXPRESS_DURATION = Duration.minutes(5)
+_MAX_STANDARD_SECONDS = 86400 * 365
+
+
 class WorkflowStateMachine(Construct):
-    """A Standard state machine with execution logs, X-Ray, an overall timeout and two alarms.
+    """A state machine with execution logs, X-Ray, an overall timeout and two alarms.
 
     Example::
 
-        machine = WorkflowStateMachine(self, "Handoff", definition=chain, timeout=Duration.hours(1),
-                                       encryption_key=key, log_retention=logs.RetentionDays.ONE_WEEK)
+        machine = WorkflowStateMachine(self, "Handoff", definition=chain,
+                                       options=WorkflowOptions(encryption_key=key, timeout=Duration.hours(1)))
 
     Args:
         definition: the workflow, built with the Step Functions DSL (``DefinitionBody.from_chainable``).
-        timeout: overall execution timeout. Required: an unbounded workflow is never intended.
-        encryption_key: customer key of the execution log group. Required (hardened default);
-            its key policy must allow the CloudWatch Logs service.
-        log_retention: retention of the execution log group. Defaults to one week.
-        include_execution_data: log inputs and outputs of every state. Defaults to false
-            (production must not copy customer data into logs); dev stages turn it on.
-        log_removal_policy: defaults to DESTROY (logs age out by retention anyway).
+        options: encryption key, log retention, execution data, removal policy and timeout
+            (:class:`WorkflowOptions`; its ``retry`` is for the caller's Tasks).
+        state_machine_type: STANDARD (long-running, exactly once) or EXPRESS (at most five
+            minutes, high rate). Defaults to STANDARD. An Express timeout must be 1 s..5 min.
         alarm_actions: actions of both alarms (e.g. an SNS topic action). Defaults to none:
             the alarms still show in the console and dashboards.
         failed_alarm_threshold: failed executions per 5 minutes that raise the alarm. Defaults to 1.
+        failed_alarm_description: what a failed execution means for the workflow's users.
+            Defaults to "Executions of this workflow failed.".
         comment: the definition's comment. Defaults to none.
     """
 
@@ -124,65 +159,76 @@ class WorkflowStateMachine(Construct):
         construct_id: str,
         *,
         definition: sfn.IChainable,
-        timeout: Duration,
-        encryption_key: kms.IKey,
-        log_retention: logs.RetentionDays = logs.RetentionDays.ONE_WEEK,
-        include_execution_data: bool = False,
-        log_removal_policy: RemovalPolicy = RemovalPolicy.DESTROY,
+        options: WorkflowOptions,
+        state_machine_type: sfn.StateMachineType = sfn.StateMachineType.STANDARD,
         alarm_actions: Sequence[cloudwatch.IAlarmAction] = (),
         failed_alarm_threshold: int = 1,
+        failed_alarm_description: str = "Executions of this workflow failed.",
         comment: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
-        if failed_alarm_threshold < 1:
-            raise ValueError(f"failed_alarm_threshold must be >= 1 (given {failed_alarm_threshold})")
+        express = state_machine_type == sfn.StateMachineType.EXPRESS
+        timeout = options.timeout or (MAX_EXPRESS_DURATION if express else Duration.hours(1))
+        errors = PropErrors(self)
+        errors.check(
+            failed_alarm_threshold >= 1, f"failed_alarm_threshold must be >= 1 (given {failed_alarm_threshold})"
+        )
+        if not timeout.is_unresolved():
+            seconds = timeout.to_seconds()
+            if express:
+                errors.check(
+                    1 <= seconds <= MAX_EXPRESS_DURATION.to_seconds(),
+                    f"timeout must be 1 s..5 min for an Express workflow (given {seconds} s)",
+                )
+            else:
+                errors.check(1 <= seconds <= _MAX_STANDARD_SECONDS, f"timeout must be 1 s..1 year (given {seconds} s)")
         self.log_group: logs.LogGroup = logs.LogGroup(
             self,
             "LogGroup",
-            retention=log_retention,
-            encryption_key=encryption_key,
-            removal_policy=log_removal_policy,
+            retention=options.log_retention,
+            encryption_key=options.encryption_key,
+            removal_policy=options.removal_policy,
         )
         self.state_machine: sfn.StateMachine = sfn.StateMachine(
             self,
             "Resource",
             definition_body=sfn.DefinitionBody.from_chainable(definition),
-            state_machine_type=sfn.StateMachineType.STANDARD,
+            state_machine_type=state_machine_type,
             timeout=timeout,
             tracing_enabled=True,
             comment=comment,
             logs=sfn.LogOptions(
                 destination=self.log_group,
                 level=sfn.LogLevel.ALL,
-                include_execution_data=include_execution_data,
+                include_execution_data=options.include_execution_data,
             ),
         )
-        self.executions_failed_alarm: cloudwatch.Alarm = self.state_machine.metric_failed(
-            period=Duration.minutes(5), statistic="Sum"
-        ).create_alarm(
-            self,
-            "ExecutionsFailedAlarm",
-            threshold=failed_alarm_threshold,
-            evaluation_periods=1,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
-            alarm_description="Executions of this workflow failed.",
+        self.executions_failed_alarm: cloudwatch.Alarm = self._alarm(
+            "ExecutionsFailedAlarm", self.state_machine.metric_failed, failed_alarm_threshold, failed_alarm_description
         )
-        self.executions_timed_out_alarm: cloudwatch.Alarm = self.state_machine.metric_timed_out(
-            period=Duration.minutes(5), statistic="Sum"
-        ).create_alarm(
-            self,
+        self.executions_timed_out_alarm: cloudwatch.Alarm = self._alarm(
             "ExecutionsTimedOutAlarm",
-            threshold=1,
-            evaluation_periods=1,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
-            alarm_description="Executions of this workflow hit the overall timeout.",
+            self.state_machine.metric_timed_out,
+            1,
+            "Executions of this workflow hit the overall timeout.",
         )
         for alarm in (self.executions_failed_alarm, self.executions_timed_out_alarm):
             for action in alarm_actions:
                 alarm.add_alarm_action(action)
         self._acknowledge_service_wildcards()
+
+    def _alarm(
+        self, construct_id: str, metric: Callable[..., cloudwatch.Metric], threshold: int, description: str
+    ) -> cloudwatch.Alarm:
+        return metric(period=Duration.minutes(5), statistic="Sum").create_alarm(
+            self,
+            construct_id,
+            threshold=threshold,
+            evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            alarm_description=description,
+        )
 
     def _acknowledge_service_wildcards(self) -> None:
         policy = self.state_machine.role.node.try_find_child("DefaultPolicy")

@@ -24,6 +24,7 @@ from constructs_lib.rest_api import HardenedRestApi
 from constructs_lib.sfn_start_integration import InputField, StepFunctionsStartExecution
 from constructs_lib.token_authorizer import JwtTokenAuthorizer
 from constructs_lib.web_acl import RegionalWebAcl
+from constructs_lib.workflow_defaults import WorkflowOptions
 from lambdas.api import access
 from lambdas.api.validation import BODY_MODELS, gateway_schema
 from lambdas.ws.frames import SEND_MESSAGE
@@ -33,7 +34,7 @@ from stacks.functions import grant_invoke_model, log_retention, stage_function
 from stacks.operations import dead_letter_queues, watch_stack
 from stacks.orchestration_stack import OrchestrationStack, rest_api_url_parameter
 from stacks.storage_stack import StorageStack
-from stacks.workflows.onboarding import OnboardingWorkflow
+from stacks.workflows import APP_RETRY, OnboardingWorkflow
 
 # REST API (issue 4) helpers
 
@@ -398,9 +399,12 @@ class ApiStack(Stack):
             "Onboarding",
             prepare_function=prepare,
             deliver_function=deliver,
-            encryption_key=storage.key,
-            log_retention=retention,
-            include_execution_data=config.log_execution_data,
+            options=WorkflowOptions(
+                encryption_key=storage.key,
+                log_retention=retention,
+                include_execution_data=config.log_execution_data,
+                retry=APP_RETRY,
+            ),
         )
 
         connect = function(

@@ -4,7 +4,8 @@
 later is alarmed without anyone remembering to: each `SharedFunction` gets error and throttle
 alarms, each dead-letter queue an alarm on any visible message, each state machine alarms on
 failed and timed-out executions. Alarms our constructs already create (stream lag, workflow
-outcomes) are adopted: named, given a runbook line and the ops topic's actions.
+outcomes) are adopted: named, given a runbook line and the ops topic's actions. Workflows are
+found by type: every ``WorkflowStateMachine``, Standard or Express, whatever construct holds it.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from constructs_lib import (
     WorkflowStateMachine,
 )
 from constructs_lib.delivery_stream import S3DeliveryStream
-from stacks.workflows.onboarding import OnboardingWorkflow
 
 RUNBOOK_FUNCTION = (
     "Open the function's log group (JSON logs, filter level=ERROR) and its X-Ray traces; "
@@ -104,16 +104,6 @@ def watch_stack(stack: Stack, *, topic: sns.ITopic, prefix: str) -> ServiceAlarm
             _adopt(alarms, construct.executions_failed_alarm, f"{name}ExecutionsFailed", RUNBOOK_WORKFLOW, topic)
             _adopt(alarms, construct.executions_timed_out_alarm, f"{name}ExecutionsTimedOut", RUNBOOK_WORKFLOW, topic)
             covered_machines.add(id(construct.state_machine))
-        elif isinstance(construct, OnboardingWorkflow):
-            _adopt(alarms, construct.executions_failed_alarm, f"{name}ExecutionsFailed", RUNBOOK_WORKFLOW, topic)
-            alarms.alarm(
-                f"{name}ExecutionsTimedOut",
-                metric=construct.state_machine.metric_timed_out(statistic="Sum"),
-                threshold=0,
-                description=f"{name}: executions hit their overall timeout.",
-                runbook=RUNBOOK_WORKFLOW,
-            )
-            covered_machines.add(id(construct.state_machine))
         elif isinstance(construct, S3DeliveryStream):
             alarms.alarm(
                 f"{name}DeliveryFailures",
@@ -134,6 +124,12 @@ def watch_stack(stack: Stack, *, topic: sns.ITopic, prefix: str) -> ServiceAlarm
 
 
 def _alarm_id(path: str, stack: Stack) -> str:
-    """A PascalCase alarm id from a construct path below the stack (``Events/HandoffTopic/X`` -> ``HandoffTopicX``)."""
+    """A PascalCase alarm id from a construct path below the stack (``Events/HandoffTopic/X`` -> ``HandoffTopicX``).
+
+    ``Resource`` and ``Default`` are left out, as CloudFormation's logical ids leave them out.
+    """
     relative = path.removeprefix(stack.node.path + "/")
-    return "".join(part for part in relative.replace("-", "/").split("/") if part and part != "Resource")
+    return "".join(part for part in relative.replace("-", "/").split("/") if part and part not in _HIDDEN_IDS)
+
+
+_HIDDEN_IDS = ("Resource", "Default")

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from aws_cdk import Duration, RemovalPolicy, Stack
+from collections.abc import Callable
+
+from aws_cdk import Duration, Stack
 from aws_cdk import aws_events as eventbridge
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
+from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_ssm as ssm
 from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
@@ -16,13 +19,16 @@ from constructs import Construct
 from constructs_lib import SecureQueue, ServiceAlarms
 from constructs_lib.approval_gate import HumanApprovalGate
 from constructs_lib.nag_findings import acknowledge_policy, resource_finding
+from constructs_lib.workflow_defaults import WorkflowOptions
 from lambdas.shared import keys, schema
 from stacks.config import StageConfig
 from stacks.events_stack import EventsStack, status_changed_pattern
 from stacks.functions import LAMBDAS_DIR, log_retention, stage_function
 from stacks.operations import watch_stack
 from stacks.storage_stack import StorageStack
-from stacks.workflows import CleanupWorkflow, ExportWorkflow, HandoffFunctions, HandoffWorkflow
+from stacks.workflows import CleanupWorkflow, ExportWorkflow, HandoffFunctions, HandoffWorkflow, app_workflow_options
+
+_FunctionFactory = Callable[..., lambda_.Function]
 
 #: The REST API writes its base URL here (it is deployed after this stack); the approval
 #: gate's request Lambda reads it at run time to build the review links.
@@ -59,9 +65,7 @@ class OrchestrationStack(Stack):
         super().__init__(scope, construct_id, **kwargs)  # type: ignore[arg-type]
         self.config = config
         table, key = storage.table, storage.key
-        removal = RemovalPolicy.RETAIN if config.is_production else RemovalPolicy.DESTROY
         retention = log_retention(config.log_retention_days)
-        workflow_timeout = Duration.minutes(config.workflow_timeout_minutes)
         base_env = {
             "TABLE_NAME": table.table_name,
             "SESSION_TTL_HOURS": str(config.session_ttl_hours),
@@ -95,6 +99,24 @@ class OrchestrationStack(Stack):
                 acknowledge_policy(fn.role, table_findings)  # type: ignore[arg-type]
             return fn
 
+        options = app_workflow_options(config, key, retention)
+        self._human_handoff(config, storage, events, function, options)
+        self._session_cleanup(config, storage, events, function, options)
+        self._data_export(config, storage, events, function, options, table_findings)
+        self.alarms: ServiceAlarms = watch_stack(
+            self, topic=storage.ops_topic, prefix=f"MangaAssist-{config.name}-Orchestration"
+        )
+
+    def _human_handoff(
+        self,
+        config: StageConfig,
+        storage: StorageStack,
+        events: EventsStack,
+        function: _FunctionFactory,
+        options: WorkflowOptions,
+    ) -> None:
+        """The handoff workflow, its seven Lambdas and the consumer of its assignment queue."""
+        table = storage.table
         # -- human handoff --------------------------------------------------------------------
         topic_env = {"HANDOFF_TOPIC_ARN": events.handoff_topic.topic_arn}
         handoff_functions = HandoffFunctions(
@@ -124,15 +146,13 @@ class OrchestrationStack(Stack):
             functions=handoff_functions,
             customer_notification_queue=events.customer_notification_queue,
             agent_notification_topic=events.handoff_topic,
-            encryption_key=key,
             # SQS event sources want the visibility timeout at >= 6x the consumer's timeout.
-            assignment_queue_props={"visibility_timeout": Duration.seconds(6 * config.lambda_timeout_seconds)},
+            assignment_queue_props=sqs.QueueProps(
+                visibility_timeout=Duration.seconds(6 * config.lambda_timeout_seconds)
+            ),
             agent_wait=Duration.seconds(config.handoff_agent_wait_seconds),
             idle_timeout=Duration.seconds(config.handoff_idle_seconds),
-            timeout=workflow_timeout,
-            log_retention=retention,
-            include_execution_data=config.log_execution_data,
-            removal_policy=removal,
+            options=options,
         )
         self.handoff_state_machine: sfn.StateMachine = self.handoff.state_machine
         consumer = function("AssignmentConsumer", "lambdas.orchestration.handoff.queue_consumer", topic_env)
@@ -141,6 +161,16 @@ class OrchestrationStack(Stack):
             sources.SqsEventSource(self.handoff.assignment_queue, batch_size=10, report_batch_item_failures=True)
         )
 
+    def _session_cleanup(
+        self,
+        config: StageConfig,
+        storage: StorageStack,
+        events: EventsStack,
+        function: _FunctionFactory,
+        options: WorkflowOptions,
+    ) -> None:
+        """The cleanup workflow, its Lambdas and its two triggers (hourly, SessionEnded)."""
+        table, key = storage.table, storage.key
         # -- session cleanup ------------------------------------------------------------------
         cleanup_env = {
             "CLEANUP_GRACE_SECONDS": str(config.cleanup_grace_seconds),
@@ -172,12 +202,8 @@ class OrchestrationStack(Stack):
             plan=function("CleanupPlan", "lambdas.orchestration.cleanup_worker.plan", cleanup_env, table_access=False),
             worker=worker,
             tally=function("CleanupTally", "lambdas.orchestration.cleanup_worker.tally", table_access=False),
-            encryption_key=key,
+            options=options,
             max_concurrency=config.map_max_concurrency,
-            timeout=workflow_timeout,
-            log_retention=retention,
-            include_execution_data=config.log_execution_data,
-            removal_policy=removal,
         )
         self.cleanup_state_machine: sfn.StateMachine = self.cleanup.state_machine
         trigger_dlq = SecureQueue(self, "CleanupTriggerDeadLetterQueue", encryption_key=key, dead_letter_queue=False)
@@ -197,6 +223,18 @@ class OrchestrationStack(Stack):
             targets=[self._cleanup_target(trigger_dlq, "session_ended")],
         )
 
+    def _data_export(
+        self,
+        config: StageConfig,
+        storage: StorageStack,
+        events: EventsStack,
+        function: _FunctionFactory,
+        options: WorkflowOptions,
+        table_findings: dict[str, str],
+    ) -> None:
+        """The export workflow behind the human approval gate."""
+        table, key = storage.table, storage.key
+        retention = options.log_retention
         # -- data export behind the approval gate ---------------------------------------------
         self.approval_gate = HumanApprovalGate(
             self,
@@ -222,24 +260,19 @@ class OrchestrationStack(Stack):
             "Export",
             table=table,
             bucket=storage.archive.bucket,
-            encryption_key=key,
+            options=options.with_timeout(
+                Duration.seconds(
+                    config.review_ttl_days * 86400 + config.export_poll_seconds * config.export_max_polls + 3600
+                )
+            ),
             approval=self.approval_gate,
             poll_interval=Duration.seconds(config.export_poll_seconds),
             max_polls=config.export_max_polls,
-            timeout=Duration.seconds(
-                config.review_ttl_days * 86400 + config.export_poll_seconds * config.export_max_polls + 3600
-            ),
-            log_retention=retention,
-            include_execution_data=config.log_execution_data,
-            removal_policy=removal,
         )
         self.approval_gate.bind(self.export.state_machine)
         self.export.workflow.acknowledge_invokes([self.approval_gate.request_function.function])
         acknowledge_policy(self.approval_gate.request_function.role, table_findings)
         self.export_state_machine: sfn.StateMachine = self.export.state_machine
-        self.alarms: ServiceAlarms = watch_stack(
-            self, topic=storage.ops_topic, prefix=f"MangaAssist-{config.name}-Orchestration"
-        )
 
     def _cleanup_target(self, dlq: SecureQueue, trigger: str) -> targets.SfnStateMachine:
         return targets.SfnStateMachine(

@@ -4,5 +4,14 @@ from stacks.workflows.cleanup import CleanupWorkflow
 from stacks.workflows.export import ExportWorkflow
 from stacks.workflows.handoff import HandoffFunctions, HandoffWorkflow
 from stacks.workflows.onboarding import OnboardingWorkflow
+from stacks.workflows.options import APP_RETRY, app_workflow_options
 
-__all__ = ["CleanupWorkflow", "ExportWorkflow", "HandoffFunctions", "HandoffWorkflow", "OnboardingWorkflow"]
+__all__ = [
+    "APP_RETRY",
+    "CleanupWorkflow",
+    "ExportWorkflow",
+    "HandoffFunctions",
+    "HandoffWorkflow",
+    "OnboardingWorkflow",
+    "app_workflow_options",
+]

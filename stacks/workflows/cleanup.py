@@ -5,8 +5,8 @@ Example::
     cleanup = CleanupWorkflow(
         self, "Cleanup", table=table, index_name="CleanupIndex",
         shard_attribute="cleanup_shard", eligible_since_attribute="cleanup_at",
-        plan=plan_fn, worker=worker_fn, tally=tally_fn, encryption_key=key,
-        max_concurrency=10, timeout=Duration.hours(1))
+        plan=plan_fn, worker=worker_fn, tally=tally_fn,
+        options=WorkflowOptions(encryption_key=key, timeout=Duration.hours(1)), max_concurrency=10)
     cleanup.grant_start_execution(admin_api_role)
 
 States::
@@ -35,17 +35,29 @@ Contracts of the Lambdas (``payload_response_only``):
 
 from __future__ import annotations
 
-from aws_cdk import Duration, RemovalPolicy
+from dataclasses import dataclass
+
+from aws_cdk import Duration
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
-from constructs_lib.workflow_defaults import RetryPolicy, WorkflowStateMachine
+from constructs_lib.validation import PropErrors
+from constructs_lib.workflow_defaults import WorkflowOptions, WorkflowStateMachine
+
+
+@dataclass(frozen=True)
+class _IndexShape:
+    """The cleanup index and the attributes the sweep reads from it."""
+
+    index_name: str
+    shard_attribute: str
+    eligible_since_attribute: str
+    session_id_attribute: str
+
 
 ZERO_TOTALS = {"sessions_seen": 0, "sessions_archived": 0, "sessions_failed": 0, "items_deleted": 0}
 
@@ -61,12 +73,10 @@ class CleanupWorkflow(Construct):
         session_id_attribute: string attribute (projected into the index) naming the session.
             Defaults to ``session_id``.
         plan / worker / tally: the application Lambdas (contracts in the module docstring).
-        encryption_key: key of the execution log group.
+        options: key of the execution log group, its retention, execution data, removal policy,
+            the retry of every Task and the overall timeout (defaults to 1 hour).
         max_concurrency: sessions cleaned in parallel, 1..40. Defaults to 10.
         page_size: index items per Query page, 1..1000. Defaults to 100.
-        timeout: overall execution timeout. Defaults to 1 hour.
-        retry: retry policy of every Task. Defaults to :class:`RetryPolicy` ().
-        log_retention / include_execution_data / removal_policy: as in :class:`WorkflowStateMachine`.
     """
 
     def __init__(
@@ -81,47 +91,27 @@ class CleanupWorkflow(Construct):
         plan: lambda_.IFunction,
         worker: lambda_.IFunction,
         tally: lambda_.IFunction,
-        encryption_key: kms.IKey,
+        options: WorkflowOptions,
         session_id_attribute: str = "session_id",
         max_concurrency: int = 10,
         page_size: int = 100,
-        timeout: Duration | None = None,
-        retry: RetryPolicy | None = None,
-        log_retention: logs.RetentionDays = logs.RetentionDays.ONE_WEEK,
-        include_execution_data: bool = False,
-        removal_policy: RemovalPolicy = RemovalPolicy.DESTROY,
     ) -> None:
         super().__init__(scope, construct_id)
-        if not 1 <= max_concurrency <= 40:
-            raise ValueError(f"max_concurrency must be 1..40 (given {max_concurrency})")
-        if not 1 <= page_size <= 1000:
-            raise ValueError(f"page_size must be 1..1000 (given {page_size})")
+        errors = PropErrors(self)
+        errors.check_range("max_concurrency", max_concurrency, 1, 40)
+        errors.check_range("page_size", page_size, 1, 1000)
         for name, value in (
             ("index_name", index_name),
             ("shard_attribute", shard_attribute),
             ("eligible_since_attribute", eligible_since_attribute),
         ):
-            if not value:
-                raise ValueError(f"{name} must name the cleanup index or one of its key attributes (given '')")
-        self._retry = retry or RetryPolicy()
+            errors.check(bool(value), f"{name} must name the cleanup index or one of its key attributes (given '')")
+        self._retry = options.retry
         self.max_concurrency = max_concurrency
-
-        def invoke(state_id: str, fn: lambda_.IFunction, payload: sfn.TaskInput, result_path: str) -> sfn.TaskStateBase:
-            return self._retry.apply(
-                tasks.LambdaInvoke(
-                    self,
-                    state_id,
-                    lambda_function=fn,
-                    payload=payload,
-                    payload_response_only=True,
-                    retry_on_service_exceptions=False,
-                    result_path=result_path,
-                )
-            )
 
         failed = sfn.Fail(self, "CleanupFailed", error="CleanupFailed", cause="A cleanup step failed; see the logs.")
 
-        plan_task = invoke(
+        plan_task = self._invoke(
             "PlanCleanup",
             plan,
             sfn.TaskInput.from_object({"input": sfn.JsonPath.entire_payload}),
@@ -129,81 +119,13 @@ class CleanupWorkflow(Construct):
         )
         plan_task.add_catch(failed, errors=["States.ALL"], result_path="$.error")
 
-        query_params = {
-            "TableName": table.table_name,
-            "IndexName": index_name,
-            "KeyConditionExpression": "#shard = :shard AND #since < :cutoff",
-            "ExpressionAttributeNames": {"#shard": shard_attribute, "#since": eligible_since_attribute},
-            "ExpressionAttributeValues": {
-                ":shard": {"S": sfn.JsonPath.string_at("$.shard")},
-                ":cutoff": {"N": sfn.JsonPath.string_at("$.cutoff")},
-            },
-            "ProjectionExpression": "#sid",
-            "Limit": page_size,
-        }
-        query_params["ExpressionAttributeNames"] = {
-            **query_params["ExpressionAttributeNames"],  # type: ignore[dict-item]
-            "#sid": session_id_attribute,
-        }
-        index_arn = f"{table.table_arn}/index/{index_name}"
-
-        def query(state_id: str, extra: dict[str, object]) -> sfn.TaskStateBase:
-            return self._retry.apply(
-                tasks.CallAwsService(
-                    self,
-                    state_id,
-                    service="dynamodb",
-                    action="query",
-                    iam_action="dynamodb:Query",
-                    iam_resources=[index_arn],
-                    parameters={**query_params, **extra},
-                    result_path="$.page",
-                )
-            )
-
-        first_page = query("QueryFirstPage", {})
-        next_page = query("QueryNextPage", {"ExclusiveStartKey": sfn.JsonPath.object_at("$.page.LastEvaluatedKey")})
-
-        clean_session = invoke(
-            "CleanSession",
-            worker,
-            sfn.TaskInput.from_object({"session_id": sfn.JsonPath.string_at("$.session_id")}),
-            "$",
+        first_page = self._sweep_shard(
+            table,
+            _IndexShape(index_name, shard_attribute, eligible_since_attribute, session_id_attribute),
+            worker=worker,
+            tally=tally,
+            page_size=page_size,
         )
-        session_failed = sfn.Pass(
-            self,
-            "SessionCleanupFailed",
-            parameters={
-                "session_id": sfn.JsonPath.string_at("$.session_id"),
-                "failed": True,
-                "error": sfn.JsonPath.string_at("$.error.Error"),
-            },
-        )
-        clean_session.add_catch(session_failed, errors=["States.ALL"], result_path="$.error")
-        clean_page = sfn.Map(
-            self,
-            "CleanPage",
-            items_path="$.page.Items",
-            max_concurrency=max_concurrency,
-            item_selector={"session_id": sfn.JsonPath.string_at(f"$$.Map.Item.Value.{session_id_attribute}.S")},
-            result_path="$.results",
-        )
-        clean_page.item_processor(clean_session)
-
-        tally_page = invoke(
-            "TallyPage",
-            tally,
-            sfn.TaskInput.from_object(
-                {"results": sfn.JsonPath.list_at("$.results"), "totals": sfn.JsonPath.object_at("$.totals")}
-            ),
-            "$.totals",
-        )
-        more_pages = sfn.Choice(self, "MorePages")
-        shard_swept = sfn.Pass(self, "ShardSwept", output_path="$.totals")
-        first_page.next(clean_page)
-        next_page.next(clean_page)
-        clean_page.next(tally_page).next(more_pages)
-        more_pages.when(sfn.Condition.is_present("$.page.LastEvaluatedKey"), next_page).otherwise(shard_swept)
 
         sweep = sfn.Map(
             self,
@@ -220,7 +142,7 @@ class CleanupWorkflow(Construct):
         sweep.item_processor(first_page)
         sweep.add_catch(failed, errors=["States.ALL"], result_path="$.error")
 
-        sum_shards = invoke(
+        sum_shards = self._invoke(
             "SumShards",
             tally,
             sfn.TaskInput.from_object({"results": sfn.JsonPath.list_at("$.shards"), "totals": ZERO_TOTALS}),
@@ -245,11 +167,7 @@ class CleanupWorkflow(Construct):
             self,
             "Resource",
             definition=definition,
-            timeout=timeout or Duration.hours(1),
-            encryption_key=encryption_key,
-            log_retention=log_retention,
-            include_execution_data=include_execution_data,
-            log_removal_policy=removal_policy,
+            options=options.with_timeout(options.timeout or Duration.hours(1)),
             comment="Session cleanup: archive and delete the items of sessions past the grace period",
         )
         self.state_machine: sfn.StateMachine = self.workflow.state_machine
@@ -257,6 +175,108 @@ class CleanupWorkflow(Construct):
         if table.encryption_key is not None:
             table.encryption_key.grant_decrypt(self.state_machine)
         self.workflow.acknowledge_invokes([plan, worker, tally])
+
+    def _invoke(
+        self, state_id: str, fn: lambda_.IFunction, payload: sfn.TaskInput, result_path: str
+    ) -> sfn.TaskStateBase:
+        return self._retry.apply(
+            tasks.LambdaInvoke(
+                self,
+                state_id,
+                lambda_function=fn,
+                payload=payload,
+                payload_response_only=True,
+                retry_on_service_exceptions=False,
+                result_path=result_path,
+            )
+        )
+
+    def _sweep_shard(
+        self,
+        table: dynamodb.ITable,
+        shape: _IndexShape,
+        *,
+        worker: lambda_.IFunction,
+        tally: lambda_.IFunction,
+        page_size: int,
+    ) -> sfn.TaskStateBase:
+        """One shard, page by page: QueryFirstPage -> CleanPage -> TallyPage -> MorePages? -> QueryNextPage."""
+        query_params = {
+            "TableName": table.table_name,
+            "IndexName": shape.index_name,
+            "KeyConditionExpression": "#shard = :shard AND #since < :cutoff",
+            "ExpressionAttributeNames": {"#shard": shape.shard_attribute, "#since": shape.eligible_since_attribute},
+            "ExpressionAttributeValues": {
+                ":shard": {"S": sfn.JsonPath.string_at("$.shard")},
+                ":cutoff": {"N": sfn.JsonPath.string_at("$.cutoff")},
+            },
+            "ProjectionExpression": "#sid",
+            "Limit": page_size,
+        }
+        query_params["ExpressionAttributeNames"] = {
+            **query_params["ExpressionAttributeNames"],  # type: ignore[dict-item]
+            "#sid": shape.session_id_attribute,
+        }
+        index_arn = f"{table.table_arn}/index/{shape.index_name}"
+
+        def query(state_id: str, extra: dict[str, object]) -> sfn.TaskStateBase:
+            return self._retry.apply(
+                tasks.CallAwsService(
+                    self,
+                    state_id,
+                    service="dynamodb",
+                    action="query",
+                    iam_action="dynamodb:Query",
+                    iam_resources=[index_arn],
+                    parameters={**query_params, **extra},
+                    result_path="$.page",
+                )
+            )
+
+        first_page = query("QueryFirstPage", {})
+        next_page = query("QueryNextPage", {"ExclusiveStartKey": sfn.JsonPath.object_at("$.page.LastEvaluatedKey")})
+
+        clean_session = self._invoke(
+            "CleanSession",
+            worker,
+            sfn.TaskInput.from_object({"session_id": sfn.JsonPath.string_at("$.session_id")}),
+            "$",
+        )
+        session_failed = sfn.Pass(
+            self,
+            "SessionCleanupFailed",
+            parameters={
+                "session_id": sfn.JsonPath.string_at("$.session_id"),
+                "failed": True,
+                "error": sfn.JsonPath.string_at("$.error.Error"),
+            },
+        )
+        clean_session.add_catch(session_failed, errors=["States.ALL"], result_path="$.error")
+        clean_page = sfn.Map(
+            self,
+            "CleanPage",
+            items_path="$.page.Items",
+            max_concurrency=self.max_concurrency,
+            item_selector={"session_id": sfn.JsonPath.string_at(f"$$.Map.Item.Value.{shape.session_id_attribute}.S")},
+            result_path="$.results",
+        )
+        clean_page.item_processor(clean_session)
+
+        tally_page = self._invoke(
+            "TallyPage",
+            tally,
+            sfn.TaskInput.from_object(
+                {"results": sfn.JsonPath.list_at("$.results"), "totals": sfn.JsonPath.object_at("$.totals")}
+            ),
+            "$.totals",
+        )
+        more_pages = sfn.Choice(self, "MorePages")
+        shard_swept = sfn.Pass(self, "ShardSwept", output_path="$.totals")
+        first_page.next(clean_page)
+        next_page.next(clean_page)
+        clean_page.next(tally_page).next(more_pages)
+        more_pages.when(sfn.Condition.is_present("$.page.LastEvaluatedKey"), next_page).otherwise(shard_swept)
+        return first_page
 
     def grant_start_execution(self, grantee: iam.IGrantable) -> iam.Grant:
         """Let a principal start a cleanup (the admin API, a schedule, a rule)."""

@@ -2,8 +2,9 @@
 
 Example::
 
-    export = ExportWorkflow(self, "Export", table=table, bucket=archive_bucket, encryption_key=key,
-                            approval=gate.fragment,            # optional human approval gate
+    export = ExportWorkflow(self, "Export", table=table, bucket=archive_bucket,
+                            options=WorkflowOptions(encryption_key=key),
+                            approval=gate,                     # optional human approval gate
                             poll_interval=Duration.minutes(1), max_polls=120)
     export.grant_start_execution(admin_api_role)
 
@@ -25,13 +26,12 @@ carries a ``requested_by`` message attribute, so subscriptions can filter per re
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from typing import Any
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import Duration
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
-from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_stepfunctions as sfn
@@ -39,7 +39,8 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
 from constructs_lib.nag_findings import acknowledge_policy, resource_finding
-from constructs_lib.workflow_defaults import RetryPolicy, WorkflowStateMachine
+from constructs_lib.validation import PropErrors, struct_values
+from constructs_lib.workflow_defaults import RetryPolicy, WorkflowOptions, WorkflowStateMachine
 
 
 class ExportWorkflow(Construct):
@@ -48,8 +49,10 @@ class ExportWorkflow(Construct):
     Args:
         table: the table to export (with point-in-time recovery on).
         bucket: destination bucket.
-        encryption_key: KMS key the export objects are written with (SSE-KMS); also encrypts the
-            new topic and the execution log group.
+        options: its ``encryption_key`` is the KMS key the export objects are written with
+            (SSE-KMS) and encrypts the new topic and the execution log group; log retention,
+            execution data, removal policy, the retry of every Task, and the overall timeout
+            (defaults to poll_interval x max_polls + 1 hour, room for the approval).
         prefix: key prefix of exports in ``bucket``; each export goes under
             ``<prefix>/<execution name>/``. Defaults to ``exports``.
         approval: a chainable approval gate placed before the export; its end states continue to
@@ -58,13 +61,9 @@ class ExportWorkflow(Construct):
             rejections itself. Defaults to none: no gate.
         existing_topic: topic for the requester notification. Defaults to a new KMS-encrypted,
             SSL-only topic.
-        topic_props: properties of the new topic (not with ``existing_topic``).
+        topic_props: further properties of the new topic (not with ``existing_topic``).
         poll_interval: wait between DescribeExport calls. Defaults to 1 minute.
         max_polls: DescribeExport calls before giving up (ExportTimedOut), 1..1000. Defaults to 120.
-        timeout: overall execution timeout. Defaults to poll_interval x max_polls + 1 hour
-            (room for the approval).
-        retry / log_retention / include_execution_data / removal_policy: as in
-            :class:`WorkflowStateMachine` and :class:`RetryPolicy`.
     """
 
     def __init__(
@@ -74,43 +73,63 @@ class ExportWorkflow(Construct):
         *,
         table: dynamodb.ITable,
         bucket: s3.IBucket,
-        encryption_key: kms.IKey,
+        options: WorkflowOptions,
         prefix: str = "exports",
         approval: sfn.IChainable | None = None,
         existing_topic: sns.ITopic | None = None,
-        topic_props: Mapping[str, object] | None = None,
+        topic_props: sns.TopicProps | None = None,
         poll_interval: Duration | None = None,
         max_polls: int = 120,
-        timeout: Duration | None = None,
-        retry: RetryPolicy | None = None,
-        log_retention: logs.RetentionDays = logs.RetentionDays.ONE_WEEK,
-        include_execution_data: bool = False,
-        removal_policy: RemovalPolicy = RemovalPolicy.DESTROY,
     ) -> None:
         super().__init__(scope, construct_id)
-        if existing_topic is not None and topic_props is not None:
-            raise ValueError("give existing_topic or topic_props, not both (topic_props shapes a new topic)")
-        if not 1 <= max_polls <= 1000:
-            raise ValueError(f"max_polls must be 1..1000 (given {max_polls})")
-        if not prefix or prefix.startswith("/") or prefix.endswith("/"):
-            raise ValueError(
-                f"prefix must be a key prefix without leading/trailing '/' such as 'exports' (given {prefix!r})"
-            )
+        errors = PropErrors(self)
+        errors.check(
+            existing_topic is None or topic_props is None,
+            "give existing_topic or topic_props, not both (topic_props shapes a new topic)",
+        )
+        errors.check_range("max_polls", max_polls, 1, 1000)
+        errors.check(
+            bool(prefix) and not prefix.startswith("/") and not prefix.endswith("/"),
+            f"prefix must be a key prefix without leading/trailing '/' such as 'exports' (given {prefix!r})",
+        )
         poll_interval = poll_interval or Duration.minutes(1)
-        retry = retry or RetryPolicy()
+        encryption_key = options.encryption_key
+        self._retry: RetryPolicy = options.retry
         self.prefix = prefix
+        self.topic: sns.ITopic = existing_topic or self._new_topic(encryption_key, topic_props)
+        export_chain = self._export(table, bucket, encryption_key, poll_interval, max_polls)
+        definition = self._with_approval(approval, export_chain)
+        self.workflow: WorkflowStateMachine = WorkflowStateMachine(
+            self,
+            "Resource",
+            definition=definition,
+            options=options.with_timeout(
+                options.timeout or Duration.seconds(poll_interval.to_seconds() * max_polls + 3600)
+            ),
+            comment="Data export: approval, DynamoDB export to S3 (KMS), poll, notify the requester",
+        )
+        self.state_machine: sfn.StateMachine = self.workflow.state_machine
+        self._grant(table, bucket, encryption_key)
 
-        if existing_topic is not None:
-            self.topic: sns.ITopic = existing_topic
-        else:
-            props: dict[str, object] = {
-                "master_key": encryption_key,
-                "enforce_ssl": True,
-                "display_name": "Data export notifications",
-                **dict(topic_props or {}),
-            }
-            self.topic = sns.Topic(self, "NotificationTopic", **props)  # type: ignore[arg-type]
+    def _new_topic(self, encryption_key: kms.IKey, topic_props: sns.TopicProps | None) -> sns.Topic:
+        props: dict[str, Any] = {
+            "master_key": encryption_key,
+            "enforce_ssl": True,
+            "display_name": "Data export notifications",
+            **struct_values(topic_props),
+        }
+        return sns.Topic(self, "NotificationTopic", **props)
 
+    def _export(
+        self,
+        table: dynamodb.ITable,
+        bucket: s3.IBucket,
+        encryption_key: kms.IKey,
+        poll_interval: Duration,
+        max_polls: int,
+    ) -> sfn.Chain:
+        """StartExport -> WaitForExport -> DescribeExport -> CountPoll -> ExportFinished? (see the module docstring)."""
+        retry, prefix = self._retry, self.prefix
         errored = sfn.Fail(self, "ExportErrored", error="ExportErrored", cause="An export step failed; see the logs.")
         export_prefix = sfn.JsonPath.format(f"{prefix}/{{}}", sfn.JsonPath.string_at("$$.Execution.Name"))
         start = retry.apply(
@@ -208,10 +227,13 @@ class ExportWorkflow(Construct):
         finished.when(sfn.Condition.number_greater_than_equals("$.export.polls", max_polls), timed_out)
         finished.otherwise(wait)
         wait.next(describe).next(count).next(finished)
+        return sfn.Chain.start(start).next(wait)
 
-        # ---- APPROVAL GATE: the human approval fragment (issue 8) goes here, before StartExport.
+    def _with_approval(self, approval: sfn.IChainable | None, export_chain: sfn.Chain) -> sfn.IChainable:
+        """The export behind the approval gate, when there is one."""
+        retry = self._retry
+        # ---- APPROVAL GATE: the human approval fragment goes here, before StartExport.
         # A gate with ``on_rejected`` (HumanApprovalGate) gets this workflow's rejection path.
-        export_chain = sfn.Chain.start(start).next(wait)
         definition: sfn.IChainable = export_chain
         if approval is not None:
             attach = getattr(approval, "on_rejected", None)
@@ -242,19 +264,10 @@ class ExportWorkflow(Construct):
                 notify_rejected.add_catch(rejected, errors=["States.ALL"], result_path="$.error")
                 attach(notify_rejected.next(rejected))
             definition = sfn.Chain.start(approval).next(export_chain)
+        return definition
 
-        self.workflow: WorkflowStateMachine = WorkflowStateMachine(
-            self,
-            "Resource",
-            definition=definition,
-            timeout=timeout or Duration.seconds(poll_interval.to_seconds() * max_polls + 3600),
-            encryption_key=encryption_key,
-            log_retention=log_retention,
-            include_execution_data=include_execution_data,
-            log_removal_policy=removal_policy,
-            comment="Data export: approval, DynamoDB export to S3 (KMS), poll, notify the requester",
-        )
-        self.state_machine: sfn.StateMachine = self.workflow.state_machine
+    def _grant(self, table: dynamodb.ITable, bucket: s3.IBucket, encryption_key: kms.IKey) -> None:
+        prefix = self.prefix
         # DynamoDB writes the export with the caller's permissions: objects under the prefix, the key.
         # Direct DynamoDB reads of a table encrypted with a customer key need kms:Decrypt on it.
         if table.encryption_key is not None:

@@ -9,8 +9,9 @@ Example::
                          sfn.JsonPath.format("SESSION#{}", sfn.JsonPath.string_at("$.session_id"))),
                      "SK": tasks.DynamoAttributeValue.from_string("META")},
         functions=HandoffFunctions(check_agent_availability=..., escalate_to_manager=..., ...),
-        customer_notification_queue=queue, agent_notification_topic=topic, encryption_key=key,
-        agent_wait=Duration.minutes(5), idle_timeout=Duration.minutes(2), timeout=Duration.hours(1))
+        customer_notification_queue=queue, agent_notification_topic=topic,
+        options=WorkflowOptions(encryption_key=key, timeout=Duration.hours(1)),
+        agent_wait=Duration.minutes(5), idle_timeout=Duration.minutes(2))
     handoff.grant_task_response(accept_route_function)
 
 States (execution input ``{"session_id", "reason", "priority", "requested_by", "role"}``; the
@@ -51,12 +52,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Validations
+from aws_cdk import Duration
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
@@ -64,7 +63,9 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
 from constructs_lib.nag_findings import acknowledge_policy
-from constructs_lib.workflow_defaults import RetryPolicy, WorkflowStateMachine
+from constructs_lib.secure_queue import SecureQueue
+from constructs_lib.validation import PropErrors
+from constructs_lib.workflow_defaults import RetryPolicy, WorkflowOptions, WorkflowStateMachine
 
 #: Error names the Lambdas raise on purpose (their exception class names).
 CONDITIONAL_CHECK_FAILED = "ConditionalCheckFailed"
@@ -100,6 +101,29 @@ class HandoffFunctions:
     reassign_agent: lambda_.IFunction
     handoff_failed: lambda_.IFunction
 
+    def all(self) -> list[lambda_.IFunction]:
+        """Every function, in the order of the fields."""
+        return [
+            self.check_agent_availability,
+            self.escalate_to_manager,
+            self.update_handoff,
+            self.transfer_context,
+            self.await_reply,
+            self.reassign_agent,
+            self.handoff_failed,
+        ]
+
+
+@dataclass(frozen=True)
+class _SessionRecord:
+    """Where the workflow reads a session and what CheckSessionActive checks on it."""
+
+    key: Mapping[str, tasks.DynamoAttributeValue]
+    status_attribute: str
+    active_status: str
+    owner_attribute: str | None
+    privileged_roles: tuple[str, ...]
+
 
 class HandoffWorkflow(Construct):
     """The human-handoff state machine and its agent-assignment queue (see the module docstring).
@@ -119,17 +143,15 @@ class HandoffWorkflow(Construct):
         customer_notification_queue: queue whose consumer pushes notices to the customer; gets
             ``{"session_id", "event_type", "text", ...}`` bodies.
         agent_notification_topic: topic that reaches agents (``NotifyAgent``).
-        encryption_key: key for the new assignment queues and the execution log group.
+        options: encryption key (of the new assignment queues and the execution log group), log
+            retention, execution data, removal policy (of the queues and log group), the retry of
+            every Task and the overall timeout (defaults to 1 hour).
         existing_assignment_queue: bring your own agent-assignment queue. Defaults to a new
-            KMS-encrypted, SSL-only queue with a dead-letter queue (max 5 receives).
-        assignment_queue_props: properties of the new queue (not with ``existing_assignment_queue``).
+            :class:`SecureQueue` (KMS, SSL only, 60 s visibility) whose dead-letter queue takes a
+            message after 5 receives.
+        assignment_queue_props: further properties of the new queue (not with ``existing_assignment_queue``).
         agent_wait: how long WaitForAgent waits for an agent to accept. Defaults to 5 minutes.
         idle_timeout: how long MonitorHandoff waits for the agent's first reply. Defaults to 2 minutes.
-        timeout: overall execution timeout. Defaults to 1 hour.
-        retry: retry policy of every Task. Defaults to :class:`RetryPolicy` ().
-        log_retention: execution log retention. Defaults to one week.
-        include_execution_data: log state inputs/outputs. Defaults to false.
-        removal_policy: of the queues and log group. Defaults to DESTROY.
         started_text / failed_text: what the customer is told. Default to short English notices.
     """
 
@@ -143,102 +165,83 @@ class HandoffWorkflow(Construct):
         functions: HandoffFunctions,
         customer_notification_queue: sqs.IQueue,
         agent_notification_topic: sns.ITopic,
-        encryption_key: kms.IKey,
+        options: WorkflowOptions,
         status_attribute: str = "status",
         active_status: str = "active",
         owner_attribute: str | None = "customer_id",
         privileged_roles: tuple[str, ...] = ("admin",),
         existing_assignment_queue: sqs.IQueue | None = None,
-        assignment_queue_props: Mapping[str, object] | None = None,
+        assignment_queue_props: sqs.QueueProps | None = None,
         agent_wait: Duration | None = None,
         idle_timeout: Duration | None = None,
-        timeout: Duration | None = None,
-        retry: RetryPolicy | None = None,
-        log_retention: logs.RetentionDays = logs.RetentionDays.ONE_WEEK,
-        include_execution_data: bool = False,
-        removal_policy: RemovalPolicy = RemovalPolicy.DESTROY,
         started_text: str = "You are being connected to a member of our support team.",
         failed_text: str = "We could not reach a support agent right now; the assistant will keep helping you.",
     ) -> None:
         super().__init__(scope, construct_id)
-        if existing_assignment_queue is not None and assignment_queue_props is not None:
-            raise ValueError(
-                "give existing_assignment_queue or assignment_queue_props, not both "
-                "(assignment_queue_props shapes a new queue; drop it to use your own)"
-            )
-        if not session_key:
-            raise ValueError("session_key must name the key attributes of the session record (given none)")
+        errors = PropErrors(self)
+        errors.check(
+            existing_assignment_queue is None or assignment_queue_props is None,
+            "give existing_assignment_queue or assignment_queue_props, not both "
+            "(assignment_queue_props shapes a new queue; drop it to use your own)",
+        )
+        errors.check(bool(session_key), "session_key must name the key attributes of the session record (given none)")
         agent_wait = agent_wait or Duration.minutes(5)
         idle_timeout = idle_timeout or Duration.minutes(2)
-        timeout = timeout or Duration.hours(1)
-        _check_seconds("agent_wait", agent_wait)
-        _check_seconds("idle_timeout", idle_timeout)
-        retry = retry or RetryPolicy()
-        self._retry = retry
+        for name, value in (("agent_wait", agent_wait), ("idle_timeout", idle_timeout)):
+            if not value.is_unresolved():
+                errors.check_range(name, value.to_seconds(), 1, 86400 * 365, unit="s")
+        self._retry: RetryPolicy = options.retry
+        self._functions = functions
+        self._customer_queue = customer_notification_queue
+        self._agent_topic = agent_notification_topic
+        self._texts = (started_text, failed_text)
 
         self.dead_letter_queue: sqs.IQueue | None = None
         if existing_assignment_queue is not None:
             self.assignment_queue: sqs.IQueue = existing_assignment_queue
         else:
-            dlq = sqs.Queue(
+            queue = SecureQueue(
                 self,
-                "AssignmentDeadLetterQueue",
-                encryption=sqs.QueueEncryption.KMS,
-                encryption_master_key=encryption_key,
-                enforce_ssl=True,
-                retention_period=Duration.days(14),
-                removal_policy=removal_policy,
+                "AssignmentQueue",
+                encryption_key=options.encryption_key,
+                visibility_timeout=Duration.seconds(60),
+                max_receive_count=5,
+                removal_policy=options.removal_policy,
+                queue_props=assignment_queue_props,
             )
-            Validations.of(dlq).acknowledge(
-                Acknowledgment(
-                    id="AwsSolutions-SQS3",
-                    reason="This is the dead-letter queue of the agent-assignment queue; it needs none itself.",
-                )
-            )
-            self.dead_letter_queue = dlq
-            props: dict[str, object] = {
-                "encryption": sqs.QueueEncryption.KMS,
-                "encryption_master_key": encryption_key,
-                "enforce_ssl": True,
-                "visibility_timeout": Duration.seconds(60),
-                "dead_letter_queue": sqs.DeadLetterQueue(max_receive_count=5, queue=dlq),
-                "removal_policy": removal_policy,
-                **dict(assignment_queue_props or {}),
-            }
-            self.assignment_queue = sqs.Queue(self, "AssignmentQueue", **props)  # type: ignore[arg-type]
+            self.assignment_queue = queue.queue
+            self.dead_letter_queue = queue.dead_letter_queue
 
-        definition = self._definition(
-            table=table,
-            session_key=session_key,
-            status_attribute=status_attribute,
-            active_status=active_status,
-            owner_attribute=owner_attribute,
-            privileged_roles=privileged_roles,
-            functions=functions,
-            customer_queue=customer_notification_queue,
-            agent_topic=agent_notification_topic,
-            agent_wait=agent_wait,
-            idle_timeout=idle_timeout,
-            started_text=started_text,
-            failed_text=failed_text,
-        )
+        self._request = {
+            "session_id": sfn.JsonPath.string_at("$.session_id"),
+            "handoff_id": sfn.JsonPath.string_at("$$.Execution.Name"),
+            "reason": sfn.JsonPath.string_at("$.reason"),
+            "priority": sfn.JsonPath.string_at("$.priority"),
+        }
+        self._agent_id = sfn.JsonPath.string_at("$.agent.agent_id")
+        failed = self._failure_path()
+        check_agent = self._find_agent(failed, agent_wait)
+        hand_over = self._hand_over(failed, check_agent, idle_timeout)
+        check_agent.next(self._is_available(hand_over))
+        session = _SessionRecord(session_key, status_attribute, active_status, owner_attribute, privileged_roles)
+        validate = self._validate_session(table, session, failed)
+        validate.next(self._check_session_active(session, check_agent, failed))
         self.workflow: WorkflowStateMachine = WorkflowStateMachine(
             self,
             "Resource",
-            definition=definition,
-            timeout=timeout,
-            encryption_key=encryption_key,
-            log_retention=log_retention,
-            include_execution_data=include_execution_data,
-            log_removal_policy=removal_policy,
+            definition=validate,
+            options=options.with_timeout(options.timeout or Duration.hours(1)),
             comment="Human handoff: reserve or wait for an agent, hand the session over, watch the first reply",
         )
         self.state_machine: sfn.StateMachine = self.workflow.state_machine
+        self._grant(table, agent_notification_topic)
+
+    def _grant(self, table: dynamodb.ITable, agent_topic: sns.ITopic) -> None:
         # Direct DynamoDB reads of a table encrypted with a customer key need kms:Decrypt on it.
         if table.encryption_key is not None:
             table.encryption_key.grant_decrypt(self.state_machine)
         # SnsPublish grants sns:Publish only; the topic's grant adds its KMS key when it has one.
-        agent_notification_topic.grant_publish(self.state_machine)
+        agent_topic.grant_publish(self.state_machine)
         acknowledge_policy(
             self.state_machine.role,
             {
@@ -246,19 +249,9 @@ class HandoffWorkflow(Construct):
                 "topic (CDK grants); scoped to their keys."
             },
         )
-        self.workflow.acknowledge_invokes(
-            [
-                functions.check_agent_availability,
-                functions.escalate_to_manager,
-                functions.update_handoff,
-                functions.transfer_context,
-                functions.await_reply,
-                functions.reassign_agent,
-                functions.handoff_failed,
-            ]
-        )
+        self.workflow.acknowledge_invokes(self._functions.all())
 
-    # ------------------------------------------------------------------ definition
+    # ------------------------------------------------------------------ definition, step by step
 
     def _invoke(
         self,
@@ -281,35 +274,13 @@ class HandoffWorkflow(Construct):
         self._retry.apply(task)
         return task
 
-    def _definition(
-        self,
-        *,
-        table: dynamodb.ITable,
-        session_key: Mapping[str, tasks.DynamoAttributeValue],
-        status_attribute: str,
-        active_status: str,
-        owner_attribute: str | None,
-        privileged_roles: tuple[str, ...],
-        functions: HandoffFunctions,
-        customer_queue: sqs.IQueue,
-        agent_topic: sns.ITopic,
-        agent_wait: Duration,
-        idle_timeout: Duration,
-        started_text: str,
-        failed_text: str,
-    ) -> sfn.IChainable:
-        session_id = sfn.JsonPath.string_at("$.session_id")
-        handoff_id = sfn.JsonPath.string_at("$$.Execution.Name")
-        agent_id = sfn.JsonPath.string_at("$.agent.agent_id")
-        request = {
-            "session_id": session_id,
-            "handoff_id": handoff_id,
-            "reason": sfn.JsonPath.string_at("$.reason"),
-            "priority": sfn.JsonPath.string_at("$.priority"),
-        }
-        whole_state = sfn.TaskInput.from_object({"state": sfn.JsonPath.entire_payload, "handoff_id": handoff_id})
+    def _whole_state(self) -> sfn.TaskInput:
+        return sfn.TaskInput.from_object(
+            {"state": sfn.JsonPath.entire_payload, "handoff_id": self._request["handoff_id"]}
+        )
 
-        # ---- failure path: release + restore, tell the customer, fail the execution
+    def _failure_path(self) -> tasks.LambdaInvoke:
+        """HandoffFailed: release the agent, restore the session, tell the customer, fail the execution."""
         handoff_aborted = sfn.Fail(
             self,
             "HandoffAborted",
@@ -324,8 +295,8 @@ class HandoffWorkflow(Construct):
         )
         handoff_failed = self._invoke(
             "HandoffFailed",
-            functions.handoff_failed,
-            whole_state,
+            self._functions.handoff_failed,
+            self._whole_state(),
             "$.failure",
             "Release the reserved agent, restore the session to active if it had moved",
         )
@@ -334,13 +305,13 @@ class HandoffWorkflow(Construct):
             tasks.SqsSendMessage(
                 self,
                 "NotifyCustomerHandoffFailed",
-                queue=customer_queue,
+                queue=self._customer_queue,
                 message_body=sfn.TaskInput.from_object(
                     {
-                        "session_id": session_id,
+                        "session_id": self._request["session_id"],
                         "event_type": "handoff_failed",
-                        "text": failed_text,
-                        "handoff_id": handoff_id,
+                        "text": self._texts[1],
+                        "handoff_id": self._request["handoff_id"],
                     }
                 ),
                 result_path=sfn.JsonPath.DISCARD,
@@ -348,66 +319,83 @@ class HandoffWorkflow(Construct):
         )
         notify_failed.add_catch(handoff_aborted, errors=["States.ALL"], result_path="$.notify_error")
         handoff_failed.next(notify_failed).next(handoff_aborted)
+        return handoff_failed
 
-        def catch_all(state: sfn.TaskStateBase | sfn.Parallel, result_path: str = "$.error") -> None:
-            state.add_catch(handoff_failed, errors=["States.ALL"], result_path=result_path)
-
-        # ---- the happy path
-        validate = self._retry.apply(
-            tasks.DynamoGetItem(
-                self,
-                "ValidateSession",
-                table=table,
-                key=dict(session_key),
-                consistent_read=True,
-                result_path="$.session",
-                comment="Read the session record directly (no Lambda)",
-            )
+    def _validate_session(
+        self, table: dynamodb.ITable, session: _SessionRecord, failed: sfn.IChainable
+    ) -> tasks.DynamoGetItem:
+        """ValidateSession: read the session record directly (no Lambda)."""
+        validate = tasks.DynamoGetItem(
+            self,
+            "ValidateSession",
+            table=table,
+            key=dict(session.key),
+            consistent_read=True,
+            result_path="$.session",
+            comment="Read the session record directly (no Lambda)",
         )
-        catch_all(validate)
-        status_path = f"$.session.Item.{status_attribute}.S"
-        check_active = sfn.Choice(self, "CheckSessionActive")
+        self._retry.apply(validate)
+        validate.add_catch(failed, errors=["States.ALL"], result_path="$.error")
+        return validate
 
+    def _find_agent(self, failed: sfn.IChainable, agent_wait: Duration) -> tasks.LambdaInvoke:
+        """CheckAgentAvailability, and the wait for an agent (or a manager) when none is free.
+
+        Builds WaitForAgent and EscalateToManager too; :meth:`_is_available` joins them.
+        """
         check_agent = self._invoke(
             "CheckAgentAvailability",
-            functions.check_agent_availability,
-            sfn.TaskInput.from_object(request),
+            self._functions.check_agent_availability,
+            sfn.TaskInput.from_object(self._request),
             "$.agent",
             "Find an available agent for the reason's skill and reserve it with a conditional write",
         )
-        catch_all(check_agent)
-        is_available = sfn.Choice(self, "IsAgentAvailable")
-
-        wait_for_agent = self._retry.apply(
-            tasks.SqsSendMessage(
-                self,
-                "WaitForAgent",
-                queue=self.assignment_queue,
-                integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
-                message_body=sfn.TaskInput.from_object(
-                    {
-                        **request,
-                        "execution_arn": sfn.JsonPath.string_at("$$.Execution.Id"),
-                        "task_token": sfn.JsonPath.task_token,
-                    }
-                ),
-                task_timeout=sfn.Timeout.duration(agent_wait),
-                result_path="$.agent",
-                comment="Queue the request; an agent's accept completes the token with the agent id",
-            )
+        check_agent.add_catch(failed, errors=["States.ALL"], result_path="$.error")
+        wait_for_agent = tasks.SqsSendMessage(
+            self,
+            "WaitForAgent",
+            queue=self.assignment_queue,
+            integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
+            message_body=sfn.TaskInput.from_object(
+                {
+                    **self._request,
+                    "execution_arn": sfn.JsonPath.string_at("$$.Execution.Id"),
+                    "task_token": sfn.JsonPath.task_token,
+                }
+            ),
+            task_timeout=sfn.Timeout.duration(agent_wait),
+            result_path="$.agent",
+            comment="Queue the request; an agent's accept completes the token with the agent id",
         )
+        self._retry.apply(wait_for_agent)
         escalate = self._invoke(
             "EscalateToManager",
-            functions.escalate_to_manager,
-            sfn.TaskInput.from_object(request),
+            self._functions.escalate_to_manager,
+            sfn.TaskInput.from_object(self._request),
             "$.agent",
             "No agent accepted in time: a manager takes over, or the handoff fails",
         )
         wait_for_agent.add_catch(escalate, errors=_TIMEOUTS, result_path="$.wait_error")
-        catch_all(wait_for_agent)
-        escalate.add_catch(handoff_failed, errors=[NO_MANAGER_AVAILABLE], result_path="$.error")
-        catch_all(escalate)
+        wait_for_agent.add_catch(failed, errors=["States.ALL"], result_path="$.error")
+        escalate.add_catch(failed, errors=[NO_MANAGER_AVAILABLE], result_path="$.error")
+        escalate.add_catch(failed, errors=["States.ALL"], result_path="$.error")
+        self._wait_for_agent: tasks.SqsSendMessage = wait_for_agent
+        self._escalate: tasks.LambdaInvoke = escalate
+        return check_agent
 
+    def _is_available(self, assign: sfn.IChainable) -> sfn.Choice:
+        """IsAgentAvailable: a reserved agent goes straight to AssignAgent, otherwise wait for one."""
+        is_available = sfn.Choice(self, "IsAgentAvailable")
+        is_available.when(sfn.Condition.boolean_equals("$.agent.available", True), assign).otherwise(
+            self._wait_for_agent
+        )
+        self._wait_for_agent.next(assign)
+        self._escalate.next(assign)
+        return is_available
+
+    def _hand_over(self, failed: sfn.IChainable, check_agent: sfn.IChainable, idle_timeout: Duration) -> sfn.Pass:
+        """AssignAgent -> UpdateDynamoDB -> NotifyParties -> TransferConversationContext -> MonitorHandoff."""
+        agent_id = self._agent_id
         assign = sfn.Pass(
             self,
             "AssignAgent",
@@ -417,10 +405,10 @@ class HandoffWorkflow(Construct):
         )
         update = self._invoke(
             "UpdateDynamoDB",
-            functions.update_handoff,
+            self._functions.update_handoff,
             sfn.TaskInput.from_object(
                 {
-                    **request,
+                    **self._request,
                     "agent_id": agent_id,
                     "execution_arn": sfn.JsonPath.string_at("$$.Execution.Id"),
                 }
@@ -428,20 +416,37 @@ class HandoffWorkflow(Construct):
             "$.handoff",
             "One TransactWriteItems: session active->handoff, the HANDOFF record, a system turn",
         )
-        update.add_catch(handoff_failed, errors=[CONDITIONAL_CHECK_FAILED], result_path="$.error")
-        catch_all(update)
+        update.add_catch(failed, errors=[CONDITIONAL_CHECK_FAILED], result_path="$.error")
+        update.add_catch(failed, errors=["States.ALL"], result_path="$.error")
+        notify = self._notify_parties()
+        notify.add_catch(failed, errors=["States.ALL"], result_path="$.error")
+        transfer = self._invoke(
+            "TransferConversationContext",
+            self._functions.transfer_context,
+            sfn.TaskInput.from_object({**self._request, "agent_id": agent_id}),
+            "$.context",
+            "Send the latest summary and the last turns to the agent",
+        )
+        transfer.add_catch(failed, errors=["States.ALL"], result_path="$.error")
+        monitor = self._monitor(failed, check_agent, idle_timeout)
+        complete = sfn.Succeed(self, "HandoffComplete")
+        assign.next(update).next(notify).next(transfer).next(monitor).next(complete)
+        return assign
 
+    def _notify_parties(self) -> sfn.Parallel:
+        """NotifyParties: the customer through its notification queue, the agent through the topic."""
+        agent_id = self._agent_id
         notify_customer = self._retry.apply(
             tasks.SqsSendMessage(
                 self,
                 "NotifyCustomer",
-                queue=customer_queue,
+                queue=self._customer_queue,
                 message_body=sfn.TaskInput.from_object(
                     {
-                        "session_id": session_id,
+                        "session_id": self._request["session_id"],
                         "event_type": "handoff_started",
-                        "text": started_text,
-                        "handoff_id": handoff_id,
+                        "text": self._texts[0],
+                        "handoff_id": self._request["handoff_id"],
                         "agent_id": agent_id,
                     }
                 ),
@@ -451,10 +456,10 @@ class HandoffWorkflow(Construct):
             tasks.SnsPublish(
                 self,
                 "NotifyAgent",
-                topic=agent_topic,
+                topic=self._agent_topic,
                 message=sfn.TaskInput.from_object(
                     {
-                        **request,
+                        **self._request,
                         "event_type": "handoff_assigned",
                         "agent_id": agent_id,
                     }
@@ -469,83 +474,77 @@ class HandoffWorkflow(Construct):
         notify = sfn.Parallel(self, "NotifyParties", result_path=sfn.JsonPath.DISCARD)
         notify.branch(notify_customer)
         notify.branch(notify_agent)
-        catch_all(notify)
+        return notify
 
-        transfer = self._invoke(
-            "TransferConversationContext",
-            functions.transfer_context,
-            sfn.TaskInput.from_object({**request, "agent_id": agent_id}),
-            "$.context",
-            "Send the latest summary and the last turns to the agent",
+    def _monitor(
+        self, failed: sfn.IChainable, check_agent: sfn.IChainable, idle_timeout: Duration
+    ) -> tasks.LambdaInvoke:
+        """MonitorHandoff: wait for the agent's first reply; an idle agent is replaced (ReassignAgent)."""
+        monitor = tasks.LambdaInvoke(
+            self,
+            "MonitorHandoff",
+            lambda_function=self._functions.await_reply,
+            integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
+            payload=sfn.TaskInput.from_object(
+                {**self._request, "agent_id": self._agent_id, "task_token": sfn.JsonPath.task_token}
+            ),
+            retry_on_service_exceptions=False,
+            task_timeout=sfn.Timeout.duration(idle_timeout),
+            result_path="$.first_reply",
+            comment="Wait for the agent's first reply (the message route completes the token)",
         )
-        catch_all(transfer)
-
-        monitor = self._retry.apply(
-            tasks.LambdaInvoke(
-                self,
-                "MonitorHandoff",
-                lambda_function=functions.await_reply,
-                integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
-                payload=sfn.TaskInput.from_object(
-                    {**request, "agent_id": agent_id, "task_token": sfn.JsonPath.task_token}
-                ),
-                retry_on_service_exceptions=False,
-                task_timeout=sfn.Timeout.duration(idle_timeout),
-                result_path="$.first_reply",
-                comment="Wait for the agent's first reply (the message route completes the token)",
-            )
-        )
+        self._retry.apply(monitor)
         reassign = self._invoke(
             "ReassignAgent",
-            functions.reassign_agent,
-            whole_state,
+            self._functions.reassign_agent,
+            self._whole_state(),
             "$.reassignment",
             "Release the idle agent, restore the session, count; fails past the bound",
         )
         monitor.add_catch(reassign, errors=_TIMEOUTS, result_path="$.idle_error")
-        catch_all(monitor)
-        reassign.add_catch(handoff_failed, errors=[REASSIGNMENT_LIMIT_REACHED], result_path="$.error")
-        catch_all(reassign)
+        monitor.add_catch(failed, errors=["States.ALL"], result_path="$.error")
+        reassign.add_catch(failed, errors=[REASSIGNMENT_LIMIT_REACHED], result_path="$.error")
+        reassign.add_catch(failed, errors=["States.ALL"], result_path="$.error")
         reassign.next(check_agent)
+        return monitor
 
-        complete = sfn.Succeed(self, "HandoffComplete")
-
+    def _check_session_active(
+        self, session: _SessionRecord, check_agent: sfn.IChainable, failed: sfn.IChainable
+    ) -> sfn.Choice:
+        """CheckSessionActive: an active session, handed over by its owner or a privileged role."""
+        check_active = sfn.Choice(self, "CheckSessionActive")
+        status_path = f"$.session.Item.{session.status_attribute}.S"
         active = sfn.Condition.and_(
-            sfn.Condition.is_present(status_path), sfn.Condition.string_equals(status_path, active_status)
+            sfn.Condition.is_present(status_path), sfn.Condition.string_equals(status_path, session.active_status)
         )
-        if owner_attribute is None:
-            check_active.when(active, check_agent).otherwise(handoff_failed)
-        else:
-            owner_path = f"$.session.Item.{owner_attribute}.S"
-            may_hand_over = sfn.Condition.or_(
-                *[
-                    sfn.Condition.and_(sfn.Condition.is_present("$.role"), sfn.Condition.string_equals("$.role", role))
-                    for role in privileged_roles
-                ],
-                sfn.Condition.and_(
-                    sfn.Condition.is_present("$.requested_by"),
-                    sfn.Condition.is_present(owner_path),
-                    sfn.Condition.string_equals_json_path(owner_path, "$.requested_by"),
-                ),
-            )
-            # Someone who may not hand the session over is refused before anything happens: no
-            # agent, no session change, and no notice to the session's customer (a stranger must
-            # not be able to make the workflow message someone else's chat).
-            refused = sfn.Fail(
-                self,
-                "HandoffRefused",
-                error="HandoffRefused",
-                cause="The requester may not hand this session over (not its owner, not a privileged role).",
-            )
-            check_active.when(sfn.Condition.and_(active, may_hand_over), check_agent).when(
-                may_hand_over, handoff_failed
-            ).otherwise(refused)
-        is_available.when(sfn.Condition.boolean_equals("$.agent.available", True), assign).otherwise(wait_for_agent)
-        wait_for_agent.next(assign)
-        escalate.next(assign)
-        check_agent.next(is_available)
-        assign.next(update).next(notify).next(transfer).next(monitor).next(complete)
-        return sfn.Chain.start(validate).next(check_active)
+        if session.owner_attribute is None:
+            return check_active.when(active, check_agent).otherwise(failed)
+        owner_path = f"$.session.Item.{session.owner_attribute}.S"
+        may_hand_over = sfn.Condition.or_(
+            *[
+                sfn.Condition.and_(sfn.Condition.is_present("$.role"), sfn.Condition.string_equals("$.role", role))
+                for role in session.privileged_roles
+            ],
+            sfn.Condition.and_(
+                sfn.Condition.is_present("$.requested_by"),
+                sfn.Condition.is_present(owner_path),
+                sfn.Condition.string_equals_json_path(owner_path, "$.requested_by"),
+            ),
+        )
+        # Someone who may not hand the session over is refused before anything happens: no
+        # agent, no session change, and no notice to the session's customer (a stranger must
+        # not be able to make the workflow message someone else's chat).
+        refused = sfn.Fail(
+            self,
+            "HandoffRefused",
+            error="HandoffRefused",
+            cause="The requester may not hand this session over (not its owner, not a privileged role).",
+        )
+        return (
+            check_active.when(sfn.Condition.and_(active, may_hand_over), check_agent)
+            .when(may_hand_over, failed)
+            .otherwise(refused)
+        )
 
     # ------------------------------------------------------------------ grants
 
@@ -559,11 +558,3 @@ class HandoffWorkflow(Construct):
     def grant_consume_assignments(self, grantee: iam.IGrantable) -> iam.Grant:
         """Let a principal receive and delete agent-assignment messages."""
         return self.assignment_queue.grant_consume_messages(grantee)
-
-
-def _check_seconds(name: str, value: Duration) -> None:
-    if value.is_unresolved():
-        return
-    seconds = value.to_seconds()
-    if not 1 <= seconds <= 86400 * 365:
-        raise ValueError(f"{name} must be 1 s .. 1 year (given {seconds} s)")

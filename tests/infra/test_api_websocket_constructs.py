@@ -15,6 +15,7 @@ from aws_cdk.assertions import Match, Template
 from cdk_nag import AwsSolutionsChecks
 
 from constructs_lib import SecureWebSocketApi, SharedFunction
+from constructs_lib.workflow_defaults import WorkflowOptions
 from stacks.workflows.onboarding import OnboardingWorkflow
 
 PROBE = Path(__file__).resolve().parents[1] / "fixtures" / "probe_pkg"
@@ -113,7 +114,7 @@ def test_nag_clean_with_the_grant(tmp_path: Path) -> None:
         "Onboarding",
         prepare_function=_functions(stack)("Prepare"),
         deliver_function=_functions(stack)("Deliver"),
-        encryption_key=key,
+        options=WorkflowOptions(encryption_key=key),
     )
     app.synth()
 
@@ -152,7 +153,7 @@ def workflow() -> Template:
         "Onboarding",
         prepare_function=fn("Prepare"),
         deliver_function=fn("Deliver"),
-        encryption_key=kms.Key(stack, "Key"),
+        options=WorkflowOptions(encryption_key=kms.Key(stack, "Key")),
     )
     return Template.from_stack(stack)
 
@@ -179,17 +180,21 @@ def test_workflow_defaults_are_hardened(workflow: Template) -> None:
     ],
 )
 def test_fails_invalid_workflow_props(overrides: dict[str, Any], message: str) -> None:
-    stack = Stack(App(), "Invalid")
+    app = App()
+    stack = Stack(app, "Invalid")
     fn = _functions(stack)
-    with pytest.raises(ValueError, match=message):
-        OnboardingWorkflow(
-            stack,
-            "Onboarding",
-            prepare_function=fn("Prepare"),
-            deliver_function=fn("Deliver"),
-            encryption_key=kms.Key(stack, "Key"),
-            **overrides,
-        )
+    timeout = overrides.pop("timeout", None)
+    OnboardingWorkflow(
+        stack,
+        "Onboarding",
+        prepare_function=fn("Prepare"),
+        deliver_function=fn("Deliver"),
+        options=WorkflowOptions(encryption_key=kms.Key(stack, "Key"), timeout=timeout),
+        **overrides,
+    )
+
+    with pytest.raises(RuntimeError, match=r"\[Invalid/Onboarding(/Default)?\] " + message):
+        app.synth()
 
 
 def _bedrock_resources(model_id: str) -> list[Any]:

@@ -14,6 +14,7 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sqs as sqs
 from aws_cdk.assertions import Match, Template
 from moto import mock_aws
 
@@ -498,8 +499,25 @@ def test_fails_on_delivery_stream_settings_out_of_range(stack: Stack, overrides:
 
 
 def test_fails_on_a_queue_receive_count_out_of_range(stack: Stack) -> None:
-    with pytest.raises(ValueError, match=r"max_receive_count must be 1\.\.1000"):
-        SecureQueue(stack, "Q", encryption_key=kms.Key(stack, "K"), max_receive_count=0)
+    SecureQueue(stack, "Q", encryption_key=kms.Key(stack, "K"), max_receive_count=0)
+
+    with pytest.raises(RuntimeError, match=r"\[Probe/Q\] max_receive_count must be 1\.\.1000"):
+        Template.from_stack(stack)
+
+
+def test_queue_props_shape_the_queue_over_its_defaults(stack: Stack) -> None:
+    SecureQueue(
+        stack,
+        "Q",
+        encryption_key=kms.Key(stack, "K"),
+        queue_props=sqs.QueueProps(delivery_delay=Duration.seconds(5), visibility_timeout=Duration.seconds(90)),
+    )
+
+    template = Template.from_stack(stack)
+
+    template.has_resource_properties(
+        "AWS::SQS::Queue", {"DelaySeconds": 5, "VisibilityTimeout": 90, "KmsMasterKeyId": Match.any_value()}
+    )
 
 
 def test_a_delivery_stream_leaves_no_unused_mapping(stack: Stack) -> None:

@@ -12,7 +12,7 @@ from aws_cdk import Duration
 from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk.assertions import Match
 
-from constructs_lib.workflow_defaults import RetryPolicy
+from constructs_lib.workflow_defaults import RetryPolicy, WorkflowOptions
 from stacks.workflows.cleanup import CleanupWorkflow
 from stacks.workflows.export import ExportWorkflow
 from tests.support.synth import SynthesizedStage
@@ -271,7 +271,8 @@ def test_roles_hold_no_wildcard_actions_and_the_index_query_is_scoped(any_stage:
 
 
 def test_no_raw_asl_anywhere() -> None:
-    workflows = [*ROOT.joinpath("constructs_lib").glob("*_workflow.py"), ROOT / "stacks" / "orchestration_stack.py"]
+    workflows = [*ROOT.joinpath("stacks", "workflows").glob("*.py"), ROOT / "stacks" / "orchestration_stack.py"]
+    assert len(workflows) > 4
     for path in workflows:
         text = path.read_text()
         assert "DefinitionBody.from_string" not in text, path
@@ -288,33 +289,38 @@ def test_fails_on_both_existing_topic_and_topic_props() -> None:
     from aws_cdk import aws_s3 as s3
     from aws_cdk import aws_sns as sns
 
-    stack = Stack(App(), "T")
+    app = App()
+    stack = Stack(app, "T")
     table = dynamodb.Table(stack, "T", partition_key=dynamodb.Attribute(name="PK", type=dynamodb.AttributeType.STRING))
-    key = kms.Key(stack, "K")
-    with pytest.raises(ValueError, match="existing_topic or topic_props"):
-        ExportWorkflow(
-            stack,
-            "E",
-            table=table,
-            bucket=s3.Bucket(stack, "B"),
-            encryption_key=key,
-            existing_topic=sns.Topic(stack, "Topic"),
-            topic_props={"display_name": "x"},
-        )
-    with pytest.raises(ValueError, match=r"max_concurrency must be 1\.\.40 \(given 0\)"):
-        CleanupWorkflow(
-            stack,
-            "C",
-            table=table,
-            index_name="I",
-            shard_attribute="s",
-            eligible_since_attribute="c",
-            plan=_fn(stack, "P"),
-            worker=_fn(stack, "W"),
-            tally=_fn(stack, "X"),
-            encryption_key=key,
-            max_concurrency=0,
-        )
+    options = WorkflowOptions(encryption_key=kms.Key(stack, "K"))
+    ExportWorkflow(
+        stack,
+        "E",
+        table=table,
+        bucket=s3.Bucket(stack, "B"),
+        options=options,
+        existing_topic=sns.Topic(stack, "Topic"),
+        topic_props=sns.TopicProps(display_name="x"),
+    )
+    CleanupWorkflow(
+        stack,
+        "C",
+        table=table,
+        index_name="I",
+        shard_attribute="s",
+        eligible_since_attribute="c",
+        plan=_fn(stack, "P"),
+        worker=_fn(stack, "W"),
+        tally=_fn(stack, "X"),
+        options=options,
+        max_concurrency=0,
+    )
+
+    with pytest.raises(RuntimeError) as raised:
+        app.synth()
+
+    assert re.search(r"\[T/E\] give existing_topic or topic_props", str(raised.value))
+    assert re.search(r"\[T/C\] max_concurrency must be 1\.\.40 \(given 0\)", str(raised.value))
 
 
 def test_fails_on_a_retry_policy_without_errors() -> None:
@@ -346,22 +352,25 @@ def test_fails_on_both_existing_assignment_queue_and_its_props() -> None:
 
     from stacks.workflows.handoff import HandoffFunctions, HandoffWorkflow
 
-    stack = Stack(App(), "H")
+    app = App()
+    stack = Stack(app, "H")
     table = dynamodb.Table(stack, "T", partition_key=dynamodb.Attribute(name="PK", type=dynamodb.AttributeType.STRING))
     functions = HandoffFunctions(*[_fn(stack, f"F{n}") for n in range(7)])
-    with pytest.raises(ValueError, match="existing_assignment_queue or assignment_queue_props"):
-        HandoffWorkflow(
-            stack,
-            "Handoff",
-            table=table,
-            session_key={"PK": tasks.DynamoAttributeValue.from_string("x")},
-            functions=functions,
-            customer_notification_queue=sqs.Queue(stack, "Customer"),
-            agent_notification_topic=sns.Topic(stack, "Agents"),
-            encryption_key=kms.Key(stack, "K"),
-            existing_assignment_queue=sqs.Queue(stack, "Mine"),
-            assignment_queue_props={"visibility_timeout": Duration.seconds(60)},
-        )
+    HandoffWorkflow(
+        stack,
+        "Handoff",
+        table=table,
+        session_key={"PK": tasks.DynamoAttributeValue.from_string("x")},
+        functions=functions,
+        customer_notification_queue=sqs.Queue(stack, "Customer"),
+        agent_notification_topic=sns.Topic(stack, "Agents"),
+        options=WorkflowOptions(encryption_key=kms.Key(stack, "K")),
+        existing_assignment_queue=sqs.Queue(stack, "Mine"),
+        assignment_queue_props=sqs.QueueProps(visibility_timeout=Duration.seconds(60)),
+    )
+
+    with pytest.raises(RuntimeError, match=r"\[H/Handoff\] give existing_assignment_queue or assignment_queue_props"):
+        app.synth()
 
 
 def test_direct_table_reads_may_decrypt_with_the_table_key(dev: SynthesizedStage) -> None:

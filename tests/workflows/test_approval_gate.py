@@ -361,6 +361,7 @@ def export_template() -> dict[str, Any]:
     from aws_cdk import aws_kms as kms
     from aws_cdk import aws_s3 as s3
 
+    from constructs_lib.workflow_defaults import WorkflowOptions
     from stacks.workflows.export import ExportWorkflow
 
     app = App(context={"aws:cdk:enable-path-metadata": True})
@@ -392,7 +393,7 @@ def export_template() -> dict[str, Any]:
         "Export",
         table=table,
         bucket=bucket,
-        encryption_key=key,
+        options=WorkflowOptions(encryption_key=key),
         approval=gate,
         poll_interval=Duration.seconds(1),
         max_polls=10,
