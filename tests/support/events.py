@@ -47,10 +47,12 @@ class Api:
     stage: str = "dev"
     account: str = ACCOUNT
     region: str = REGION
+    #: A custom domain name; defaults to the API's execute-api domain.
+    custom_domain: str | None = None
 
     @property
     def domain(self) -> str:
-        return f"{self.api_id}.execute-api.{self.region}.amazonaws.com"
+        return self.custom_domain or f"{self.api_id}.execute-api.{self.region}.amazonaws.com"
 
     @property
     def endpoint(self) -> str:

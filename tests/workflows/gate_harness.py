@@ -26,6 +26,7 @@ from moto.core.responses import EmptyResult
 from moto.stepfunctions.responses import StepFunctionResponse
 
 from tests.support.ddb import create_sessions_table
+from tests.support.events import Api, rest_proxy_event
 from tests.support.lambda_bridge import deploy_function
 
 LINK_BASE_URL = "https://api.example.test/prod"
@@ -200,42 +201,24 @@ def review_id_of(url: str) -> str:
     return urlsplit(url).path.rstrip("/").split("/")[-2]
 
 
+REVIEW_API = Api(api_id="abc123", stage="prod", custom_domain="api.example.test")
+
+
 def api_gateway_event(path: str, query: Mapping[str, str], *, source_ip: str = "203.0.113.9") -> dict[str, Any]:
-    """A REST API (v1) Lambda proxy event for ``GET path?query``, shaped as API Gateway sends it."""
+    """The REST API (v1) Lambda proxy event of a reviewer's browser opening ``GET path?query``."""
     segments = path.strip("/").split("/")
     is_review = len(segments) == 3 and segments[0] == "reviews"
-    resource = f"/reviews/{{id}}/{segments[2]}" if is_review else path
-    request_id = str(uuid.uuid4())
-    return {
-        "resource": resource,
-        "path": path,
-        "httpMethod": "GET",
-        "headers": {"Host": "api.example.test", "User-Agent": "Mozilla/5.0", "Accept": "text/html"},
-        "multiValueHeaders": {"Host": ["api.example.test"], "User-Agent": ["Mozilla/5.0"], "Accept": ["text/html"]},
-        "queryStringParameters": dict(query) or None,
-        "multiValueQueryStringParameters": {k: [v] for k, v in query.items()} or None,
-        "pathParameters": {"id": segments[1]} if is_review else None,
-        "stageVariables": None,
-        "requestContext": {
-            "resourceId": "abc123",
-            "resourcePath": resource,
-            "httpMethod": "GET",
-            "extendedRequestId": request_id,
-            "requestTime": "01/Jan/2026:00:00:00 +0000",
-            "path": f"/prod{path}",
-            "accountId": "123456789012",
-            "protocol": "HTTP/1.1",
-            "stage": "prod",
-            "domainPrefix": "api",
-            "requestTimeEpoch": int(time.time() * 1000),
-            "requestId": request_id,
-            "identity": {"sourceIp": source_ip, "userAgent": "Mozilla/5.0"},
-            "domainName": "api.example.test",
-            "apiId": "abc123",
-        },
-        "body": None,
-        "isBase64Encoded": False,
-    }
+    return rest_proxy_event(
+        "GET",
+        f"/reviews/{{id}}/{segments[2]}" if is_review else path,
+        path,
+        api=REVIEW_API,
+        path_parameters={"id": segments[1]} if is_review else None,
+        query=query,
+        headers={"Host": REVIEW_API.domain, "User-Agent": "Mozilla/5.0", "Accept": "text/html"},
+        source_ip=source_ip,
+        epoch_ms=int(time.time() * 1000),
+    )
 
 
 def deploy_gate_machine(
