@@ -34,6 +34,8 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
+from constructs_lib.validation import PropErrors
+
 Source = Literal["path", "header", "authorizer", "context", "body"]
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
@@ -89,28 +91,36 @@ class InputField:
         return f"$input.json('$.{self.name}')"
 
 
-def _check_fields(fields: Mapping[str, InputField]) -> None:
-    if not fields:
-        raise ValueError("input_fields must name at least one field (given {})")
-    for key, field in fields.items():
+def template_errors(input_fields: Mapping[str, InputField], idempotency_header: str) -> list[str]:
+    """What would break the request template, one message per problem (empty when it is sound)."""
+    if not input_fields:
+        return ["input_fields must name at least one field (given {})"]
+    errors = []
+    for key, field in input_fields.items():
         if not _NAME.match(key):
-            raise ValueError(f"input field name must match {_NAME.pattern} (given {key!r})")
+            errors.append(f"input field name must match {_NAME.pattern} (given {key!r})")
         pattern = _BODY_PATH if field.source == "body" else _PARAM
         if not pattern.match(field.name):
-            raise ValueError(
+            errors.append(
                 f"{field.source} name of input field {key!r} must match {pattern.pattern} (given {field.name!r})"
             )
         if field.source == "context" and not re.match(r"^[A-Za-z][A-Za-z0-9.]*$", field.name):
-            raise ValueError(f"context variable of {key!r} must be like requestId (given {field.name!r})")
+            errors.append(f"context variable of {key!r} must be like requestId (given {field.name!r})")
+    if not _PARAM.match(idempotency_header):
+        errors.append(f"idempotency_header must match {_PARAM.pattern} (given {idempotency_header!r})")
+    return errors
 
 
 def start_execution_template(
     state_machine_arn: str, input_fields: Mapping[str, InputField], *, idempotency_header: str = "Idempotency-Key"
 ) -> str:
-    """The VTL request template of a StartExecution call (see the module docstring)."""
-    _check_fields(input_fields)
-    if not _PARAM.match(idempotency_header):
-        raise ValueError(f"idempotency_header must match {_PARAM.pattern} (given {idempotency_header!r})")
+    """The VTL request template of a StartExecution call (see the module docstring).
+
+    Raises ValueError naming the first problem of :func:`template_errors`.
+    """
+    errors = template_errors(input_fields, idempotency_header)
+    if errors:
+        raise ValueError(errors[0])
     lines = [
         f"#set($idemKey = $input.params().header.get('{idempotency_header}'))",
         '#if("$!idemKey" == "")',
@@ -210,8 +220,17 @@ class StepFunctionsStartExecution(Construct):
         existing_role: iam.IRole | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.request_template: str = start_execution_template(
-            state_machine.state_machine_arn, input_fields, idempotency_header=idempotency_header
+        errors = PropErrors(self)
+        problems = template_errors(input_fields, idempotency_header)
+        for problem in problems:
+            errors.check(False, problem)
+        # With a problem, synthesis fails on it; the template is then never deployed.
+        self.request_template: str = (
+            ""
+            if problems
+            else start_execution_template(
+                state_machine.state_machine_arn, input_fields, idempotency_header=idempotency_header
+            )
         )
         self.role: iam.IRole = existing_role or iam.Role(
             self,
