@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,6 +16,7 @@ from lambdas.shared import env as lambda_env
 from lambdas.shared.records import Agent, AgentStatus, HandoffStatus, Role
 from lambdas.shared.store import DynamoSessionStore
 from tests.support.ddb import atomic_requests, create_sessions_table
+from tests.support.events import Api, authorizer_context, rest_proxy_event
 
 
 @pytest.fixture
@@ -41,35 +41,24 @@ class _Context:
         return 30000
 
 
+AGENT_API = Api(stage="prod")
+
+
 def call(
     action: str, session_id: str, body: Any, *, sub: str | None = "agent-1", role: str = "agent"
 ) -> tuple[int, Any]:
     """POST /handoffs/{session_id}/<action> as API Gateway sends it, with the authorizer's context."""
-    authorizer = {"role": role, **({"sub": sub, "principalId": sub} if sub else {})}
-    path = f"/handoffs/{session_id}/{action}"
-    event = {
-        "resource": f"/handoffs/{{session_id}}/{action}",
-        "path": path,
-        "httpMethod": "POST",
-        "headers": {"Content-Type": "application/json"},
-        "multiValueHeaders": {"Content-Type": ["application/json"]},
-        "queryStringParameters": None,
-        "multiValueQueryStringParameters": None,
-        "pathParameters": {"session_id": session_id},
-        "stageVariables": None,
-        "requestContext": {
-            "resourcePath": f"/handoffs/{{session_id}}/{action}",
-            "httpMethod": "POST",
-            "path": f"/prod{path}",
-            "accountId": "123456789012",
-            "stage": "prod",
-            "requestId": str(uuid.uuid4()),
-            "identity": {"sourceIp": "203.0.113.9"},
-            "authorizer": authorizer,
-        },
-        "body": body if isinstance(body, str) else json.dumps(body),
-        "isBase64Encoded": False,
-    }
+    authorizer = authorizer_context(sub, role=role, **({"sub": sub} if sub else {}))
+    event = rest_proxy_event(
+        "POST",
+        f"/handoffs/{{session_id}}/{action}",
+        f"/handoffs/{session_id}/{action}",
+        api=AGENT_API,
+        path_parameters={"session_id": session_id},
+        headers={"Content-Type": "application/json"},
+        body=body if isinstance(body, str) else json.dumps(body),
+        authorizer=authorizer,
+    )
     response = agent_api.handler(event, _Context())
     return int(response["statusCode"]), json.loads(response["body"])
 

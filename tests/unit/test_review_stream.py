@@ -16,6 +16,7 @@ from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import 
 from lambdas.events import routing
 from lambdas.shared.store import DynamoSessionStore
 from tests.support.ddb import create_sessions_table
+from tests.support.events import stream_record_from
 
 TOKEN = "task-token-that-must-stay-in-the-table"
 
@@ -42,23 +43,12 @@ def stream_records(stream_arn: str) -> list[dict[str, Any]]:
     return records
 
 
+STREAM_ARN = "arn:aws:dynamodb:us-east-1:123456789012:table/reviews-streamed/stream/x"
+
+
 def as_lambda_record(record: dict[str, Any]) -> DynamoDBRecord:
     """The stream record as Lambda's event source mapping hands it over (epoch-second timestamps)."""
-    dynamodb = dict(record["dynamodb"])
-    created = dynamodb.get("ApproximateCreationDateTime")
-    if created is not None and not isinstance(created, (int, float)):
-        dynamodb["ApproximateCreationDateTime"] = int(created.timestamp())
-    return DynamoDBRecord(
-        {
-            "eventID": record["eventID"],
-            "eventName": record["eventName"],
-            "eventVersion": "1.1",
-            "eventSource": "aws:dynamodb",
-            "awsRegion": "us-east-1",
-            "dynamodb": dynamodb,
-            "eventSourceARN": "arn:aws:dynamodb:us-east-1:123456789012:table/reviews-streamed/stream/x",
-        }
-    )
+    return DynamoDBRecord(stream_record_from(record, stream_arn=STREAM_ARN))
 
 
 @pytest.mark.parametrize("decision", ["approved", "rejected"])

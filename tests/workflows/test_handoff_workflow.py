@@ -24,6 +24,7 @@ from lambdas.shared.records import Agent, AgentStatus, HandoffStatus, Role, Sess
 from lambdas.shared.store import DynamoSessionStore
 from stacks.config import with_overrides
 from tests.support.ddb import atomic_requests
+from tests.support.events import ACCOUNT, Api, authorizer_context, batch_event, rest_proxy_event, sqs_record_from
 from tests.support.lambda_bridge import Invocations, in_process
 from tests.support.synth import stage_config
 from tests.workflows.orchestration_harness import REGION, Deployed, deploy, synthesize_orchestration
@@ -83,7 +84,8 @@ class World:
         while time.monotonic() < deadline:
             messages = sqs.receive_message(QueueUrl=self.assignment_queue, MaxNumberOfMessages=10).get("Messages", [])
             if messages:
-                event = {"Records": [_sqs_record(m) for m in messages]}
+                queue_arn = f"arn:aws:sqs:{REGION}:{ACCOUNT}:assignment"
+                event = batch_event(*(sqs_record_from(m, queue_arn=queue_arn) for m in messages))
                 response = boto3.client("lambda", region_name=REGION).invoke(
                     FunctionName=self.consumer, Payload=json.dumps(event).encode()
                 )
@@ -108,7 +110,17 @@ class World:
     def route(self, method_path: str, session_id: str, agent_id: str, body: Any, role: str = "agent") -> dict[str, Any]:
         """Call lambdas.api.agent as API Gateway does, with the authorizer's context."""
         lambda_env.reset()
-        event = _api_event(method_path, session_id, {"sub": agent_id, "role": role}, body)
+        action = method_path.rsplit("/", 1)[-1]
+        event = rest_proxy_event(
+            "POST",
+            f"/handoffs/{{session_id}}/{action}",
+            f"/handoffs/{session_id}/{action}",
+            api=Api(stage="prod"),
+            path_parameters={"session_id": session_id},
+            headers={"Content-Type": "application/json"},
+            body=json.dumps(body),
+            authorizer=authorizer_context(agent_id, sub=agent_id, role=role),
+        )
         result: dict[str, Any] = agent_api.handler(event, _Context())
         return result
 
@@ -135,48 +147,6 @@ class _Context:
 
     def get_remaining_time_in_millis(self) -> int:
         return 30000
-
-
-def _sqs_record(message: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "messageId": message["MessageId"],
-        "receiptHandle": message["ReceiptHandle"],
-        "body": message["Body"],
-        "attributes": {"ApproximateReceiveCount": "1", "SentTimestamp": "0"},
-        "messageAttributes": {},
-        "md5OfBody": message["MD5OfBody"],
-        "eventSource": "aws:sqs",
-        "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:assignment",
-        "awsRegion": REGION,
-    }
-
-
-def _api_event(method_path: str, session_id: str, authorizer: dict[str, str], body: Any) -> dict[str, Any]:
-    action = method_path.rsplit("/", 1)[-1]
-    path = f"/handoffs/{session_id}/{action}"
-    return {
-        "resource": f"/handoffs/{{session_id}}/{action}",
-        "path": path,
-        "httpMethod": "POST",
-        "headers": {"Content-Type": "application/json"},
-        "multiValueHeaders": {"Content-Type": ["application/json"]},
-        "queryStringParameters": None,
-        "multiValueQueryStringParameters": None,
-        "pathParameters": {"session_id": session_id},
-        "stageVariables": None,
-        "requestContext": {
-            "resourcePath": f"/handoffs/{{session_id}}/{action}",
-            "httpMethod": "POST",
-            "path": f"/prod{path}",
-            "accountId": "123456789012",
-            "stage": "prod",
-            "requestId": str(uuid.uuid4()),
-            "identity": {"sourceIp": "203.0.113.9"},
-            "authorizer": {**authorizer, "principalId": authorizer["sub"]},
-        },
-        "body": json.dumps(body),
-        "isBase64Encoded": False,
-    }
 
 
 def _cause(description: dict[str, Any]) -> str:

@@ -20,6 +20,7 @@ from moto.events.models import EventPattern
 from tests.e2e.harness.invoke import invoke
 from tests.e2e.harness.loaders import Cloud, EventSourceMapping
 from tests.e2e.harness.streams import Delivery
+from tests.support.events import sqs_record_from
 
 MAX_ROUNDS = 50
 
@@ -76,7 +77,7 @@ class SqsPump:
         messages = self._receive(url, mapping.batch_size)
         if not messages:
             return False
-        records = [self._record(m, mapping) for m in messages]
+        records = [sqs_record_from(m, queue_arn=mapping.event_source_arn) for m in messages]
         seen = self.received.setdefault(mapping.event_source_arn, [])
         seen.extend(r["body"] for r in records if r["attributes"].get("ApproximateReceiveCount") == "1")
         passing = [r for r in records if _passes(mapping, r)]
@@ -103,29 +104,6 @@ class SqsPump:
             else:
                 sqs.delete_message(QueueUrl=url, ReceiptHandle=record["receiptHandle"])
         return True
-
-    def _record(self, message: dict[str, Any], mapping: EventSourceMapping) -> dict[str, Any]:
-        attributes = {
-            name: {
-                "stringValue": value.get("StringValue"),
-                "binaryValue": value.get("BinaryValue"),
-                "stringListValues": [],
-                "binaryListValues": [],
-                "dataType": value["DataType"],
-            }
-            for name, value in message.get("MessageAttributes", {}).items()
-        }
-        return {
-            "messageId": message["MessageId"],
-            "receiptHandle": message["ReceiptHandle"],
-            "body": message["Body"],
-            "attributes": message.get("Attributes", {}),
-            "messageAttributes": attributes,
-            "md5OfBody": message.get("MD5OfBody"),
-            "eventSource": "aws:sqs",
-            "eventSourceARN": mapping.event_source_arn,
-            "awsRegion": self.cloud.region,
-        }
 
 
 def _passes(mapping: EventSourceMapping, record: dict[str, Any]) -> bool:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
-import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -28,8 +27,12 @@ import jsonschema
 from tests.e2e.harness.deploy import DeployedStack
 from tests.e2e.harness.invoke import invoke
 from tests.e2e.harness.loaders import Cloud
+from tests.support.events import Api, request_authorizer_event, rest_proxy_event
 from tests.support.vtl import mapping_scope, render
 
+#: The client every request of the harness comes from.
+SOURCE_IP = "203.0.113.10"
+USER_AGENT = "embedded-aws-harness"
 _LAMBDA_URI = re.compile(r"arn:[^:]+:apigateway:[^:]+:lambda:path/[^/]+/functions/(?P<arn>.+)/invocations")
 _AWS_URI = re.compile(r"arn:[^:]+:apigateway:[^:]+:(?P<service>[^:]+):action/(?P<action>.+)")
 
@@ -121,6 +124,7 @@ class RestRouter:
         stages = [r.properties for r in mine.values() if r.type == "AWS::ApiGateway::Stage"]
         self.stage = str(stages[0]["StageName"]) if stages else "prod"
         self.stage_variables = dict(stages[0].get("Variables", {})) if stages else {}
+        self.api = Api(api_id=self.api_id, stage=self.stage, account=cloud.account, region=cloud.region)
         self._auth_cache: dict[tuple[str, str], tuple[float, dict[str, Any]]] = {}
         self.log: list[Call] = []
         #: request templates that rendered to invalid JSON (a template bug the harness surfaces)
@@ -219,9 +223,7 @@ class RestRouter:
         if kind != "CUSTOM":
             raise NotImplementedError(f"AuthorizationType {kind} is not emulated (only NONE and CUSTOM)")
         authorizer = self.authorizers[str(props["AuthorizerId"])]
-        method_arn = (
-            f"arn:aws:execute-api:{self.cloud.region}:{self.cloud.account}:{self.api_id}/{self.stage}/{method}{path}"
-        )
+        method_arn = self.api.method_arn(method, path)
         lowered = {k.lower(): v for k, v in headers.items()}
         sources = [
             s.strip() for s in str(authorizer.get("IdentitySource", "method.request.header.Authorization")).split(",")
@@ -253,18 +255,17 @@ class RestRouter:
             if auth_type == "TOKEN":
                 event: dict[str, Any] = {"type": "TOKEN", "authorizationToken": identity[0], "methodArn": method_arn}
             else:
-                event = {
-                    "type": "REQUEST",
-                    "methodArn": method_arn,
-                    "resource": context.get("resourcePath"),
-                    "path": path,
-                    "httpMethod": method,
-                    "headers": headers,
-                    "queryStringParameters": query or None,
-                    "pathParameters": path_params or None,
-                    "stageVariables": self.stage_variables or None,
-                    "requestContext": {"requestId": context["requestId"], "stage": self.stage, "apiId": self.api_id},
-                }
+                event = request_authorizer_event(
+                    method,
+                    str(context.get("resourcePath")),
+                    path,
+                    api=self.api,
+                    path_parameters=path_params,
+                    query=query,
+                    headers=headers,
+                    stage_variables=self.stage_variables,
+                    request_id=context["requestId"],
+                )
             outcome = invoke(self.cloud.client("lambda"), function.group("arn").split(":")[6], event)
             if not outcome.ok:
                 if outcome.payload and outcome.payload.get("errorMessage") == "Unauthorized":
@@ -455,38 +456,22 @@ class RestRouter:
         raw: str | None,
         context: dict[str, Any],
     ) -> dict[str, Any]:
-        now = self.clock()
-        return {
-            "resource": resource_path,
-            "path": path,
-            "httpMethod": method,
-            "headers": headers or None,
-            "multiValueHeaders": {k: [v] for k, v in headers.items()} or None,
-            "queryStringParameters": query or None,
-            "multiValueQueryStringParameters": {k: [v] for k, v in query.items()} or None,
-            "pathParameters": path_params or None,
-            "stageVariables": self.stage_variables or None,
-            "requestContext": {
-                "resourceId": resource_path,
-                "resourcePath": resource_path,
-                "httpMethod": method,
-                "extendedRequestId": context["requestId"],
-                "requestTime": time.strftime("%d/%b/%Y:%H:%M:%S +0000", time.gmtime(now)),
-                "path": f"/{self.stage}{path}",
-                "accountId": self.cloud.account,
-                "protocol": "HTTP/1.1",
-                "stage": self.stage,
-                "domainPrefix": self.api_id,
-                "requestTimeEpoch": int(now * 1000),
-                "requestId": context["requestId"],
-                "identity": {"sourceIp": "203.0.113.10", "userAgent": "embedded-aws-harness"},
-                "domainName": f"{self.api_id}.execute-api.{self.cloud.region}.amazonaws.com",
-                "apiId": self.api_id,
-                "authorizer": context.get("authorizer") or None,
-            },
-            "body": raw,
-            "isBase64Encoded": False,
-        }
+        return rest_proxy_event(
+            method,
+            resource_path,
+            path,
+            api=self.api,
+            path_parameters=path_params,
+            query=query,
+            headers=headers,
+            body=raw,
+            authorizer=context.get("authorizer") or None,
+            stage_variables=self.stage_variables,
+            request_id=context["requestId"],
+            source_ip=SOURCE_IP,
+            user_agent=USER_AGENT,
+            epoch_ms=int(self.clock() * 1000),
+        )
 
     # ------------------------------------------------------------------ errors
 

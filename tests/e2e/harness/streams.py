@@ -29,8 +29,9 @@ from typing import Any
 
 from moto.events.models import EventPattern
 
-from tests.e2e.harness.invoke import Outcome, invoke, to_json_shape
+from tests.e2e.harness.invoke import Outcome, invoke
 from tests.e2e.harness.loaders import Cloud, EventSourceMapping
+from tests.support.events import stream_record_from
 
 #: A mapping with MaximumRetryAttempts unset retries until the record expires (a day); the
 #: harness stops there instead and fails loudly.
@@ -111,10 +112,7 @@ class StreamPump:
         return len(self.deliveries) - before
 
     def _lambda_record(self, record: dict[str, Any], mapping: EventSourceMapping) -> dict[str, Any]:
-        shaped: dict[str, Any] = to_json_shape(record)
-        shaped["eventSourceARN"] = mapping.event_source_arn
-        shaped.setdefault("eventVersion", "1.1")
-        shaped.setdefault("awsRegion", self.cloud.region)
+        shaped = stream_record_from(record, stream_arn=mapping.event_source_arn, region=self.cloud.region)
         shaped["dynamodb"].setdefault("ApproximateCreationDateTime", self.clock())
         return shaped
 

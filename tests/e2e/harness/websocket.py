@@ -30,7 +30,8 @@ from moto.core.exceptions import JsonRESTError
 from tests.e2e.harness.deploy import DeployedStack
 from tests.e2e.harness.invoke import invoke
 from tests.e2e.harness.loaders import Cloud
-from tests.e2e.harness.rest import _LAMBDA_URI, _policy_effect
+from tests.e2e.harness.rest import _LAMBDA_URI, SOURCE_IP, USER_AGENT, _policy_effect
+from tests.support.events import Api, ws_authorizer_event, ws_event
 
 
 class ConnectionRefused(Exception):
@@ -105,7 +106,8 @@ class WebSocketRouter:
                 str(props["RouteKey"]), function, authorizer, bool(props.get("RouteResponseSelectionExpression"))
             )
         self.connections: dict[str, Connection] = {}
-        self.domain = f"{self.api_id}.execute-api.{cloud.region}.amazonaws.com"
+        self.api = Api(api_id=self.api_id, stage=self.stage, account=cloud.account, region=cloud.region)
+        self.domain = self.api.domain
 
     # ------------------------------------------------------------------ client side
 
@@ -120,14 +122,7 @@ class WebSocketRouter:
         connection = Connection(connection_id, authorizer_context, self.clock(), query=query)
         self.connections[connection_id] = connection
         if route and route.integration_function:
-            event = {
-                "headers": headers,
-                "multiValueHeaders": {k: [v] for k, v in headers.items()},
-                "queryStringParameters": query or None,
-                "multiValueQueryStringParameters": {k: [v] for k, v in query.items()} or None,
-                "requestContext": self._context(connection, "$connect", "CONNECT"),
-                "isBase64Encoded": False,
-            }
+            event = self._event(connection, "$connect", query=query, headers=headers)
             outcome = invoke(self.cloud.client("lambda"), route.integration_function, event)
             status = (
                 int(outcome.payload.get("statusCode", 200)) if outcome.ok and isinstance(outcome.payload, dict) else 500
@@ -150,18 +145,13 @@ class WebSocketRouter:
             frame = {"message": "Forbidden", "connectionId": connection_id}
             connection.frames.append(frame)
             return frame
-        context = self._context(connection, route.key, "MESSAGE")
-        context["messageId"] = uuid.uuid4().hex[:12]
-        outcome = invoke(
-            self.cloud.client("lambda"),
-            route.integration_function,
-            {"requestContext": context, "body": raw, "isBase64Encoded": False},
-        )
+        event = self._event(connection, route.key, body=raw)
+        outcome = invoke(self.cloud.client("lambda"), route.integration_function, event)
         if not outcome.ok:
             frame = {
                 "message": "Internal server error",
                 "connectionId": connection_id,
-                "requestId": context["requestId"],
+                "requestId": event["requestContext"]["requestId"],
             }
             connection.frames.append(frame)
             return frame
@@ -178,13 +168,8 @@ class WebSocketRouter:
         connection.open = False
         route = self.routes.get("$disconnect")
         if route and route.integration_function:
-            context = self._context(connection, "$disconnect", "DISCONNECT")
-            context.update(disconnectStatusCode=status_code, disconnectReason=reason)
-            invoke(
-                self.cloud.client("lambda"),
-                route.integration_function,
-                {"headers": {}, "requestContext": context, "isBase64Encoded": False},
-            )
+            event = self._event(connection, "$disconnect", disconnect_status_code=status_code, disconnect_reason=reason)
+            invoke(self.cloud.client("lambda"), route.integration_function, event)
 
     def frames(self, connection_id: str) -> list[Any]:
         """Every frame the client of this connection received, in order."""
@@ -198,26 +183,19 @@ class WebSocketRouter:
             raise KeyError(f"connection {connection_id} is not open")
         return connection
 
-    def _context(self, connection: Connection, route_key: str, event_type: str) -> dict[str, Any]:
-        now = self.clock()
-        context: dict[str, Any] = {
-            "routeKey": route_key,
-            "eventType": event_type,
-            "extendedRequestId": uuid.uuid4().hex[:16],
-            "requestTime": "",
-            "messageDirection": "IN",
-            "stage": self.stage,
-            "connectedAt": int(connection.connected_at * 1000),
-            "requestTimeEpoch": int(now * 1000),
-            "identity": {"sourceIp": "203.0.113.10", "userAgent": "embedded-aws-harness"},
-            "requestId": uuid.uuid4().hex[:16],
-            "domainName": self.domain,
-            "connectionId": connection.connection_id,
-            "apiId": self.api_id,
-        }
-        if connection.authorizer:
-            context["authorizer"] = dict(connection.authorizer)
-        return context
+    def _event(self, connection: Connection, route_key: str, **parts: Any) -> dict[str, Any]:
+        """The event of ``route_key`` on ``connection`` now, with its authorizer context."""
+        return ws_event(
+            route_key,
+            api=self.api,
+            connection_id=connection.connection_id,
+            authorizer=dict(connection.authorizer) if connection.authorizer else None,
+            connected_at_ms=int(connection.connected_at * 1000),
+            epoch_ms=int(self.clock() * 1000),
+            source_ip=SOURCE_IP,
+            user_agent=USER_AGENT,
+            **parts,
+        )
 
     def _authorize(
         self, authorizer: dict[str, Any], connection_id: str, query: dict[str, str], headers: dict[str, str]
@@ -236,18 +214,18 @@ class WebSocketRouter:
         uri = _LAMBDA_URI.match(str(authorizer.get("AuthorizerUri", "")))
         if uri is None:
             raise NotImplementedError("only Lambda REQUEST authorizers are emulated")
-        method_arn = f"arn:aws:execute-api:{self.cloud.region}:{self.cloud.account}:{self.api_id}/{self.stage}/$connect"
-        connection = Connection(connection_id, {}, self.clock(), query=query)
-        event = {
-            "type": "REQUEST",
-            "methodArn": method_arn,
-            "headers": headers,
-            "multiValueHeaders": {k: [v] for k, v in headers.items()},
-            "queryStringParameters": query or None,
-            "multiValueQueryStringParameters": {k: [v] for k, v in query.items()} or None,
-            "stageVariables": {},
-            "requestContext": self._context(connection, "$connect", "CONNECT"),
-        }
+        now_ms = int(self.clock() * 1000)
+        event = ws_authorizer_event(
+            api=self.api,
+            connection_id=connection_id,
+            query=query,
+            headers=headers,
+            connected_at_ms=now_ms,
+            epoch_ms=now_ms,
+            source_ip=SOURCE_IP,
+            user_agent=USER_AGENT,
+        )
+        method_arn = event["methodArn"]
         outcome = invoke(self.cloud.client("lambda"), uri.group("arn").split(":")[6], event)
         if not outcome.ok:
             if isinstance(outcome.payload, dict) and outcome.payload.get("errorMessage") == "Unauthorized":
