@@ -8,6 +8,8 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
 
+from constructs_lib.validation import PropErrors, is_unresolved
+
 
 class AlarmTopic(Construct):
     """An SNS topic for CloudWatch alarm and OK notifications.
@@ -29,8 +31,12 @@ class AlarmTopic(Construct):
         self, scope: Construct, construct_id: str, *, encryption_key: kms.IKey, email: str | None = None
     ) -> None:
         super().__init__(scope, construct_id)
-        if email is not None and ("@" not in email or email.strip() != email):
-            raise ValueError(f"email must be an e-mail address (given {email!r})")
+        errors = PropErrors(self)
+        if not errors.check(
+            email is None or is_unresolved(email) or ("@" in email and email.strip() == email),
+            f"email must be an e-mail address (given {email!r})",
+        ):
+            email = None
         self.topic: sns.Topic = sns.Topic(self, "Resource", master_key=encryption_key, enforce_ssl=True)
         self.topic.add_to_resource_policy(
             iam.PolicyStatement(

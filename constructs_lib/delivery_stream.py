@@ -11,6 +11,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from constructs_lib.nag_findings import acknowledge_policy, resource_finding
+from constructs_lib.validation import PropErrors, is_unresolved
 
 _CIDR_MAPPING = "@aws-cdk--aws-kinesisfirehose.CidrBlocks"  # the L2's id, "/" made "--"
 
@@ -24,8 +25,8 @@ class S3DeliveryStream(Construct):
     Example::
 
         stream = S3DeliveryStream(self, "Analytics", bucket=analytics_bucket, encryption_key=key,
-                                  prefix="sessions/")
-        stream.grant_put_records(router_function)
+                                  prefix="orders/")
+        stream.grant_put_records(producer_function)
 
     Objects land under ``<prefix>year=YYYY/month=MM/day=DD/``; records Firehose cannot deliver land
     under ``<error_prefix><error type>/year=.../``. The stream itself (server-side encryption),
@@ -58,17 +59,25 @@ class S3DeliveryStream(Construct):
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_WEEK,
     ) -> None:
         super().__init__(scope, construct_id)
+        errors = PropErrors(self)
         interval = buffering_interval if buffering_interval is not None else Duration.seconds(60)
         size = buffering_size or Size.mebibytes(5)
-        if not 0 <= interval.to_seconds() <= 900:
-            raise ValueError(f"buffering_interval must be 0..900 seconds (given {interval.to_seconds()})")
-        if not 1 <= size.to_mebibytes() <= 128:
-            raise ValueError(f"buffering_size must be 1..128 MiB (given {size.to_mebibytes()})")
+        seconds = None if interval.is_unresolved() else interval.to_seconds()
+        if not errors.check(
+            seconds is None or 0 <= seconds <= 900, f"buffering_interval must be 0..900 seconds (given {seconds})"
+        ):
+            interval = Duration.seconds(60)
+        mebibytes = None if size.is_unresolved() else size.to_mebibytes()
+        if not errors.check(
+            mebibytes is None or 1 <= mebibytes <= 128, f"buffering_size must be 1..128 MiB (given {mebibytes})"
+        ):
+            size = Size.mebibytes(5)
         for name, value in (("prefix", prefix), ("error_prefix", error_prefix)):
-            if not value or value.startswith("/") or not value.endswith("/"):
-                raise ValueError(f"{name} must be a relative prefix ending in '/' (given {value!r})")
-        if prefix == error_prefix:
-            raise ValueError(f"prefix and error_prefix must differ (given {prefix!r} twice)")
+            errors.check(
+                is_unresolved(value) or bool(value and not value.startswith("/") and value.endswith("/")),
+                f"{name} must be a relative prefix ending in '/' (given {value!r})",
+            )
+        errors.check(prefix != error_prefix, f"prefix and error_prefix must differ (given {prefix!r} twice)")
         self.log_group = logs.LogGroup(self, "LogGroup", retention=log_retention, removal_policy=RemovalPolicy.DESTROY)
         self.destination = firehose.S3Bucket(
             bucket,

@@ -1,4 +1,4 @@
-"""A customer-managed KMS key with rotation, usable by the AWS services that encrypt our data."""
+"""A customer-managed KMS key with rotation, usable by the AWS services that encrypt the data."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
+
+from constructs_lib.validation import PropErrors
 
 
 class EncryptionKey(Construct):
@@ -43,9 +45,11 @@ class EncryptionKey(Construct):
         pending_window: Duration | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
+        errors = PropErrors(self)
         window = pending_window or Duration.days(30)
-        if not 7 <= window.to_days() <= 30:
-            raise ValueError(f"pending_window must be 7..30 days (given {window.to_days()})")
+        days = None if window.is_unresolved() else window.to_days()
+        if not errors.check(days is None or 7 <= days <= 30, f"pending_window must be 7..30 days (given {days})"):
+            window = Duration.days(30)
         self.key: kms.Key = kms.Key(
             self,
             "Resource",
@@ -60,7 +64,7 @@ class EncryptionKey(Construct):
 
     def allow_service(self, service: str) -> None:
         """Let one AWS service (e.g. ``logs``) use the key on behalf of this account."""
-        if not service.isalnum():
+        if not service.isalnum():  # a principal cannot be built from it, so fail at the call
             raise ValueError(f"service must be a short service name like 'sns' (given {service!r})")
         stack = Stack.of(self)
         principal = (

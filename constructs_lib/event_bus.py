@@ -13,6 +13,7 @@ from constructs import Construct
 
 from constructs_lib.encryption_key import EncryptionKey
 from constructs_lib.secure_queue import SecureQueue
+from constructs_lib.validation import PropErrors, is_unresolved
 
 
 class SecureEventBus(Construct):
@@ -22,7 +23,7 @@ class SecureEventBus(Construct):
 
         bus = SecureEventBus(self, "Bus", encryption_key=key, archive_retention=Duration.days(30))
         bus.route_to_function("Started", event_pattern=events.EventPattern(...), function=fn)
-        bus.route_to_queue("Handoff", event_pattern=events.EventPattern(...), queue=queue)
+        bus.route_to_queue("Shipped", event_pattern=events.EventPattern(...), queue=queue)
 
     Args:
         encryption_key: customer key of the bus's events. Required. Give the bus a literal
@@ -59,19 +60,30 @@ class SecureEventBus(Construct):
         existing_dead_letter_queue: sqs.IQueue | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
-        if existing_dead_letter_queue is not None and dead_letter_queue_encryption_key is not None:
-            raise ValueError(
-                "give existing_dead_letter_queue or dead_letter_queue_encryption_key, not both: "
-                "the key only shapes a new queue"
-            )
+        errors = PropErrors(self)
+        errors.check(
+            existing_dead_letter_queue is None or dead_letter_queue_encryption_key is None,
+            "give existing_dead_letter_queue or dead_letter_queue_encryption_key, not both: "
+            "the key only shapes a new queue",
+        )
         retention = archive_retention or Duration.days(30)
         max_age = target_max_event_age or Duration.hours(2)
-        if not 0 <= target_retry_attempts <= 185:
-            raise ValueError(f"target_retry_attempts must be 0..185 (given {target_retry_attempts})")
-        if not 60 <= max_age.to_seconds() <= 86400:
-            raise ValueError(f"target_max_event_age must be 60 s..24 h (given {max_age.to_seconds()} s)")
-        if not 1 <= retention.to_days() <= 3650:
-            raise ValueError(f"archive_retention must be 1..3650 days (given {retention.to_days()})")
+        if not errors.check(
+            is_unresolved(target_retry_attempts) or 0 <= target_retry_attempts <= 185,
+            f"target_retry_attempts must be 0..185 (given {target_retry_attempts})",
+        ):
+            target_retry_attempts = 8
+        age_seconds = None if max_age.is_unresolved() else max_age.to_seconds()
+        if not errors.check(
+            age_seconds is None or 60 <= age_seconds <= 86400,
+            f"target_max_event_age must be 60 s..24 h (given {age_seconds} s)",
+        ):
+            max_age = Duration.hours(2)
+        days = None if retention.is_unresolved() else retention.to_days()
+        if not errors.check(
+            days is None or 1 <= days <= 3650, f"archive_retention must be 1..3650 days (given {days})"
+        ):
+            retention = Duration.days(30)
         self._retry_attempts = target_retry_attempts
         self._max_event_age = max_age
 

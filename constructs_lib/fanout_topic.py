@@ -17,6 +17,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from constructs_lib.secure_queue import SecureQueue
+from constructs_lib.validation import PropErrors, is_unresolved
 
 #: AWS's advice for a queue that triggers a function: visibility >= 6x the function timeout.
 VISIBILITY_FACTOR = 6
@@ -36,9 +37,9 @@ class FanoutTopic(Construct):
 
     Example::
 
-        topic = FanoutTopic(self, "Handoffs", encryption_key=topic_key, queue_encryption_key=queue_key)
-        topic.add_queue_subscriber("Dashboard", consumer=fn, consumer_timeout=Duration.seconds(30),
-                                   filter_policy={"agent_id": sns.SubscriptionFilter.exists_filter()})
+        topic = FanoutTopic(self, "Orders", encryption_key=topic_key, queue_encryption_key=queue_key)
+        topic.add_queue_subscriber("Shipping", consumer=fn, consumer_timeout=Duration.seconds(30),
+                                   filter_policy={"carrier": sns.SubscriptionFilter.exists_filter()})
 
     Every branch queue is KMS-encrypted, SSL-only, moves a message to its DLQ after
     ``max_receive_count`` receives (the subscription sends what SNS cannot deliver to the same
@@ -67,13 +68,16 @@ class FanoutTopic(Construct):
         display_name: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
-        if existing_topic is not None and display_name is not None:
-            raise ValueError("give existing_topic or display_name, not both: display_name only shapes a new topic")
-        if queue_encryption_key.node.path == encryption_key.node.path:
-            raise ValueError(
-                "queue_encryption_key must differ from encryption_key: the queue key's policy names the "
-                "topic, so one key for both makes a dependency cycle; give the queues their own key"
-            )
+        self._errors = PropErrors(self)
+        self._errors.check(
+            existing_topic is None or display_name is None,
+            "give existing_topic or display_name, not both: display_name only shapes a new topic",
+        )
+        self._errors.check(
+            queue_encryption_key.node.path != encryption_key.node.path,
+            "queue_encryption_key must differ from encryption_key: the queue key's policy names the "
+            "topic, so one key for both makes a dependency cycle; give the queues their own key",
+        )
         self._key = queue_encryption_key
         self.topic: sns.ITopic = existing_topic or sns.Topic(
             self, "Resource", master_key=encryption_key, enforce_ssl=True, display_name=display_name
@@ -105,7 +109,7 @@ class FanoutTopic(Construct):
             filter_policy: message-attribute filter. Defaults to none: every message.
             any_of: message-attribute filter matching when ANY of these SNS filter-policy
                 objects matches (SNS ``$or``), for rules ``filter_policy`` cannot express, e.g.
-                ``[{"agent_id": [{"exists": True}]}, {"event_type": ["handoff_waiting"]}]``.
+                ``[{"carrier": [{"exists": True}]}, {"event_type": ["order_waiting"]}]``.
                 Not together with ``filter_policy``. Defaults to none.
             raw_message_delivery: deliver the message body without the SNS envelope (message
                 attributes become SQS attributes). Defaults to true.
@@ -116,14 +120,20 @@ class FanoutTopic(Construct):
             batch_size: messages per invocation, 1..10. Defaults to 10.
             max_receive_count: receives before the DLQ. Defaults to 3.
         """
-        if construct_id in self.subscribers:
+        if construct_id in self.subscribers:  # a second construct with this id cannot be built
             raise ValueError(f"a subscriber {construct_id!r} exists already; ids must be unique")
-        if not 1 <= batch_size <= 10:
-            raise ValueError(f"batch_size must be 1..10 (given {batch_size})")
-        if filter_policy and any_of:
-            raise ValueError(f"{construct_id}: give filter_policy or any_of, not both")
-        if any_of is not None and len(any_of) < 2:
-            raise ValueError(f"{construct_id}: any_of needs at least two alternatives (given {len(any_of)})")
+        errors = self._errors
+        if not errors.check(
+            is_unresolved(batch_size) or 1 <= batch_size <= 10, f"batch_size must be 1..10 (given {batch_size})"
+        ):
+            batch_size = 10
+        if not errors.check(not (filter_policy and any_of), f"{construct_id}: give filter_policy or any_of, not both"):
+            any_of = None
+        if not errors.check(
+            any_of is None or len(any_of) >= 2,
+            f"{construct_id}: any_of needs at least two alternatives (given {len(any_of or ())})",
+        ):
+            any_of = None
         timeout = consumer_timeout or getattr(consumer, "timeout", None) or Duration.seconds(30)
         branch = SecureQueue(
             self,

@@ -22,7 +22,7 @@ def resource_finding(scope: Construct, arn: str, suffix: str = "", *, owner: ICo
 
     ``owner`` is the construct the ARN belongs to. When it lives in another stack, the
     template holds a weak cross-stack reference (``Fn::GetStackOutput`` of the output CDK
-    publishes in the owner's stack, the app's ``defaultCrossStackReferences: weak``), and so does
+    publishes in the owner's stack, with the ``defaultCrossStackReferences: weak`` context), and so does
     the finding; the output's logical id is computed the way CDK computes it.
     """
     consumer = Stack.of(scope)

@@ -4,7 +4,7 @@ Example::
 
     api = HardenedRestApi(self, "RestApi", cors_allowed_origins=["https://app.example.com"],
                           throttle_rate=50, throttle_burst=100)
-    model = api.add_model("CreateSession", {"type": "object", "required": ["name"], ...})
+    model = api.add_model("CreateOrder", {"type": "object", "required": ["name"], ...})
     api.api.root.add_resource("things").add_method(
         "POST", integration, request_models={"application/json": model},
         request_validator=api.body_validator, authorizer=authorizer)
@@ -21,6 +21,8 @@ from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from constructs import Construct
+
+from constructs_lib.validation import PropErrors, is_unresolved
 
 #: Access log fields, one JSON object per request (CloudWatch Logs Insights reads them as is).
 ACCESS_LOG_FIELDS: dict[str, str] = {
@@ -134,15 +136,25 @@ class HardenedRestApi(Construct):
         description: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
+        errors = PropErrors(self)
         origins = list(cors_allowed_origins)
-        if not origins:
-            raise ValueError("cors_allowed_origins must list at least one origin (given [])")
-        if "*" in origins and len(origins) > 1:
-            raise ValueError(f"cors_allowed_origins: '*' must be the only entry (given {origins})")
-        if not 0 < throttle_rate <= 10000:
-            raise ValueError(f"throttle_rate must be in (0, 10000] requests/s (given {throttle_rate})")
-        if not 0 < throttle_burst <= 5000:
-            raise ValueError(f"throttle_burst must be 1..5000 (given {throttle_burst})")
+        if not errors.check(bool(origins), "cors_allowed_origins must list at least one origin (given [])"):
+            origins = ["*"]  # builds; synthesis fails with the message above
+        if not errors.check(
+            "*" not in origins or len(origins) == 1,
+            f"cors_allowed_origins: '*' must be the only entry (given {origins})",
+        ):
+            origins = [origin for origin in origins if origin != "*"]
+        if not errors.check(
+            is_unresolved(throttle_rate) or 0 < throttle_rate <= 10000,
+            f"throttle_rate must be in (0, 10000] requests/s (given {throttle_rate})",
+        ):
+            throttle_rate = 50.0
+        if not errors.check(
+            is_unresolved(throttle_burst) or 0 < throttle_burst <= 5000,
+            f"throttle_burst must be 1..5000 (given {throttle_burst})",
+        ):
+            throttle_burst = 100
         self.cors_allowed_origins: tuple[str, ...] = tuple(origins)
         self.primary_origin: str = origins[0]
 

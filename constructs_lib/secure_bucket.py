@@ -11,6 +11,8 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from constructs_lib.validation import PropErrors, is_unresolved
+
 ObjectLockMode = Literal["governance", "compliance"]
 
 
@@ -62,30 +64,45 @@ class SecureBucket(Construct):
         append_only: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
-        if access_log_target and (encryption_key is not None or server_access_logs is not None):
-            raise ValueError(
-                "an access_log_target bucket uses SSE-S3 and logs nowhere: "
-                "do not give it encryption_key or server_access_logs"
-            )
-        if not access_log_target and server_access_logs is None:
-            raise ValueError(f"{construct_id}: server_access_logs is required (or set access_log_target=True)")
-        if auto_delete_objects and removal_policy != RemovalPolicy.DESTROY:
-            raise ValueError("auto_delete_objects needs removal_policy=DESTROY")
-        if auto_delete_objects and object_lock is not None:
-            raise ValueError(
-                "auto_delete_objects cannot be combined with object_lock: locked objects cannot be deleted"
-            )
-        if append_only and auto_delete_objects:
-            raise ValueError("append_only cannot be combined with auto_delete_objects: the policy denies every delete")
-        if append_only and not versioned and object_lock is None:
-            raise ValueError("append_only needs a versioned bucket (given versioned=False): set versioned=True")
+        errors = PropErrors(self)
+        errors.check(
+            not (access_log_target and (encryption_key is not None or server_access_logs is not None)),
+            "an access_log_target bucket uses SSE-S3 and logs nowhere: "
+            "do not give it encryption_key or server_access_logs",
+        )
+        errors.check(
+            access_log_target or server_access_logs is not None,
+            f"{construct_id}: server_access_logs is required (or set access_log_target=True)",
+        )
+        # A failed check records its message and builds without the offending setting, so that
+        # CDK reports every message at synthesis instead of failing on the first one here.
+        if not errors.check(
+            not auto_delete_objects or removal_policy == RemovalPolicy.DESTROY,
+            "auto_delete_objects needs removal_policy=DESTROY",
+        ):
+            auto_delete_objects = False
+        if not errors.check(
+            not (auto_delete_objects and object_lock is not None),
+            "auto_delete_objects cannot be combined with object_lock: locked objects cannot be deleted",
+        ):
+            auto_delete_objects = False
+        if not errors.check(
+            not (append_only and auto_delete_objects),
+            "append_only cannot be combined with auto_delete_objects: the policy denies every delete",
+        ):
+            auto_delete_objects = False
+        errors.check(
+            not (append_only and not versioned and object_lock is None),
+            "append_only needs a versioned bucket (given versioned=False): set versioned=True",
+        )
         lock_retention = None
         if object_lock is not None:
             mode, days = object_lock
-            if mode not in ("governance", "compliance") or not 1 <= days <= 36500:
-                raise ValueError(
-                    f"object_lock must be ('governance'|'compliance', 1..36500 days) (given {object_lock})"
-                )
+            if not errors.check(
+                mode in ("governance", "compliance") and (is_unresolved(days) or 1 <= days <= 36500),
+                f"object_lock must be ('governance'|'compliance', 1..36500 days) (given {object_lock})",
+            ):
+                mode, days = "governance", 1
             lock_retention = (
                 s3.ObjectLockRetention.governance(Duration.days(days))
                 if mode == "governance"

@@ -7,7 +7,7 @@ on OK, so the on-call sees both edges.
 
 from __future__ import annotations
 
-from aws_cdk import Duration
+from aws_cdk import Duration, Token
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
@@ -18,15 +18,17 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
+from constructs_lib.validation import PropErrors
+
 
 class ServiceAlarms(Construct):
     """A set of CloudWatch alarms that all notify one topic.
 
     Example::
 
-        alarms = ServiceAlarms(self, "Alarms", topic=ops_topic, prefix="MangaAssist-dev")
-        alarms.watch_function(router.function, "StreamRouter", runbook="Check the router's logs ...")
-        alarms.watch_dead_letter_queue(dlq, "RouterDlq", runbook="Inspect, fix, redrive ...")
+        alarms = ServiceAlarms(self, "Alarms", topic=ops_topic, prefix="Orders-dev")
+        alarms.watch_function(worker.function, "Worker", runbook="Check the worker's logs ...")
+        alarms.watch_dead_letter_queue(dlq, "WorkerDlq", runbook="Inspect, fix, redrive ...")
 
     Args:
         topic: where every alarm and its recovery is sent.
@@ -39,8 +41,11 @@ class ServiceAlarms(Construct):
         self, scope: Construct, construct_id: str, *, topic: sns.ITopic, prefix: str, period: Duration | None = None
     ) -> None:
         super().__init__(scope, construct_id)
-        if not prefix or not prefix.replace("-", "").isalnum():
-            raise ValueError(f"prefix must be letters, digits and dashes (given {prefix!r})")
+        errors = PropErrors(self)
+        errors.check(
+            Token.is_unresolved(prefix) or bool(prefix and prefix.replace("-", "").isalnum()),
+            f"prefix must be letters, digits and dashes (given {prefix!r})",
+        )
         self.topic = topic
         self.prefix = prefix
         self.period = period or Duration.minutes(1)

@@ -1,9 +1,9 @@
 """Every Lambda function of an app from one code asset, hardened the same way.
 
-No Docker: the asset is the Python package directory itself (e.g. ``lambdas/``), zipped as is, so
-a handler string reads ``lambdas.api.rest.handler`` and imports are the same in tests and in
-Lambda. Third-party code comes from the official Powertools layer, whose ARN is resolved at deploy
-time from its public SSM parameter; boto3 comes from the runtime.
+No Docker: the asset is the Python package directory itself (e.g. ``app/``), zipped as is, so
+a handler string reads ``app.orders.handler`` and imports are the same in tests and in Lambda.
+Third-party code comes from the official Powertools layer, whose ARN is resolved at deploy time
+from its public SSM parameter; boto3 comes from the runtime.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
+from constructs_lib.validation import PropErrors, is_unresolved
+
 #: Newest Python runtime the pinned aws-cdk-lib knows; the code also runs on Python 3.11.
 RUNTIME = lambda_.Runtime.PYTHON_3_14
 ARCHITECTURE = lambda_.Architecture.ARM_64
@@ -35,7 +37,7 @@ _ASSET_EXCLUDES = ["**/__pycache__", "**/*.pyc", "**/.mypy_cache", "**/.pytest_c
 
 
 def powertools_parameter_name(version: str = POWERTOOLS_VERSION) -> str:
-    """The public SSM parameter that holds the Powertools layer ARN for our runtime and arch."""
+    """The public SSM parameter that holds the Powertools layer ARN for this runtime and architecture."""
     # jsii returns a new proxy per access, so compare names, never the objects.
     return f"/aws/service/powertools/python/{ARCHITECTURE.name}/{RUNTIME.name}/{version}"
 
@@ -67,12 +69,12 @@ class LambdaCode:
 
 
 class SharedFunction(Construct):
-    """A Lambda function built the one way this app builds functions.
+    """A Lambda function from the shared package asset, hardened the same way as every other.
 
     Example::
 
-        fn = SharedFunction(self, "SessionApi", code_root=Path("lambdas"),
-                            handler="lambdas.api.rest.handler",
+        fn = SharedFunction(self, "OrdersApi", code_root=Path("app"),
+                            handler="app.orders.handler",
                             environment={"TABLE_NAME": table.table_name},
                             log_retention=logs.RetentionDays.ONE_WEEK)
         table.grant_read_write_data(fn)
@@ -84,7 +86,7 @@ class SharedFunction(Construct):
     when ``on_failure`` is given.
 
     Args:
-        code_root: directory of the Python package that holds every handler (e.g. ``lambdas``).
+        code_root: directory of the Python package that holds every handler (e.g. ``app``).
         handler: dotted ``package.module.function``; validated against ``code_root``.
         service_name: Powertools service name (logs, metrics, traces). Defaults to the construct id.
         description: function description. Defaults to the handler string.
@@ -125,11 +127,18 @@ class SharedFunction(Construct):
         metrics_namespace: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
-        _check_handler(code_root, handler)
-        if not 128 <= memory_size <= 10240:
-            raise ValueError(f"memory_size must be 128..10240 MB (given {memory_size})")
-        if not 0 <= retry_attempts <= 2:
-            raise ValueError(f"retry_attempts must be 0..2 (given {retry_attempts})")
+        errors = PropErrors(self)
+        errors.check(*_check_handler(code_root, handler))
+        if not errors.check(
+            is_unresolved(memory_size) or 128 <= memory_size <= 10240,
+            f"memory_size must be 128..10240 MB (given {memory_size})",
+        ):
+            memory_size = 256
+        if not errors.check(
+            is_unresolved(retry_attempts) or 0 <= retry_attempts <= 2,
+            f"retry_attempts must be 0..2 (given {retry_attempts})",
+        ):
+            retry_attempts = 2
         timeout = timeout or Duration.seconds(30)
         service = service_name or construct_id
         #: The queue that receives failed asynchronous invocations, when one was given.
@@ -180,7 +189,7 @@ class SharedFunction(Construct):
 
     def _enable_tracing(self) -> None:
         # X-Ray's write actions cannot be scoped to a resource. CDK's `tracing=ACTIVE` would put
-        # them into the role's default policy next to our scoped grants, where one cdk-nag
+        # them into the role's default policy next to the function's scoped grants, where one cdk-nag
         # acknowledgement would hide any other wildcard; a policy of their own keeps the
         # acknowledgement to exactly these two actions.
         cfn = cast(lambda_.CfnFunction, self.function.node.default_child)
@@ -218,16 +227,18 @@ class SharedFunction(Construct):
         return self.function.grant_invoke(grantee)
 
 
-def _check_handler(code_root: Path, handler: str) -> None:
+def _check_handler(code_root: Path, handler: str) -> tuple[bool, str]:
+    """Whether ``handler`` names a module inside ``code_root``, and what to fix when it does not."""
     if not _HANDLER.match(handler):
-        raise ValueError(f"handler must be a dotted path like 'pkg.module.function' (given {handler!r})")
+        return False, f"handler must be a dotted path like 'pkg.module.function' (given {handler!r})"
     module, _, _function = handler.rpartition(".")
     parts = module.split(".")
     if parts[0] != code_root.name:
-        raise ValueError(f"handler {handler!r} must live in the {code_root.name!r} package")
+        return False, f"handler {handler!r} must live in the {code_root.name!r} package"
     path = code_root.joinpath(*parts[1:])
     if not path.with_suffix(".py").is_file() and not (path / "__init__.py").is_file():
-        raise ValueError(f"handler {handler!r}: no module {path.with_suffix('.py')}")
+        return False, f"handler {handler!r}: no module {path.with_suffix('.py')}"
+    return True, ""
 
 
 def _powertools_layer(scope: Construct) -> lambda_.ILayerVersion:

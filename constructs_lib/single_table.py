@@ -12,6 +12,8 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
+from constructs_lib.validation import PropErrors
+
 _TYPES = {"S": dynamodb.AttributeType.STRING, "N": dynamodb.AttributeType.NUMBER}
 
 _ITEM_READ = (
@@ -46,8 +48,8 @@ class SingleTable(Construct):
 
     Example::
 
-        table = SingleTable(self, "Sessions", encryption_key=key,
-                            indexes=[GlobalIndex("GSI1", "customer_id", "S", "updated_at", "N")])
+        table = SingleTable(self, "Orders", encryption_key=key,
+                            indexes=[GlobalIndex("ByOwner", "owner_id", "S", "updated_at", "N")])
         table.grant_read_write_data(my_function)   # the table, its named indexes, its key
 
     Args:
@@ -79,14 +81,24 @@ class SingleTable(Construct):
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
     ) -> None:
         super().__init__(scope, construct_id)
+        errors = PropErrors(self)
         names = [i.name for i in indexes]
-        if len(set(names)) != len(names):
-            raise ValueError(f"index names must be unique (given {names})")
-        if len(names) > 20:
-            raise ValueError(f"a table has at most 20 global secondary indexes (given {len(names)})")
+        errors.check(len(set(names)) == len(names), f"index names must be unique (given {names})")
+        errors.check(len(names) <= 20, f"a table has at most 20 global secondary indexes (given {len(names)})")
+        # Only the indexes CDK can build are added; the others are reported at synthesis.
+        valid: list[GlobalIndex] = []
         for index in indexes:
-            if index.partition_type not in _TYPES or index.sort_type not in _TYPES:
-                raise ValueError(f"index {index.name}: key types must be 'S' or 'N' (given {index})")
+            if (
+                errors.check(
+                    index.partition_type in _TYPES and index.sort_type in _TYPES,
+                    f"index {index.name}: key types must be 'S' or 'N' (given {index})",
+                )
+                and index.name not in {i.name for i in valid}
+                and len(valid) < 20
+            ):
+                valid.append(index)
+        indexes = valid
+        names = [i.name for i in indexes]
 
         self.table: dynamodb.Table = dynamodb.Table(
             self,

@@ -15,6 +15,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from constructs_lib.secure_queue import SecureQueue
+from constructs_lib.validation import PropErrors, is_unresolved
 
 #: DynamoDB streams keep records for 24 hours; a record older than that is gone anyway.
 STREAM_RETENTION_SECONDS = 86400
@@ -25,9 +26,9 @@ class StreamConsumer(Construct):
 
     Example::
 
-        StreamConsumer(self, "RouterSource", function=router.function, table=table,
+        StreamConsumer(self, "ChangesSource", function=processor, table=table,
                        encryption_key=key, batch_size=100, max_batching_window=Duration.seconds(5),
-                       filters=[{"dynamodb": {"Keys": {"SK": {"S": [{"prefix": "TURN#"}]}}}}])
+                       filters=[{"dynamodb": {"Keys": {"SK": {"S": [{"prefix": "ORDER#"}]}}}}])
 
     The mapping reports batch item failures (the function returns ``batchItemFailures``), bisects
     a failing batch, retries a bounded number of times, drops records older than
@@ -54,9 +55,10 @@ class StreamConsumer(Construct):
             without a DLQ of its own. Do not combine with ``dead_letter_queue_retention``.
         dead_letter_queue_retention: retention of a new DLQ. Defaults to 14 days.
         iterator_age_threshold: alarm when the function's IteratorAge stays above this (3 of 5
-            minutes): the consumer is falling behind the stream. Defaults to 60 seconds (seed
-            003's advice). ``iterator_age_alarm`` and ``dead_letter_alarm`` (any message in the
-            DLQ) have no actions; the caller adds them (e.g. an ops topic).
+            minutes): the consumer is falling behind the stream. Defaults to 60 seconds (a
+            minute behind is late for change-driven work). ``iterator_age_alarm`` and
+            ``dead_letter_alarm`` (any message in the DLQ) have no actions; the caller adds them
+            (e.g. an ops topic).
     """
 
     def __init__(
@@ -79,28 +81,43 @@ class StreamConsumer(Construct):
         iterator_age_threshold: Duration | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
-        if existing_dead_letter_queue is not None and dead_letter_queue_retention is not None:
-            raise ValueError(
-                "give existing_dead_letter_queue or dead_letter_queue_retention, not both: "
-                "the retention only shapes a new queue"
-            )
+        errors = PropErrors(self)
+        if not errors.check(
+            existing_dead_letter_queue is None or dead_letter_queue_retention is None,
+            "give existing_dead_letter_queue or dead_letter_queue_retention, not both: "
+            "the retention only shapes a new queue",
+        ):
+            dead_letter_queue_retention = None
         window = max_batching_window if max_batching_window is not None else Duration.seconds(5)
         age = max_record_age or Duration.hours(6)
-        if not 1 <= batch_size <= 1000:
-            raise ValueError(f"batch_size must be 1..1000 for a DynamoDB stream (given {batch_size})")
-        if not 0 <= window.to_seconds() <= 300:
-            raise ValueError(f"max_batching_window must be 0..300 seconds (given {window.to_seconds()})")
-        if not 0 <= retry_attempts <= 10000:
-            raise ValueError(f"retry_attempts must be 0..10000, never infinite (given {retry_attempts})")
-        if not 60 <= age.to_seconds() < STREAM_RETENTION_SECONDS:
-            raise ValueError(
-                f"max_record_age must be 60..{STREAM_RETENTION_SECONDS - 1} seconds, below the stream's "
-                f"24 h retention (given {age.to_seconds()})"
-            )
-        if not 1 <= parallelization_factor <= 10:
-            raise ValueError(f"parallelization_factor must be 1..10 (given {parallelization_factor})")
-        if len(filters) > 5:
-            raise ValueError(f"at most 5 filter patterns per mapping (given {len(filters)})")
+        if not errors.check(
+            is_unresolved(batch_size) or 1 <= batch_size <= 1000,
+            f"batch_size must be 1..1000 for a DynamoDB stream (given {batch_size})",
+        ):
+            batch_size = 100
+        if not errors.check(
+            window.is_unresolved() or 0 <= window.to_seconds() <= 300,
+            f"max_batching_window must be 0..300 seconds (given {_seconds(window)})",
+        ):
+            window = Duration.seconds(5)
+        if not errors.check(
+            is_unresolved(retry_attempts) or 0 <= retry_attempts <= 10000,
+            f"retry_attempts must be 0..10000, never infinite (given {retry_attempts})",
+        ):
+            retry_attempts = 5
+        if not errors.check(
+            age.is_unresolved() or 60 <= age.to_seconds() < STREAM_RETENTION_SECONDS,
+            f"max_record_age must be 60..{STREAM_RETENTION_SECONDS - 1} seconds, below the stream's "
+            f"24 h retention (given {_seconds(age)})",
+        ):
+            age = Duration.hours(6)
+        if not errors.check(
+            is_unresolved(parallelization_factor) or 1 <= parallelization_factor <= 10,
+            f"parallelization_factor must be 1..10 (given {parallelization_factor})",
+        ):
+            parallelization_factor = 1
+        if not errors.check(len(filters) <= 5, f"at most 5 filter patterns per mapping (given {len(filters)})"):
+            filters = filters[:5]
 
         self.dead_letter_queue: sqs.IQueue = existing_dead_letter_queue or (
             SecureQueue(
@@ -149,3 +166,8 @@ class StreamConsumer(Construct):
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
             alarm_description="Stream records given up on: re-read the DLQ's shard/sequence range while in the stream",
         )
+
+
+def _seconds(duration: Duration) -> float | str:
+    """A duration's seconds for a message (an unresolved one is never judged, so never shown)."""
+    return "a token" if duration.is_unresolved() else duration.to_seconds()

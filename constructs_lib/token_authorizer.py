@@ -16,6 +16,8 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
+from constructs_lib.validation import PropErrors
+
 #: ``Bearer <header>.<payload>.<signature>``: anything else is answered 401 by API Gateway
 #: without invoking (or paying for) the authorizer.
 BEARER_JWT = r"^Bearer [-0-9A-Za-z_]+\.[-0-9A-Za-z_]+\.[-0-9A-Za-z_]+$"
@@ -24,7 +26,7 @@ BEARER_JWT = r"^Bearer [-0-9A-Za-z_]+\.[-0-9A-Za-z_]+\.[-0-9A-Za-z_]+$"
 class JwtTokenAuthorizer(Construct):
     """The signing secret, the TOKEN authorizer in front of ``function``, and the grant between them.
 
-    ``function`` verifies the token (see ``lambdas/api/authorizer.py``); this construct gives it
+    ``function`` verifies the token and answers the IAM policy; this construct gives it
     read access to the secret and sets ``JWT_SECRET_ARN``. API Gateway caches each token's
     policy for ``cache_ttl``, so the function must answer a policy valid for every method the
     token may call, not only the one being called.
@@ -52,11 +54,17 @@ class JwtTokenAuthorizer(Construct):
         cache_ttl: Duration | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
-        if existing_secret is not None and secret_encryption_key is not None:
-            raise ValueError("give existing_secret or secret_encryption_key, not both (the key is for a new secret)")
+        errors = PropErrors(self)
+        errors.check(
+            existing_secret is None or secret_encryption_key is None,
+            "give existing_secret or secret_encryption_key, not both (the key is for a new secret)",
+        )
         ttl = cache_ttl if cache_ttl is not None else Duration.seconds(300)
-        if not 0 <= ttl.to_seconds() <= 3600:
-            raise ValueError(f"cache_ttl must be 0..3600 seconds (given {ttl.to_seconds()})")
+        seconds = None if ttl.is_unresolved() else ttl.to_seconds()
+        if not errors.check(
+            seconds is None or 0 <= seconds <= 3600, f"cache_ttl must be 0..3600 seconds (given {seconds})"
+        ):
+            ttl = Duration.seconds(300)
         if existing_secret is not None:
             self.secret: secretsmanager.ISecret = existing_secret
         else:

@@ -11,6 +11,8 @@ from __future__ import annotations
 from aws_cdk import aws_wafv2 as wafv2
 from constructs import Construct
 
+from constructs_lib.validation import PropErrors, is_unresolved
+
 _MIN_RATE_LIMIT = 10  # WAFv2's lower bound for a rate-based rule (requests per evaluation window)
 _MAX_RATE_LIMIT = 2_000_000_000
 _WINDOWS = (60, 120, 300, 600)
@@ -45,10 +47,15 @@ class RegionalWebAcl(Construct):
         metric_prefix: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
-        if not _MIN_RATE_LIMIT <= rate_limit <= _MAX_RATE_LIMIT:
-            raise ValueError(f"rate_limit must be {_MIN_RATE_LIMIT}..{_MAX_RATE_LIMIT} (given {rate_limit})")
-        if evaluation_window_seconds not in _WINDOWS:
-            raise ValueError(f"evaluation_window_seconds must be one of {_WINDOWS} (given {evaluation_window_seconds})")
+        errors = PropErrors(self)
+        errors.check(
+            is_unresolved(rate_limit) or _MIN_RATE_LIMIT <= rate_limit <= _MAX_RATE_LIMIT,
+            f"rate_limit must be {_MIN_RATE_LIMIT}..{_MAX_RATE_LIMIT} (given {rate_limit})",
+        )
+        errors.check(
+            is_unresolved(evaluation_window_seconds) or evaluation_window_seconds in _WINDOWS,
+            f"evaluation_window_seconds must be one of {_WINDOWS} (given {evaluation_window_seconds})",
+        )
         prefix = metric_prefix or construct_id
         self.web_acl: wafv2.CfnWebACL = wafv2.CfnWebACL(
             self,

@@ -18,6 +18,8 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from constructs_lib.validation import PropErrors, is_unresolved
+
 _ROUTE_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,127}$")
 _STAGE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 _IDENTITY_SOURCE = re.compile(
@@ -104,29 +106,38 @@ class SecureWebSocketApi(Construct):
         description: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
-        if not Token.is_unresolved(stage_name) and not _STAGE_NAME.match(stage_name):
-            raise ValueError(f"stage_name must be 1-128 of [A-Za-z0-9_-] (given {stage_name!r})")
-        routes = dict(routes or {})
-        for key in routes:
-            if not _ROUTE_KEY.match(key):
-                raise ValueError(
-                    f"route keys must be action names like 'sendMessage' (given {key!r}); "
-                    "$connect, $disconnect and $default have their own handler arguments"
-                )
-        if not identity_source:
-            raise ValueError("identity_source must name at least one source (given none)")
-        for source in identity_source:
-            if not _IDENTITY_SOURCE.match(source):
-                raise ValueError(
-                    f"identity_source entries look like 'route.request.querystring.token' (given {source!r})"
-                )
-        if not 0 < throttle_rate_limit <= 10000 or not 0 < throttle_burst_limit <= 5000:
-            raise ValueError(
-                "throttle_rate_limit must be in (0, 10000] and throttle_burst_limit in (0, 5000] "
-                f"(given {throttle_rate_limit}, {throttle_burst_limit})"
+        errors = PropErrors(self)
+        errors.check(
+            Token.is_unresolved(stage_name) or bool(_STAGE_NAME.match(stage_name)),
+            f"stage_name must be 1-128 of [A-Za-z0-9_-] (given {stage_name!r})",
+        )
+        routes = {
+            key: handler
+            for key, handler in (routes or {}).items()
+            if errors.check(
+                bool(_ROUTE_KEY.match(key)),
+                f"route keys must be action names like 'sendMessage' (given {key!r}); "
+                "$connect, $disconnect and $default have their own handler arguments",
             )
-        if existing_access_log_group is not None and access_log_group_props is not None:
-            raise ValueError("give existing_access_log_group or access_log_group_props, not both")
+        }
+        if not errors.check(bool(identity_source), "identity_source must name at least one source (given none)"):
+            identity_source = ("route.request.querystring.token",)
+        for source in identity_source:
+            errors.check(
+                Token.is_unresolved(source) or bool(_IDENTITY_SOURCE.match(source)),
+                f"identity_source entries look like 'route.request.querystring.token' (given {source!r})",
+            )
+        errors.check(
+            (is_unresolved(throttle_rate_limit) or 0 < throttle_rate_limit <= 10000)
+            and (is_unresolved(throttle_burst_limit) or 0 < throttle_burst_limit <= 5000),
+            "throttle_rate_limit must be in (0, 10000] and throttle_burst_limit in (0, 5000] "
+            f"(given {throttle_rate_limit}, {throttle_burst_limit})",
+        )
+        if not errors.check(
+            existing_access_log_group is None or access_log_group_props is None,
+            "give existing_access_log_group or access_log_group_props, not both",
+        ):
+            access_log_group_props = None
 
         self.authorizer = authorizers.WebSocketLambdaAuthorizer(
             "ConnectAuthorizer", authorizer_handler, identity_source=list(identity_source)

@@ -181,8 +181,11 @@ def test_fails_on_schema_keywords_it_cannot_translate(schema: dict[str, Any], me
     ],
 )
 def test_fails_on_bad_rest_api_props(kwargs: dict[str, Any], message: str) -> None:
-    with pytest.raises(ValueError, match=message):
-        HardenedRestApi(Stack(App(), "S"), "Api", **kwargs)
+    stack = Stack(App(), "S")
+    api = HardenedRestApi(stack, "Api", **kwargs)
+    api.api.root.add_method("GET", apigw.MockIntegration())
+    with pytest.raises(RuntimeError, match=r"\[S/Api\] .*" + message):
+        Template.from_stack(stack)
 
 
 @pytest.mark.parametrize(
@@ -190,8 +193,10 @@ def test_fails_on_bad_rest_api_props(kwargs: dict[str, Any], message: str) -> No
     [({"rate_limit": 5}, "rate_limit"), ({"evaluation_window_seconds": 30}, "evaluation_window_seconds")],
 )
 def test_fails_on_bad_web_acl_props(kwargs: dict[str, Any], message: str) -> None:
-    with pytest.raises(ValueError, match=message):
-        RegionalWebAcl(Stack(App(), "S"), "Acl", **kwargs)
+    stack = Stack(App(), "S")
+    RegionalWebAcl(stack, "Acl", **kwargs)
+    with pytest.raises(RuntimeError, match=r"\[S/Acl\] " + message):
+        Template.from_stack(stack)
 
 
 def test_fails_on_both_existing_secret_and_a_key() -> None:
@@ -201,12 +206,15 @@ def test_fails_on_both_existing_secret_and_a_key() -> None:
     stack = Stack(App(), "S")
     fn = SharedFunction(stack, "Fn", code_root=PROBE, handler="probe_pkg.handler.handler").function
     secret = secretsmanager.Secret(stack, "Existing")
-    with pytest.raises(ValueError, match="not both"):
-        JwtTokenAuthorizer(
-            stack, "Auth", function=fn, existing_secret=secret, secret_encryption_key=kms.Key(stack, "K")
-        )
-    with pytest.raises(ValueError, match="cache_ttl"):
-        JwtTokenAuthorizer(stack, "Auth2", function=fn, cache_ttl=Duration.hours(2))
+    both = JwtTokenAuthorizer(
+        stack, "Auth", function=fn, existing_secret=secret, secret_encryption_key=kms.Key(stack, "K")
+    )
+    long_cache = JwtTokenAuthorizer(stack, "Auth2", function=fn, cache_ttl=Duration.hours(2))
+    api = apigw.RestApi(stack, "Api")  # an authorizer synthesizes only when a method uses it
+    for path, auth in (("a", both), ("b", long_cache)):
+        api.root.add_resource(path).add_method("GET", apigw.MockIntegration(), authorizer=auth.authorizer)
+    with pytest.raises(RuntimeError, match=r"(?s)\[S/Auth\] give existing_secret .*not both.*\[S/Auth2\] cache_ttl"):
+        Template.from_stack(stack)
 
 
 def test_method_responses_cover_every_integration_status() -> None:

@@ -140,8 +140,9 @@ def test_fails_invalid_websocket_props(overrides: dict[str, Any], message: str) 
         overrides["existing_access_log_group"] = logs.LogGroup(stack, "Existing")
     if overrides.get("routes") == {"$connect": None}:
         overrides["routes"] = {"$connect": _functions(stack)("Extra")}
-    with pytest.raises(ValueError, match=message):
-        _chat(stack, **overrides)
+    _chat(stack, **overrides)
+    with pytest.raises(RuntimeError, match=r"\[Invalid/Chat\] .*" + message):
+        Template.from_stack(stack)
 
 
 @pytest.fixture(scope="module")
@@ -200,11 +201,11 @@ def test_fails_invalid_workflow_props(overrides: dict[str, Any], message: str) -
 def _bedrock_resources(model_id: str) -> list[Any]:
     from aws_cdk import aws_iam as iam
 
-    from stacks.api_stack import _grant_invoke_model
+    from stacks.functions import grant_invoke_model
 
     stack = Stack(App(), "Bedrock", env={"account": "123456789012", "region": "eu-west-1"})
     role = iam.Role(stack, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
-    _grant_invoke_model(stack, role, model_id)
+    grant_invoke_model(role, model_id)
     [policy] = Template.from_stack(stack).find_resources("AWS::IAM::Policy").values()
     [statement] = policy["Properties"]["PolicyDocument"]["Statement"]
     assert statement["Action"] == "bedrock:InvokeModel"

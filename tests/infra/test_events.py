@@ -435,29 +435,32 @@ def _fn(stack: Stack) -> lambda_.Function:
 )
 def test_fails_on_stream_consumer_settings_out_of_range(stack: Stack, overrides: dict[str, Any], message: str) -> None:
     key = kms.Key(stack, "K")
-    with pytest.raises(ValueError, match=message):
-        StreamConsumer(stack, "C", function=_fn(stack), table=_table(stack), encryption_key=key, **overrides)
+    StreamConsumer(stack, "C", function=_fn(stack), table=_table(stack), encryption_key=key, **overrides)
+    with pytest.raises(RuntimeError, match=r"\[Probe/C\] .*" + message):
+        Template.from_stack(stack)
 
 
 def test_fails_on_a_stream_consumer_given_both_a_dlq_and_its_shape(stack: Stack) -> None:
     key = kms.Key(stack, "K")
     dlq = SecureQueue(stack, "Q", encryption_key=key, dead_letter_queue=False).queue
-    with pytest.raises(ValueError, match="not both"):
-        StreamConsumer(
-            stack,
-            "C",
-            function=_fn(stack),
-            table=_table(stack),
-            encryption_key=key,
-            existing_dead_letter_queue=dlq,
-            dead_letter_queue_retention=Duration.days(3),
-        )
+    StreamConsumer(
+        stack,
+        "C",
+        function=_fn(stack),
+        table=_table(stack),
+        encryption_key=key,
+        existing_dead_letter_queue=dlq,
+        dead_letter_queue_retention=Duration.days(3),
+    )
+    with pytest.raises(RuntimeError, match=r"\[Probe/C\] give existing_dead_letter_queue .*not both"):
+        Template.from_stack(stack)
 
 
 def test_fails_on_one_key_for_a_topic_and_its_queues(stack: Stack) -> None:
     key = kms.Key(stack, "K")
-    with pytest.raises(ValueError, match="dependency cycle"):
-        FanoutTopic(stack, "T", encryption_key=key, queue_encryption_key=key)
+    FanoutTopic(stack, "T", encryption_key=key, queue_encryption_key=key)
+    with pytest.raises(RuntimeError, match=r"\[Probe/T\] .*dependency cycle"):
+        Template.from_stack(stack)
 
 
 def test_fails_on_a_duplicate_subscriber_or_batch_size(stack: Stack) -> None:
@@ -465,22 +468,25 @@ def test_fails_on_a_duplicate_subscriber_or_batch_size(stack: Stack) -> None:
     topic.add_queue_subscriber("A")
     with pytest.raises(ValueError, match="exists already"):
         topic.add_queue_subscriber("A")
-    with pytest.raises(ValueError, match=r"batch_size must be 1\.\.10"):
-        topic.add_queue_subscriber("B", batch_size=11)
+    topic.add_queue_subscriber("B", batch_size=11)
+    with pytest.raises(RuntimeError, match=r"\[Probe/T\] batch_size must be 1\.\.10"):
+        Template.from_stack(stack)
 
 
 def test_fails_on_bus_settings_out_of_range(stack: Stack) -> None:
     key = kms.Key(stack, "K")
-    with pytest.raises(ValueError, match=r"target_retry_attempts must be 0\.\.185"):
-        SecureEventBus(stack, "B1", encryption_key=key, target_retry_attempts=200)
-    with pytest.raises(ValueError, match="not both"):
-        SecureEventBus(
-            stack,
-            "B2",
-            encryption_key=key,
-            existing_dead_letter_queue=SecureQueue(stack, "Q", encryption_key=key, dead_letter_queue=False).queue,
-            dead_letter_queue_encryption_key=key,
-        )
+    SecureEventBus(stack, "B1", encryption_key=key, target_retry_attempts=200)
+    SecureEventBus(
+        stack,
+        "B2",
+        encryption_key=key,
+        existing_dead_letter_queue=SecureQueue(stack, "Q", encryption_key=key, dead_letter_queue=False).queue,
+        dead_letter_queue_encryption_key=key,
+    )
+    with pytest.raises(
+        RuntimeError, match=r"(?s)\[Probe/B1\] target_retry_attempts must be 0\.\.185.*\[Probe/B2\] .*not both"
+    ):
+        Template.from_stack(stack)
 
 
 @pytest.mark.parametrize(
@@ -494,8 +500,9 @@ def test_fails_on_bus_settings_out_of_range(stack: Stack) -> None:
 )
 def test_fails_on_delivery_stream_settings_out_of_range(stack: Stack, overrides: dict[str, Any], message: str) -> None:
     bucket = s3.Bucket(stack, "B")
-    with pytest.raises(ValueError, match=message):
-        S3DeliveryStream(stack, "D", bucket=bucket, encryption_key=kms.Key(stack, "K"), **overrides)
+    S3DeliveryStream(stack, "D", bucket=bucket, encryption_key=kms.Key(stack, "K"), **overrides)
+    with pytest.raises(RuntimeError, match=r"\[Probe/D\] .*" + message):
+        Template.from_stack(stack)
 
 
 def test_fails_on_a_queue_receive_count_out_of_range(stack: Stack) -> None:

@@ -123,8 +123,9 @@ def test_fails_on_bad_alarm_props(call: Any, message: str) -> None:
 
 def test_fails_on_a_bad_prefix_or_row() -> None:
     stack = Stack(App(), "Bad")
-    with pytest.raises(ValueError, match=r"prefix must be letters, digits and dashes \(given 'a b'\)"):
-        ServiceAlarms(stack, "Alarms", topic=sns.Topic(stack, "T"), prefix="a b")
-    board = OpsDashboard(stack, "Board")
+    ServiceAlarms(stack, "Alarms", topic=sns.Topic(stack, "T"), prefix="a b")
+    with pytest.raises(RuntimeError, match=r"\[Bad/Alarms\] prefix must be letters, digits and dashes \(given 'a b'\)"):
+        Template.from_stack(stack)
+    board = OpsDashboard(Stack(App(), "Board"), "Board")
     with pytest.raises(ValueError, match=r"a row holds 1..4 graphs \(given 0 for 'Empty'\)"):
         board.add_row("Empty", [])

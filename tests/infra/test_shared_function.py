@@ -145,8 +145,9 @@ def test_asset_holds_only_the_package(synthesized: tuple[Template, Path]) -> Non
 def test_fails_on_bad_props(kwargs: dict[str, Any], message: str) -> None:
     stack = Stack(App(), "Bad")
     props: dict[str, Any] = {"code_root": PROBE, "handler": "probe_pkg.handler.handler", **kwargs}
-    with pytest.raises(ValueError, match=message):
-        SharedFunction(stack, "Fn", **props)
+    SharedFunction(stack, "Fn", **props)
+    with pytest.raises(RuntimeError, match=r"\[Bad/Fn\] .*" + message):
+        Template.from_stack(stack)
 
 
 def _statements(template: Template) -> list[dict[str, Any]]:

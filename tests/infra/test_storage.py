@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from aws_cdk import App, RemovalPolicy, Stack
 from aws_cdk import aws_s3 as s3
-from aws_cdk.assertions import Match
+from aws_cdk.assertions import Match, Template
 
 from constructs_lib import SecureBucket
 from lambdas.shared import schema
@@ -230,7 +230,7 @@ def test_tags_on_every_taggable_resource(any_stage: SynthesizedStage) -> None:
         "append-auto-delete",
     ],
 )
-def test_secure_bucket_fails_fast_on_contradictory_options(kwargs: dict[str, Any], message: str) -> None:
+def test_secure_bucket_fails_synthesis_on_contradictory_options(kwargs: dict[str, Any], message: str) -> None:
     stack = Stack(App(), "Probe")
     options = dict(kwargs)
     logs = options.pop("logs", False)
@@ -238,5 +238,6 @@ def test_secure_bucket_fails_fast_on_contradictory_options(kwargs: dict[str, Any
         options["removal_policy"] = RemovalPolicy.DESTROY
     if logs:
         options["server_access_logs"] = s3.Bucket(stack, "Logs")
-    with pytest.raises(ValueError, match=message):
-        SecureBucket(stack, "Probe", **options)
+    SecureBucket(stack, "Probe", **options)
+    with pytest.raises(RuntimeError, match=r"\[Probe/Probe\] .*" + message):
+        Template.from_stack(stack)
