@@ -409,3 +409,34 @@ def test_vtl_fails_clearly_on_unsupported_constructs() -> None:
         _render("#macro(x)#end")
     with pytest.raises(VtlError):
         _render("#if($x")
+
+
+def test_vtl_util_functions_and_stage_variables_behave_as_api_gateway() -> None:
+    template = (
+        "$util.urlEncode('a b&c~*') $util.urlDecode('a+b%26c') $util.base64Encode('é') "
+        "$util.base64Decode('aGk=') $util.parseJson('{\"a\": [1, 2]}').a.size() $stageVariables.env"
+    )
+    scope = mapping_scope(stage_variables={"env": "dev"})
+    assert render(template, scope) == "a+b%26c%7E* a b&c w6k= hi 2 dev"
+
+
+def test_vtl_input_json_path_and_params_read_the_request() -> None:
+    body = '{"a": {"b": "é"}, "n": [1, 2]}'
+    template = "$input.json('$.a') $input.path('$.a.b') $input.json('$.n[1]') [$input.json('$.missing')] $input.body"
+    assert _render(template, body=body) == f'{{"b": "é"}} é 2 [] {body}'
+    assert _render("$input.params().path.get('id') $input.params('X-KEY') [$input.params('nope')]") == "7 k []"
+
+
+def test_vtl_a_printed_null_reference_fails_and_a_quiet_one_prints_nothing() -> None:
+    with pytest.raises(VtlError, match=r"\$context.nothing is undefined or null"):
+        _render("$context.nothing")
+    with pytest.raises(VtlError, match=r"\$missing is undefined or null"):
+        _render('#set($x = "a $missing")')
+    assert _render("[$!context.nothing][$!{missing}]") == "[][]"
+
+
+def test_vtl_fails_on_functions_api_gateway_does_not_have() -> None:
+    with pytest.raises(VtlError, match=r"\$util.toJson"):
+        _render("$util.toJson('x')")
+    with pytest.raises(VtlError, match=r"\$input.headers"):
+        _render("$input.headers")

@@ -146,29 +146,13 @@ def token_authorizer_event(token: str | None, method_arn: str) -> dict[str, Any]
 
 
 def request_authorizer_event(
-    method: str,
-    resource: str,
-    path: str,
-    *,
-    api: Api = DEFAULT_API,
-    path_parameters: Mapping[str, str] | None = None,
-    query: Mapping[str, str] | None = None,
-    headers: Mapping[str, str] | None = None,
-    stage_variables: Mapping[str, str] | None = None,
-    request_id: str | None = None,
+    method: str, resource: str, path: str, *, api: Api = DEFAULT_API, **request: Any
 ) -> dict[str, Any]:
-    """A REST REQUEST authorizer event: the proxy event's request parts, ``type`` and ``methodArn``."""
-    proxy = rest_proxy_event(
-        method,
-        resource,
-        path,
-        api=api,
-        path_parameters=path_parameters,
-        query=query,
-        headers=headers,
-        stage_variables=stage_variables,
-        request_id=request_id,
-    )
+    """A REST REQUEST authorizer event: ``type``, ``methodArn`` and the request parts of ``rest_proxy_event``.
+
+    ``request`` takes the keywords of ``rest_proxy_event``; an authorizer sees no body.
+    """
+    proxy = rest_proxy_event(method, resource, path, api=api, **request)
     for key in ("body", "isBase64Encoded"):
         del proxy[key]
     return {"type": "REQUEST", "methodArn": api.method_arn(method, path), **proxy}
@@ -239,29 +223,12 @@ def ws_event(
     return event
 
 
-def ws_authorizer_event(
-    *,
-    api: Api = DEFAULT_API,
-    connection_id: str = "L0SM9cOFvHcCIhw=",
-    query: Mapping[str, str] | None = None,
-    headers: Mapping[str, str] | None = None,
-    connected_at_ms: int = EPOCH_MS,
-    epoch_ms: int = EPOCH_MS,
-    source_ip: str = SOURCE_IP,
-    user_agent: str = "Mozilla/5.0",
-) -> dict[str, Any]:
-    """The REQUEST authorizer event of a WebSocket ``$connect``: the connect event, ``type`` and ``methodArn``."""
-    event = ws_event(
-        "$connect",
-        api=api,
-        connection_id=connection_id,
-        query=query,
-        headers=headers,
-        connected_at_ms=connected_at_ms,
-        epoch_ms=epoch_ms,
-        source_ip=source_ip,
-        user_agent=user_agent,
-    )
+def ws_authorizer_event(*, api: Api = DEFAULT_API, **connect: Any) -> dict[str, Any]:
+    """The REQUEST authorizer event of a WebSocket ``$connect``: ``type``, ``methodArn`` and the connect event.
+
+    ``connect`` takes the keywords of ``ws_event`` for ``$connect`` (query, headers, connection id, ...).
+    """
+    event = ws_event("$connect", api=api, **connect)
     event.pop("isBase64Encoded")
     return {"type": "REQUEST", "methodArn": api.method_arn("", "$connect"), **event, "stageVariables": {}}
 

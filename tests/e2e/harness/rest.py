@@ -27,7 +27,7 @@ import jsonschema
 from tests.e2e.harness.deploy import DeployedStack
 from tests.e2e.harness.invoke import invoke
 from tests.e2e.harness.loaders import Cloud
-from tests.support.events import Api, request_authorizer_event, rest_proxy_event
+from tests.support.events import Api, request_authorizer_event, rest_proxy_event, token_authorizer_event
 from tests.support.vtl import mapping_scope, render
 
 #: The client every request of the harness comes from.
@@ -253,7 +253,7 @@ class RestRouter:
             if function is None:
                 raise NotImplementedError(f"authorizer URI {authorizer['AuthorizerUri']} is not a Lambda")
             if auth_type == "TOKEN":
-                event: dict[str, Any] = {"type": "TOKEN", "authorizationToken": identity[0], "methodArn": method_arn}
+                event = token_authorizer_event(identity[0], method_arn)
             else:
                 event = request_authorizer_event(
                     method,
@@ -351,7 +351,22 @@ class RestRouter:
             if match is None:
                 raise NotImplementedError(f"AWS_PROXY integration to {integration['Uri']} is not a Lambda")
             function = match.group("arn").split(":")[6]
-            event = self._proxy_event(method, path, resource_path, path_params, headers, query, raw, context)
+            event = rest_proxy_event(
+                method,
+                resource_path,
+                path,
+                api=self.api,
+                path_parameters=path_params,
+                query=query,
+                headers=headers,
+                body=raw,
+                authorizer=context.get("authorizer") or None,
+                stage_variables=self.stage_variables,
+                request_id=context["requestId"],
+                source_ip=SOURCE_IP,
+                user_agent=USER_AGENT,
+                epoch_ms=int(self.clock() * 1000),
+            )
             outcome = invoke(self.cloud.client("lambda"), function, event)
             if not outcome.ok or not isinstance(outcome.payload, dict) or "statusCode" not in outcome.payload:
                 raise _GatewayError("DEFAULT_5XX", 502, "Internal server error")
@@ -444,34 +459,6 @@ class RestRouter:
             status_code = int(override.get("status", status_code))
             headers.update({str(k): str(v) for k, v in (override.get("header") or {}).items()})
         return Response(status_code, body, headers)
-
-    def _proxy_event(
-        self,
-        method: str,
-        path: str,
-        resource_path: str,
-        path_params: dict[str, str],
-        headers: dict[str, str],
-        query: dict[str, str],
-        raw: str | None,
-        context: dict[str, Any],
-    ) -> dict[str, Any]:
-        return rest_proxy_event(
-            method,
-            resource_path,
-            path,
-            api=self.api,
-            path_parameters=path_params,
-            query=query,
-            headers=headers,
-            body=raw,
-            authorizer=context.get("authorizer") or None,
-            stage_variables=self.stage_variables,
-            request_id=context["requestId"],
-            source_ip=SOURCE_IP,
-            user_agent=USER_AGENT,
-            epoch_ms=int(self.clock() * 1000),
-        )
 
     # ------------------------------------------------------------------ errors
 
