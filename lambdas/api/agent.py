@@ -11,11 +11,12 @@
   (``lambdas.shared.connections.post_to_connection``) and, for the first reply, completes
   MonitorHandoff's token. 201 ``{"turn_number", "delivered"}``.
 
-Errors answer ``{"error": {"code", "message", "request_id"}}`` (400, 403, 404, 409, 500).
+Errors answer ``{"error": {"code", "message", "request_id"}}`` (400, 403, 404, 409, 500), mapped
+by :func:`lambdas.api.responses.register_error_handlers` like every REST route.
 
 Environment (the REST stack deploys this function):
-    TABLE_NAME: the sessions table (required; read/write).
-    SESSION_TTL_HOURS, CLEANUP_SHARDS: as the store's (defaults 24 / 8).
+    TABLE_NAME: the sessions table (required; read/write), and the stage settings of
+        :mod:`lambdas.shared.settings`.
 Permissions: the table (read/write), ``states:SendTaskSuccess`` on the handoff state machine
 (``OrchestrationStack.handoff.grant_task_response``), ``execute-api:ManageConnections`` on the
 WebSocket API.
@@ -26,20 +27,21 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
-import boto3
 from aws_lambda_powertools import Logger, Tracer
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.exceptions import ClientError
 
-from lambdas.api.responses import error_response, json_response, register_common_error_handlers
-from lambdas.orchestration.handoff_ledger import WAITING_FOR_AGENT, WAITING_FOR_REPLY, HandoffLedger
-from lambdas.shared import env
+from lambdas.api import validation
+from lambdas.api.responses import Forbidden, json_response, register_error_handlers
+from lambdas.api.validation import ValidationError
+from lambdas.shared import aws, env
 from lambdas.shared.connections import DeliveryError, management_endpoint, post_to_connection
 from lambdas.shared.errors import AgentNotFound, AgentUnavailable, Conflict, NotFound
 from lambdas.shared.records import HandoffStatus, Role, SessionStatus
-from lambdas.shared.store import DynamoSessionStore
+from lambdas.shared.settings import store as store
+from lambdas.shared.store import WAITING_FOR_AGENT, WAITING_FOR_REPLY
 
 logger = Logger()
 tracer = Tracer()
@@ -49,31 +51,11 @@ MAX_TEXT: Final = 4000
 _EXPIRED_TOKEN_CODES: Final = frozenset({"TaskTimedOut", "TaskDoesNotExist", "InvalidToken"})
 
 
-class Forbidden(Exception):
-    """The caller is not an agent, or not the agent of this handoff."""
+NOT_THE_AGENT: Final = "only the agent of this handoff may do that"
 
 
-class BadRequest(Exception):
-    """The body or a path parameter is malformed; the message says what to fix."""
-
-
-@env.once
-def store() -> DynamoSessionStore:
-    return DynamoSessionStore(
-        env.require("TABLE_NAME"),
-        ttl_hours=env.integer("SESSION_TTL_HOURS", 24, low=1),
-        cleanup_shards=env.integer("CLEANUP_SHARDS", 8, low=1, high=64),
-    )
-
-
-@env.once
-def ledger() -> HandoffLedger:
-    return HandoffLedger(store())
-
-
-@env.once
 def sfn() -> Any:
-    return boto3.client("stepfunctions")
+    return aws.client("stepfunctions")
 
 
 def _agent_id(resolver: APIGatewayRestResolver) -> str:
@@ -81,26 +63,24 @@ def _agent_id(resolver: APIGatewayRestResolver) -> str:
     context = resolver.current_event.request_context.authorizer.get_context() or {}
     sub, role = context.get("sub"), context.get("role")
     if role != AGENT_ROLE or not isinstance(sub, str) or not sub:
-        raise Forbidden()
+        raise Forbidden(NOT_THE_AGENT)
     return sub
 
 
 def _session_id(value: str) -> str:
-    if not value or len(value) > 64 or not all(c.isalnum() or c == "-" for c in value):
-        raise BadRequest("session_id must be a session id (letters, digits, '-', at most 64)")
-    return value
+    return validation.parse_path(value, validation.SESSION_ID, "session_id")
 
 
 def _text(body: str | None) -> str:
     try:
         data = json.loads(body or "")
     except ValueError:
-        raise BadRequest('the body must be JSON: {"text": "..."}') from None
+        raise ValidationError('the body must be JSON: {"text": "..."}') from None
     if not isinstance(data, dict) or set(data) != {"text"}:
-        raise BadRequest('the body must be exactly {"text": "..."}')
+        raise ValidationError('the body must be exactly {"text": "..."}')
     text = data["text"]
     if not isinstance(text, str) or not text.strip() or len(text) > MAX_TEXT:
-        raise BadRequest(f"text must be a non-empty string of at most {MAX_TEXT} characters")
+        raise ValidationError(f"text must be a non-empty string of at most {MAX_TEXT} characters")
     return text
 
 
@@ -120,18 +100,18 @@ def accept(session_id: str, agent_id: str) -> dict[str, Any]:
     handoff = store().latest_handoff(session_id)
     if handoff is None:
         raise NotFound("handoff for session", session_id)
-    if handoff.status != HandoffStatus.QUEUED or ledger().waiting_for(session_id, handoff.handoff_id) != (
+    if handoff.status != HandoffStatus.QUEUED or store().waiting_for(session_id, handoff.handoff_id) != (
         WAITING_FOR_AGENT
     ):
         raise Conflict(f"no handoff of session {session_id!r} is waiting for an agent")
     try:
         store().reserve_agent(agent_id, session_id)
     except AgentNotFound:
-        raise Forbidden() from None
+        raise Forbidden(NOT_THE_AGENT) from None
     except AgentUnavailable:
         raise Conflict("you are not available (busy or offline); finish or release your current session") from None
     try:
-        token = ledger().claim_callback(session_id, handoff.handoff_id, WAITING_FOR_AGENT)
+        token = store().claim_callback(session_id, handoff.handoff_id, WAITING_FOR_AGENT)
         completed = token is not None and _complete(
             token, {"available": True, "agent_id": agent_id, "source": "accepted"}
         )
@@ -149,7 +129,7 @@ def send_message(session_id: str, agent_id: str, text: str) -> dict[str, Any]:
     """Store the agent's turn, push it to the customer, complete MonitorHandoff on the first reply."""
     handoff = store().latest_handoff(session_id)
     if handoff is None or handoff.agent_id != agent_id or handoff.status != HandoffStatus.ASSIGNED:
-        raise Forbidden()
+        raise Forbidden(NOT_THE_AGENT)
     session = store().get_session(session_id)
     if session is None or session.status != SessionStatus.HANDOFF:
         raise Conflict(f"session {session_id!r} is not handed over to an agent")
@@ -170,13 +150,15 @@ def send_message(session_id: str, agent_id: str, text: str) -> dict[str, Any]:
                 )
             except DeliveryError as err:
                 logger.warning("agent message not pushed", extra={"code": err.code})
-    token = ledger().claim_callback(session_id, handoff.handoff_id, WAITING_FOR_REPLY)
+    token = store().claim_callback(session_id, handoff.handoff_id, WAITING_FOR_REPLY)
     if token is not None:
         _complete(token, {"agent_id": agent_id, "turn_number": turn.turn_number})
     return {"session_id": session_id, "turn_number": turn.turn_number, "delivered": delivered}
 
 
+@env.once
 def app() -> APIGatewayRestResolver:
+    """The resolver, built once per container."""
     resolver = APIGatewayRestResolver()
 
     @resolver.post("/handoffs/<session_id>/accept")
@@ -192,30 +174,11 @@ def app() -> APIGatewayRestResolver:
         sid = _session_id(session_id)
         return json_response(201, send_message(sid, agent_id, _text(resolver.current_event.body)))
 
-    @resolver.exception_handler(BadRequest)
-    def on_bad_request(err: BadRequest) -> Response:
-        return error_response(resolver, 400, "ValidationError", str(err))
-
-    @resolver.exception_handler(Forbidden)
-    def on_forbidden(_: Forbidden) -> Response:
-        return error_response(resolver, 403, "Forbidden", "only the agent of this handoff may do that")
-
-    @resolver.exception_handler(NotFound)
-    def on_not_found(err: NotFound) -> Response:
-        return error_response(resolver, 404, "NotFound", str(err))
-
-    register_common_error_handlers(resolver, logger)
-
+    register_error_handlers(resolver, logger)
     return resolver
-
-
-_APP: APIGatewayRestResolver | None = None
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST, clear_state=True)
 @tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    global _APP
-    if _APP is None:
-        _APP = app()
-    return _APP.resolve(event, context)
+    return app().resolve(event, context)

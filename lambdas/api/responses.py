@@ -1,8 +1,10 @@
-"""JSON responses and the error shape of every REST handler, in one place.
+"""JSON responses and the error mapping of every REST handler, in one place.
 
 Every error answers ``{"error": {"code", "message", "request_id"}}``: the code names the kind of
-error (``ValidationError``, ``NotFound``, a store error's class), the message says what to fix,
-the request id lets support find the log line. Nothing internal is ever in a 5xx body.
+error (``ValidationError``, ``Forbidden``, ``NotFound``, a store error's class), the message says
+what to fix, the request id lets support find the log line. Nothing internal is ever in a 5xx
+body. A handler raises :class:`~lambdas.api.validation.ValidationError` (400), :class:`Forbidden`
+(403) or a store error (its own 4xx status) and registers :func:`register_error_handlers` once.
 """
 
 from __future__ import annotations
@@ -13,9 +15,18 @@ from typing import Any, Final
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 
-from lambdas.shared.errors import StoreError
+from lambdas.api.validation import ValidationError
+from lambdas.shared.errors import NotFound, StoreError
 
 INTERNAL_ERROR: Final = "internal error; quote the request id"
+FORBIDDEN: Final = "this role may not do that"
+
+
+class Forbidden(Exception):
+    """The caller may not call this route, or not on this record; the message says which."""
+
+    def __init__(self, message: str = FORBIDDEN) -> None:
+        super().__init__(message)
 
 
 def json_response(status: int, body: Any) -> Response:
@@ -27,9 +38,22 @@ def error_response(resolver: APIGatewayRestResolver, status: int, code: str, mes
     return json_response(status, {"error": {"code": code, "message": message, "request_id": request_id}})
 
 
-def register_common_error_handlers(resolver: APIGatewayRestResolver, logger: Logger) -> None:
-    """Store errors keep their 4xx status (5xx become an internal error), anything unexpected is a
-    500 without internals, an unknown route is a 404. Handlers add their own specific errors."""
+def register_error_handlers(resolver: APIGatewayRestResolver, logger: Logger) -> None:
+    """The one error mapping: validation 400, forbidden 403, store errors keep their 4xx status
+    (5xx become an internal error), anything unexpected is a 500 without internals, an unknown
+    route is a 404."""
+
+    @resolver.exception_handler(ValidationError)
+    def on_validation(err: ValidationError) -> Response:
+        return error_response(resolver, 400, "ValidationError", str(err))
+
+    @resolver.exception_handler(Forbidden)
+    def on_forbidden(err: Forbidden) -> Response:
+        return error_response(resolver, 403, "Forbidden", str(err))
+
+    @resolver.exception_handler(NotFound)
+    def on_not_found(err: NotFound) -> Response:
+        return error_response(resolver, 404, "NotFound", str(err))
 
     @resolver.exception_handler(StoreError)
     def on_store_error(err: StoreError) -> Response:

@@ -13,8 +13,8 @@ request id (the details go to the log).
 
 Environment:
     TABLE_NAME: the sessions table (required).
-    CORS_ALLOWED_ORIGINS: comma-separated origins answered with CORS headers (required).
-    SESSION_TTL_HOURS, CLEANUP_SHARDS: as the store's ``ttl_hours`` / ``cleanup_shards`` (defaults 24 / 8).
+    CORS_ALLOWED_ORIGINS: comma-separated origins answered with CORS headers (required), and the
+        other stage settings of :mod:`lambdas.shared.settings`.
     STATE_MACHINE_ARNS: comma-separated state machines whose executions ``GET /executions/{id}``
         may describe (default: none, every execution answers 404).
 """
@@ -25,73 +25,39 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-import boto3
 from aws_lambda_powertools import Logger, Tracer
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, CORSConfig, Response
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from lambdas.api import access, validation
-from lambdas.api.responses import error_response, json_response, register_common_error_handlers
-from lambdas.api.validation import ValidationError
-from lambdas.shared import env
-from lambdas.shared.errors import Conflict, NotFound
+from lambdas.api.responses import Forbidden, json_response, register_error_handlers
+from lambdas.shared import aws, env
+from lambdas.shared.errors import NotFound
 from lambdas.shared.records import Session, SessionStatus
 from lambdas.shared.serialize import public
-from lambdas.shared.store import DynamoSessionStore
+from lambdas.shared.settings import settings
+from lambdas.shared.settings import store as store
 
 logger = Logger()
 tracer = Tracer()
 
 
-@dataclass(frozen=True)
-class Settings:
-    table_name: str
-    cors_origins: tuple[str, ...]
-    session_ttl_hours: int
-    cleanup_shards: int
-    state_machine_arns: frozenset[str]
-
-
-def _split(value: str | None) -> tuple[str, ...]:
-    return tuple(part.strip() for part in (value or "").split(",") if part.strip())
-
-
 @env.once
-def settings() -> Settings:
-    origins = _split(env.require("CORS_ALLOWED_ORIGINS"))
-    return Settings(
-        table_name=env.require("TABLE_NAME"),
-        cors_origins=origins,
-        session_ttl_hours=env.integer("SESSION_TTL_HOURS", 24, low=1),
-        cleanup_shards=env.integer("CLEANUP_SHARDS", 8, low=1, high=64),
-        state_machine_arns=frozenset(_split(env.optional("STATE_MACHINE_ARNS"))),
-    )
+def state_machine_arns() -> frozenset[str]:
+    """``STATE_MACHINE_ARNS``: comma-separated; resources, not a stage setting."""
+    return frozenset(part.strip() for part in (env.optional("STATE_MACHINE_ARNS") or "").split(",") if part.strip())
 
 
-@env.once
-def store() -> DynamoSessionStore:
-    config = settings()
-    return DynamoSessionStore(
-        config.table_name, ttl_hours=config.session_ttl_hours, cleanup_shards=config.cleanup_shards
-    )
-
-
-@env.once
 def sfn() -> Any:
-    return boto3.client("stepfunctions", config=Config(retries={"mode": "standard"}))
-
-
-class Forbidden(Exception):
-    """The caller's role may not call this route at all."""
+    return aws.client("stepfunctions")
 
 
 @env.once
 def app() -> APIGatewayRestResolver:
-    """The resolver, built once per container (its CORS origins come from the environment)."""
-    origins = settings().cors_origins
+    """The resolver, built once per container (its CORS origins come from the stage settings)."""
+    origins = settings().origins()
     cors = CORSConfig(
         allow_origin=origins[0] if origins else "",
         extra_origins=list(origins[1:]),
@@ -208,31 +174,14 @@ def _register(resolver: APIGatewayRestResolver) -> None:
         arn = validation.parse_path(execution_id, validation.EXECUTION_ID, "id")
         return json_response(200, _execution(caller, arn))
 
-    @resolver.exception_handler(ValidationError)
-    def on_validation(err: ValidationError) -> Response:
-        return error_response(resolver, 400, "ValidationError", str(err))
-
-    @resolver.exception_handler(Forbidden)
-    def on_forbidden(_: Forbidden) -> Response:
-        return error_response(resolver, 403, "Forbidden", "this role may not do that")
-
-    @resolver.exception_handler(NotFound)
-    def on_not_found(err: NotFound) -> Response:
-        return error_response(resolver, 404, "NotFound", str(err))
-
-    @resolver.exception_handler(Conflict)
-    def on_conflict(err: Conflict) -> Response:
-        # ReviewExpired (410) and the like keep their own status.
-        return error_response(resolver, err.http_status, type(err).__name__, str(err))
-
-    register_common_error_handlers(resolver, logger)
+    register_error_handlers(resolver, logger)
 
 
 def _execution(caller: Caller, execution_arn: str) -> dict[str, Any]:
     """Status of an execution the caller started (admins: any of ours); NotFound otherwise."""
     workflow, _, _name = execution_arn.rpartition(":")
     state_machine_arn = workflow.replace(":execution:", ":stateMachine:", 1)
-    if state_machine_arn not in settings().state_machine_arns:
+    if state_machine_arn not in state_machine_arns():
         raise NotFound("execution", execution_arn)
     try:
         described = sfn().describe_execution(executionArn=execution_arn)

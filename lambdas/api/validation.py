@@ -21,6 +21,9 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
+from lambdas.events.messages import REASON_ESCALATED
+from lambdas.shared import keys
+
 SCHEMA_DRAFT: Final = "http://json-schema.org/draft-04/schema#"
 MAX_BODY_BYTES: Final = 8 * 1024
 
@@ -30,7 +33,7 @@ SOURCES: Final = ("web", "mobile", "voice")
 PRIORITIES: Final = ("low", "normal", "high", "urgent")
 #: Reasons with a meaning inside the system, never chosen by a caller: ``escalated`` routes a
 #: handoff to the managers (SNS filter), ``manager`` is the skill that reserves a manager directly.
-RESERVED_REASONS: Final = ("escalated", "manager")
+RESERVED_REASONS: Final = (REASON_ESCALATED, "manager")
 #: A handoff reason doubles as the skill an agent needs (seed 000: ``skill_required.$: $.reason``).
 #: The lookahead refuses the reserved ones; API Gateway's (Java) and Python's regex engines both support it.
 REASON_PATTERN: Final = f"^(?!(?:{'|'.join(RESERVED_REASONS)})$)[a-z][a-z0-9_]{{0,31}}$"
@@ -38,7 +41,7 @@ REASON_PATTERN: Final = f"^(?!(?:{'|'.join(RESERVED_REASONS)})$)[a-z][a-z0-9_]{{
 EXECUTION_ARN_PATTERN: Final = (
     r"^arn:aws[a-z-]*:states:[a-z0-9-]+:[0-9]{12}:execution:[A-Za-z0-9_-]{1,80}:[A-Za-z0-9_-]{1,80}$"
 )
-_UUID: Final = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+_UUID: Final = keys.UUID_PATTERN
 
 CREATE_SESSION: Final[dict[str, Any]] = {
     "$schema": SCHEMA_DRAFT,

@@ -25,16 +25,12 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from lambdas.events.messages import HandoffMessage, parse_body
 from lambdas.shared import connections, env
 from lambdas.shared.records import TURN_ACCEPTING, Role
-from lambdas.shared.store import DynamoSessionStore, SessionStore
+from lambdas.shared.settings import store as store
+from lambdas.shared.store import DynamoSessionStore
 
 logger = Logger()
 tracer = Tracer()
 processor = BatchProcessor(event_type=EventType.SQS)
-
-
-@env.once
-def store() -> SessionStore:
-    return DynamoSessionStore(env.require("TABLE_NAME"))
 
 
 @env.once
@@ -52,7 +48,7 @@ def frame(message: HandoffMessage) -> dict[str, Any]:
     }
 
 
-def notify(session_store: SessionStore, message: HandoffMessage, endpoint: str | None = None) -> str:
+def notify(session_store: DynamoSessionStore, message: HandoffMessage, endpoint: str | None = None) -> str:
     """delivered | recorded | skipped | dropped (see the module docstring)."""
     if not message.text:
         return "skipped"

@@ -17,21 +17,16 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from lambdas.events.messages import InvalidMessage, parse_body
-from lambdas.shared import env, keys
-from lambdas.shared.store import DynamoSessionStore
+from lambdas.events.messages import EVENT_HANDOFF_WAITING, InvalidMessage, parse_body
+from lambdas.shared import keys
+from lambdas.shared.settings import store as store
 
 logger = Logger()
 tracer = Tracer()
 processor = BatchProcessor(event_type=EventType.SQS)
 
 #: The broadcast the handoff workflow's assignment-queue consumer sends before any agent is known.
-WAITING_EVENT = "handoff_waiting"
-
-
-@env.once
-def store() -> DynamoSessionStore:
-    return DynamoSessionStore(env.require("TABLE_NAME"))
+WAITING_EVENT = EVENT_HANDOFF_WAITING
 
 
 def record_handler(record: SQSRecord) -> str:

@@ -3,25 +3,41 @@
 Each writer takes entries tagged with the *owner* (the stream record's sequence number they came
 from), sends them in as few calls as the service allows (Firehose PutRecordBatch: 500 records or
 4 MiB; EventBridge PutEvents and SNS PublishBatch: 10 entries or 256 KiB), and retries only the
-entries the service reported as failed (``FailedPutCount``, ``FailedEntryCount``, ``Failed``),
-with exponential backoff and full jitter, at most ``Backoff.attempts`` calls per chunk. What is
-still failed after that comes back as the set of owners, so the router reports exactly those
-records in ``batchItemFailures``.
+entries the service reported as failed (``FailedPutCount``, ``FailedEntryCount``, ``Failed``)
+under the shared retry policy (:func:`lambdas.shared.retry.send_with_retries`), at most
+``Backoff.attempts`` calls per chunk. What is still failed after that comes back as the set of
+owners, so the router reports exactly those records in ``batchItemFailures``.
 
-A whole call that raises (throttling, 5xx) is retried the same way; an error that a retry cannot
-fix (validation, access denied) fails the chunk at once.
+A whole call that raises (throttling, 5xx) is retried the same way, on single-attempt clients so
+botocore does not multiply the calls; an error that a retry cannot fix (validation, access
+denied) fails the chunk at once.
 """
 
 from __future__ import annotations
 
 import json
-import random
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Generic, TypeVar
+from typing import Any, Final, TypeVar
 
-from botocore.exceptions import BotoCoreError, ClientError
+from lambdas.shared.retry import Backoff, Entry, send_with_retries
+
+__all__ = [
+    "EVENTS_MAX_BYTES",
+    "EVENTS_MAX_ENTRIES",
+    "FIREHOSE_MAX_BYTES",
+    "FIREHOSE_MAX_RECORDS",
+    "SNS_MAX_BYTES",
+    "SNS_MAX_ENTRIES",
+    "AsyncInvoker",
+    "Backoff",
+    "Entry",
+    "EventBusWriter",
+    "FirehoseWriter",
+    "TopicWriter",
+    "chunked",
+    "send_with_retries",
+]
 
 FIREHOSE_MAX_RECORDS: Final = 500
 FIREHOSE_MAX_BYTES: Final = 4 * 1024 * 1024
@@ -30,67 +46,7 @@ EVENTS_MAX_BYTES: Final = 256 * 1024
 SNS_MAX_ENTRIES: Final = 10
 SNS_MAX_BYTES: Final = 256 * 1024
 
-_RETRYABLE_CODES: Final = frozenset(
-    {
-        "ThrottlingException",
-        "Throttling",
-        "ThrottledException",
-        "TooManyRequestsException",
-        "ServiceUnavailable",
-        "ServiceUnavailableException",
-        "InternalFailure",
-        "InternalError",
-        "InternalException",
-        "RequestTimeout",
-        "RequestTimeoutException",
-        "SlowDown",
-        "KMSThrottlingException",
-    }
-)
-
-_system_random = random.SystemRandom()
-
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Backoff:
-    """Bounded retries: at most ``attempts`` calls; before call n+1 sleep rand() * min(cap, base * 2**n)."""
-
-    attempts: int = 4
-    base_seconds: float = 0.05
-    cap_seconds: float = 1.0
-    sleep: Callable[[float], None] = time.sleep
-    rand: Callable[[], float] = _system_random.random
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.attempts <= 10:
-            raise ValueError(f"attempts must be 1..10 (given {self.attempts})")
-        if self.base_seconds < 0 or self.cap_seconds < self.base_seconds:
-            raise ValueError(f"need 0 <= base <= cap (given {self.base_seconds}, {self.cap_seconds})")
-
-    def delay(self, retry: int) -> float:
-        return float(self.rand() * min(self.cap_seconds, self.base_seconds * 2**retry))
-
-
-@dataclass(frozen=True)
-class Entry(Generic[T]):
-    """One outgoing item: the request entry and the stream record (sequence number) it belongs to."""
-
-    owner: str
-    payload: T
-    size: int
-
-
-def is_retryable(error: Exception) -> bool:
-    """True for errors a later call may not hit: throttling, 5xx, timeouts, connection errors."""
-    if isinstance(error, BotoCoreError):
-        return True
-    if isinstance(error, ClientError):
-        code = str(error.response.get("Error", {}).get("Code", ""))
-        status = int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
-        return code in _RETRYABLE_CODES or status >= 500 or "Throttl" in code
-    return False
 
 
 def chunked(entries: Sequence[Entry[T]], *, max_count: int, max_bytes: int) -> Iterator[list[Entry[T]]]:
@@ -105,31 +61,6 @@ def chunked(entries: Sequence[Entry[T]], *, max_count: int, max_bytes: int) -> I
         size += entry.size
     if chunk:
         yield chunk
-
-
-def send_with_retries(
-    chunk: Sequence[Entry[T]],
-    send: Callable[[list[T]], list[bool]],
-    backoff: Backoff,
-) -> list[Entry[T]]:
-    """Send a chunk; resend only the entries reported failed; return those still failed at the end.
-
-    ``send`` makes ONE call with the given payloads and returns one ok-flag per payload, in order.
-    """
-    pending = list(chunk)
-    for attempt in range(backoff.attempts):
-        try:
-            flags = send([e.payload for e in pending])
-        except (ClientError, BotoCoreError) as err:
-            if not is_retryable(err):
-                return pending
-            flags = [False] * len(pending)
-        pending = [entry for entry, ok in zip(pending, flags, strict=True) if not ok]
-        if not pending:
-            return []
-        if attempt + 1 < backoff.attempts:
-            backoff.sleep(backoff.delay(attempt))
-    return pending
 
 
 @dataclass

@@ -16,17 +16,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import boto3
 from aws_lambda_powertools import Logger, Tracer
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from lambdas.events.messages import InvalidMessage, parse_body
-from lambdas.shared import env
+from lambdas.events.messages import ATTR_EVENT_TYPE, EVENT_ESCALATION, EVENT_HANDOFF, InvalidMessage, parse_body
+from lambdas.shared import aws
 from lambdas.shared.records import HandoffStatus
-from lambdas.shared.store import DynamoSessionStore
+from lambdas.shared.settings import resource
+from lambdas.shared.settings import store as store
 
 logger = Logger()
 tracer = Tracer()
@@ -36,26 +36,19 @@ processor = BatchProcessor(event_type=EventType.SQS)
 _FINAL = frozenset({HandoffStatus.ESCALATED, HandoffStatus.COMPLETED, HandoffStatus.FAILED})
 
 
-@env.once
-def store() -> DynamoSessionStore:
-    return DynamoSessionStore(env.require("TABLE_NAME"))
-
-
-@env.once
 def managers_topic() -> str:
-    return env.require("MANAGERS_TOPIC_ARN")
+    return resource("MANAGERS_TOPIC_ARN")
 
 
-@env.once
 def sns() -> Any:
-    return boto3.client("sns")
+    return aws.client("sns")
 
 
 def record_handler(record: SQSRecord) -> str:
     message = parse_body(record.body)
     if message.handoff_id is None:
         raise InvalidMessage("an escalation message needs handoff_id")
-    if message.event_type != "handoff":
+    if message.event_type != EVENT_HANDOFF:
         return "ignored"
     handoff = store().get_handoff(message.session_id, message.handoff_id)
     if handoff is None:
@@ -77,7 +70,7 @@ def record_handler(record: SQSRecord) -> str:
             separators=(",", ":"),
             sort_keys=True,
         ),
-        MessageAttributes={"event_type": {"DataType": "String", "StringValue": "escalation"}},
+        MessageAttributes={ATTR_EVENT_TYPE: {"DataType": "String", "StringValue": EVENT_ESCALATION}},
     )
     store().update_handoff(message.session_id, message.handoff_id, status=HandoffStatus.ESCALATED)
     logger.info("escalated", extra={"session_id": message.session_id, "handoff_id": message.handoff_id})

@@ -7,13 +7,45 @@ customer) is present only in notices the handoff workflow sends to the customer 
 router's handoff events carry none, and the customer notifier skips bodies without text.
 Queues subscribe with raw message delivery, so the SQS body is this JSON; an SNS envelope
 (``Type: Notification``) is unwrapped too, so a subscription without raw delivery also works.
+
+The message vocabulary (``event_type`` values, the escalation reason, the attribute names) is
+defined here once; the router, the handoff steps, the consumers and the stacks' SNS filter
+policies import it.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
+
+#: Message attributes of the handoff topic, which its queues' filter policies match.
+ATTR_EVENT_TYPE: Final = "event_type"
+ATTR_AGENT_ID: Final = "agent_id"
+ATTR_REASON: Final = "reason"
+
+#: The router: a HANDOFF# record was created.
+EVENT_HANDOFF: Final = "handoff"
+#: The router: a HANDOFF# record got a (new) agent.
+EVENT_ASSIGNED: Final = "assigned"
+#: The handoff workflow: a customer waits for any agent (no agent_id yet).
+EVENT_HANDOFF_WAITING: Final = "handoff_waiting"
+#: The handoff workflow: the transcript and summary for the assigned agent.
+EVENT_HANDOFF_CONTEXT: Final = "handoff_context"
+#: The handoff workflow: an agent was assigned (to the agent).
+EVENT_HANDOFF_ASSIGNED: Final = "handoff_assigned"
+#: The handoff workflow's customer notices.
+EVENT_HANDOFF_STARTED: Final = "handoff_started"
+EVENT_HANDOFF_FAILED: Final = "handoff_failed"
+#: The escalation consumer, on the managers' own topic.
+EVENT_ESCALATION: Final = "escalation"
+#: The reason that routes a handoff to the escalation queue.
+REASON_ESCALATED: Final = "escalated"
+
+#: What the customer-notification queue receives: the router's events for HANDOFF# records.
+CUSTOMER_EVENTS: Final = (EVENT_HANDOFF, EVENT_ASSIGNED)
+#: Broadcasts to every agent's console (no agent_id), besides messages that carry an agent_id.
+AGENT_BROADCAST_EVENTS: Final = (EVENT_HANDOFF_WAITING,)
 
 
 class InvalidMessage(ValueError):

@@ -32,12 +32,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import boto3
 from aws_lambda_powertools import Logger, Tracer
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from botocore.config import Config
 
 from lambdas.events.delivery import (
     AsyncInvoker,
@@ -48,12 +46,12 @@ from lambdas.events.delivery import (
     TopicWriter,
 )
 from lambdas.events.routing import Actions, classify
-from lambdas.shared import env
+from lambdas.shared import aws, env
+from lambdas.shared.settings import resource
+from lambdas.shared.settings import settings as stage_settings
 
 logger = Logger()
 tracer = Tracer()
-
-_CLIENT_CONFIG = Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=5, read_timeout=10)
 
 
 @dataclass(frozen=True)
@@ -69,12 +67,12 @@ class Settings:
 @env.once
 def settings() -> Settings:
     return Settings(
-        bus_name=env.require("EVENT_BUS_NAME"),
-        handoff_topic_arn=env.require("HANDOFF_TOPIC_ARN"),
-        analytics_stream=env.require("ANALYTICS_STREAM_NAME"),
-        audit_stream=env.require("AUDIT_STREAM_NAME"),
-        summary_function=env.require("SUMMARY_FUNCTION_NAME"),
-        summary_interval=env.integer("SUMMARY_INTERVAL", 10, low=2, high=1000),
+        bus_name=resource("EVENT_BUS_NAME"),
+        handoff_topic_arn=resource("HANDOFF_TOPIC_ARN"),
+        analytics_stream=resource("ANALYTICS_STREAM_NAME"),
+        audit_stream=resource("AUDIT_STREAM_NAME"),
+        summary_function=resource("SUMMARY_FUNCTION_NAME"),
+        summary_interval=stage_settings().summary_interval,
     )
 
 
@@ -103,7 +101,11 @@ class Sinks:
 
 @env.once
 def sinks() -> Sinks:
-    return Sinks.from_clients(settings(), lambda service: boto3.client(service, config=_CLIENT_CONFIG))
+    """The writers on single-attempt clients: the writers' shared retry policy alone retries them."""
+    return Sinks.from_clients(
+        settings(),
+        lambda service: aws.client(service, single_attempt=True, connect_timeout=5, read_timeout=10),
+    )
 
 
 @dataclass

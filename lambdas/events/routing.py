@@ -40,8 +40,10 @@ from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import 
 )
 from boto3.dynamodb.types import Binary
 
+from lambdas.events.messages import ATTR_AGENT_ID, ATTR_EVENT_TYPE, ATTR_REASON, EVENT_ASSIGNED, EVENT_HANDOFF
 from lambdas.shared import keys
 from lambdas.shared.schema import PARTITION_KEY, SORT_KEY
+from lambdas.shared.summaries import closes_window
 
 EVENT_SOURCE: Final = "mangaassist.sessions"
 STATUS_CHANGED: Final = "SessionStatusChanged"
@@ -223,7 +225,7 @@ def _summary_trigger(change: Change, interval: int) -> dict[str, Any] | None:
         turn_number = int(change.sk[len(keys.TURN_PREFIX) :])
     except ValueError:
         raise PoisonRecord(f"turn key {change.sk!r} has no turn number") from None
-    if turn_number < interval or turn_number % interval != 0:
+    if not closes_window(turn_number, interval):
         return None
     return {"session_id": change.session_id, "turn_number": turn_number, "event_id": change.event_id}
 
@@ -255,9 +257,9 @@ def _handoff_message(change: Change) -> dict[str, Any] | None:
     new, old = change.new_image, change.old_image
     agent_id = _opt_str(new.get("agent_id"))
     if change.event_name == "INSERT":
-        event_type = "handoff"
+        event_type = EVENT_HANDOFF
     elif change.event_name == "MODIFY" and agent_id is not None and agent_id != _opt_str(old.get("agent_id")):
-        event_type = "assigned"
+        event_type = EVENT_ASSIGNED
     else:
         return None
     reason = _opt_str(new.get("reason")) or "unspecified"
@@ -273,11 +275,11 @@ def _handoff_message(change: Change) -> dict[str, Any] | None:
         "event_id": change.event_id,
     }
     attributes = {
-        "event_type": {"DataType": "String", "StringValue": event_type},
-        "reason": {"DataType": "String", "StringValue": reason},
+        ATTR_EVENT_TYPE: {"DataType": "String", "StringValue": event_type},
+        ATTR_REASON: {"DataType": "String", "StringValue": reason},
     }
     if agent_id is not None:
-        attributes["agent_id"] = {"DataType": "String", "StringValue": agent_id}
+        attributes[ATTR_AGENT_ID] = {"DataType": "String", "StringValue": agent_id}
     return {
         "Subject": "MangaAssist handoff",
         "Message": json.dumps(message, separators=(",", ":"), sort_keys=True),

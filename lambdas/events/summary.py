@@ -16,15 +16,16 @@ the DLQ and is never lost silently.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from aws_lambda_powertools import Logger, Tracer
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from lambdas.shared import env
 from lambdas.shared.bedrock import bedrock_client, converse_text
 from lambdas.shared.records import Summary, Turn
-from lambdas.shared.store import DynamoSessionStore, SessionStore
+from lambdas.shared.settings import Settings, settings
+from lambdas.shared.settings import store as store
+from lambdas.shared.summaries import window as window
 
 logger = Logger()
 tracer = Tracer()
@@ -36,25 +37,21 @@ SYSTEM_PROMPT = (
 EXTRACT_CHARS = 160
 
 
-@dataclass(frozen=True)
-class Settings:
-    table_name: str
-    interval: int
-    model_id: str | None
+class SummaryStore(Protocol):
+    """What summarising needs of the store (DynamoSessionStore satisfies it; mypy checks the handler)."""
 
-
-@env.once
-def settings() -> Settings:
-    return Settings(
-        table_name=env.require("TABLE_NAME"),
-        interval=env.integer("SUMMARY_INTERVAL", 10, low=2, high=1000),
-        model_id=env.optional("BEDROCK_MODEL_ID"),
-    )
-
-
-@env.once
-def store() -> SessionStore:
-    return DynamoSessionStore(settings().table_name)
+    def latest_summary(self, session_id: str) -> Summary | None: ...
+    def turns_between(self, session_id: str, first: int, last: int) -> list[Turn]: ...
+    def put_summary(
+        self,
+        session_id: str,
+        summary_number: int,
+        *,
+        summary_text: str,
+        window_start: int,
+        window_end: int,
+        turn_count_at_summary: int,
+    ) -> Summary: ...
 
 
 class InvalidTrigger(ValueError):
@@ -66,13 +63,6 @@ class Outcome:
     status: str  # generated | exists | skipped
     summary_number: int | None = None
     reason: str | None = None
-
-
-def window(turn_number: int, interval: int) -> tuple[int, int, int] | None:
-    """(summary_number, first_turn, last_turn) for turn N, or None when N is not at the interval."""
-    if turn_number < interval or turn_number % interval != 0:
-        return None
-    return turn_number // interval, turn_number - interval + 1, turn_number
 
 
 def build_prompt(previous: Summary | None, turns: list[Turn]) -> str:
@@ -89,7 +79,7 @@ def extractive_summary(previous: Summary | None, turns: list[Turn]) -> str:
 
 
 def summarise(
-    session_store: SessionStore,
+    session_store: SummaryStore,
     session_id: str,
     turn_number: int,
     *,
@@ -124,9 +114,9 @@ def summarise(
 
 
 def _generator(cfg: Settings) -> Any:
-    if cfg.model_id is None:
+    if cfg.bedrock_model_id is None:
         return extractive_summary
-    model_id = cfg.model_id
+    model_id = cfg.bedrock_model_id
 
     def generate(previous: Summary | None, turns: list[Turn]) -> str:
         return converse_text(bedrock_client(), model_id, build_prompt(previous, turns), system=SYSTEM_PROMPT)
@@ -151,6 +141,6 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     cfg = settings()
     session_id, turn_number = parse_trigger(event)
     logger.append_keys(session_id=session_id, turn_number=turn_number)
-    outcome = summarise(store(), session_id, turn_number, interval=cfg.interval, generate=_generator(cfg))
+    outcome = summarise(store(), session_id, turn_number, interval=cfg.summary_interval, generate=_generator(cfg))
     logger.info("summary", extra={"status": outcome.status, "summary_number": outcome.summary_number})
     return {"status": outcome.status, "summary_number": outcome.summary_number, "reason": outcome.reason}

@@ -16,9 +16,9 @@ Handlers (``lambdas.orchestration.cleanup_worker.<name>``):
 * ``tally``: ``{"results": [...], "totals": {...}}`` -> the totals plus what the results count
   (worker results, or per-shard totals).
 
-Environment: ``TABLE_NAME``, ``ARCHIVE_BUCKET``, ``ARCHIVE_KEY_ARN`` (required for ``handler``),
-``CLEANUP_GRACE_SECONDS`` (default 3600), ``CLEANUP_SHARDS`` (default 8), ``ARCHIVE_PREFIX``
-(default ``sessions``).
+Environment: ``TABLE_NAME``, ``ARCHIVE_BUCKET``, ``ARCHIVE_KEY_ARN`` (required for ``handler``) and
+the stage settings of :mod:`lambdas.shared.settings` (``CLEANUP_GRACE_SECONDS``,
+``CLEANUP_SHARDS``, ``ARCHIVE_PREFIX``).
 """
 
 from __future__ import annotations
@@ -27,16 +27,16 @@ import json
 import time
 from typing import Any, Final
 
-import boto3
 from aws_lambda_powertools import Logger, Tracer
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.exceptions import ClientError
 
-from lambdas.shared import env, keys
+from lambdas.shared import aws, keys
 from lambdas.shared.errors import InvalidTransition
 from lambdas.shared.records import Session, SessionStatus
 from lambdas.shared.serialize import public
-from lambdas.shared.store import DynamoSessionStore
+from lambdas.shared.settings import resource, settings
+from lambdas.shared.settings import store as store
 
 logger = Logger()
 tracer = Tracer()
@@ -44,20 +44,13 @@ tracer = Tracer()
 COUNTERS: Final = ("sessions_seen", "sessions_archived", "sessions_failed", "items_deleted")
 
 
-@env.once
-def store() -> DynamoSessionStore:
-    return DynamoSessionStore(env.require("TABLE_NAME"), cleanup_shards=env.integer("CLEANUP_SHARDS", 8, low=1))
-
-
-@env.once
 def s3() -> Any:
-    return boto3.client("s3")
+    return aws.client("s3")
 
 
 def archive_key(session_id: str) -> str:
     """Deterministic: a re-run finds the archive its first run wrote."""
-    prefix = env.optional("ARCHIVE_PREFIX", "sessions")
-    return f"{prefix}/{session_id}.jsonl"
+    return f"{settings().archive_prefix}/{session_id}.jsonl"
 
 
 # ---------------------------------------------------------------------- plan
@@ -73,12 +66,12 @@ def plan(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     given = _int_or_none(request.get("now"))
     if given is not None and 0 < given <= real_now:
         now = given
-    grace = env.integer("CLEANUP_GRACE_SECONDS", 3600, low=0)
+    grace = settings().cleanup_grace_seconds
     older_than = _int_or_none(request.get("older_than_seconds"))  # POST /admin/cleanup may choose the grace
     if older_than is not None and 0 <= older_than <= 7 * 86400:
         grace = older_than
     cutoff = now - grace
-    shards = keys.cleanup_shards(env.integer("CLEANUP_SHARDS", 8, low=1))
+    shards = keys.cleanup_shards(settings().cleanup_shards)
     logger.info("cleanup planned", extra={"cutoff": cutoff, "shards": len(shards)})
     return {"cutoff": cutoff, "cutoff_text": str(cutoff), "shards": shards}
 
@@ -129,7 +122,7 @@ def clean_session(session_id: str) -> dict[str, Any]:
         }
     if session.status not in (SessionStatus.DISCONNECTED, SessionStatus.DELETED):
         return {"session_id": session_id, "status": f"skipped_{session.status}", "archived": False, "items_deleted": 0}
-    bucket, key = env.require("ARCHIVE_BUCKET"), archive_key(session_id)
+    bucket, key = resource("ARCHIVE_BUCKET"), archive_key(session_id)
     written = False
     if not _archive_exists(bucket, key):
         s3().put_object(
@@ -138,7 +131,7 @@ def clean_session(session_id: str) -> dict[str, Any]:
             Body=_jsonl(session_id).encode("utf-8"),
             ContentType="application/x-ndjson",
             ServerSideEncryption="aws:kms",
-            SSEKMSKeyId=env.require("ARCHIVE_KEY_ARN"),
+            SSEKMSKeyId=resource("ARCHIVE_KEY_ARN"),
         )
         written = True
     deleted = store().delete_session_items(session_id)

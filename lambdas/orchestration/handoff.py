@@ -7,7 +7,7 @@ Handlers (``lambdas.orchestration.handoff.<name>``) and what they get from the s
   write; a lost race tries the next candidate).
 * ``escalate``: same input; takes WaitForAgent's dead token (late accepts get 409), reserves a
   manager or raises ``NoManagerAvailable``.
-* ``begin``: ``{..., agent_id, execution_arn}``; the handoff transaction (``HandoffLedger.begin``)
+* ``begin``: ``{..., agent_id, execution_arn}``; the handoff transaction (the store's ``begin_handoff``)
   or ``ConditionalCheckFailed`` when the session is no longer active.
 * ``await_reply``: ``{..., agent_id, task_token}``; MonitorHandoff's token onto the handoff record.
 * ``transfer_context``: latest summary + last turns, published to the agent topic.
@@ -18,9 +18,9 @@ Handlers (``lambdas.orchestration.handoff.<name>``) and what they get from the s
 * ``queue_consumer``: SQS batch of the agent-assignment queue; stores WaitForAgent's token on the
   (queued) handoff record and tells agents that a customer waits (SNS ``handoff_waiting``).
 
-Environment: ``TABLE_NAME`` (required), ``HANDOFF_TOPIC_ARN`` (transfer_context, queue_consumer),
-``MAX_REASSIGNMENTS`` (default 2), ``MANAGER_SKILL`` (default ``manager``), ``CONTEXT_TURNS``
-(default 20), ``SESSION_TTL_HOURS`` (default 24), ``CLEANUP_SHARDS`` (default 8).
+Environment: ``TABLE_NAME``, ``HANDOFF_TOPIC_ARN`` (transfer_context, queue_consumer) and the
+stage settings of :mod:`lambdas.shared.settings` (``MAX_REASSIGNMENTS``, ``MANAGER_SKILL``,
+``CONTEXT_TURNS``, the session TTL and cleanup shards).
 """
 
 from __future__ import annotations
@@ -29,14 +29,19 @@ import contextlib
 import json
 from typing import Any, Final
 
-import boto3
 from aws_lambda_powertools import Logger, Tracer
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from lambdas.orchestration.handoff_ledger import WAITING_FOR_AGENT, HandoffLedger, SessionNotActive
-from lambdas.shared import env
+from lambdas.events.messages import (
+    ATTR_AGENT_ID,
+    ATTR_EVENT_TYPE,
+    ATTR_REASON,
+    EVENT_HANDOFF_CONTEXT,
+    EVENT_HANDOFF_WAITING,
+)
+from lambdas.shared import aws
 from lambdas.shared.errors import (
     AgentNotFound,
     AgentUnavailable,
@@ -44,12 +49,15 @@ from lambdas.shared.errors import (
     InvalidTransition,
 )
 from lambdas.shared.records import HandoffStatus, SessionStatus
-from lambdas.shared.store import DynamoSessionStore
+from lambdas.shared.settings import resource, settings
+from lambdas.shared.settings import store as store
+from lambdas.shared.store import WAITING_FOR_AGENT, WAITING_FOR_REPLY, SessionNotActive
 
 logger = Logger()
 tracer = Tracer()
 
-MAX_RESERVE_ATTEMPTS: Final = 5
+#: How many candidates one reservation tries when concurrent handoffs take the first ones.
+MAX_RESERVE_CANDIDATES: Final = 5
 CONTENT_LIMIT: Final = 2000
 SYSTEM_TEXT: Final = "The conversation was handed over to a human support agent."
 
@@ -66,33 +74,17 @@ class ReassignmentLimitReached(Exception):
     """The agent was idle and the handoff was reassigned MAX_REASSIGNMENTS times already."""
 
 
-@env.once
-def store() -> DynamoSessionStore:
-    return DynamoSessionStore(
-        env.require("TABLE_NAME"),
-        ttl_hours=env.integer("SESSION_TTL_HOURS", 24, low=1),
-        cleanup_shards=env.integer("CLEANUP_SHARDS", 8, low=1),
-    )
-
-
-@env.once
-def ledger() -> HandoffLedger:
-    return HandoffLedger(store())
-
-
-@env.once
 def sns() -> Any:
-    return boto3.client("sns")
+    return aws.client("sns")
 
 
-@env.once
 def topic_arn() -> str:
-    return env.require("HANDOFF_TOPIC_ARN")
+    return resource("HANDOFF_TOPIC_ARN")
 
 
 def _reserve_first(skill: str, session_id: str, *, managers_only: bool = False) -> str | None:
     """Reserve the longest-waiting matching agent; a lost race moves on to the next candidate."""
-    for _ in range(MAX_RESERVE_ATTEMPTS):
+    for _ in range(MAX_RESERVE_CANDIDATES):
         agent = store().find_available_agent(skill, managers_only=managers_only)
         if agent is None:
             return None
@@ -119,11 +111,11 @@ def check_agent(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]
 @tracer.capture_lambda_handler(capture_response=False)
 def escalate(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     session_id, handoff_id = str(event["session_id"]), str(event["handoff_id"])
-    ledger().claim_callback(session_id, handoff_id, WAITING_FOR_AGENT)  # a late accept now gets 409
+    store().claim_callback(session_id, handoff_id, WAITING_FOR_AGENT)  # a late accept now gets 409
     with contextlib.suppress(HandoffNotFound):  # the consumer never stored it (its message in the DLQ)
         store().update_handoff(session_id, handoff_id, status=HandoffStatus.ESCALATED)
     agent_id = _reserve_first(str(event["reason"]), session_id, managers_only=True) or _reserve_first(
-        env.optional("MANAGER_SKILL", "manager") or "manager", session_id, managers_only=True
+        settings().manager_skill, session_id, managers_only=True
     )
     if agent_id is None:
         raise NoManagerAvailable(f"no agent accepted handoff {handoff_id} and no manager is available")
@@ -135,7 +127,7 @@ def escalate(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 @tracer.capture_lambda_handler(capture_response=False)
 def begin(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     try:
-        begun = ledger().begin(
+        begun = store().begin_handoff(
             str(event["session_id"]),
             handoff_id=str(event["handoff_id"]),
             agent_id=str(event["agent_id"]),
@@ -156,8 +148,10 @@ def begin(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler(capture_response=False)
 def await_reply(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    ledger().await_callback(str(event["session_id"]), str(event["handoff_id"]), "reply", str(event["task_token"]))
-    return {"waiting_for": "reply"}
+    store().await_callback(
+        str(event["session_id"]), str(event["handoff_id"]), WAITING_FOR_REPLY, str(event["task_token"])
+    )
+    return {"waiting_for": WAITING_FOR_REPLY}
 
 
 @logger.inject_lambda_context
@@ -165,9 +159,9 @@ def await_reply(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]
 def transfer_context(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     session_id, agent_id = str(event["session_id"]), str(event["agent_id"])
     summary = store().latest_summary(session_id)
-    turns = store().list_turns(session_id, limit=env.integer("CONTEXT_TURNS", 20, low=1, high=100)).items
+    turns = store().list_turns(session_id, limit=settings().context_turns).items
     message = {
-        "event_type": "handoff_context",
+        ATTR_EVENT_TYPE: EVENT_HANDOFF_CONTEXT,
         "session_id": session_id,
         "handoff_id": event["handoff_id"],
         "agent_id": agent_id,
@@ -193,9 +187,9 @@ def transfer_context(event: dict[str, Any], context: LambdaContext) -> dict[str,
         TopicArn=topic_arn(),
         Message=json.dumps(message, separators=(",", ":")),
         MessageAttributes={
-            "event_type": {"DataType": "String", "StringValue": "handoff_context"},
-            "agent_id": {"DataType": "String", "StringValue": agent_id},
-            "reason": {"DataType": "String", "StringValue": str(event.get("reason") or "unknown")},
+            ATTR_EVENT_TYPE: {"DataType": "String", "StringValue": EVENT_HANDOFF_CONTEXT},
+            ATTR_AGENT_ID: {"DataType": "String", "StringValue": agent_id},
+            ATTR_REASON: {"DataType": "String", "StringValue": str(event.get("reason") or "unknown")},
         },
     )
     return {"turns": len(turns), "summary": summary is not None, "message_id": resp.get("MessageId")}
@@ -227,13 +221,13 @@ def reassign(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     count = int((state.get("reassignment") or {}).get("count", 0)) + 1
     agent_id = (state.get("agent") or {}).get("agent_id")
     released = _release(agent_id, session_id)
-    ledger().requeue(session_id, handoff_id)
+    store().requeue_handoff(session_id, handoff_id)
     restored = _restore(session_id)
     logger.info(
         "idle agent released",
         extra={"agent_id": agent_id, "count": count, "released": released, "restored": restored},
     )
-    limit = env.integer("MAX_REASSIGNMENTS", 2, low=0)
+    limit = settings().max_reassignments
     if count > limit:
         raise ReassignmentLimitReached(f"agent idle; handoff {handoff_id} was reassigned {limit} time(s) already")
     return {"count": count, "released_agent_id": agent_id}
@@ -267,8 +261,8 @@ def fail(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     restored = False
     if handoff is not None:
         moved_by_us = handoff.status == HandoffStatus.ASSIGNED
-        ledger().claim_callback(session_id, handoff_id, WAITING_FOR_AGENT)
-        ledger().claim_callback(session_id, handoff_id, "reply")
+        store().claim_callback(session_id, handoff_id, WAITING_FOR_AGENT)
+        store().claim_callback(session_id, handoff_id, WAITING_FOR_REPLY)
         store().update_handoff(session_id, handoff_id, status=HandoffStatus.FAILED)
         if moved_by_us:
             restored = _restore(session_id)
@@ -283,7 +277,7 @@ processor = BatchProcessor(event_type=EventType.SQS)
 def _queue_record(record: SQSRecord) -> None:
     body = json.loads(record.body)
     session_id, handoff_id = str(body["session_id"]), str(body["handoff_id"])
-    ledger().queue(
+    store().queue_handoff(
         session_id,
         handoff_id=handoff_id,
         reason=str(body["reason"]),
@@ -295,7 +289,7 @@ def _queue_record(record: SQSRecord) -> None:
         TopicArn=topic_arn(),
         Message=json.dumps(
             {
-                "event_type": "handoff_waiting",
+                ATTR_EVENT_TYPE: EVENT_HANDOFF_WAITING,
                 "session_id": session_id,
                 "handoff_id": handoff_id,
                 "reason": body["reason"],
@@ -304,8 +298,8 @@ def _queue_record(record: SQSRecord) -> None:
             separators=(",", ":"),
         ),
         MessageAttributes={
-            "event_type": {"DataType": "String", "StringValue": "handoff_waiting"},
-            "reason": {"DataType": "String", "StringValue": str(body["reason"])},
+            ATTR_EVENT_TYPE: {"DataType": "String", "StringValue": EVENT_HANDOFF_WAITING},
+            ATTR_REASON: {"DataType": "String", "StringValue": str(body["reason"])},
         },
     )
 

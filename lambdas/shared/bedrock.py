@@ -1,37 +1,38 @@
-"""Bedrock Converse with bounded, jittered retries of throttling, and an echo fallback.
+"""The one Bedrock client and the one Converse call of the functions (chat replies and summaries).
 
 Usage::
 
     text = converse_text(bedrock_client(), model_id, prompt, system="Summarise...")
+    response = converse(bedrock_client(), request, backoff=Backoff(attempts=3))
 
-The client is created with botocore retries off (one attempt per call): this module owns the
-retry policy, so retries do not multiply (botocore's 3 x ours) and tests see every attempt.
+The client makes one attempt per call and :func:`converse` retries throttling, transient model
+errors and timeouts under the shared retry policy (:mod:`lambdas.shared.retry`), so retries do not
+multiply (botocore's 3 x ours), a caller can bound them by a deadline, and tests see every attempt.
 """
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Callable
 from typing import Any, Final
 
-import boto3
-from botocore.config import Config
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, ConnectTimeoutError, ReadTimeoutError
+from botocore.exceptions import ConnectionError as NetworkError
 
-from lambdas.shared import env
+from lambdas.shared import aws, env
+from lambdas.shared.retry import Backoff, call_with_retries, error_code
 
 RETRYABLE: Final = frozenset(
     {
         "ThrottlingException",
+        "TooManyRequestsException",
         "ServiceUnavailableException",
         "ModelNotReadyException",
         "InternalServerException",
         "ModelTimeoutException",
     }
 )
-
-_system_random = random.SystemRandom()
+TIMEOUTS: Final = (ConnectTimeoutError, ReadTimeoutError, NetworkError)
 
 
 class BedrockUnavailable(RuntimeError):
@@ -40,11 +41,40 @@ class BedrockUnavailable(RuntimeError):
 
 @env.once
 def bedrock_client() -> Any:
-    """bedrock-runtime client, once per container, without botocore's own retries."""
-    return boto3.client(
-        "bedrock-runtime",
-        config=Config(retries={"total_max_attempts": 1}, connect_timeout=5, read_timeout=60),
+    """The container's bedrock-runtime client: one attempt per call (see the module docstring)."""
+    return aws.client("bedrock-runtime", single_attempt=True, connect_timeout=3, read_timeout=30)
+
+
+def is_transient(error: Exception) -> bool:
+    """Throttling, a transient model error or a timeout: worth another call."""
+    if isinstance(error, TIMEOUTS):
+        return True
+    return isinstance(error, ClientError) and error_code(error) in RETRYABLE
+
+
+def converse(
+    client: Any,
+    request: dict[str, Any],
+    *,
+    backoff: Backoff,
+    deadline_seconds: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> dict[str, Any]:
+    """The Converse response for ``request``; transient errors retried, the last one raised when exhausted."""
+    response: dict[str, Any] = call_with_retries(
+        lambda: client.converse(**request),
+        backoff,
+        retryable=is_transient,
+        deadline_seconds=deadline_seconds,
+        clock=clock,
     )
+    return response
+
+
+def response_text(response: dict[str, Any]) -> str:
+    """The text blocks of a Converse response, joined and stripped."""
+    blocks = response.get("output", {}).get("message", {}).get("content", [])
+    return "".join(str(block.get("text", "")) for block in blocks if isinstance(block, dict)).strip()
 
 
 def converse_text(
@@ -58,10 +88,10 @@ def converse_text(
     attempts: int = 4,
     base_seconds: float = 0.5,
     cap_seconds: float = 8.0,
-    sleep: Callable[[float], None] = time.sleep,
-    rand: Callable[[], float] = _system_random.random,
+    sleep: Callable[[float], None] | None = None,
+    rand: Callable[[], float] | None = None,
 ) -> str:
-    """The text of one Converse call; retries throttling and 5xx at most ``attempts`` calls.
+    """The text of one Converse exchange; retries throttling and 5xx at most ``attempts`` calls.
 
     Before retry n (from 0) it sleeps ``rand() * min(cap, base * 2**n)`` (full jitter). Other
     errors (validation, access denied) are raised at once; retryable ones exhausted raise
@@ -76,17 +106,13 @@ def converse_text(
     }
     if system:
         request["system"] = [{"text": system}]
-    last: ClientError | None = None
-    for attempt in range(attempts):
-        try:
-            response = client.converse(**request)
-        except ClientError as err:
-            if err.response.get("Error", {}).get("Code") not in RETRYABLE:
-                raise
-            last = err
-            if attempt + 1 < attempts:
-                sleep(rand() * min(cap_seconds, base_seconds * 2**attempt))
-            continue
-        blocks = response.get("output", {}).get("message", {}).get("content", [])
-        return "".join(str(block["text"]) for block in blocks if "text" in block).strip()
-    raise BedrockUnavailable(f"Bedrock model {model_id} still unavailable after {attempts} attempts") from last
+    policy = Backoff(attempts=attempts, base_seconds=base_seconds, cap_seconds=cap_seconds, sleep=sleep)
+    if rand is not None:
+        policy = Backoff(attempts, base_seconds, cap_seconds, sleep, rand)
+    try:
+        response = converse(client, request, backoff=policy)
+    except (ClientError, *TIMEOUTS) as err:
+        if not is_transient(err):
+            raise
+        raise BedrockUnavailable(f"Bedrock model {model_id} still unavailable after {attempts} attempts") from err
+    return response_text(response)

@@ -11,25 +11,24 @@ Usage::
     if not delivered:                                        # 410 Gone: the client left
         ...mark the session disconnected...
 
-Throttling, 5xx answers and network timeouts are retried ``attempts`` times in all, with
-exponential backoff and full jitter; 410 Gone returns False at once (retrying cannot bring a
-client back); anything else raises :class:`DeliveryError` naming the AWS error code.
+Throttling, 5xx answers and network timeouts are retried ``attempts`` times in all under the
+shared retry policy (:mod:`lambdas.shared.retry`, on a single-attempt client); 410 Gone returns
+False at once (retrying cannot bring a client back); anything else raises :class:`DeliveryError`
+naming the AWS error code.
 """
 
 from __future__ import annotations
 
 import json
 import random
-import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-import boto3
-from botocore.config import Config
 from botocore.exceptions import ClientError, ConnectTimeoutError, ReadTimeoutError
 from botocore.exceptions import ConnectionError as NetworkError
 
-from lambdas.shared.env import once
+from lambdas.shared import aws
+from lambdas.shared.retry import Backoff, call_with_retries
 
 #: API Gateway's limit for one WebSocket message (frames are at most 32 KB, a message 128 KB).
 MAX_FRAME_BYTES: Final = 128 * 1024
@@ -38,12 +37,6 @@ DEFAULT_ATTEMPTS: Final = 3
 _GONE: Final = "GoneException"
 _RETRYABLE_CODES: Final = frozenset(
     {"LimitExceededException", "TooManyRequestsException", "ThrottlingException", "InternalServerError"}
-)
-_CLIENT_CONFIG: Final = Config(
-    connect_timeout=2,
-    read_timeout=5,
-    # This module retries itself; botocore retrying underneath would multiply the attempts.
-    retries={"total_max_attempts": 1, "mode": "standard"},
 )
 
 
@@ -67,20 +60,15 @@ def management_endpoint(domain_name: str, stage: str) -> str:
     return f"https://{domain_name}/{stage}"
 
 
-@once
-def _clients() -> dict[str, Any]:
-    """One management API client per endpoint, per container (``env.reset()`` forgets them)."""
-    return {}
-
-
 def management_client(endpoint: str) -> Any:
-    """The cached ``apigatewaymanagementapi`` client of ``endpoint``."""
-    clients = _clients()
-    client = clients.get(endpoint)
-    if client is None:
-        client = boto3.client("apigatewaymanagementapi", endpoint_url=endpoint, config=_CLIENT_CONFIG)
-        clients[endpoint] = client
-    return client
+    """The container's ``apigatewaymanagementapi`` client of ``endpoint`` (one attempt per call)."""
+    return aws.client(
+        "apigatewaymanagementapi", endpoint_url=endpoint, single_attempt=True, connect_timeout=2, read_timeout=5
+    )
+
+
+class _Gone(Exception):
+    """The client left (410): stop at once."""
 
 
 def encode_frame(payload: Mapping[str, Any]) -> bytes:
@@ -100,7 +88,7 @@ def post_to_connection(
     client: Any | None = None,
     base_delay: float = 0.05,
     max_delay: float = 1.0,
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Callable[[float], None] | None = None,
     rand: Callable[[], float] = random.random,
 ) -> bool:
     """Send ``payload`` as one JSON frame; True when delivered, False when the client is gone (410).
@@ -116,20 +104,36 @@ def post_to_connection(
         raise ValueError("connection_id is required (given '')")
     data = encode_frame(payload)
     api = client if client is not None else management_client(endpoint)
-    code = "Unknown"
-    for attempt in range(attempts):
+
+    def post() -> None:
         try:
             api.post_to_connection(ConnectionId=connection_id, Data=data)
-            return True
         except ClientError as err:
             code = str(err.response.get("Error", {}).get("Code", "Unknown"))
             status = int(err.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
             if code == _GONE or status == 410:
-                return False
-            if code not in _RETRYABLE_CODES and status < 500 and status != 429:
-                raise DeliveryError(code, connection_id) from None
-        except (ConnectTimeoutError, ReadTimeoutError, NetworkError):
-            code = "Timeout"
-        if attempt + 1 < attempts:
-            sleep(rand() * min(max_delay, base_delay * 2**attempt))
-    raise DeliveryError(code, connection_id)
+                raise _Gone() from None
+            raise
+
+    backoff = Backoff(
+        attempts=min(attempts, 10), base_seconds=base_delay, cap_seconds=max_delay, sleep=sleep, rand=rand
+    )
+    try:
+        call_with_retries(post, backoff, retryable=_retryable)
+    except _Gone:
+        return False
+    except ClientError as err:
+        raise DeliveryError(str(err.response.get("Error", {}).get("Code", "Unknown")), connection_id) from None
+    except (ConnectTimeoutError, ReadTimeoutError, NetworkError):
+        raise DeliveryError("Timeout", connection_id) from None
+    return True
+
+
+def _retryable(error: Exception) -> bool:
+    if isinstance(error, (ConnectTimeoutError, ReadTimeoutError, NetworkError)):
+        return True
+    if not isinstance(error, ClientError):
+        return False
+    code = str(error.response.get("Error", {}).get("Code", ""))
+    status = int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+    return code in _RETRYABLE_CODES or status >= 500 or status == 429

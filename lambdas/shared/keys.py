@@ -41,6 +41,18 @@ Key = dict[str, str]
 
 _TURN_SK_RE: Final = re.compile(rf"^{TURN_PREFIX}\d{{{NUMBER_WIDTH}}}$")
 
+#: A uuid in its canonical lowercase text form.
+UUID_PATTERN: Final = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+#: The one rule for a session id wherever one arrives (REST, WebSocket, the workflows): the
+#: uuid4 text ``create_session`` mints. Anything else cannot name a session, so it is refused
+#: before any read.
+SESSION_ID_PATTERN: Final = UUID_PATTERN
+
+
+def is_session_id(value: object) -> bool:
+    """True when ``value`` is a well-formed session id (:data:`SESSION_ID_PATTERN`)."""
+    return isinstance(value, str) and bool(SESSION_ID_PATTERN.match(value))
+
 
 def _padded(number: int, what: str) -> str:
     if isinstance(number, bool) or not isinstance(number, int) or not 0 <= number <= MAX_NUMBER:

@@ -6,9 +6,10 @@ Usage::
     text = responder.reply(turns, summary=store.latest_summary(session_id))
 
 The context sent to the model is the latest rolling summary (seed 003) plus the newest turns that
-fit a token budget. Throttling, timeouts and transient model errors are retried with exponential
-backoff and full jitter, bounded both by a number of attempts and by a deadline; when the bound
-is reached :class:`ResponderError` is raised and the caller tells the customer (the user's turn is
+fit a token budget. The call is :func:`lambdas.shared.bedrock.converse` on the one Bedrock client:
+throttling, timeouts and transient model errors are retried under the shared retry policy,
+bounded both by a number of attempts and by a deadline; when the bound is reached
+:class:`ResponderError` is raised and the caller tells the customer (the user's turn is
 stored before any model call, so nothing is lost).
 """
 
@@ -19,12 +20,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Final, Protocol
 
-import boto3
-from botocore.config import Config
-from botocore.exceptions import ClientError, ConnectTimeoutError, ReadTimeoutError
-from botocore.exceptions import ConnectionError as NetworkError
+from botocore.exceptions import ClientError
 
+from lambdas.shared.bedrock import TIMEOUTS, bedrock_client, converse, is_transient, response_text
 from lambdas.shared.records import Role, Summary, Turn
+from lambdas.shared.retry import Backoff, error_code
 
 SYSTEM_PROMPT: Final = (
     "You are MangaAssist, the shopping assistant of an online manga store. Help customers find "
@@ -38,16 +38,6 @@ SYSTEM_PROMPT: Final = (
 
 #: Rough size of a token for budget purposes (English prose averages ~4 characters per token).
 CHARS_PER_TOKEN: Final = 4
-_THROTTLED: Final = frozenset(
-    {
-        "ThrottlingException",
-        "TooManyRequestsException",
-        "ServiceUnavailableException",
-        "ModelNotReadyException",
-        "ModelTimeoutException",
-        "InternalServerException",
-    }
-)
 
 
 class ResponderError(Exception):
@@ -121,9 +111,8 @@ class BedrockResponder:
 
     Args:
         model_id: a foundation model id or inference profile id (stage config).
-        client: a ``bedrock-runtime`` client. Defaults to one created on first use with
-            ``connect_timeout`` / ``read_timeout`` and botocore's own retries off (this class
-            retries, so attempts do not multiply).
+        client: a ``bedrock-runtime`` client. Defaults to the container's one Bedrock client
+            (:func:`lambdas.shared.bedrock.bedrock_client`, one attempt per call).
         system_prompt: defaults to :data:`SYSTEM_PROMPT` (a manga shopping assistant).
         max_context_tokens: budget of the turns sent; defaults to 3000.
         max_output_tokens: defaults to 512.
@@ -133,7 +122,6 @@ class BedrockResponder:
             (leave room under the Lambda timeout).
         base_delay / max_delay: backoff ``rand() * min(max_delay, base_delay * 2**n)``;
             default to 0.25 and 4.0 seconds.
-        connect_timeout / read_timeout: seconds; default to 3 and 10.
         sleep, clock, rand: injectable for tests; default to ``time.sleep``, ``time.monotonic``,
             ``random.random``.
     """
@@ -151,8 +139,6 @@ class BedrockResponder:
         deadline_seconds: float = 20.0,
         base_delay: float = 0.25,
         max_delay: float = 4.0,
-        connect_timeout: float = 3.0,
-        read_timeout: float = 10.0,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
         rand: Callable[[], float] = random.random,
@@ -174,7 +160,6 @@ class BedrockResponder:
         self.deadline_seconds = deadline_seconds
         self._base_delay = base_delay
         self._max_delay = max_delay
-        self._timeouts = (connect_timeout, read_timeout)
         self._client = client
         self._sleep = sleep
         self._clock = clock
@@ -183,15 +168,7 @@ class BedrockResponder:
     @property
     def client(self) -> Any:
         if self._client is None:
-            connect_timeout, read_timeout = self._timeouts
-            self._client = boto3.client(
-                "bedrock-runtime",
-                config=Config(
-                    connect_timeout=connect_timeout,
-                    read_timeout=read_timeout,
-                    retries={"total_max_attempts": 1, "mode": "standard"},
-                ),
-            )
+            self._client = bedrock_client()
         return self._client
 
     def request(self, turns: Sequence[Turn], *, summary: Summary | None = None) -> dict[str, Any]:
@@ -214,30 +191,29 @@ class BedrockResponder:
 
     def reply(self, turns: Sequence[Turn], *, summary: Summary | None = None) -> str:
         request = self.request(turns, summary=summary)
-        started = self._clock()
-        reason = "unavailable"
-        for attempt in range(self.attempts):
-            try:
-                response = self.client.converse(**request)
-            except ClientError as err:
-                code = str(err.response.get("Error", {}).get("Code", ""))
-                if code not in _THROTTLED:
-                    raise ResponderError("unavailable", f"the model refused the request ({code})") from None
-                reason = "throttled"
-            except (ConnectTimeoutError, ReadTimeoutError, NetworkError):
-                reason = "timeout"
-            else:
-                return _text_of(response)
-            delay = self._rand() * min(self._max_delay, self._base_delay * 2**attempt)
-            if attempt + 1 >= self.attempts or self._clock() - started + delay > self.deadline_seconds:
-                break
-            self._sleep(delay)
-        raise ResponderError(reason, f"no reply from the model after {attempt + 1} attempt(s) ({reason})")
+        backoff = Backoff(
+            attempts=self.attempts,
+            base_seconds=self._base_delay,
+            cap_seconds=self._max_delay,
+            sleep=self._sleep,
+            rand=self._rand,
+        )
+        try:
+            response = converse(
+                self.client, request, backoff=backoff, deadline_seconds=self.deadline_seconds, clock=self._clock
+            )
+        except ClientError as err:
+            code = error_code(err)
+            if not is_transient(err):
+                raise ResponderError("unavailable", f"the model refused the request ({code})") from None
+            raise ResponderError("throttled", f"no reply from the model within the retry bound ({code})") from None
+        except TIMEOUTS:
+            raise ResponderError("timeout", "no reply from the model within the retry bound (timeout)") from None
+        return _text_of(response)
 
 
 def _text_of(response: dict[str, Any]) -> str:
-    blocks = response.get("output", {}).get("message", {}).get("content", [])
-    text = "".join(block.get("text", "") for block in blocks if isinstance(block, dict)).strip()
+    text = response_text(response)
     if not text:
         raise ResponderError("empty", "the model returned no text")
     return text

@@ -31,8 +31,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from lambdas.shared import env
 from lambdas.shared.env import once
+from lambdas.shared.settings import resource, settings
 
 ALGORITHM: Final = "HS256"
 ROLES: Final = ("customer", "agent", "admin")
@@ -250,13 +250,14 @@ class VerifierSettings:
 
 @once
 def verifier_settings() -> VerifierSettings:
-    """``JWT_SECRET_ARN``, ``JWT_ISSUER``, ``JWT_AUDIENCE`` (required) and ``SECRET_CACHE_SECONDS``
-    (0..3600, default 300), read once per container."""
+    """``JWT_SECRET_ARN`` (required) and the stage's ``JWT_ISSUER``, ``JWT_AUDIENCE`` (required here)
+    and ``SECRET_CACHE_SECONDS``, read once per container."""
+    config = settings()
     return VerifierSettings(
-        secret_arn=env.require("JWT_SECRET_ARN"),
-        issuer=env.require("JWT_ISSUER"),
-        audience=env.require("JWT_AUDIENCE"),
-        secret_cache_seconds=env.integer("SECRET_CACHE_SECONDS", 300, low=0, high=3600),
+        secret_arn=resource("JWT_SECRET_ARN"),
+        issuer=config.need("jwt_issuer"),
+        audience=config.need("jwt_audience"),
+        secret_cache_seconds=config.secret_cache_seconds,
     )
 
 

@@ -22,9 +22,11 @@ from aws_lambda_powertools import Logger, Tracer
 from botocore.exceptions import BotoCoreError, ClientError
 
 from lambdas.shared import env
+from lambdas.shared.keys import is_session_id
 from lambdas.shared.records import TURN_ACCEPTING
+from lambdas.shared.settings import resource
 from lambdas.ws import runtime
-from lambdas.ws.frames import SESSION_ID_PATTERN, RouteContext, route_context
+from lambdas.ws.frames import RouteContext, route_context
 
 logger = Logger()
 tracer = Tracer()
@@ -34,7 +36,7 @@ _NAME_UNSAFE: Final = re.compile(r"[^A-Za-z0-9_-]")
 
 @env.once
 def state_machine_arn() -> str:
-    return env.require("ONBOARDING_STATE_MACHINE_ARN")
+    return resource("ONBOARDING_STATE_MACHINE_ARN")
 
 
 def _answer(status: int, code: str, message: str) -> dict[str, Any]:
@@ -67,7 +69,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         return _answer(403, "forbidden", "Only customers can open a chat connection.")
     session_id = (event.get("queryStringParameters") or {}).get("session_id") or None
     if session_id is not None:
-        if not SESSION_ID_PATTERN.match(session_id):
+        if not is_session_id(session_id):
             return _answer(400, "invalid_session_id", "session_id must be the id of one of your sessions.")
         session = runtime.store().get_session(session_id)
         if session is None or session.customer_id != ctx.customer_id:

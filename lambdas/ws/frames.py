@@ -18,7 +18,6 @@ and never carries internals (no AWS error text, table names or stack traces).
 from __future__ import annotations
 
 import json
-import re
 import unicodedata
 from dataclasses import dataclass
 from typing import Any, Final
@@ -29,7 +28,6 @@ MAX_TEXT_CHARS: Final = 4000
 #: A raw frame larger than this is refused before parsing (the text limit plus JSON overhead,
 #: with every character escaped as \\uXXXX in the worst case).
 MAX_FRAME_CHARS: Final = MAX_TEXT_CHARS * 6 + 1024
-SESSION_ID_PATTERN: Final = re.compile(r"^[A-Za-z0-9-]{1,64}$")
 
 # Allowed whitespace inside a message; every other control character (Unicode category Cc) and
 # the format characters used to hide text (bidi overrides, zero-width) are refused.

@@ -27,6 +27,7 @@ from lambdas.shared.connections import DeliveryError, management_endpoint, post_
 from lambdas.shared.errors import SessionClosed, SessionNotFound
 from lambdas.shared.records import TURN_ACCEPTING, Role, SessionStatus
 from lambdas.shared.responder import Responder, ResponderError, responder_for
+from lambdas.shared.settings import settings
 from lambdas.shared.store import DynamoSessionStore
 from lambdas.ws import runtime
 from lambdas.ws.disconnect import disconnect_connection
@@ -61,20 +62,20 @@ REPLY_FAILED: Final = error_frame(
 )
 
 
-@env.once
 def context_turns() -> int:
     """How many of the newest turns the responder sees (the token budget may cut further)."""
-    return env.integer("CONTEXT_TURNS", 20, low=1, high=100)
+    return settings().context_turns
 
 
 @env.once
 def responder() -> Responder:
     """The stage's responder: ``BEDROCK_MODEL_ID`` set chooses Bedrock, absent the echo responder."""
+    config = settings()
     return responder_for(
-        env.optional("BEDROCK_MODEL_ID"),
-        max_context_tokens=env.integer("CONTEXT_MAX_TOKENS", 3000, low=100, high=100_000),
-        attempts=env.integer("BEDROCK_ATTEMPTS", 3, low=1, high=10),
-        deadline_seconds=float(env.integer("BEDROCK_DEADLINE_SECONDS", 20, low=1, high=600)),
+        config.bedrock_model_id,
+        max_context_tokens=config.context_max_tokens,
+        attempts=config.bedrock_attempts,
+        deadline_seconds=float(config.bedrock_deadline_seconds),
     )
 
 

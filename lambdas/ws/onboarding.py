@@ -22,6 +22,7 @@ from typing import Any, Final
 
 from aws_lambda_powertools import Logger, Tracer
 
+from lambdas.shared import keys
 from lambdas.shared.connections import DeliveryError, management_endpoint, post_to_connection
 from lambdas.shared.records import Role, Session
 from lambdas.ws import runtime
@@ -76,6 +77,8 @@ def onboard(event: Mapping[str, Any]) -> dict[str, Any]:
     customer_id = _field(event, "customer_id")
     domain_name, stage = _field(event, "domain_name"), _field(event, "stage")
     requested = event.get("session_id") or None
+    if requested is not None and not keys.is_session_id(requested):
+        raise ForeignSession("session_id must be the id of one of the customer's sessions")
     logger.append_keys(connection_id=connection_id)
     store = runtime.store()
 

@@ -10,6 +10,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from lambdas.shared import env as lambda_env
 from lambdas.shared.store import DynamoSessionStore
 from tests.support.ddb import DEFAULT_TABLE_NAME, atomic_requests, create_sessions_table
 
@@ -30,6 +31,20 @@ class FakeClock:
     def advance(self, seconds: float) -> None:
         with self._lock:
             self.now += seconds
+
+
+#: The stage settings every function gets from the deploy side (dev's values); a test may override one.
+STAGE_ENVIRONMENT = {"SESSION_TTL_HOURS": "24", "CLEANUP_SHARDS": "8"}
+
+
+@pytest.fixture(autouse=True)
+def stage_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every function's required stage settings, as the deploy side sets them; cached settings reset."""
+    for name, value in STAGE_ENVIRONMENT.items():
+        monkeypatch.setenv(name, value)
+    lambda_env.reset()
+    yield
+    lambda_env.reset()
 
 
 @pytest.fixture

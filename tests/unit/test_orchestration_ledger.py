@@ -1,27 +1,27 @@
-"""HandoffLedger (the handoff transaction, callback tokens) and the agent reservation race, on moto."""
+"""The store's handoff transaction and callback tokens, and the agent reservation race, on moto."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from lambdas.orchestration import handoff as handoff_steps
-from lambdas.orchestration.handoff_ledger import HandoffConflict, HandoffLedger, SessionNotActive
 from lambdas.shared import env as lambda_env
 from lambdas.shared.records import Agent, HandoffStatus, Role, SessionStatus
-from lambdas.shared.store import DynamoSessionStore
+from lambdas.shared.store import DynamoSessionStore, HandoffConflict, SessionNotActive
 
 
 @pytest.fixture
-def ledger(store: DynamoSessionStore, clock: Callable[[], float]) -> HandoffLedger:
-    return HandoffLedger(store, clock=clock)
+def ledger(store: DynamoSessionStore) -> DynamoSessionStore:
+    """The store itself: the handoff writes are its handoffs aggregate (same client, table and clock)."""
+    return store
 
 
-def _begin(ledger: HandoffLedger, session_id: str, handoff_id: str = "h-1", agent_id: str = "a-1") -> Any:
-    return ledger.begin(
+def _begin(ledger: DynamoSessionStore, session_id: str, handoff_id: str = "h-1", agent_id: str = "a-1") -> Any:
+    return ledger.begin_handoff(
         session_id,
         handoff_id=handoff_id,
         agent_id=agent_id,
@@ -33,7 +33,7 @@ def _begin(ledger: HandoffLedger, session_id: str, handoff_id: str = "h-1", agen
 
 
 def test_begin_writes_session_handoff_and_system_turn_in_one_transaction(
-    store: DynamoSessionStore, ledger: HandoffLedger
+    store: DynamoSessionStore, ledger: DynamoSessionStore
 ) -> None:
     # Given an active session with two turns
     session = store.create_session("c-1")
@@ -60,7 +60,7 @@ def test_begin_writes_session_handoff_and_system_turn_in_one_transaction(
 
 
 def test_begin_rereads_when_a_concurrent_turn_moves_the_counter(
-    store: DynamoSessionStore, ledger: HandoffLedger, monkeypatch: pytest.MonkeyPatch
+    store: DynamoSessionStore, ledger: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given a session where a customer turn lands between the ledger's read and its transaction
     session = store.create_session("c-1")
@@ -87,7 +87,7 @@ def test_begin_rereads_when_a_concurrent_turn_moves_the_counter(
 
 
 def test_begin_refuses_a_session_that_is_not_active_and_writes_nothing(
-    store: DynamoSessionStore, ledger: HandoffLedger
+    store: DynamoSessionStore, ledger: DynamoSessionStore
 ) -> None:
     session = store.create_session("c-1")
     store.update_status(session.session_id, SessionStatus.DISCONNECTED)
@@ -100,7 +100,9 @@ def test_begin_refuses_a_session_that_is_not_active_and_writes_nothing(
     assert store.list_turns(session.session_id).items == []
 
 
-def test_begin_retried_after_success_does_not_write_again(store: DynamoSessionStore, ledger: HandoffLedger) -> None:
+def test_begin_retried_after_success_does_not_write_again(
+    store: DynamoSessionStore, ledger: DynamoSessionStore
+) -> None:
     session = store.create_session("c-1")
     _begin(ledger, session.session_id)
 
@@ -110,7 +112,7 @@ def test_begin_retried_after_success_does_not_write_again(store: DynamoSessionSt
     assert len(store.list_turns(session.session_id).items) == 1
 
 
-def test_begin_refuses_a_failed_handoff_record(store: DynamoSessionStore, ledger: HandoffLedger) -> None:
+def test_begin_refuses_a_failed_handoff_record(store: DynamoSessionStore, ledger: DynamoSessionStore) -> None:
     session = store.create_session("c-1")
     store.put_handoff(session.session_id, reason="billing", handoff_id="h-1", status=HandoffStatus.FAILED)
 
@@ -122,10 +124,10 @@ def test_begin_refuses_a_failed_handoff_record(store: DynamoSessionStore, ledger
 
 
 def test_begin_assigns_a_queued_handoff_and_keeps_its_creation_time(
-    store: DynamoSessionStore, ledger: HandoffLedger
+    store: DynamoSessionStore, ledger: DynamoSessionStore
 ) -> None:
     session = store.create_session("c-1")
-    queued = ledger.queue(
+    queued = ledger.queue_handoff(
         session.session_id, handoff_id="h-1", reason="billing", priority="high", execution_arn=None, task_token="tok"
     )
     assert queued.status == HandoffStatus.QUEUED
@@ -141,7 +143,7 @@ def test_begin_assigns_a_queued_handoff_and_keeps_its_creation_time(
 
 
 def test_a_callback_token_is_taken_exactly_once_even_concurrently(
-    store: DynamoSessionStore, ledger: HandoffLedger
+    store: DynamoSessionStore, ledger: DynamoSessionStore
 ) -> None:
     session = store.create_session("c-1")
     store.put_handoff(session.session_id, reason="billing", handoff_id="h-1")
@@ -162,12 +164,12 @@ def test_a_callback_token_is_taken_exactly_once_even_concurrently(
     assert results.count(None) == 7
 
 
-def test_requeue_drops_the_agent_and_any_token(store: DynamoSessionStore, ledger: HandoffLedger) -> None:
+def test_requeue_drops_the_agent_and_any_token(store: DynamoSessionStore, ledger: DynamoSessionStore) -> None:
     session = store.create_session("c-1")
     _begin(ledger, session.session_id)
     ledger.await_callback(session.session_id, "h-1", "reply", "token-1")
 
-    ledger.requeue(session.session_id, "h-1")
+    ledger.requeue_handoff(session.session_id, "h-1")
 
     handoff = store.get_handoff(session.session_id, "h-1")
     assert handoff is not None
@@ -216,7 +218,7 @@ def test_cleanup_plan_cutoff_honours_grace_override_and_never_a_future_now(monke
     monkeypatch.setenv("CLEANUP_SHARDS", "3")
     lambda_env.reset()
     now = int(clock.time())
-    plan = cleanup_worker.plan.__wrapped__  # type: ignore[attr-defined]
+    plan = cleanup_worker.plan.__wrapped__
     default = plan({"input": {}}, None)
     assert now - 3600 <= default["cutoff"] <= int(clock.time()) - 3600
     assert default["cutoff_text"] == str(default["cutoff"])
@@ -228,7 +230,9 @@ def test_cleanup_plan_cutoff_honours_grace_override_and_never_a_future_now(monke
     lambda_env.reset()
 
 
-def test_a_stored_callback_token_never_leaves_through_public(store: DynamoSessionStore, ledger: HandoffLedger) -> None:
+def test_a_stored_callback_token_never_leaves_through_public(
+    store: DynamoSessionStore, ledger: DynamoSessionStore
+) -> None:
     from lambdas.shared import keys
     from lambdas.shared.serialize import marshal_item, public, unmarshal_item
 

@@ -109,7 +109,7 @@ def test_create_session_writes_an_active_session_with_ttl(store: DynamoSessionSt
 def test_create_session_never_overwrites(store: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch) -> None:
     # Given a uuid generator that repeats itself
     fixed = uuid.UUID("00000000-0000-4000-8000-000000000001")
-    monkeypatch.setattr("lambdas.shared.store.uuid.uuid4", lambda: fixed)
+    monkeypatch.setattr("lambdas.shared.store.sessions.uuid.uuid4", lambda: fixed)
     first = store.create_session("cust-1")
     # When a second session gets the same id
     with pytest.raises(Conflict):

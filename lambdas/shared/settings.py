@@ -1,0 +1,151 @@
+"""The stage settings of every function, read once per container with one set of bounds, and the store.
+
+The deploy side (``stacks/functions.py``) sets every variable of :data:`STAGE_VARIABLES` on every
+function from the stage's ``StageConfig``; this module is the only reader. A setting every
+function gets (the session TTL, the cleanup shards) is required, so a missing one fails with its
+name instead of silently falling back; the others keep the documented default where a stage may
+genuinely leave them out. Resource names (``TABLE_NAME``, topic ARNs, ...) differ per function
+and are read with :func:`resource` where used.
+
+Usage::
+
+    from lambdas.shared import settings
+
+    settings.settings().context_turns      # validated int, read once per container
+    settings.store().add_turn(...)         # the one store, with the stage's TTL and shards
+
+``env.reset()`` forgets both (tests change the environment between cases).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Final
+
+from lambdas.shared import env
+from lambdas.shared.store import DynamoSessionStore
+
+
+@dataclass(frozen=True)
+class Variable:
+    """One stage variable: its settings field, bounds, and default (None: required)."""
+
+    field: str
+    low: int | None = None
+    high: int | None = None
+    default: int | str | None = None
+    required: bool = False
+
+
+#: Every stage-setting variable, by name: what the deploy side must set on each function.
+STAGE_VARIABLES: Final[Mapping[str, Variable]] = MappingProxyType(
+    {
+        "SESSION_TTL_HOURS": Variable("session_ttl_hours", 1, 24 * 365, required=True),
+        "CLEANUP_SHARDS": Variable("cleanup_shards", 1, 64, required=True),
+        "SUMMARY_INTERVAL": Variable("summary_interval", 2, 1000, 10),
+        "CONTEXT_TURNS": Variable("context_turns", 1, 100, 20),
+        "CONTEXT_MAX_TOKENS": Variable("context_max_tokens", 100, 100_000, 3000),
+        "BEDROCK_MODEL_ID": Variable("bedrock_model_id"),
+        "BEDROCK_ATTEMPTS": Variable("bedrock_attempts", 1, 10, 3),
+        "BEDROCK_DEADLINE_SECONDS": Variable("bedrock_deadline_seconds", 1, 600, 20),
+        "MAX_REASSIGNMENTS": Variable("max_reassignments", 0, 10, 2),
+        "CLEANUP_GRACE_SECONDS": Variable("cleanup_grace_seconds", 0, 7 * 86400, 3600),
+        "CORS_ALLOWED_ORIGINS": Variable("cors_allowed_origins"),
+        "JWT_ISSUER": Variable("jwt_issuer"),
+        "JWT_AUDIENCE": Variable("jwt_audience"),
+        "SECRET_CACHE_SECONDS": Variable("secret_cache_seconds", 0, 3600, 300),
+        "MANAGER_SKILL": Variable("manager_skill", default="manager"),
+        "ARCHIVE_PREFIX": Variable("archive_prefix", default="sessions"),
+    }
+)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The stage settings (see :data:`STAGE_VARIABLES` for the variable of each field).
+
+    ``bedrock_model_id`` None means the echo responder and the extractive summary.
+    ``cors_allowed_origins``, ``jwt_issuer`` and ``jwt_audience`` are needed by the API and
+    authorizer functions only; :meth:`need` reads one and names its variable when it is absent.
+    """
+
+    session_ttl_hours: int
+    cleanup_shards: int
+    summary_interval: int
+    context_turns: int
+    context_max_tokens: int
+    bedrock_model_id: str | None
+    bedrock_attempts: int
+    bedrock_deadline_seconds: int
+    max_reassignments: int
+    cleanup_grace_seconds: int
+    cors_allowed_origins: tuple[str, ...]
+    jwt_issuer: str | None
+    jwt_audience: str | None
+    secret_cache_seconds: int
+    manager_skill: str
+    archive_prefix: str
+
+    def need(self, field: str) -> str:
+        """A text setting a function cannot run without; MissingSetting names its variable when empty."""
+        value = getattr(self, field)
+        if not value:
+            name = next(n for n, v in STAGE_VARIABLES.items() if v.field == field)
+            raise env.MissingSetting(f"environment variable {name} is required but not set")
+        return str(value)
+
+    def origins(self) -> tuple[str, ...]:
+        """The CORS origins of the REST API; MissingSetting when CORS_ALLOWED_ORIGINS is empty."""
+        self.need("cors_allowed_origins")
+        return self.cors_allowed_origins
+
+
+def _integer(name: str) -> int:
+    spec = STAGE_VARIABLES[name]
+    default = spec.default if isinstance(spec.default, int) and not spec.required else None
+    return env.integer(name, default, low=spec.low, high=spec.high)
+
+
+def _text(name: str) -> str | None:
+    spec = STAGE_VARIABLES[name]
+    return env.optional(name, spec.default if isinstance(spec.default, str) else None)
+
+
+@env.once
+def settings() -> Settings:
+    """The stage settings, read and validated on first use in the container."""
+    origins = _text("CORS_ALLOWED_ORIGINS") or ""
+    return Settings(
+        session_ttl_hours=_integer("SESSION_TTL_HOURS"),
+        cleanup_shards=_integer("CLEANUP_SHARDS"),
+        summary_interval=_integer("SUMMARY_INTERVAL"),
+        context_turns=_integer("CONTEXT_TURNS"),
+        context_max_tokens=_integer("CONTEXT_MAX_TOKENS"),
+        bedrock_model_id=_text("BEDROCK_MODEL_ID"),
+        bedrock_attempts=_integer("BEDROCK_ATTEMPTS"),
+        bedrock_deadline_seconds=_integer("BEDROCK_DEADLINE_SECONDS"),
+        max_reassignments=_integer("MAX_REASSIGNMENTS"),
+        cleanup_grace_seconds=_integer("CLEANUP_GRACE_SECONDS"),
+        cors_allowed_origins=tuple(part.strip() for part in origins.split(",") if part.strip()),
+        jwt_issuer=_text("JWT_ISSUER"),
+        jwt_audience=_text("JWT_AUDIENCE"),
+        secret_cache_seconds=_integer("SECRET_CACHE_SECONDS"),
+        manager_skill=_text("MANAGER_SKILL") or "manager",
+        archive_prefix=_text("ARCHIVE_PREFIX") or "sessions",
+    )
+
+
+def resource(name: str) -> str:
+    """A resource name or ARN the deploy side set for this function (``TABLE_NAME``, ...); required."""
+    return env.require(name)
+
+
+@env.once
+def store() -> DynamoSessionStore:
+    """The container's store on ``TABLE_NAME`` with the stage's TTL and cleanup sharding."""
+    config = settings()
+    return DynamoSessionStore(
+        resource("TABLE_NAME"), ttl_hours=config.session_ttl_hours, cleanup_shards=config.cleanup_shards
+    )

@@ -1,0 +1,358 @@
+"""Handoffs: the ``HANDOFF#`` records of a session, the handoff transaction and callback tokens.
+
+* :meth:`Handoffs.begin_handoff`: ONE TransactWriteItems: session META ``active -> handoff``, the
+  ``HANDOFF#`` record (status assigned), a system TURN. The turn number comes from the atomic
+  ``turn_count`` counter: the transaction sets ``turn_count = n + 1`` conditioned on it still
+  being ``n`` (read just before), so the number is unique and the counter exact; when a
+  concurrent ``add_turn`` moves the counter first, the transaction is cancelled and re-read
+  (at most :data:`MAX_BEGIN_READS` times).
+* Callback tokens: a waiting Step Functions task's token is stored on the ``HANDOFF#`` record
+  (``callback_token`` + ``waiting_for``) and taken by exactly one caller (conditional REMOVE), so
+  two agents accepting the same handoff cannot both complete it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from dataclasses import dataclass
+from typing import Any, Final
+
+from botocore.exceptions import ClientError
+
+from lambdas.shared import keys
+from lambdas.shared.errors import Conflict, HandoffNotFound, InvalidInput
+from lambdas.shared.records import Handoff, HandoffStatus, Role, SessionStatus, Turn
+from lambdas.shared.schema import PARTITION_KEY, TTL_ATTRIBUTE
+from lambdas.shared.serialize import marshal_item
+from lambdas.shared.store.sessions import Sessions
+from lambdas.shared.store.table import (
+    CONDITION_FAILED,
+    TRANSACTION_CANCELED,
+    Expr,
+    Update,
+    code_of,
+    old_item,
+    parse_enum,
+    require_id,
+)
+
+WAITING_FOR_AGENT: Final = "agent"
+WAITING_FOR_REPLY: Final = "reply"
+_WAITING: Final = frozenset({WAITING_FOR_AGENT, WAITING_FOR_REPLY})
+#: Statuses from which a handoff record may (again) become ``assigned``.
+_ASSIGNABLE: Final = (HandoffStatus.REQUESTED, HandoffStatus.QUEUED, HandoffStatus.ESCALATED)
+#: How often begin_handoff re-reads a session whose turn counter moved under it (optimistic locking).
+MAX_BEGIN_READS: Final = 5
+
+
+class SessionNotActive(Conflict):
+    """The session is missing or not ``active``: no handoff can start."""
+
+    def __init__(self, session_id: str, status: str) -> None:
+        super().__init__(f"session {session_id!r} is {status}, not active")
+        self.session_id = session_id
+        self.status = status
+
+
+class HandoffConflict(Conflict):
+    """The handoff record is in a state that cannot become ``assigned`` (failed, completed, ...)."""
+
+
+@dataclass(frozen=True)
+class Begun:
+    handoff: Handoff
+    turn_number: int | None  # None when a retry found the transaction already applied
+
+
+class Handoffs(Sessions):
+    """Handoff operations (they read and move the session's META, hence on top of Sessions)."""
+
+    def put_handoff(
+        self,
+        session_id: str,
+        *,
+        reason: str,
+        priority: str = "normal",
+        status: HandoffStatus | str = HandoffStatus.REQUESTED,
+        agent_id: str | None = None,
+        execution_arn: str | None = None,
+        handoff_id: str | None = None,
+    ) -> Handoff:
+        """A new handoff record (never overwrites; Conflict if ``handoff_id`` is taken).
+
+        ``handoff_id`` defaults to ``<13-digit epoch ms>-<12 hex>`` so that SK order is creation
+        order; give one (e.g. the execution name) to make retries idempotent-by-conflict.
+        """
+        require_id(session_id, "session_id")
+        require_id(reason, "reason")
+        now_seconds = self._clock()
+        now = int(now_seconds)
+        handoff = Handoff(
+            session_id=session_id,
+            handoff_id=require_id(
+                handoff_id or f"{int(now_seconds * 1000):013d}-{uuid.uuid4().hex[:12]}",
+                "handoff_id",
+            ),
+            reason=reason,
+            priority=priority,
+            status=parse_enum(HandoffStatus, status, "handoff status"),
+            created_at=now,
+            updated_at=now,
+            ttl=now + self.ttl_seconds,
+            agent_id=agent_id,
+            execution_arn=execution_arn,
+        )
+        try:
+            self._put_new(handoff.to_item())
+        except ClientError as err:
+            if code_of(err) == CONDITION_FAILED:
+                raise Conflict(f"handoff {handoff.handoff_id!r} exists already") from None
+            raise
+        return handoff
+
+    def get_handoff(self, session_id: str, handoff_id: str) -> Handoff | None:
+        require_id(session_id, "session_id")
+        require_id(handoff_id, "handoff_id")
+        item = self._get(keys.handoff_key(session_id, handoff_id))
+        return Handoff.from_item(item) if item else None
+
+    def latest_handoff(self, session_id: str) -> Handoff | None:
+        """The most recently created handoff of the session, or None."""
+        require_id(session_id, "session_id")
+        item = self._latest(session_id, keys.HANDOFF_PREFIX)
+        return Handoff.from_item(item) if item else None
+
+    def update_handoff(
+        self,
+        session_id: str,
+        handoff_id: str,
+        *,
+        status: HandoffStatus | str | None = None,
+        agent_id: str | None = None,
+        execution_arn: str | None = None,
+        expected_status: HandoffStatus | str | None = None,
+    ) -> Handoff:
+        """Set the given fields of a handoff (None leaves a field alone) in one UpdateItem.
+
+        With ``expected_status`` the write only happens from that status (Conflict otherwise).
+        """
+        require_id(session_id, "session_id")
+        require_id(handoff_id, "handoff_id")
+        changes = {"status": status, "agent_id": agent_id, "execution_arn": execution_arn}
+        if all(value is None for value in changes.values()):
+            raise InvalidInput("update_handoff needs status, agent_id or execution_arn")
+        if status is not None:
+            changes["status"] = str(parse_enum(HandoffStatus, status, "handoff status"))
+        expr = Expr()
+        update = Update(expr)
+        for name, value in changes.items():
+            if value is not None:
+                update.set(name, value)
+        update.set("updated_at", self._now())
+        condition = f"attribute_exists({expr.n(PARTITION_KEY)})"
+        want = None
+        if expected_status is not None:
+            want = str(parse_enum(HandoffStatus, expected_status, "expected_status"))
+            condition += f" AND {expr.n('status')} = {expr.v(want)}"
+        try:
+            item = self._update(keys.handoff_key(session_id, handoff_id), update, condition)
+        except ClientError as err:
+            if code_of(err) != CONDITION_FAILED:
+                raise
+            old = old_item(err)
+            if old is None:
+                raise HandoffNotFound(session_id, handoff_id) from None
+            raise Conflict(f"handoff {handoff_id!r} is {old.get('status')!r}, not {want!r}") from None
+        return Handoff.from_item(item)
+
+    def begin_handoff(
+        self,
+        session_id: str,
+        *,
+        handoff_id: str,
+        agent_id: str,
+        reason: str,
+        priority: str,
+        execution_arn: str | None,
+        system_text: str,
+    ) -> Begun:
+        """Hand the session to ``agent_id`` in one transaction (see the module docstring).
+
+        Raises SessionNotActive (missing or not active), HandoffConflict, or Conflict when the
+        turn counter kept moving for MAX_BEGIN_READS reads. A retry after success returns the
+        stored handoff (``turn_number`` None) without writing again.
+        """
+        for _ in range(MAX_BEGIN_READS):
+            session = self.get_session(session_id)
+            if session is None:
+                raise SessionNotActive(session_id, "missing")
+            existing = self.get_handoff(session_id, handoff_id)
+            if (
+                existing is not None
+                and existing.status == HandoffStatus.ASSIGNED
+                and existing.agent_id == agent_id
+                and session.status == SessionStatus.HANDOFF
+            ):
+                return Begun(existing, None)
+            if session.status != SessionStatus.ACTIVE:
+                raise SessionNotActive(session_id, str(session.status))
+            if existing is not None and existing.status not in _ASSIGNABLE:
+                raise HandoffConflict(f"handoff {handoff_id!r} is {existing.status}; it cannot be assigned")
+            now = self._now()
+            ttl = now + self.ttl_seconds
+            number = session.turn_count + 1
+            handoff = Handoff(
+                session_id=session_id,
+                handoff_id=handoff_id,
+                reason=reason,
+                priority=priority,
+                status=HandoffStatus.ASSIGNED,
+                created_at=existing.created_at if existing else now,
+                updated_at=now,
+                ttl=ttl,
+                agent_id=agent_id,
+                execution_arn=execution_arn,
+            )
+            turn = Turn(session_id, number, Role.SYSTEM, system_text, now, ttl)
+            actions = self._begin_actions(session.turn_count, handoff, turn)
+            try:
+                self.client.transact_write_items(TransactItems=actions)
+            except ClientError as err:
+                if code_of(err) != TRANSACTION_CANCELED:
+                    raise
+                reasons = err.response.get("CancellationReasons") or []
+                if len(reasons) > 1 and reasons[1].get("Code") == "ConditionalCheckFailed":
+                    raise HandoffConflict(f"handoff {handoff_id!r} changed concurrently") from None
+                continue  # the session moved or the counter moved: read again
+            return Begun(handoff, number)
+        raise Conflict(f"session {session_id!r} kept changing; handoff {handoff_id!r} not started, retry")
+
+    def _begin_actions(self, turn_count: int, handoff: Handoff, turn: Turn) -> list[dict[str, Any]]:
+        """META active -> handoff (counter n -> n+1), the assigned HANDOFF#, the system TURN."""
+        expr = Expr()
+        update = Update(expr)
+        update.set("status", str(SessionStatus.HANDOFF))
+        update.set("updated_at", handoff.updated_at)
+        update.set("turn_count", turn.turn_number)
+        update.set(TTL_ATTRIBUTE, handoff.ttl)
+        meta_condition = (
+            f"attribute_exists({expr.n(PARTITION_KEY)}) AND "
+            f"{expr.n('status')} = {expr.v(str(SessionStatus.ACTIVE))} AND "
+            f"{expr.n('turn_count')} = {expr.v(turn_count)}"
+        )
+        put_expr = Expr()
+        allowed = ", ".join(put_expr.v(str(s)) for s in _ASSIGNABLE)
+        put_condition = f"attribute_not_exists({put_expr.n(PARTITION_KEY)}) OR {put_expr.n('status')} IN ({allowed})"
+        turn_expr = Expr()
+        turn_condition = f"attribute_not_exists({turn_expr.n(PARTITION_KEY)})"
+        return [
+            {
+                "Update": {
+                    "TableName": self.table_name,
+                    "Key": marshal_item(keys.session_key(handoff.session_id)),
+                    "UpdateExpression": update.expression(),
+                    "ConditionExpression": meta_condition,
+                    **expr.params(),
+                }
+            },
+            {
+                "Put": {
+                    "TableName": self.table_name,
+                    "Item": marshal_item(handoff.to_item()),
+                    "ConditionExpression": put_condition,
+                    **put_expr.params(),
+                }
+            },
+            {
+                "Put": {
+                    "TableName": self.table_name,
+                    "Item": marshal_item(turn.to_item()),
+                    "ConditionExpression": turn_condition,
+                    **turn_expr.params(),
+                }
+            },
+        ]
+
+    def queue_handoff(
+        self,
+        session_id: str,
+        *,
+        handoff_id: str,
+        reason: str,
+        priority: str,
+        execution_arn: str | None,
+        task_token: str,
+    ) -> Handoff:
+        """Record that the handoff waits for an agent, with WaitForAgent's token (idempotent)."""
+        with contextlib.suppress(Conflict):  # a redelivered message, or a re-queue after reassignment
+            self.put_handoff(
+                session_id,
+                reason=reason,
+                priority=priority,
+                status=HandoffStatus.QUEUED,
+                execution_arn=execution_arn,
+                handoff_id=handoff_id,
+            )
+        self.await_callback(session_id, handoff_id, WAITING_FOR_AGENT, task_token)
+        handoff = self.get_handoff(session_id, handoff_id)
+        if handoff is None:
+            raise HandoffNotFound(session_id, handoff_id)
+        return handoff
+
+    def await_callback(self, session_id: str, handoff_id: str, waiting_for: str, task_token: str) -> None:
+        """Store the token of the task that waits for ``waiting_for`` (``agent`` or ``reply``)."""
+        if waiting_for not in _WAITING:
+            raise ValueError(f"waiting_for must be one of {sorted(_WAITING)} (given {waiting_for!r})")
+        if not task_token:
+            raise ValueError("task_token must be the waiting task's token (given '')")
+        expr = Expr()
+        update = Update(expr)
+        update.set("callback_token", task_token)
+        update.set("waiting_for", waiting_for)
+        update.set("updated_at", self._now())
+        condition = f"attribute_exists({expr.n(PARTITION_KEY)})"
+        try:
+            self._update(keys.handoff_key(session_id, handoff_id), update, condition, return_values="NONE")
+        except ClientError as err:
+            if code_of(err) == CONDITION_FAILED:
+                raise HandoffNotFound(session_id, handoff_id) from None
+            raise
+
+    def claim_callback(self, session_id: str, handoff_id: str, waiting_for: str) -> str | None:
+        """Take the stored token if the handoff waits for ``waiting_for``; exactly one caller gets it."""
+        expr = Expr()
+        update = Update(expr)
+        update.remove("callback_token")
+        update.remove("waiting_for")
+        condition = f"{expr.n('waiting_for')} = {expr.v(waiting_for)} AND attribute_exists({expr.n('callback_token')})"
+        try:
+            old = self._update(keys.handoff_key(session_id, handoff_id), update, condition, return_values="UPDATED_OLD")
+        except ClientError as err:
+            if code_of(err) == CONDITION_FAILED:
+                return None
+            raise
+        token = old.get("callback_token")
+        return str(token) if token else None
+
+    def waiting_for(self, session_id: str, handoff_id: str) -> str | None:
+        """What the handoff currently waits for (``agent``, ``reply``) or None."""
+        item = self._get(keys.handoff_key(session_id, handoff_id))
+        value = (item or {}).get("waiting_for")
+        return str(value) if value else None
+
+    def requeue_handoff(self, session_id: str, handoff_id: str) -> None:
+        """Put an assigned handoff back to ``queued`` without an agent (reassignment)."""
+        expr = Expr()
+        update = Update(expr)
+        update.set("status", str(HandoffStatus.QUEUED))
+        update.set("updated_at", self._now())
+        for name in ("agent_id", "callback_token", "waiting_for"):
+            update.remove(name)
+        condition = f"attribute_exists({expr.n(PARTITION_KEY)})"
+        try:
+            self._update(keys.handoff_key(session_id, handoff_id), update, condition, return_values="NONE")
+        except ClientError as err:
+            if code_of(err) == CONDITION_FAILED:
+                raise HandoffNotFound(session_id, handoff_id) from None
+            raise

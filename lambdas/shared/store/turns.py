@@ -1,0 +1,182 @@
+"""Turns and summaries of a session: atomic turn numbers, compressed content, exact summary windows."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from botocore.exceptions import ClientError
+
+from lambdas.shared import cursor as cursors
+from lambdas.shared import keys
+from lambdas.shared.errors import Conflict, InvalidCursor, InvalidInput, SessionClosed, SessionNotFound
+from lambdas.shared.records import TURN_ACCEPTING, Role, Summary, Turn, compress
+from lambdas.shared.schema import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE
+from lambdas.shared.store.table import (
+    CONDITION_FAILED,
+    MAX_PAGE_SIZE,
+    Expr,
+    Page,
+    TableCore,
+    Update,
+    code_of,
+    old_item,
+    parse_enum,
+    require_id,
+    require_limit,
+)
+
+# DynamoDB's item limit is 400 KB; leave room for the other attributes of a turn.
+MAX_COMPRESSED_CONTENT: Final = 350_000
+
+
+class Turns(TableCore):
+    """Turn and summary operations."""
+
+    def add_turn(self, session_id: str, role: Role | str, content: str) -> Turn:
+        """Append a turn: two writes, no transaction.
+
+        1. UpdateItem on META: ``ADD turn_count 1``, ``SET updated_at, ttl`` (the session's TTL
+           slides), conditioned on the session existing in a status that accepts turns; the
+           new counter value is the turn number, so numbers are unique under any concurrency.
+        2. Conditional PutItem of the TURN item, content zlib-compressed.
+
+        If the process dies between the two, the number is burnt: a gap, never a duplicate.
+        Raises SessionNotFound or SessionClosed (status not active/handoff).
+        """
+        require_id(session_id, "session_id")
+        turn_role = parse_enum(Role, role, "role")
+        if not isinstance(content, str):
+            raise InvalidInput("content must be a string")
+        if len(compress(content)) > MAX_COMPRESSED_CONTENT:
+            raise InvalidInput(f"content is too large (max {MAX_COMPRESSED_CONTENT} bytes zipped)")
+        now = self._now()
+        expr = Expr()
+        update = Update(expr)
+        update.set("updated_at", now)
+        update.set(TTL_ATTRIBUTE, now + self.ttl_seconds)
+        update.add("turn_count", 1)
+        accepted = ", ".join(expr.v(str(s)) for s in sorted(TURN_ACCEPTING))
+        condition = f"attribute_exists({expr.n(PARTITION_KEY)}) AND {expr.n('status')} IN ({accepted})"
+        try:
+            attributes = self._update(keys.session_key(session_id), update, condition, return_values="UPDATED_NEW")
+        except ClientError as err:
+            if code_of(err) != CONDITION_FAILED:
+                raise
+            old = old_item(err)
+            if old is None:
+                raise SessionNotFound(session_id) from None
+            raise SessionClosed(session_id, str(old.get("status"))) from None
+        turn = Turn(
+            session_id=session_id,
+            turn_number=int(attributes["turn_count"]),
+            role=turn_role,
+            content=content,
+            created_at=now,
+            ttl=now + self.ttl_seconds,
+        )
+        try:
+            self._put_new(turn.to_item())
+        except ClientError as err:
+            if code_of(err) == CONDITION_FAILED:
+                raise Conflict(f"turn {turn.turn_number} of session {session_id!r} exists already") from None
+            raise
+        return turn
+
+    def list_turns(self, session_id: str, *, limit: int = 20, cursor: str | None = None) -> Page[Turn]:
+        """The newest ``limit`` (1..100) turns before the cursor, in chronological order.
+
+        ``next_cursor`` leads to the next older page; it is None on the oldest page.
+        """
+        require_id(session_id, "session_id")
+        require_limit(limit, MAX_PAGE_SIZE)
+        pk = keys.session_pk(session_id)
+        scope = f"turns:{session_id}"
+        start = None
+        if cursor is not None:
+            start = cursors.decode(cursor, scope, {PARTITION_KEY: str, SORT_KEY: str})
+            if start[PARTITION_KEY] != pk or not keys.is_turn_sk(str(start[SORT_KEY])):
+                raise InvalidCursor("it was issued for another session")
+        expr = Expr()
+        items, next_cursor = self._query_page(
+            {
+                "KeyConditionExpression": (
+                    f"{expr.n(PARTITION_KEY)} = {expr.v(pk)} AND "
+                    f"begins_with({expr.n(SORT_KEY)}, {expr.v(keys.TURN_PREFIX)})"
+                ),
+                "ScanIndexForward": False,
+                **expr.params(),
+            },
+            limit=limit,
+            scope=scope,
+            key_attributes=(PARTITION_KEY, SORT_KEY),
+            start=start,
+        )
+        return Page([Turn.from_item(item) for item in reversed(items)], next_cursor)
+
+    def turns_between(self, session_id: str, first: int, last: int) -> list[Turn]:
+        """Turns ``first..last`` (inclusive), ascending: one exact SK-range Query (paginated)."""
+        require_id(session_id, "session_id")
+        for name, value in (("first", first), ("last", last)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidInput(f"{name} must be a turn number >= 1 (given {value!r})")
+        if first > last:
+            raise InvalidInput(f"first must be <= last (given {first}, {last})")
+        expr = Expr()
+        return [
+            Turn.from_item(item)
+            for item in self._query(
+                KeyConditionExpression=(
+                    f"{expr.n(PARTITION_KEY)} = {expr.v(keys.session_pk(session_id))} AND "
+                    f"{expr.n(SORT_KEY)} BETWEEN {expr.v(keys.turn_sk(first))} "
+                    f"AND {expr.v(keys.turn_sk(last))}"
+                ),
+                ScanIndexForward=True,
+                **expr.params(),
+            )
+        ]
+
+    def put_summary(
+        self,
+        session_id: str,
+        summary_number: int,
+        *,
+        summary_text: str,
+        window_start: int,
+        window_end: int,
+        turn_count_at_summary: int,
+    ) -> Summary:
+        """Store summary ``summary_number`` once; returns what is stored.
+
+        Idempotent: if that number exists already (a retried stream batch), nothing is written
+        and the stored summary comes back (from the failed condition, without another read).
+        """
+        require_id(session_id, "session_id")
+        if not isinstance(summary_number, int) or summary_number < 1:
+            raise InvalidInput(f"summary_number must be >= 1 (given {summary_number!r})")
+        if not 1 <= window_start <= window_end:
+            raise InvalidInput(f"window must satisfy 1 <= start <= end (given {window_start}, {window_end})")
+        now = self._now()
+        summary = Summary(
+            session_id=session_id,
+            summary_number=summary_number,
+            summary_text=summary_text,
+            window_start=window_start,
+            window_end=window_end,
+            turn_count_at_summary=turn_count_at_summary,
+            created_at=now,
+            ttl=now + self.ttl_seconds,
+        )
+        try:
+            self._put_new(summary.to_item(), return_old=True)
+        except ClientError as err:
+            old = old_item(err) if code_of(err) == CONDITION_FAILED else None
+            if old is None:
+                raise
+            return Summary.from_item(old)
+        return summary
+
+    def latest_summary(self, session_id: str) -> Summary | None:
+        """The highest-numbered summary of the session, or None."""
+        require_id(session_id, "session_id")
+        item = self._latest(session_id, keys.SUMMARY_PREFIX)
+        return Summary.from_item(item) if item else None
