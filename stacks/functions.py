@@ -7,16 +7,21 @@ setting itself and no handler falls back to a default that differs from the stag
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from aws_cdk import Duration, Stack
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from constructs_lib import SharedFunction
 from stacks.config import StageConfig
+
+#: Builds one function of a stack: ``(construct id, handler, environment, **options) -> Function``.
+FunctionFactory = Callable[..., lambda_.Function]
 
 #: The one directory every function's code asset is packaged from.
 LAMBDAS_DIR = Path(__file__).resolve().parent.parent / "lambdas"

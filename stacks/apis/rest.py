@@ -1,0 +1,378 @@
+"""The app's REST API: session routes, direct StartExecution routes, agent routes, review links.
+
+Every construct is created in the given stack with the id it always had, so the logical ids do
+not depend on this module; the order of the calls is kept too, because the deployment's logical
+id hashes the methods in the order they were added.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from aws_cdk import Acknowledgment, ArnFormat, Duration, Stack, Validations
+from aws_cdk import aws_apigateway as apigw
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_secretsmanager as secretsmanager
+from aws_cdk import aws_ssm as ssm
+from aws_cdk import aws_stepfunctions as sfn
+from constructs import Construct
+
+from constructs_lib.encryption_key import EncryptionKey
+from constructs_lib.nag_findings import acknowledge_policy, resource_finding
+from constructs_lib.rest_api import HardenedRestApi
+from constructs_lib.sfn_start_integration import InputField, StepFunctionsStartExecution
+from constructs_lib.token_authorizer import JwtTokenAuthorizer
+from constructs_lib.web_acl import RegionalWebAcl
+from lambdas.api import access
+from lambdas.api.validation import BODY_MODELS, gateway_schema
+from stacks.config import StageConfig
+from stacks.functions import FunctionFactory, log_retention
+from stacks.orchestration_stack import OrchestrationStack, rest_api_url_parameter
+from stacks.storage_stack import StorageStack
+
+
+@dataclass(frozen=True)
+class RestApiParts:
+    """What the REST API builder made, for the stack to expose and the WebSocket part to wire."""
+
+    rest: HardenedRestApi
+    jwt_secret: secretsmanager.ISecret
+    rest_authorizer_function: lambda_.Function
+    session_function: lambda_.Function
+    start_integrations: dict[str, StepFunctionsStartExecution]
+    agent_function: lambda_.Function
+    #: The review links' function when the API hosts it (None when the approval gate brings its own).
+    review_function: lambda_.Function | None
+    web_acl: RegionalWebAcl | None
+
+
+class _Routes:
+    """Adds methods the one way: every route in the access table, the authorizer unless public."""
+
+    def __init__(self, rest: HardenedRestApi, authorizer: apigw.IAuthorizer) -> None:
+        self.rest = rest
+        self.root = rest.api.root
+        self._authorizer = authorizer
+        self._models = {name: rest.add_model(name, gateway_schema(body)) for name, body in BODY_MODELS.items()}
+
+    def json_body(self, model: str) -> dict[str, apigw.IModel]:
+        return {"application/json": self._models[model]}
+
+    @staticmethod
+    def params(*path: str, query: tuple[str, ...] = (), headers: tuple[str, ...] = ()) -> dict[str, bool]:
+        result = {f"method.request.path.{name}": True for name in path}
+        result.update({f"method.request.querystring.{name}": False for name in query})
+        result.update({f"method.request.header.{name}": False for name in headers})
+        return result
+
+    def add(
+        self,
+        resource: apigw.IResource,
+        method: str,
+        integration: apigw.Integration,
+        *,
+        models: dict[str, apigw.IModel] | None = None,
+        parameters: dict[str, bool] | None = None,
+        method_responses: list[apigw.MethodResponse] | None = None,
+        public: bool = False,
+    ) -> apigw.Method:
+        path = resource.path
+        route = access.route(method, path)  # every method must be in the access table
+        if route.public != public:
+            raise ValueError(f"{method} {path}: public={public} contradicts lambdas.api.access.ROUTES")
+        return resource.add_method(
+            method,
+            integration,
+            operation_name=_operation_name(method, path),
+            authorizer=None if public else self._authorizer,
+            authorization_type=apigw.AuthorizationType.NONE if public else apigw.AuthorizationType.CUSTOM,
+            request_validator=self.rest.body_validator if models else self.rest.params_validator,
+            request_models=models,
+            request_parameters=parameters,
+            method_responses=method_responses,
+        )
+
+
+def build_rest_api(
+    stack: Stack,
+    *,
+    config: StageConfig,
+    storage: StorageStack,
+    orchestration: OrchestrationStack,
+    function: FunctionFactory,
+) -> RestApiParts:
+    """The REST API in ``stack``; it also creates the token signing secret both APIs verify with."""
+    removal = config.resource_removal_policy
+    rest = HardenedRestApi(
+        stack,
+        "RestApi",
+        description=f"MangaAssist {config.name}: sessions, handoffs, admin workflows",
+        stage_name=config.name,
+        cors_allowed_origins=config.cors_allowed_origins,
+        throttle_rate=config.api_throttle_rate,
+        throttle_burst=config.api_throttle_burst,
+        log_retention=log_retention(config.log_retention_days),
+        log_encryption_key=storage.key,
+        log_execution_data=config.log_execution_data,
+        log_removal_policy=removal,
+        cloud_watch_role=True,
+    )
+    authorizer_function = function("RestAuthorizer", "lambdas.api.authorizer.handler", {})
+    # A key of this stack: granting the authorizers decrypt on the storage key from here would
+    # put their roles into that key's policy and make Storage depend on Api.
+    secret_key = EncryptionKey(
+        stack,
+        "SecretsKey",
+        description=f"MangaAssist {config.name}: API token signing secret",
+        removal_policy=removal,
+        pending_window=config.key_pending_window,
+    )
+    token_authorizer = JwtTokenAuthorizer(
+        stack,
+        "JwtAuthorizer",
+        function=authorizer_function,
+        secret_encryption_key=secret_key.key,
+        secret_removal_policy=removal,
+        cache_ttl=Duration.seconds(config.authorizer_cache_seconds),
+    )
+    session_function = _session_function(stack, storage, orchestration, function)
+    routes = _Routes(rest, token_authorizer.authorizer)
+    session = _session_routes(routes, session_function)
+    starts = _start_routes(stack, routes, config, orchestration, session)
+    agent_function = _agent_routes(routes, storage, orchestration, function)
+    review_function = _review_routes(routes, storage, orchestration, function)
+    ssm.StringParameter(
+        stack,
+        "RestApiUrl",
+        parameter_name=rest_api_url_parameter(config.name),
+        string_value=rest.api.url,
+        description="Base URL of the REST API (the approval gate builds review links from it)",
+    )
+    web_acl = _gateway_checks(stack, config, rest)
+    return RestApiParts(
+        rest=rest,
+        jwt_secret=token_authorizer.secret,
+        rest_authorizer_function=authorizer_function,
+        session_function=session_function,
+        start_integrations=starts,
+        agent_function=agent_function,
+        review_function=review_function,
+        web_acl=web_acl,
+    )
+
+
+def _session_function(
+    stack: Stack, storage: StorageStack, orchestration: OrchestrationStack, function: FunctionFactory
+) -> lambda_.Function:
+    """The session Lambda: the table, and DescribeExecution on the workflows the API starts."""
+    workflows = (
+        orchestration.handoff_state_machine,
+        orchestration.cleanup_state_machine,
+        orchestration.export_state_machine,
+    )
+    session_function = function(
+        "SessionApi",
+        "lambdas.api.rest.handler",
+        {
+            "TABLE_NAME": storage.table.table_name,
+            "STATE_MACHINE_ARNS": ",".join(machine.state_machine_arn for machine in workflows),
+        },
+    )
+    storage.sessions.grant_read_write_data(session_function)
+    findings = {}
+    for machine in workflows:
+        iam.Grant.add_to_principal(
+            grantee=session_function,
+            actions=["states:DescribeExecution"],
+            resource_arns=[_executions_arn(stack, machine)],
+        )
+        findings[_execution_finding(stack, machine)] = (
+            "DescribeExecution on the executions of one workflow (execution names are per request); "
+            "GET /executions/{id} answers only for these workflows and only to the execution's starter."
+        )
+    acknowledge_policy(session_function.role, findings)  # type: ignore[arg-type]
+    return session_function
+
+
+def _session_routes(routes: _Routes, session_function: lambda_.Function) -> apigw.Resource:
+    """Sessions, their turns, a customer's sessions, executions; returns ``/sessions/{id}``."""
+    session_api = apigw.LambdaIntegration(session_function, allow_test_invoke=False)
+    add, params, root = routes.add, routes.params, routes.root
+    sessions = root.add_resource("sessions")
+    add(sessions, "POST", session_api, models=routes.json_body("CreateSessionRequest"))
+    session = sessions.add_resource("{id}")
+    add(session, "GET", session_api, parameters=params("id"))
+    add(session, "DELETE", session_api, parameters=params("id"))
+    add(session.add_resource("turns"), "GET", session_api, parameters=params("id", query=("limit", "cursor")))
+    customer_sessions = root.add_resource("customers").add_resource("{id}").add_resource("sessions")
+    add(customer_sessions, "GET", session_api, parameters=params("id", query=("limit", "cursor")))
+    add(root.add_resource("executions").add_resource("{id}"), "GET", session_api, parameters=params("id"))
+    return session
+
+
+def _start_routes(
+    stack: Stack, routes: _Routes, config: StageConfig, orchestration: OrchestrationStack, session: apigw.Resource
+) -> dict[str, StepFunctionsStartExecution]:
+    """The direct StartExecution routes (no Lambda): handoff, cleanup, export."""
+    caller = {"requested_by": InputField.authorizer("sub"), "role": InputField.authorizer("role")}
+    cors = routes.rest.cors_headers()
+    starts: dict[str, tuple[sfn.IStateMachine, dict[str, Any]]] = {
+        "StartHandoff": (
+            orchestration.handoff_state_machine,
+            {
+                "session_id": InputField.path("id"),
+                "reason": InputField.body("reason"),
+                "priority": InputField.body("priority", default_json='"normal"'),
+                **caller,
+            },
+        ),
+        "StartCleanup": (
+            orchestration.cleanup_state_machine,
+            {
+                "older_than_seconds": InputField.body(
+                    "older_than_seconds", default_json=str(config.cleanup_grace_seconds)
+                ),
+                **caller,
+            },
+        ),
+        "StartExport": (orchestration.export_state_machine, {"reason": InputField.body("reason"), **caller}),
+    }
+    integrations = {
+        construct_id: StepFunctionsStartExecution(
+            stack, construct_id, state_machine=machine, input_fields=fields, cors_headers=cors
+        )
+        for construct_id, (machine, fields) in starts.items()
+    }
+
+    def start(resource: apigw.IResource, construct_id: str, model: str, *path: str) -> None:
+        integration = integrations[construct_id]
+        routes.add(
+            resource,
+            "POST",
+            integration.integration,
+            models=routes.json_body(model),
+            parameters=routes.params(*path, headers=("Idempotency-Key",)),
+            method_responses=integration.method_responses,
+        )
+
+    start(session.add_resource("handoff"), "StartHandoff", "HandoffRequest", "id")
+    admin = routes.root.add_resource("admin")
+    start(admin.add_resource("cleanup"), "StartCleanup", "CleanupRequest")
+    start(admin.add_resource("export"), "StartExport", "ExportRequest")
+    return integrations
+
+
+def _agent_routes(
+    routes: _Routes, storage: StorageStack, orchestration: OrchestrationStack, function: FunctionFactory
+) -> lambda_.Function:
+    """The agent console's routes: accept a handoff, message the customer."""
+    agent_function = function("AgentApi", "lambdas.api.agent.handler", {"TABLE_NAME": storage.table.table_name})
+    storage.sessions.grant_read_write_data(agent_function)
+    orchestration.grant_agent_routes(agent_function)
+    agent_api = apigw.LambdaIntegration(agent_function, allow_test_invoke=False)
+    handoff = routes.root.add_resource("handoffs").add_resource("{session_id}")
+    routes.add(handoff.add_resource("accept"), "POST", agent_api, parameters=routes.params("session_id"))
+    routes.add(handoff.add_resource("messages"), "POST", agent_api, parameters=routes.params("session_id"))
+    return agent_function
+
+
+# ------------------------------------------------------------------ review links
+def _review_routes(
+    routes: _Routes, storage: StorageStack, orchestration: OrchestrationStack, function: FunctionFactory
+) -> lambda_.Function | None:
+    """``GET /reviews/{id}/approve|reject``: public, the signed link is the credential."""
+    review_function = function(
+        "ReviewLinks",
+        "lambdas.api.review.handler",
+        {
+            "TABLE_NAME": storage.table.table_name,
+            "REVIEW_SECRET_ARN": orchestration.review_signing_secret.secret_arn,
+        },
+    )
+    # HumanApprovalGate.grant_decide would grant the secret read through the key's resource
+    # policy (a ViaService grant), naming this stack's role in the Orchestration stack: a
+    # cycle. The same permissions, on this side only:
+    storage.sessions.grant_read_write_data(review_function)
+    # Principal-side only (no cycle), including kms:Decrypt on the secret's own key.
+    orchestration.approval_gate.grant_read_signing_secret(review_function)
+    orchestration.export_state_machine.grant_task_response(review_function)
+    review_api = apigw.LambdaIntegration(review_function, allow_test_invoke=False)
+    review = routes.root.add_resource("reviews").add_resource("{id}")
+    for decision in ("approve", "reject"):
+        method = routes.add(
+            review.add_resource(decision), "GET", review_api, parameters=routes.params("id"), public=True
+        )
+        Validations.of(method).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-APIG4",
+                reason="Review links are opened from an e-mail by a reviewer without an API token; "
+                "the HMAC-SHA256 signature and expiry inside the link are the credential (checked "
+                "before any data is read).",
+            )
+        )
+    return review_function
+
+
+# ------------------------------------------------------------------ end of review links
+
+
+def _gateway_checks(stack: Stack, config: StageConfig, rest: HardenedRestApi) -> RegionalWebAcl | None:
+    """cdk-nag acknowledgements that hold for the whole gateway, and the stage's WAF when enabled."""
+    api = rest.api
+    for method in api.methods:
+        if method.http_method == "OPTIONS":
+            Validations.of(method).acknowledge(
+                Acknowledgment(
+                    id="AwsSolutions-APIG4",
+                    reason="CORS preflight (a MOCK integration answering only CORS headers): browsers "
+                    "send it without credentials by design.",
+                )
+            )
+    Validations.of(api).acknowledge(
+        Acknowledgment(
+            id="AwsSolutions-COG4",
+            reason="Callers authenticate with HS256 bearer tokens verified by the Lambda TOKEN "
+            "authorizer (least-privilege policy per role); the product has no Cognito user pool.",
+        )
+    )
+    if config.waf_enabled:
+        web_acl = RegionalWebAcl(stack, "WebAcl", rate_limit=max(100, int(config.api_throttle_rate * 60)))
+        web_acl.associate("RestApiStage", rest.stage.stage_arn)
+        return web_acl
+    Validations.of(rest.stage).acknowledge(
+        Acknowledgment(
+            id="AwsSolutions-APIG3",
+            reason=f"Stage {config.name} runs without WAF by configuration (waf_enabled=false): a "
+            "development stage behind throttling and the authorizer; production enables it.",
+        )
+    )
+    return None
+
+
+def _executions_arn(scope: Construct, machine: sfn.StateMachine) -> str:
+    """``arn:...:execution:<state machine name>:*``, from the machine's name.
+
+    CDK's ``grant_execution`` derives the name from the ARN with ``Fn::Select``/``Fn::Split``;
+    across stacks that ARN is a ``Fn::GetStackOutput``, which cfn-lint does not accept inside
+    ``Fn::Split`` (E1022). The name needs no splitting.
+    """
+    return Stack.of(scope).format_arn(
+        service="states",
+        resource="execution",
+        resource_name=f"{machine.state_machine_name}:*",
+        arn_format=ArnFormat.COLON_RESOURCE_NAME,
+    )
+
+
+def _execution_finding(scope: Construct, machine: sfn.StateMachine) -> str:
+    """The IAM5 finding of ``_executions_arn`` on a state machine of another stack, as cdk-nag prints it."""
+    body = resource_finding(scope, machine.state_machine_name, owner=machine).removeprefix("Resource::")
+    return f"Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:{body}:*"
+
+
+def _operation_name(method: str, path: str) -> str:
+    """``GET /sessions/{id}/turns`` -> ``GetSessionsIdTurns`` (unique per method and path)."""
+    words = [part.strip("{}") for part in path.split("/") if part]
+    return method.capitalize() + "".join(word[:1].upper() + word[1:].replace("_", "") for word in words)
