@@ -10,6 +10,7 @@ Usage::
     ws_authorizer_event(query={"token": "t"})
     records = StreamRecords(); batch_event(records.insert(item), records.modify(old, new))
     sqs_event("raw body", sns_notification({"event_type": "assigned"}, attributes={"event_type": "assigned"}))
+    handler(event, lambda_context("SessionApi"))
 
 Fixed values (account, region, a 2026-01-01 clock) keep events reproducible; every builder takes
 the request-specific parts as keyword arguments, and ``Api`` names the API an event comes from.
@@ -25,8 +26,9 @@ import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
+from aws_lambda_powertools.utilities.typing import LambdaContext
 from boto3.dynamodb.types import Binary
 
 from lambdas.shared.schema import PARTITION_KEY, SORT_KEY
@@ -65,6 +67,36 @@ class Api:
 
 
 DEFAULT_API = Api()
+
+
+@dataclass(frozen=True)
+class _Context:
+    function_name: str
+    memory_limit_in_mb: int
+    aws_request_id: str
+    function_version: str = "$LATEST"
+
+    @property
+    def invoked_function_arn(self) -> str:
+        return f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{self.function_name}"
+
+    @property
+    def log_group_name(self) -> str:
+        return f"/aws/lambda/{self.function_name}"
+
+    @property
+    def log_stream_name(self) -> str:
+        return f"2026/01/01/[$LATEST]{self.aws_request_id}"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 30_000
+
+
+def lambda_context(
+    function_name: str = "fn", *, aws_request_id: str = "req-1", memory_limit_in_mb: int = 256
+) -> LambdaContext:
+    """The context object Lambda passes with every event (what Powertools' Logger and Tracer read)."""
+    return cast(LambdaContext, _Context(function_name, memory_limit_in_mb, aws_request_id))
 
 
 def authorizer_context(principal_id: str | None, **context: Any) -> dict[str, Any]:

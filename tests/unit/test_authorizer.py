@@ -18,7 +18,7 @@ from moto import mock_aws
 from lambdas.api import access, authorizer
 from lambdas.shared import env
 from lambdas.shared.tokens import VerifierSettings, mint
-from tests.support.events import token_authorizer_event
+from tests.support.events import lambda_context, token_authorizer_event
 
 SECRET = "k" * 64
 ISS = "https://auth.test"
@@ -183,11 +183,7 @@ def test_no_generated_token_is_allowed(token: str, scheme: str) -> None:
 # ---------------------------------------------------------------- the handler on moto
 
 
-class Context:
-    function_name = "Authorizer"
-    memory_limit_in_mb = 128
-    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:Authorizer"
-    aws_request_id = "lambda-request-1"
+CONTEXT = lambda_context("Authorizer", aws_request_id="lambda-request-1", memory_limit_in_mb=128)
 
 
 @pytest.fixture
@@ -203,7 +199,7 @@ def secret_arn(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 
 
 def test_handler_reads_the_secret_and_allows(secret_arn: str) -> None:
-    response = authorizer.handler(token_authorizer_event(f"Bearer {_token(role='agent')}", METHOD_ARN), Context())  # type: ignore[arg-type]
+    response = authorizer.handler(token_authorizer_event(f"Bearer {_token(role='agent')}", METHOD_ARN), CONTEXT)
     assert response["context"] == {"sub": "alice", "role": "agent"}
     assert response["policyDocument"]["Statement"][0]["Effect"] == "Allow"
 
@@ -213,14 +209,14 @@ def test_handler_fails_loudly_when_the_secret_is_unreadable(secret_arn: str, mon
     monkeypatch.setenv("JWT_SECRET_ARN", secret_arn + "-gone")
     env.reset()
     with pytest.raises(Exception, match=r"(?i)secret"):
-        authorizer.handler(token_authorizer_event(f"Bearer {_token()}", METHOD_ARN), Context())  # type: ignore[arg-type]
+        authorizer.handler(token_authorizer_event(f"Bearer {_token()}", METHOD_ARN), CONTEXT)
 
 
 def test_handler_fails_on_missing_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("JWT_SECRET_ARN", raising=False)
     env.reset()
     with pytest.raises(env.MissingSetting, match="JWT_SECRET_ARN"):
-        authorizer.handler(token_authorizer_event("Bearer x", METHOD_ARN), Context())  # type: ignore[arg-type]
+        authorizer.handler(token_authorizer_event("Bearer x", METHOD_ARN), CONTEXT)
     env.reset()
 
 

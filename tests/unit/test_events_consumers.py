@@ -4,29 +4,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any, cast
+from typing import Any
 
 import boto3
 import pytest
-from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from lambdas.events import customer_notifier, dashboard, escalation, metrics
 from lambdas.shared import connections, env, keys
 from lambdas.shared.records import HandoffStatus, Role, SessionStatus
 from lambdas.shared.serialize import unmarshal_item
 from lambdas.shared.store import DynamoSessionStore
-from tests.support.events import sns_notification, sqs_event
+from tests.support.events import lambda_context, sns_notification, sqs_event
 
-
-class _Context:
-    function_name = "fn"
-    memory_limit_in_mb = 128
-    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:fn"
-    aws_request_id = "req-1"
-
-
-def Context() -> LambdaContext:
-    return cast(LambdaContext, _Context())
+CONTEXT = lambda_context("fn", memory_limit_in_mb=128)
 
 
 def handoff_body(session_id: str, handoff_id: str, **extra: Any) -> dict[str, Any]:
@@ -74,13 +64,13 @@ def test_dashboard_puts_the_handoff_in_the_agents_inbox_and_reports_a_bad_messag
     good = sns_notification(handoff_body("s-1", "h-1", agent_id="agent-7"))
     event = sqs_event(good, "not json")
     # When consumed
-    response = dashboard.handler(event, Context())
+    response = dashboard.handler(event, CONTEXT)
     # Then the inbox item exists and only the bad message is reported
     assert response["batchItemFailures"] == [{"itemIdentifier": event["Records"][1]["messageId"]}]
     got = ddb_client.get_item(TableName=wired.table_name, Key={"PK": {"S": "AGENT#agent-7"}, "SK": {"S": "INBOX#h-1"}})
     assert unmarshal_item(got["Item"])["session_id"] == "s-1"
     # And a redelivery succeeds without a second item
-    assert dashboard.handler(sqs_event(good), Context())["batchItemFailures"] == []
+    assert dashboard.handler(sqs_event(good), CONTEXT)["batchItemFailures"] == []
 
 
 def test_dashboard_puts_a_waiting_customer_in_the_inbox_every_agent_reads(
@@ -89,14 +79,14 @@ def test_dashboard_puts_a_waiting_customer_in_the_inbox_every_agent_reads(
     # Given the workflow's broadcast that a customer waits (no agent is known yet)
     waiting = {"session_id": "s-2", "handoff_id": "h-2", "event_type": "handoff_waiting", "reason": "billing"}
     # When consumed
-    assert dashboard.handler(sqs_event(waiting), Context())["batchItemFailures"] == []
+    assert dashboard.handler(sqs_event(waiting), CONTEXT)["batchItemFailures"] == []
     # Then it is in the shared waiting inbox
     got = ddb_client.get_item(TableName=wired.table_name, Key={"PK": {"S": "AGENT#_waiting"}, "SK": {"S": "INBOX#h-2"}})
     assert unmarshal_item(got["Item"])["session_id"] == "s-2"
     # And any other message without an agent is refused alone (reported, then the DLQ)
     stray = {"session_id": "s-3", "handoff_id": "h-3", "event_type": "handoff"}
     event = sqs_event(waiting, stray)
-    assert dashboard.handler(event, Context())["batchItemFailures"] == [
+    assert dashboard.handler(event, CONTEXT)["batchItemFailures"] == [
         {"itemIdentifier": event["Records"][1]["messageId"]}
     ]
 
@@ -131,8 +121,8 @@ def test_escalation_marks_the_handoff_and_tells_managers_once(wired: DynamoSessi
     handoff = wired.put_handoff(session.session_id, reason="escalated", priority="high")
     body = handoff_body(session.session_id, handoff.handoff_id)
     # When its message is consumed twice (at-least-once delivery)
-    assert escalation.handler(sqs_event(body), Context())["batchItemFailures"] == []
-    assert escalation.handler(sqs_event(body), Context())["batchItemFailures"] == []
+    assert escalation.handler(sqs_event(body), CONTEXT)["batchItemFailures"] == []
+    assert escalation.handler(sqs_event(body), CONTEXT)["batchItemFailures"] == []
     # Then the handoff is escalated and managers heard about it once
     stored = wired.get_handoff(session.session_id, handoff.handoff_id)
     assert stored is not None
@@ -145,7 +135,7 @@ def test_escalation_ignores_the_assignment_of_an_escalated_handoff(wired: Dynamo
     session = wired.create_session("cust-1")
     handoff = wired.put_handoff(session.session_id, reason="escalated", status=HandoffStatus.ASSIGNED, agent_id="a-1")
     body = handoff_body(session.session_id, handoff.handoff_id, event_type="assigned", agent_id="a-1")
-    assert escalation.handler(sqs_event(body), Context())["batchItemFailures"] == []
+    assert escalation.handler(sqs_event(body), CONTEXT)["batchItemFailures"] == []
     stored = wired.get_handoff(session.session_id, handoff.handoff_id)
     assert stored is not None
     assert stored.status == HandoffStatus.ASSIGNED
@@ -183,7 +173,7 @@ def test_customer_notifier_posts_to_the_live_connection(
     poster = FakePoster(delivered=True)
     monkeypatch.setattr(connections, "post_to_connection", poster)
     body = {"session_id": session_id, "event_type": "handoff", "text": "An agent is coming."}
-    assert customer_notifier.handler(sqs_event(body), Context())["batchItemFailures"] == []
+    assert customer_notifier.handler(sqs_event(body), CONTEXT)["batchItemFailures"] == []
     assert poster.posts == [
         (
             "https://ws.example/dev",
@@ -208,7 +198,7 @@ def test_customer_notifier_records_the_text_when_the_client_is_gone(
     monkeypatch.setattr(connections, "post_to_connection", FakePoster(delivered=False))
     body = {"session_id": session_id, "event_type": "handoff", "text": "An agent is coming."}
     # When notified
-    assert customer_notifier.handler(sqs_event(body), Context())["batchItemFailures"] == []
+    assert customer_notifier.handler(sqs_event(body), CONTEXT)["batchItemFailures"] == []
     # Then the connection is cleared and the text is a system turn the customer reads on return
     session = wired.get_session(session_id)
     assert session is not None
@@ -226,7 +216,7 @@ def test_customer_notifier_uses_the_configured_endpoint_and_skips_messages_witho
     monkeypatch.setattr(customer_notifier, "configured_endpoint", lambda: "https://api.example/prod")
     context_for_agent = {"session_id": session_id, "event_type": "handoff_context", "agent_id": "a-1"}
     event = sqs_event(context_for_agent, {"session_id": session_id, "event_type": "assigned", "text": "Hi"})
-    assert customer_notifier.handler(event, Context())["batchItemFailures"] == []
+    assert customer_notifier.handler(event, CONTEXT)["batchItemFailures"] == []
     assert [(endpoint, payload["text"]) for endpoint, _, payload in poster.posts] == [
         ("https://api.example/prod", "Hi")
     ]
@@ -244,7 +234,7 @@ def test_customer_notifier_drops_notifications_of_closed_or_unknown_sessions(
         {"session_id": "unknown", "event_type": "handoff", "text": "t"},
         {"event_type": "handoff"},  # no session id: malformed
     )
-    response = customer_notifier.handler(event, Context())
+    response = customer_notifier.handler(event, CONTEXT)
     assert response["batchItemFailures"] == [{"itemIdentifier": event["Records"][2]["messageId"]}]
     assert poster.posts == []
     assert wired.list_turns(closed.session_id).items == []
@@ -277,7 +267,7 @@ def test_metrics_handler_emits_one_emf_metric(capsys: pytest.CaptureFixture[str]
         "resources": [],
         "detail": {"session_id": "s", "old_status": "none", "new_status": "active"},
     }
-    assert metrics.handler(event, Context()) == {"metric": "SessionsStarted"}
+    assert metrics.handler(event, CONTEXT) == {"metric": "SessionsStarted"}
     emf = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
     assert len(emf) == 1
     assert emf[0]["SessionsStarted"] == [1.0] or emf[0]["SessionsStarted"] == 1.0

@@ -15,19 +15,13 @@ from hypothesis import strategies as st
 from lambdas.api import rest
 from lambdas.shared import env
 from lambdas.shared.store import DynamoSessionStore
-from tests.support.events import DEFAULT_API, authorizer_context, rest_proxy_event
+from tests.support.events import DEFAULT_API, authorizer_context, lambda_context, rest_proxy_event
 
 ORIGIN = "http://localhost:3000"
 Invoke = Callable[..., dict[str, Any]]
 
 
-class Context:
-    """The Lambda context attributes Powertools' logger reads."""
-
-    function_name = "SessionApi"
-    memory_limit_in_mb = 256
-    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:SessionApi"
-    aws_request_id = "lambda-request-1"
+CONTEXT = lambda_context("SessionApi", aws_request_id="lambda-request-1")
 
 
 def rest_event(
@@ -70,7 +64,7 @@ def api(table_name: str, clock: Any, monkeypatch: pytest.MonkeyPatch) -> Iterato
     monkeypatch.setattr(rest, "store", lambda: fixed_store)
 
     def invoke(method: str, resource: str, path: str, **kw: Any) -> dict[str, Any]:
-        response = rest.handler(rest_event(method, resource, path, **kw), Context())
+        response = rest.handler(rest_event(method, resource, path, **kw), CONTEXT)
         response["json"] = json.loads(response["body"]) if response.get("body") else None
         return response
 

@@ -18,7 +18,7 @@ from lambdas.shared.store import DynamoSessionStore
 from lambdas.shared.tokens import mint
 from lambdas.ws import authorizer, connect, default, disconnect, message, onboarding
 from lambdas.ws.frames import MAX_TEXT_CHARS
-from tests.support.events import authorizer_context, ws_authorizer_event, ws_event
+from tests.support.events import authorizer_context, lambda_context, ws_authorizer_event, ws_event
 from tests.support.websocket import DOMAIN, ENDPOINT, STAGE, sent_frames
 from tests.unit.test_responder import converse_response
 
@@ -37,20 +37,7 @@ ISSUER = "https://auth.test"
 AUDIENCE = "chat-test"
 
 
-class FakeContext:
-    function_name = "ws-test"
-    function_version = "$LATEST"
-    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:ws-test"
-    memory_limit_in_mb = 256
-    aws_request_id = "req-1"
-    log_group_name = "/aws/lambda/ws-test"
-    log_stream_name = "test"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 30_000
-
-
-CTX: Any = FakeContext()
+CTX = lambda_context("ws-test")
 
 
 @pytest.fixture

@@ -24,7 +24,15 @@ from lambdas.shared.records import Agent, AgentStatus, HandoffStatus, Role, Sess
 from lambdas.shared.store import DynamoSessionStore
 from stacks.config import with_overrides
 from tests.support.ddb import atomic_requests
-from tests.support.events import ACCOUNT, Api, authorizer_context, batch_event, rest_proxy_event, sqs_record_from
+from tests.support.events import (
+    ACCOUNT,
+    Api,
+    authorizer_context,
+    batch_event,
+    lambda_context,
+    rest_proxy_event,
+    sqs_record_from,
+)
 from tests.support.lambda_bridge import Invocations, in_process
 from tests.support.synth import stage_config
 from tests.workflows.orchestration_harness import REGION, Deployed, deploy, synthesize_orchestration
@@ -121,7 +129,7 @@ class World:
             body=json.dumps(body),
             authorizer=authorizer_context(agent_id, sub=agent_id, role=role),
         )
-        result: dict[str, Any] = agent_api.handler(event, _Context())
+        result: dict[str, Any] = agent_api.handler(event, CONTEXT)
         return result
 
 
@@ -139,14 +147,7 @@ def world(templates: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Iterato
         lambda_env.reset()
 
 
-class _Context:
-    function_name = "agent-routes"
-    memory_limit_in_mb = 256
-    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:agent-routes"
-    aws_request_id = "req-1"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 30000
+CONTEXT = lambda_context("agent-routes")
 
 
 def _cause(description: dict[str, Any]) -> str:
