@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,7 +12,6 @@ import pytest
 from moto import mock_aws
 
 from lambdas.api import agent as agent_api
-from lambdas.orchestration.handoff_ledger import HandoffLedger
 from lambdas.shared import env as lambda_env
 from lambdas.shared.records import Agent, AgentStatus, HandoffStatus, Role
 from lambdas.shared.store import DynamoSessionStore
@@ -61,7 +61,7 @@ DEAD_TOKEN = "dead-token"  # a task token no execution waits on
 
 def _queued(store: DynamoSessionStore) -> str:
     session = store.create_session("customer-1")
-    HandoffLedger(store).queue(
+    store.queue_handoff(
         session.session_id,
         handoff_id="h-1",
         reason="billing",
@@ -80,9 +80,18 @@ def test_refuses_callers_that_are_not_agents(store: DynamoSessionStore, action: 
 
 
 def test_accept_without_a_handoff_is_404(store: DynamoSessionStore) -> None:
-    status, body = call("accept", "no-such-session", {})
+    status, body = call("accept", str(uuid.uuid4()), {})
     assert status == 404
     assert body["error"]["code"] == "NotFound"
+
+
+@pytest.mark.parametrize("action", ["accept", "messages"])
+@pytest.mark.parametrize("bad", ["no-such-session", "A" * 36, "s-1"])
+def test_fails_on_a_session_id_that_is_not_a_session_id(store: DynamoSessionStore, action: str, bad: str) -> None:
+    # The one session-id rule of REST, WebSocket and the workflows (lambdas.shared.keys)
+    status, body = call(action, bad, {"text": "hi"})
+    assert status == 400
+    assert body["error"]["code"] == "ValidationError"
 
 
 def test_accept_of_an_expired_request_releases_the_agent_again(store: DynamoSessionStore) -> None:
@@ -108,7 +117,7 @@ def test_accept_by_a_busy_agent_is_409_and_leaves_the_request_waiting(store: Dyn
     status, _ = call("accept", session_id, {})
 
     assert status == 409
-    assert HandoffLedger(store).waiting_for(session_id, "h-1") == "agent"
+    assert store.waiting_for(session_id, "h-1") == "agent"
 
 
 def test_accept_of_an_assigned_handoff_is_409(store: DynamoSessionStore) -> None:
@@ -127,7 +136,7 @@ def _handed_over(store: DynamoSessionStore, agent_id: str = "agent-1") -> str:
         stage="prod",
     )
     store.set_connection(session.session_id, "conn-1")
-    HandoffLedger(store).begin(
+    store.begin_handoff(
         session.session_id,
         handoff_id="h-1",
         agent_id=agent_id,
@@ -142,7 +151,7 @@ def _handed_over(store: DynamoSessionStore, agent_id: str = "agent-1") -> str:
 def test_message_from_the_assigned_agent_is_stored_pushed_and_completes_the_wait(store: DynamoSessionStore) -> None:
     # Given a session handed to agent-1 whose MonitorHandoff token is stored (dead: the call is tolerated)
     session_id = _handed_over(store)
-    HandoffLedger(store).await_callback(session_id, "h-1", "reply", "dead-token")
+    store.await_callback(session_id, "h-1", "reply", "dead-token")
 
     status, body = call("messages", session_id, {"text": "Hi, this is Ana."})
 
@@ -151,7 +160,7 @@ def test_message_from_the_assigned_agent_is_stored_pushed_and_completes_the_wait
     assert body["delivered"] is True
     last = store.list_turns(session_id).items[-1]
     assert (last.role, last.content) == (Role.AGENT, "Hi, this is Ana.")
-    assert HandoffLedger(store).waiting_for(session_id, "h-1") is None  # the token was taken
+    assert store.waiting_for(session_id, "h-1") is None  # the token was taken
 
 
 def test_message_from_another_agent_is_403_and_stores_nothing(store: DynamoSessionStore) -> None:
