@@ -1,4 +1,4 @@
-"""API Gateway -> Step Functions ``StartExecution``, directly: no Lambda between them (seed 000 section 6).
+"""API Gateway -> Step Functions ``StartExecution`` directly: no Lambda between them, no code to run or patch.
 
 Example::
 

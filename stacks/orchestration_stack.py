@@ -66,18 +66,7 @@ class OrchestrationStack(Stack):
         self.config = config
         table, key = storage.table, storage.key
         retention = log_retention(config.log_retention_days)
-        base_env = {
-            "TABLE_NAME": table.table_name,
-            "SESSION_TTL_HOURS": str(config.session_ttl_hours),
-            "CLEANUP_SHARDS": str(config.cleanup_shards),
-        }
-
-        table_findings = {
-            "Action::kms:GenerateDataKey*": "Data keys of the sessions table's customer key (table grant); one key.",
-            "Action::kms:ReEncrypt*": "Part of the table grant's encrypt/decrypt on its one customer key.",
-            resource_finding(self, table.table_arn, "/index/*", owner=table): "Queries of the sessions table's "
-            "own indexes (available agents, cleanup); CDK's table grant names them with /index/*.",
-        }
+        base_env = {"TABLE_NAME": table.table_name}
 
         def function(
             construct_id: str,
@@ -95,14 +84,13 @@ class OrchestrationStack(Stack):
                 log_encryption_key=key,
             ).function
             if table_access:
-                table.grant_read_write_data(fn)
-                acknowledge_policy(fn.role, table_findings)  # type: ignore[arg-type]
+                storage.sessions.grant_read_write_data(fn)
             return fn
 
         options = app_workflow_options(config, key, retention)
         self._human_handoff(config, storage, events, function, options)
         self._session_cleanup(config, storage, events, function, options)
-        self._data_export(config, storage, events, function, options, table_findings)
+        self._data_export(config, storage, events, function, options)
         self.alarms: ServiceAlarms = watch_stack(
             self, topic=storage.ops_topic, prefix=f"MangaAssist-{config.name}-Orchestration"
         )
@@ -125,11 +113,7 @@ class OrchestrationStack(Stack):
             update_handoff=function("HandoffTransaction", "lambdas.orchestration.handoff.begin"),
             transfer_context=function("TransferContext", "lambdas.orchestration.handoff.transfer_context", topic_env),
             await_reply=function("AwaitAgentReply", "lambdas.orchestration.handoff.await_reply"),
-            reassign_agent=function(
-                "ReassignAgent",
-                "lambdas.orchestration.handoff.reassign",
-                {"MAX_REASSIGNMENTS": str(config.handoff_max_reassignments)},
-            ),
+            reassign_agent=function("ReassignAgent", "lambdas.orchestration.handoff.reassign"),
             handoff_failed=function("HandoffFailed", "lambdas.orchestration.handoff.fail"),
         )
         events.handoff_topic.grant_publish(handoff_functions.transfer_context)
@@ -173,7 +157,6 @@ class OrchestrationStack(Stack):
         table, key = storage.table, storage.key
         # -- session cleanup ------------------------------------------------------------------
         cleanup_env = {
-            "CLEANUP_GRACE_SECONDS": str(config.cleanup_grace_seconds),
             "ARCHIVE_BUCKET": storage.archive.bucket.bucket_name,
             "ARCHIVE_KEY_ARN": key.key_arn,
         }
@@ -230,10 +213,15 @@ class OrchestrationStack(Stack):
         events: EventsStack,
         function: _FunctionFactory,
         options: WorkflowOptions,
-        table_findings: dict[str, str],
     ) -> None:
         """The export workflow behind the human approval gate."""
         table, key = storage.table, storage.key
+        table_findings = {
+            "Action::kms:GenerateDataKey*": "Data keys of the sessions table's customer key (table grant); one key.",
+            "Action::kms:ReEncrypt*": "Part of the table grant's encrypt/decrypt on its one customer key.",
+            resource_finding(self, table.table_arn, "/index/*", owner=table): "Queries of the sessions table's "
+            "own indexes (available agents, cleanup); CDK's table grant names them with /index/*.",
+        }
         retention = options.log_retention
         # -- data export behind the approval gate ---------------------------------------------
         self.approval_gate = HumanApprovalGate(

@@ -77,7 +77,7 @@ def _catches_to(state: dict[str, Any]) -> set[str]:
     return {c["Next"] for c in state.get("Catch", [])}
 
 
-def test_handoff_has_exactly_the_issue_states_and_transitions(dev: SynthesizedStage) -> None:
+def test_handoff_has_exactly_the_specified_states_and_transitions(dev: SynthesizedStage) -> None:
     definition = _machines(dev)["Handoff"]["definition"]
     states = _states(definition)
     assert set(definition["States"]) == HANDOFF_STATES
