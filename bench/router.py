@@ -29,8 +29,8 @@ from bench import baseline_router
 from lambdas.events import router
 from lambdas.events.delivery import Backoff
 from lambdas.shared.records import Handoff, HandoffStatus, Role, Session, SessionStatus, Summary, Turn
+from tests.support.events import StreamRecords, batch_event
 from tests.support.firehose import create_s3_delivery_stream
-from tests.support.streams import StreamRecords
 
 REGION = "us-east-1"
 RUNS = 5
@@ -113,7 +113,7 @@ def _measure(route_batch: Callable[[dict[str, Any]], dict[str, Any]]) -> tuple[f
     """(median seconds per batch, failures of the last run) over RUNS fresh batches."""
     samples, failed = [], 0
     for run in range(RUNS):
-        event = StreamRecords.event(*mixed_batch(StreamRecords(first_sequence=10**20 + run * 10**9)))
+        event = batch_event(*mixed_batch(StreamRecords(first_sequence=10**20 + run * 10**9)))
         start = time.perf_counter()
         response = route_batch(event)
         samples.append(time.perf_counter() - start)
