@@ -119,6 +119,14 @@ def test_no_module_but_settings_reads_a_stage_variable() -> None:
     assert [o for o in offenders if o.split(": ")[1] in settings.STAGE_VARIABLES] == []
 
 
+def test_the_deploy_side_sets_every_required_stage_variable_and_no_unknown_one() -> None:
+    from stacks.functions import STAGE_VARIABLE_NAMES
+
+    required = {name for name, spec in settings.STAGE_VARIABLES.items() if spec.required}
+    assert set(STAGE_VARIABLE_NAMES) <= set(settings.STAGE_VARIABLES)
+    assert required <= set(STAGE_VARIABLE_NAMES)
+
+
 @pytest.mark.parametrize("module_name", STORE_USERS)
 def test_every_function_builds_the_one_store_with_the_stage_ttl_and_shards(
     prod: DynamoSessionStore, module_name: str
