@@ -23,6 +23,7 @@ from lambdas.shared import env as lambda_env
 from lambdas.shared.records import Agent, AgentStatus, HandoffStatus, Role, SessionStatus
 from lambdas.shared.store import DynamoSessionStore
 from stacks.config import with_overrides
+from stacks.functions import stage_environment
 from tests.support.ddb import atomic_requests
 from tests.support.events import (
     ACCOUNT,
@@ -141,7 +142,9 @@ def world(templates: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Iterato
         in_process() as calls,
     ):
         deployed = deploy(templates)
-        monkeypatch.setenv("TABLE_NAME", deployed.table_name)
+        # The agent routes run in this process: give them the function's environment (the stage's settings too)
+        for name, value in {**stage_environment(CONFIG), "TABLE_NAME": deployed.table_name}.items():
+            monkeypatch.setenv(name, value)
         lambda_env.reset()
         yield World(deployed, calls)
         lambda_env.reset()
