@@ -27,6 +27,8 @@ _STAGE_NAME = re.compile(r"^[a-z][a-z0-9]{1,15}$")
 _ACCOUNT = re.compile(r"^\d{12}$")
 _REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+_KEY_PREFIX = re.compile(r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$")
+_SKILL = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _ORIGIN = re.compile(r"^https?://[A-Za-z0-9.-]+(:\d{1,5})?$")
 
 
@@ -93,7 +95,11 @@ class StageConfig:
     handoff_agent_wait_seconds: int = 300
     handoff_idle_seconds: int = 120
     handoff_max_reassignments: int = 2
+    # The agent skill that marks a manager (escalations go to an available agent with it).
+    manager_skill: str = "manager"
     cleanup_grace_seconds: int = 3600
+    # Key prefix of session archives in the archive bucket (no leading or trailing '/').
+    archive_prefix: str = "sessions"
     workflow_timeout_minutes: int = 60
     export_poll_seconds: int = 60
     export_max_polls: int = 120
@@ -169,6 +175,15 @@ def _validate(c: StageConfig) -> None:
             raise _fail(n, "cors_allowed_origins", "must not be '*' in a retained (production) stage", origin)
         if origin != "*" and not _ORIGIN.match(origin):
             raise _fail(n, "cors_allowed_origins", "must hold origins like https://app.example.com", origin)
+    if not isinstance(c.archive_prefix, str) or not _KEY_PREFIX.match(c.archive_prefix):
+        raise _fail(
+            n,
+            "archive_prefix",
+            "must be an S3 key prefix like 'sessions' (no leading or trailing '/')",
+            c.archive_prefix,
+        )
+    if not isinstance(c.manager_skill, str) or not _SKILL.match(c.manager_skill):
+        raise _fail(n, "manager_skill", "must be 1-64 letters, digits, '_' or '-'", c.manager_skill)
     if c.bedrock_model_id is not None and not c.bedrock_model_id.strip():
         raise _fail(n, "bedrock_model_id", "must be a model id or null (echo responder)", c.bedrock_model_id)
     bounds: dict[str, tuple[float, float]] = {

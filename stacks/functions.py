@@ -18,6 +18,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from constructs_lib import SharedFunction
+from lambdas.shared.settings import STAGE_VARIABLES
 from stacks.config import StageConfig
 
 #: Builds one function of a stack: ``(construct id, handler, environment, **options) -> Function``.
@@ -46,7 +47,7 @@ def log_retention(days: int) -> logs.RetentionDays:
 
 
 def stage_environment(config: StageConfig) -> dict[str, str]:
-    """The stage variables every function reads, from ``config`` (the Lambda side's settings names).
+    """Every stage variable of ``lambdas.shared.settings.STAGE_VARIABLES``, from ``config``.
 
     ``BEDROCK_MODEL_ID`` is left out when the stage has no model (the echo responder answers).
     """
@@ -64,14 +65,16 @@ def stage_environment(config: StageConfig) -> dict[str, str]:
         "JWT_ISSUER": config.jwt_issuer,
         "JWT_AUDIENCE": config.jwt_audience,
         "SECRET_CACHE_SECONDS": str(config.secret_cache_seconds),
+        "MANAGER_SKILL": config.manager_skill,
+        "ARCHIVE_PREFIX": config.archive_prefix,
     }
     if config.bedrock_model_id is not None:
         environment["BEDROCK_MODEL_ID"] = config.bedrock_model_id
     return environment
 
 
-#: Every stage variable name :func:`stage_environment` can set.
-STAGE_VARIABLE_NAMES = frozenset({*stage_environment(StageConfig(name="names")), "BEDROCK_MODEL_ID"})
+#: Every stage variable the Lambda side reads (its settings module is the only reader).
+STAGE_VARIABLE_NAMES = frozenset(STAGE_VARIABLES)
 
 
 def stage_function(

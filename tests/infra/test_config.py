@@ -98,3 +98,18 @@ def test_defaults_are_what_the_issues_specify() -> None:
     assert (config.handoff_agent_wait_seconds, config.handoff_idle_seconds) == (300, 120)
     assert config.cleanup_grace_seconds == 3600
     assert config.review_ttl_days == 7
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("archive_prefix", "/sessions/", r"archive_prefix must be an S3 key prefix"),
+        ("manager_skill", "lead manager", r"manager_skill must be 1-64 letters"),
+        ("context_turns", 0, r"context_turns must be a number in 1\.\.100"),
+        ("bedrock_attempts", 11, r"bedrock_attempts must be a number in 1\.\.10"),
+    ],
+)
+def test_fails_on_a_bad_function_setting(stages: dict[str, Any], key: str, value: Any, message: str) -> None:
+    raw = {**stages, "dev": {**stages["dev"], key: value}}
+    with pytest.raises(ConfigError, match=rf"stage 'dev': {message}"):
+        load_stage_config(raw, "dev")

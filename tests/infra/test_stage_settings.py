@@ -11,6 +11,7 @@ from aws_cdk import App, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk.assertions import Template
 
+from lambdas.shared.settings import STAGE_VARIABLES
 from stacks.config import with_overrides
 from stacks.functions import STAGE_VARIABLE_NAMES, grant_invoke_model, stage_environment
 from tests.support.synth import PARTS, SynthesizedStage, stage_config, synthesize
@@ -95,6 +96,10 @@ def test_every_function_gets_every_stage_variable_from_the_config(any_stage: Syn
         if f"{part}/{lid}".startswith(OWN_RUNTIME) or not properties["Handler"].startswith("lambdas."):
             continue  # a library construct's own runtime, or CDK's provider functions
         assert {k: variables.get(k) for k in expected} == expected, f"{part}/{lid}"
+
+
+def test_the_deploy_side_sets_exactly_the_variables_the_lambda_side_reads() -> None:
+    assert set(stage_environment(stage_config("prod"))) == set(STAGE_VARIABLES)
 
 
 def test_stage_environment_leaves_the_model_out_when_the_stage_has_none() -> None:
