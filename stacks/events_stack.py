@@ -84,9 +84,38 @@ class EventsStack(Stack):
         super().__init__(scope, construct_id, **kwargs)  # type: ignore[arg-type]
         self.config = config
         self.storage = storage
-        # This stack's own keys. Services attach key-policy statements naming our resources (the
-        # bus; SNS -> SQS names the topic), so the Storage key, which must not reference this
-        # stack, cannot serve; and queues need a key other than the topics' (see FanoutTopic).
+        self._build_keys()
+        self._build_bus()
+        self._build_fanout()
+        self._build_delivery_streams()
+        self._build_summaries()
+        self._build_router()
+        self._acknowledge_grants(storage)
+        self.alarms: ServiceAlarms = watch_stack(
+            self, topic=storage.ops_topic, prefix=f"MangaAssist-{config.name}-Events"
+        )
+
+    def _function(self, construct_id: str, handler: str, environment: dict[str, str], **extra: Any) -> SharedFunction:
+        """A function of this stack; its service name is its id, its metrics share one namespace."""
+        return stage_function(
+            self,
+            construct_id,
+            self.config,
+            handler=handler,
+            environment=environment,
+            service_name=construct_id,
+            metrics_namespace="MangaAssist",
+            **extra,
+        )
+
+    def _build_keys(self) -> None:
+        """This stack's own keys.
+
+        Services attach key-policy statements naming our resources (the bus; SNS -> SQS names the
+        topic), so the Storage key, which must not reference this stack, cannot serve; and queues
+        need a key other than the topics' (see FanoutTopic).
+        """
+        config = self.config
         removal = config.resource_removal_policy
         window = config.key_pending_window
         self.events_key = EncryptionKey(
@@ -105,34 +134,20 @@ class EventsStack(Stack):
             removal_policy=removal,
             pending_window=window,
         )
-        key = self.events_key.key
+
+    def _build_bus(self) -> None:
+        """The event bus and its rules: sessions started (a metric), sessions waiting for an agent."""
         queue_key = self.queues_key.key
-        retention = log_retention(config.log_retention_days)
-        timeout = Duration.seconds(config.lambda_timeout_seconds)
-
-        def function(construct_id: str, handler: str, environment: dict[str, str], **extra: Any) -> SharedFunction:
-            return stage_function(
-                self,
-                construct_id,
-                config,
-                handler=handler,
-                environment=environment,
-                service_name=construct_id,
-                metrics_namespace="MangaAssist",
-                **extra,
-            )
-
-        # -- event bus and its rules ---------------------------------------------------------
         self.event_bus = SecureEventBus(
             self,
             "SessionEvents",
-            encryption_key=key,
+            encryption_key=self.events_key.key,
             dead_letter_queue_encryption_key=queue_key,
-            event_bus_name=f"MangaAssist-{config.name}-sessions",
-            archive_retention=Duration.days(config.event_archive_retention_days),
+            event_bus_name=f"MangaAssist-{self.config.name}-sessions",
+            archive_retention=Duration.days(self.config.event_archive_retention_days),
         )
         self.bus: events.IEventBus = self.event_bus.event_bus
-        self.metrics_function = function(
+        self.metrics_function = self._function(
             "SessionMetrics",
             "lambdas.events.metrics.handler",
             {},
@@ -154,19 +169,22 @@ class EventsStack(Stack):
             description="SessionHandoff: a session waits for a human agent -> agent notification queue",
         )
 
-        # -- handoff fan-out --------------------------------------------------------------------
+    def _build_fanout(self) -> None:
+        """The handoff topic's queues (agent dashboard, customer notification, escalation), the managers' topic."""
+        key, queue_key, storage = self.events_key.key, self.queues_key.key, self.storage
         self.handoffs = FanoutTopic(self, "HandoffTopic", encryption_key=key, queue_encryption_key=queue_key)
         self.handoff_topic: sns.ITopic = self.handoffs.topic
         self.managers = FanoutTopic(self, "ManagersTopic", encryption_key=key, queue_encryption_key=queue_key)
         self.managers_topic: sns.ITopic = self.managers.topic
         table_env = {"TABLE_NAME": storage.table.table_name}
 
-        self.dashboard_function = function("AgentDashboardUpdater", "lambdas.events.dashboard.handler", table_env)
+        self.dashboard_function = self._function("AgentDashboardUpdater", "lambdas.events.dashboard.handler", table_env)
         storage.sessions.grant_write_data(self.dashboard_function.function)
         self.handoffs.add_queue_subscriber(
             "AgentDashboardQueue", any_of=AGENT_DASHBOARD_FILTER, consumer=self.dashboard_function.function
         )
 
+        timeout = Duration.seconds(self.config.lambda_timeout_seconds)
         self.customer_notifier_timeout = timeout
         customer = self.handoffs.add_queue_subscriber(
             "CustomerNotificationQueue",
@@ -176,7 +194,7 @@ class EventsStack(Stack):
         )
         self.customer_notification_queue: sqs.IQueue = customer.queue
 
-        self.escalation_function = function(
+        self.escalation_function = self._function(
             "EscalationManager",
             "lambdas.events.escalation.handler",
             {**table_env, "MANAGERS_TOPIC_ARN": self.managers.topic_arn},
@@ -187,19 +205,22 @@ class EventsStack(Stack):
             "EscalationQueue", filter_policy=ESCALATION_FILTER, consumer=self.escalation_function.function
         )
 
-        # -- analytics and audit: one delivery stream each --------------------------------------
+    def _build_delivery_streams(self) -> None:
+        """Analytics and audit: one delivery stream each."""
+        config, storage = self.config, self.storage
+
         def delivery_stream(construct_id: str, bucket: s3.IBucket, prefix: str, error_prefix: str) -> S3DeliveryStream:
             return S3DeliveryStream(
                 self,
                 construct_id,
                 bucket=bucket,
                 encryption_key=storage.key,
-                stream_encryption_key=key,
+                stream_encryption_key=self.events_key.key,
                 prefix=prefix,
                 error_prefix=error_prefix,
                 buffering_interval=Duration.seconds(config.firehose_buffer_seconds),
                 buffering_size=Size.mebibytes(config.firehose_buffer_mb),
-                log_retention=retention,
+                log_retention=log_retention(config.log_retention_days),
             )
 
         self.analytics = delivery_stream("AnalyticsDeliveryStream", storage.analytics.bucket, "sessions/", "errors/")
@@ -208,24 +229,28 @@ class EventsStack(Stack):
         # so that the locked bucket receives nothing but audit records.
         self.audit = delivery_stream("AuditDeliveryStream", storage.audit.bucket, AUDIT_PREFIX, AUDIT_ERROR_PREFIX)
 
-        # -- summaries ----------------------------------------------------------------------
+    def _build_summaries(self) -> None:
+        """The summary generator, invoked asynchronously by the router, and its failure queue."""
+        config = self.config
         self.summary_dead_letter_queue = SecureQueue(
-            self, "SummaryDeadLetterQueue", encryption_key=queue_key, dead_letter_queue=False
+            self, "SummaryDeadLetterQueue", encryption_key=self.queues_key.key, dead_letter_queue=False
         ).queue
-        self.summary_function = function(
+        self.summary_function = self._function(
             "SummaryGenerator",
             "lambdas.events.summary.handler",
-            table_env,
+            {"TABLE_NAME": self.storage.table.table_name},
             timeout=Duration.seconds(max(config.lambda_timeout_seconds, 90)),
             on_failure=self.summary_dead_letter_queue,
             retry_attempts=2,
         )
-        storage.sessions.grant_read_write_data(self.summary_function.function)
+        self.storage.sessions.grant_read_write_data(self.summary_function.function)
         if config.bedrock_model_id is not None:
             grant_invoke_model(self.summary_function.function, config.bedrock_model_id)
 
-        # -- stream router ------------------------------------------------------------------
-        self.router_function = function(
+    def _build_router(self) -> None:
+        """The stream router and its event source mapping on the table's stream."""
+        config = self.config
+        self.router_function = self._function(
             "StreamRouter",
             "lambdas.events.router.handler",
             {
@@ -247,8 +272,8 @@ class EventsStack(Stack):
             self,
             "StreamRouterSource",
             function=router,
-            table=storage.table,
-            encryption_key=queue_key,
+            table=self.storage.table,
+            encryption_key=self.queues_key.key,
             # TRIM_HORIZON: a new or re-created mapping starts at the oldest record still in the
             # stream, so no change made before the mapping existed escapes the audit trail; the
             # router is idempotent, so reading a record twice changes nothing.
@@ -260,10 +285,6 @@ class EventsStack(Stack):
             filters=[{"dynamodb": {"Keys": {"SK": {"S": ROUTED_SORT_KEYS}}}}],
         )
         self.stream_dead_letter_queue: sqs.IQueue = self.stream_source.dead_letter_queue
-        self._acknowledge_grants(storage)
-        self.alarms: ServiceAlarms = watch_stack(
-            self, topic=storage.ops_topic, prefix=f"MangaAssist-{config.name}-Events"
-        )
 
     def _acknowledge_grants(self, storage: StorageStack) -> None:
         """cdk-nag IAM5 findings of CDK's own grants, one acknowledgement per finding and policy."""
