@@ -16,6 +16,7 @@ from lambdas.shared import env as lambda_env
 from lambdas.shared.records import Role, SessionStatus
 from lambdas.shared.store import DynamoSessionStore
 from stacks.config import with_overrides
+from stacks.functions import stage_environment
 from tests.support.ddb import atomic_requests
 from tests.support.lambda_bridge import Invocations, in_process
 from tests.support.synth import stage_config
@@ -41,7 +42,9 @@ def world(templates: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Iterato
         in_process() as calls,
     ):
         deployed = deploy(templates)
-        monkeypatch.setenv("TABLE_NAME", deployed.table_name)
+        # Worker code also runs in this process: give it the function's environment (the stage's settings too)
+        for name, value in {**stage_environment(CONFIG), "TABLE_NAME": deployed.table_name}.items():
+            monkeypatch.setenv(name, value)
         yield deployed, calls
         lambda_env.reset()
 
