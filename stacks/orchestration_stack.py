@@ -23,7 +23,7 @@ from constructs_lib.workflow_defaults import WorkflowOptions
 from lambdas.shared import keys, schema
 from stacks.config import StageConfig
 from stacks.events_stack import EventsStack, status_changed_pattern
-from stacks.functions import LAMBDAS_DIR, log_retention, stage_function
+from stacks.functions import log_retention, stage_function
 from stacks.operations import watch_stack
 from stacks.storage_stack import StorageStack
 from stacks.workflows import CleanupWorkflow, ExportWorkflow, HandoffFunctions, HandoffWorkflow, app_workflow_options
@@ -44,8 +44,8 @@ class OrchestrationStack(Stack):
 
     Exposes ``handoff_state_machine``, ``cleanup_state_machine``, ``export_state_machine``
     (start them with the execution name as idempotency key), ``handoff`` (its
-    ``grant_task_response`` is what the agent routes need), ``approval_gate`` and
-    ``review_signing_secret`` (the review-link routes), and :meth:`grant_agent_routes`.
+    ``grant_task_response`` is what the agent routes need), ``approval_gate`` (whose
+    ``add_review_routes`` mounts the review links on the REST API), and :meth:`grant_agent_routes`.
 
     Execution inputs: handoff ``{"session_id", "reason", "priority", "requested_by"}``; cleanup
     ``{}`` or ``{"older_than_seconds"}`` (admin) or ``{"now"}`` (tests); export
@@ -227,8 +227,9 @@ class OrchestrationStack(Stack):
         self.approval_gate = HumanApprovalGate(
             self,
             "ExportApproval",
-            code_root=LAMBDAS_DIR,
             table=table,
+            key_prefix=keys.REVIEW_PREFIX,
+            sort_key_value=keys.META_SK,
             link_base_url=ssm.StringParameter.from_string_parameter_name(
                 self, "RestApiUrl", rest_api_url_parameter(config.name)
             ),
@@ -242,7 +243,6 @@ class OrchestrationStack(Stack):
             log_retention=retention,
             log_encryption_key=key,
         )
-        self.review_signing_secret = self.approval_gate.signing_secret
         self.export: ExportWorkflow = ExportWorkflow(
             self,
             "Export",

@@ -282,28 +282,20 @@ def _agent_routes(
 def _review_routes(
     routes: _Routes, storage: StorageStack, orchestration: OrchestrationStack, function: FunctionFactory
 ) -> lambda_.Function | None:
-    """``GET /reviews/{id}/approve|reject``: public, the signed link is the credential."""
-    review_function = function(
-        "ReviewLinks",
-        "lambdas.api.review.handler",
-        {
-            "TABLE_NAME": storage.table.table_name,
-            "REVIEW_SECRET_ARN": orchestration.review_signing_secret.secret_arn,
-        },
+    """``GET /reviews/{id}/approve|reject``: the approval gate's own routes; the signed link is the credential."""
+    route = access.route("GET", "/reviews/{id}/approve")
+    if not route.public:
+        raise ValueError("GET /reviews/{id}/approve must be public in lambdas.api.access.ROUTES")
+    review_methods = orchestration.approval_gate.add_review_routes(
+        routes.root,
+        method_options=apigw.MethodOptions(
+            operation_name="GetReviewsId",
+            authorization_type=apigw.AuthorizationType.NONE,
+            request_validator=routes.rest.params_validator,
+            request_parameters=routes.params("id"),
+        ),
     )
-    # HumanApprovalGate.grant_decide would grant the secret read through the key's resource
-    # policy (a ViaService grant), naming this stack's role in the Orchestration stack: a
-    # cycle. The same permissions, on this side only:
-    storage.sessions.grant_read_write_data(review_function)
-    # Principal-side only (no cycle), including kms:Decrypt on the secret's own key.
-    orchestration.approval_gate.grant_read_signing_secret(review_function)
-    orchestration.export_state_machine.grant_task_response(review_function)
-    review_api = apigw.LambdaIntegration(review_function, allow_test_invoke=False)
-    review = routes.root.add_resource("reviews").add_resource("{id}")
-    for decision in ("approve", "reject"):
-        method = routes.add(
-            review.add_resource(decision), "GET", review_api, parameters=routes.params("id"), public=True
-        )
+    for method in review_methods.values():
         Validations.of(method).acknowledge(
             Acknowledgment(
                 id="AwsSolutions-APIG4",
@@ -312,7 +304,7 @@ def _review_routes(
                 "before any data is read).",
             )
         )
-    return review_function
+    return None
 
 
 # ------------------------------------------------------------------ end of review links

@@ -439,7 +439,7 @@ class Story:
         response = self.rest(step, "POST", "/admin/export", "root", body={"reason": "quarterly analytics"})
         expect(response.status == 202, f"export request answered {response.status}: {response.body}")
         execution = response.json()["execution_arn"]
-        reviewer_topic = self.stage.function("lambdas.orchestration.review_request.handler").environment[
+        reviewer_topic = self.stage.function("gate_runtime.request.handler").environment[
             "REVIEWER_TOPIC_ARN"
         ]
         topic = self.stage.only("AWS::SNS::Topic", where=lambda t: t.ref == reviewer_topic)

@@ -22,7 +22,7 @@ DIRECT = {
 }
 LAMBDA_HANDLERS = {
     "/handoffs": "lambdas.api.agent.handler",
-    "/reviews": "lambdas.api.review.handler",
+    "/reviews": "gate_runtime.decide.handler",  # the approval gate's own decision function
 }
 
 
@@ -56,10 +56,16 @@ def _methods(stage: SynthesizedStage) -> dict[tuple[str, str], dict[str, Any]]:
 
 
 def _function_handler(stage: SynthesizedStage, uri: Any) -> str:
-    logical_id = next(
-        part["Fn::GetAtt"][0] for part in uri["Fn::Join"][1] if isinstance(part, dict) and "Fn::GetAtt" in part
-    )
-    return str(stage.templates["Api"]["Resources"][logical_id]["Properties"]["Handler"])
+    """The Handler of the function an integration URI names, in this stack or (by output) another."""
+    for part in uri["Fn::Join"][1]:
+        if isinstance(part, dict) and "Fn::GetAtt" in part:
+            return str(stage.templates["Api"]["Resources"][part["Fn::GetAtt"][0]]["Properties"]["Handler"])
+        if isinstance(part, dict) and "Fn::GetStackOutput" in part:
+            output = part["Fn::GetStackOutput"]
+            template = stage.templates[output["StackName"].rsplit("-", 1)[-1]]
+            logical_id = template["Outputs"][output["OutputName"]]["Value"]["Fn::GetAtt"][0]
+            return str(template["Resources"][logical_id]["Properties"]["Handler"])
+    raise AssertionError(f"no function in the integration URI {uri!r}")
 
 
 def _logical_id(stage: SynthesizedStage, kind: str, prefix: str) -> str:

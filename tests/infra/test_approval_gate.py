@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -14,7 +15,6 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk.assertions import Match, Template
 
 from constructs_lib.approval_gate import HumanApprovalGate
-from stacks.functions import LAMBDAS_DIR
 from tests.support.synth import SynthesizedStage
 
 # ---------------------------------------------------------------------------- helpers
@@ -158,12 +158,19 @@ def test_the_request_function_has_its_settings_and_only_its_permissions(any_stag
     variables = function["Properties"]["Environment"]["Variables"]
     config = any_stage.stage.config
 
-    assert function["Properties"]["Handler"] == "lambdas.orchestration.review_request.handler"
+    assert function["Properties"]["Handler"] == "gate_runtime.request.handler"
     assert variables["REVIEW_TIMEOUT_SECONDS"] == str(config.review_ttl_days * 86400)
     assert variables["REVIEW_DECISION_MARGIN_SECONDS"] == "60"
     assert variables["REVIEW_TTL_DAYS"] == str(config.review_ttl_days)
     assert variables["LINK_BASE_URL_PARAMETER"] == f"/mangaassist/{config.name}/rest-api-url"
     assert {"TABLE_NAME", "REVIEW_SECRET_ARN", "REVIEWER_TOPIC_ARN", "REVIEW_SUBJECT"} <= set(variables)
+    # the gate keeps its reviews where the app's stream router recognises them: REVIEW#<id> / META
+    assert {k: variables[k] for k in variables if k.startswith("REVIEW_") and "KEY" in k} == {
+        "REVIEW_PARTITION_KEY": "PK",
+        "REVIEW_SORT_KEY": "SK",
+        "REVIEW_KEY_PREFIX": "REVIEW#",
+        "REVIEW_SORT_KEY_VALUE": "META",
+    }
     statements = _statements(template, "ExportApprovalRequestFunctionServiceRole")
     assert _allows(statements, "sns:Publish", "ExportApprovalTopic")
     assert _allows(statements, "secretsmanager:GetSecretValue", "ExportApprovalSigningSecret")
@@ -173,9 +180,11 @@ def test_the_request_function_has_its_settings_and_only_its_permissions(any_stag
     assert not any(s["Resource"] == "*" for s in statements if "xray:PutTraceSegments" not in _actions(s))
 
 
-def test_the_review_routes_are_public_gets_into_the_review_lambda(any_stage: SynthesizedStage) -> None:
+def test_the_review_routes_are_public_gets_into_the_gates_decision_function(any_stage: SynthesizedStage) -> None:
     template = any_stage.template("Api")
-    function_id, function = _resource(template, "AWS::Lambda::Function", "ReviewLinks")
+    function_id, function = _resource(
+        any_stage.template("Orchestration"), "AWS::Lambda::Function", "ExportApprovalDecisionFunction"
+    )
     for decision in ("approve", "reject"):
         resource_id, _ = _resource(template, "AWS::ApiGateway::Resource", f"RestApireviewsid{decision}")
         template.has_resource_properties(
@@ -199,10 +208,11 @@ def test_the_review_routes_are_public_gets_into_the_review_lambda(any_stage: Syn
         ]
         assert function_id in json.dumps(methods[0]["Properties"]["Integration"]["Uri"])
     assert set(function["Properties"]["Environment"]["Variables"]) >= {"TABLE_NAME", "REVIEW_SECRET_ARN"}
+    assert function["Properties"]["Handler"] == "gate_runtime.decide.handler"
 
 
-def test_the_review_lambda_can_decide_and_read_the_key_protected_secret(any_stage: SynthesizedStage) -> None:
-    statements = _statements(any_stage.template("Api"), "ReviewLinksServiceRole")
+def test_the_decision_function_can_decide_and_read_the_key_protected_secret(any_stage: SynthesizedStage) -> None:
+    statements = _statements(any_stage.template("Orchestration"), "ExportApprovalDecisionFunctionServiceRole")
 
     assert _allows(statements, "states:SendTaskSuccess", "Export")
     assert _allows(statements, "states:SendTaskFailure", "Export")
@@ -229,15 +239,24 @@ def _stack() -> tuple[App, Stack, dynamodb.Table]:
 
 
 def _gate(stack: Stack, table: dynamodb.ITable, **props: Any) -> HumanApprovalGate:
-    options: dict[str, Any] = {"code_root": LAMBDAS_DIR, "table": table, "link_base_url": "https://api.example/prod"}
+    options: dict[str, Any] = {"table": table, "link_base_url": "https://api.example/prod"}
     options.update(props)
     return HumanApprovalGate(stack, "Approval", **options)
 
 
+def _synth_error(app: App) -> str:
+    """The message CDK's validation fails the synthesis with."""
+    with pytest.raises(RuntimeError) as raised:
+        app.synth()
+    return str(raised.value)
+
+
 def test_fails_with_both_an_existing_topic_and_an_email() -> None:
-    _, stack, table = _stack()
-    with pytest.raises(ValueError, match="either existing_topic or reviewer_email"):
-        _gate(stack, table, existing_topic=sns.Topic(stack, "T"), reviewer_email="a@b.cd")
+    app, stack, table = _stack()
+    _gate(stack, table, existing_topic=sns.Topic(stack, "T"), reviewer_email="a@b.cd").on_rejected(
+        sfn.Fail(stack, "No")
+    )
+    assert "[Gate/Approval] give either existing_topic or reviewer_email" in _synth_error(app)
 
 
 @pytest.mark.parametrize(
@@ -253,9 +272,9 @@ def test_fails_with_both_an_existing_topic_and_an_email() -> None:
     ],
 )
 def test_fails_on_invalid_props_with_the_value_and_the_fix(props: dict[str, Any], message: str) -> None:
-    _, stack, table = _stack()
-    with pytest.raises(ValueError, match=message):
-        _gate(stack, table, **props)
+    app, stack, table = _stack()
+    _gate(stack, table, **props).on_rejected(sfn.Fail(stack, "No"))
+    assert re.search(r"\[Gate/Approval\] .*" + message, _synth_error(app))
 
 
 def test_fails_to_synthesize_without_a_rejection_path() -> None:

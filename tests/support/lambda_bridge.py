@@ -46,9 +46,13 @@ from unittest import mock
 import boto3
 from moto.awslambda.models import LambdaFunction
 
+from constructs_lib.approval_gate import RUNTIME_PACKAGE as GATE_RUNTIME_PACKAGE
+from constructs_lib.approval_gate import gate_runtime
 from lambdas.shared import env as lambda_env
 
 _LOCK = threading.RLock()
+#: Code assets other than ``lambdas``: the asset's top-level package -> where it is importable here.
+_ASSET_PACKAGES = {"gate_runtime": GATE_RUNTIME_PACKAGE}
 
 
 @dataclass
@@ -93,10 +97,17 @@ class LambdaContext:
 
 
 def resolve_handler(handler: str) -> Callable[[Any, Any], Any]:
-    """Import ``package.module.function`` and return the function."""
+    """Import ``package.module.function`` and return the function.
+
+    A handler of a library construct's own code asset (``gate_runtime.request.handler``) is
+    imported from where that package lives inside the library.
+    """
     module_name, _, function_name = handler.rpartition(".")
     if not module_name:
         raise ValueError(f"handler must be 'module.function' (given {handler!r})")
+    top, _, rest = module_name.partition(".")
+    if top in _ASSET_PACKAGES:
+        module_name = f"{_ASSET_PACKAGES[top]}.{rest}" if rest else _ASSET_PACKAGES[top]
     module = importlib.import_module(module_name)
     function = getattr(module, function_name, None)
     if not callable(function):
@@ -120,10 +131,12 @@ def function_environment(variables: Mapping[str, str]) -> Iterator[None]:
     before = dict(os.environ)
     os.environ.update(values)
     lambda_env.reset()
+    gate_runtime.reset()
     try:
         yield
     finally:
         lambda_env.reset()
+        gate_runtime.reset()
         for key in set(os.environ) - set(before):  # set by this call or by the handler
             os.environ[key] = ""
         for key in values:

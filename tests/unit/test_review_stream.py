@@ -1,5 +1,8 @@
 """Every review decision reaches the audit trail: the table stream carries it, the router audits it.
 
+The reviews are written by the approval gate's own records module, with the key layout the app
+gives the gate (``REVIEW#<id>`` / ``META`` in the sessions table).
+
 The stream (NEW_AND_OLD_IMAGES) is read with moto's ``dynamodbstreams`` exactly as Lambda's event
 source mapping would deliver it; the records then go through the stream router's own routing
 (``lambdas.events.routing.classify``), which builds the audit line the router writes.
@@ -13,18 +16,27 @@ import boto3
 import pytest
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 
+from constructs_lib.approval_gate.gate_runtime.records import KeyLayout, ReviewStore
 from lambdas.events import routing
-from lambdas.shared.store import DynamoSessionStore
+from lambdas.shared import keys, schema
 from tests.support.ddb import create_sessions_table
 from tests.support.events import stream_record_from
 
 TOKEN = "task-token-that-must-stay-in-the-table"
+#: Where the app's gate keeps its reviews (OrchestrationStack passes the same values).
+APP_LAYOUT = KeyLayout(
+    partition_key=schema.PARTITION_KEY,
+    sort_key=schema.SORT_KEY,
+    key_prefix=keys.REVIEW_PREFIX,
+    sort_key_value=keys.META_SK,
+    ttl_attribute=schema.TTL_ATTRIBUTE,
+)
 
 
 @pytest.fixture
-def streamed(ddb_client: Any) -> tuple[DynamoSessionStore, str]:
+def streamed(ddb_client: Any) -> tuple[ReviewStore, str]:
     stream_arn = create_sessions_table(ddb_client, "reviews-streamed")
-    return DynamoSessionStore("reviews-streamed", client=ddb_client), stream_arn
+    return ReviewStore("reviews-streamed", layout=APP_LAYOUT, client=ddb_client), stream_arn
 
 
 def stream_records(stream_arn: str) -> list[dict[str, Any]]:
@@ -53,7 +65,7 @@ def as_lambda_record(record: dict[str, Any]) -> DynamoDBRecord:
 
 @pytest.mark.parametrize("decision", ["approved", "rejected"])
 def test_a_decided_review_is_a_modify_record_with_old_and_new_status(
-    streamed: tuple[DynamoSessionStore, str], decision: str
+    streamed: tuple[ReviewStore, str], decision: str
 ) -> None:
     # Given a pending review holding a task token
     store, stream_arn = streamed
@@ -81,10 +93,10 @@ def test_a_decided_review_is_a_modify_record_with_old_and_new_status(
     assert TOKEN not in repr(audit)
 
 
-def test_an_expired_click_is_audited_as_pending_to_expired(streamed: tuple[DynamoSessionStore, str]) -> None:
+def test_an_expired_click_is_audited_as_pending_to_expired(streamed: tuple[ReviewStore, str]) -> None:
     store, stream_arn = streamed
     now = [1_767_225_600.0]
-    clocked = DynamoSessionStore(store.table_name, client=store.client, clock=lambda: now[0])
+    clocked = ReviewStore(store.table_name, layout=APP_LAYOUT, client=store.client, clock=lambda: now[0])
     review = clocked.put_review({"n": 1}, requested_by="admin-7", expires_in_seconds=60, task_token=TOKEN)
     now[0] += 61
 

@@ -4,12 +4,13 @@ A CDK test stack holds the gate(s); :func:`deploy_gate_machine` resolves one sta
 definition and the request Lambda's environment against moto resources (table, topic, secret,
 in-process Lambda functions via ``tests.support.lambda_bridge``) and creates it on moto. The
 reviewer's e-mails land on an SQS queue subscribed to the topic (raw delivery), so a test reads
-the links exactly as a person would, and clicks them through the deployed link handler.
+the links exactly as a person would, and clicks them through the gate's deployed decision function.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import secrets
 import time
@@ -25,6 +26,7 @@ import boto3
 from moto.core.responses import EmptyResult
 from moto.stepfunctions.responses import StepFunctionResponse
 
+from constructs_lib.approval_gate.gate_runtime.records import KeyLayout, ReviewStore
 from tests.support.ddb import create_sessions_table
 from tests.support.events import Api, rest_proxy_event
 from tests.support.lambda_bridge import deploy_function
@@ -121,6 +123,7 @@ class GateMachine:
     secret_arn: str
     review_function: str
     key: bytes
+    layout: dict[str, str]
 
     # ------------------------------------------------------------------ executions
 
@@ -185,9 +188,10 @@ class GateMachine:
         return int(payload["statusCode"]), str(payload["body"])
 
     def review(self, review_id: str) -> dict[str, Any] | None:
-        from lambdas.shared.store import DynamoSessionStore
-
-        found = DynamoSessionStore(self.table_name).get_review(review_id)
+        """The review record, read where the gate's functions keep it (their key layout)."""
+        with mock.patch.dict(os.environ, self.layout):
+            layout = KeyLayout.from_environment()
+        found = ReviewStore(self.table_name, layout=layout).get_review(review_id)
         return None if found is None else {"status": str(found.status), "review": found}
 
 
@@ -268,12 +272,12 @@ def deploy_gate_machine(
     request_arn = deploy_function(function["Handler"], environment, name=f"review-request-{suffix}")
     refs[f"{function_id}.Arn"] = request_arn
 
+    decision_id = logical_id_of(template, "AWS::Lambda::Function", f"{gate_path}DecisionFunction/")
+    decision = template["Resources"][decision_id]["Properties"]
     review_function = f"review-links-{suffix}"
-    deploy_function(
-        "lambdas.api.review.handler",
-        {"TABLE_NAME": table_name, "REVIEW_SECRET_ARN": secret_arn, "POWERTOOLS_SERVICE_NAME": "review-links"},
-        name=review_function,
-    )
+    decision_environment = resolve(decision["Environment"]["Variables"], refs)
+    deploy_function(decision["Handler"], decision_environment, name=review_function)
+    layout = {k: v for k, v in decision_environment.items() if k.startswith("REVIEW_") and k != "REVIEW_SECRET_ARN"}
 
     machine_id = logical_id_of(template, "AWS::StepFunctions::StateMachine", machine_path)
     definition = moto_compatible(resolve(template["Resources"][machine_id]["Properties"]["DefinitionString"], refs))
@@ -289,4 +293,5 @@ def deploy_gate_machine(
         secret_arn=secret_arn,
         review_function=review_function,
         key=secret_value.encode(),
+        layout=layout,
     )

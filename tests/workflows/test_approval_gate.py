@@ -1,8 +1,8 @@
 """HumanApprovalGate executed on moto's state machine executor, links clicked like a reviewer would.
 
 The definitions are the synthesized ones of a small test stack (Prepare -> gate -> Continue, the
-rejection path NotifyRequester -> Fail); the request Lambda and the link handler run in-process
-through ``tests.support.lambda_bridge``.
+rejection path NotifyRequester -> Fail); the gate's request and decision functions run in-process
+through ``tests.support.lambda_bridge``, from the gate's own code.
 """
 
 from __future__ import annotations
@@ -25,8 +25,7 @@ from aws_cdk.assertions import Template
 from moto import mock_aws
 
 from constructs_lib.approval_gate import HumanApprovalGate
-from lambdas.shared import signing
-from stacks.functions import LAMBDAS_DIR
+from constructs_lib.approval_gate.gate_runtime import signing
 from tests.support.lambda_bridge import in_process
 from tests.workflows.gate_harness import (
     LINK_BASE_URL,
@@ -47,7 +46,6 @@ def _machine(stack: Stack, name: str, table: dynamodb.ITable, timeout: int) -> N
     gate = HumanApprovalGate(
         stack,
         name,
-        code_root=LAMBDAS_DIR,
         table=table,
         link_base_url=LINK_BASE_URL,
         reviewer_email="reviewer@example.com",
@@ -174,7 +172,7 @@ def test_a_review_that_cannot_be_requested_is_not_an_approval(slow: GateMachine)
     def broken(event: dict[str, Any], context: object) -> dict[str, Any]:
         raise ValueError("reviewer topic unreachable")
 
-    with mock.patch("lambdas.orchestration.review_request.handler", broken):
+    with mock.patch("constructs_lib.approval_gate.gate_runtime.request.handler", broken):
         # When an execution reaches the gate
         execution = slow.start(STATE)
         done = slow.wait_done(execution)
@@ -225,7 +223,7 @@ def test_an_expired_review_is_refused_by_the_store_even_with_a_fresh_link_expiry
 
     # When the clock is still before the link's exp but the record says expired
     # (the link check passes; only the store's conditional write can refuse)
-    with mock.patch("lambdas.api.review.time.time", return_value=expires_at - 1):
+    with mock.patch("constructs_lib.approval_gate.gate_runtime.decide.time.time", return_value=expires_at - 1):
         status, body = quick.click(links["approve"])
 
     # Then the store refuses (410) and marks the review expired
@@ -259,7 +257,7 @@ def test_double_click_is_409_and_the_workflow_resumes_once(slow: GateMachine) ->
 def test_a_recorded_decision_whose_delivery_failed_is_delivered_by_the_next_click(slow: GateMachine) -> None:
     # Given a first click whose SendTaskSuccess failed after the decision was recorded
     execution, links, _ = paused(slow)
-    with mock.patch("lambdas.api.review.complete", side_effect=RuntimeError("throttled")):
+    with mock.patch("constructs_lib.approval_gate.gate_runtime.decide.complete", side_effect=RuntimeError("throttled")):
         status, _ = slow.click(links["approve"])
     assert status == 500
     record = slow.review(review_id_of(links["approve"]))
@@ -380,7 +378,6 @@ def export_template() -> dict[str, Any]:
     gate = HumanApprovalGate(
         stack,
         "ExportApproval",
-        code_root=LAMBDAS_DIR,
         table=table,
         link_base_url=LINK_BASE_URL,
         encryption_key=key,

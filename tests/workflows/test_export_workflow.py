@@ -1,7 +1,7 @@
 """The export state machine, as synthesized (with the HumanApprovalGate in front), executed on moto.
 
 The reviewer's e-mail is read from an SQS queue subscribed to the gate's topic and its links are
-clicked through the review link handler (``lambdas.api.review``), as a person would; the
+clicked through the gate's decision function (from the template), as a person would; the
 requester's notification is read from a queue subscribed to the export topic.
 """
 
@@ -20,7 +20,7 @@ from moto import mock_aws
 from lambdas.shared import env as lambda_env
 from stacks.config import with_overrides
 from tests.support.ddb import atomic_requests
-from tests.support.lambda_bridge import deploy_function, in_process
+from tests.support.lambda_bridge import in_process
 from tests.support.synth import stage_config
 from tests.workflows.gate_harness import api_gateway_event, links_of
 from tests.workflows.orchestration_harness import (
@@ -61,16 +61,8 @@ class World:
             arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
             sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=arn, Attributes={"RawMessageDelivery": "true"})
             self.inboxes[name] = url
-        self.review_function = deploy_function(
-            "lambdas.api.review.handler",
-            {
-                "TABLE_NAME": deployed.table_name,
-                "REVIEW_SECRET_ARN": deployed.ref(
-                    "Orchestration", "AWS::SecretsManager::Secret", "ExportApprovalSigningSecret"
-                ),
-            },
-            name="review-links",
-        )
+        # The gate's own decision function, deployed from the template like every other function.
+        self.review_function = deployed.function("ExportApprovalDecisionFunction")
 
     def next_message(self, inbox: str, timeout: float = 15.0) -> str:
         sqs = boto3.client("sqs", region_name=REGION)

@@ -1,11 +1,11 @@
 """The approval gate's request step: checkpoint the paused workflow, e-mail signed links, wait.
 
 Invoked by the ``HumanApprovalGate`` fragment's ``RequestReview`` task
-(``lambda:invoke.waitForTaskToken``). It writes the ``REVIEW#<id>`` record (status
+(``lambda:invoke.waitForTaskToken``). It writes the review record (status
 ``pending_review``, the serialised state the gate was given, ``requested_by``, ``created_at``,
 ``expires_at``, ``ttl`` and the task token, which stays on the record: it never appears in a
 link or in the e-mail), then publishes approve/reject links to the reviewer topic. The workflow
-stays paused until ``lambdas.api.review`` completes the token, or the task times out.
+stays paused until the link handler (:mod:`.decide`) completes the token, or the task times out.
 
 The review id is derived from the task token, so a repeated invocation with the same token
 finds its own record and publishes the same links again instead of creating a second review.
@@ -15,8 +15,10 @@ Event (built by the fragment)::
     {"task_token": "...", "state": {...}, "requested_by": "...", "entered_time": "2026-01-01T00:00:00Z",
      "execution_id": "arn:...", "details": <any JSON, optional>}
 
-Environment:
-    TABLE_NAME: the single table.
+Environment (the construct sets all of it):
+    TABLE_NAME: the table holding the review records; REVIEW_PARTITION_KEY, REVIEW_SORT_KEY,
+        REVIEW_KEY_PREFIX, REVIEW_SORT_KEY_VALUE, REVIEW_TTL_ATTRIBUTE: where in it
+        (:class:`.records.KeyLayout`).
     REVIEW_SECRET_ARN: Secrets Manager secret holding the link signing key (32+ characters).
     REVIEWER_TOPIC_ARN: SNS topic the reviewer is subscribed to.
     LINK_BASE_URL: base URL of the REST API serving ``/reviews/{id}/approve|reject``; or
@@ -33,24 +35,19 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import time
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
-import boto3
-from aws_lambda_powertools import Logger, Tracer
-from aws_lambda_powertools.utilities.typing import LambdaContext
-from botocore.config import Config
+from . import environment as env
+from . import signing
+from .records import Conflict, KeyLayout, Review, ReviewStatus, ReviewStore
 
-from lambdas.shared import env, signing, tokens
-from lambdas.shared.errors import Conflict
-from lambdas.shared.records import Review, ReviewStatus
-from lambdas.shared.store import DynamoSessionStore
-
-logger = Logger()
-tracer = Tracer()
+logger = logging.getLogger(__name__)
+logger.setLevel(logging.INFO)
 
 MAX_SUBJECT: Final = 100  # SNS e-mail subject limit
 MAX_DETAILS: Final = 4000  # characters of caller-chosen details shown in the e-mail
@@ -83,7 +80,7 @@ def settings() -> Settings:
     base_url = env.optional("LINK_BASE_URL")
     parameter = env.optional("LINK_BASE_URL_PARAMETER")
     if (base_url is None) == (parameter is None):
-        raise env.MissingSetting("set exactly one of LINK_BASE_URL and LINK_BASE_URL_PARAMETER")
+        raise env.SettingError("set exactly one of LINK_BASE_URL and LINK_BASE_URL_PARAMETER")
     timeout = env.integer("REVIEW_TIMEOUT_SECONDS", low=1)
     return Settings(
         table_name=env.require("TABLE_NAME"),
@@ -99,14 +96,14 @@ def settings() -> Settings:
 
 
 @env.once
-def store() -> DynamoSessionStore:
+def store() -> ReviewStore:
     s = settings()
-    return DynamoSessionStore(s.table_name, review_ttl_days=s.ttl_days)
+    return ReviewStore(s.table_name, layout=KeyLayout.from_environment(), review_ttl_days=s.ttl_days)
 
 
 @env.once
 def sns() -> Any:
-    return boto3.client("sns", config=Config(retries={"mode": "standard"}))
+    return env.client("sns")
 
 
 @env.once
@@ -115,16 +112,16 @@ def link_base_url() -> str:
     s = settings()
     if s.link_base_url is not None:
         return s.link_base_url
-    ssm = boto3.client("ssm", config=Config(retries={"mode": "standard"}))
+    ssm = env.client("ssm")
     value = str(ssm.get_parameter(Name=s.link_base_url_parameter)["Parameter"]["Value"]).strip()
     if not value.startswith("https://") and not value.startswith("http://"):
-        raise env.MissingSetting(f"SSM parameter {s.link_base_url_parameter} must hold an http(s) URL")
+        raise env.SettingError(f"SSM parameter {s.link_base_url_parameter} must hold an http(s) URL")
     return value
 
 
 def signing_key() -> bytes:
     """The link signing key (Secrets Manager, cached for a few minutes per container)."""
-    return signing.key_from_secret(tokens.signing_secret(settings().secret_arn, max_age=_SECRET_MAX_AGE))
+    return signing.key_from_secret(env.secret_value(settings().secret_arn, max_age=_SECRET_MAX_AGE))
 
 
 def review_id_for(task_token: str) -> str:
@@ -218,10 +215,10 @@ def request_review(event: Any, *, now: float | None = None) -> Review:
     except Conflict:
         existing = store().get_review(review_id)
         if existing is None or existing.status != ReviewStatus.PENDING:
-            logger.info("review already handled, nothing to send", extra={"review_id": review_id})
+            logger.info("review %s already handled, nothing to send", review_id)
             return existing if existing is not None else _missing(review_id)
         review = existing
-        logger.info("review exists, sending its links again", extra={"review_id": review_id})
+        logger.info("review %s exists, sending its links again", review_id)
     key = signing_key()
     base = link_base_url()
     approve = signing.review_link(base, review.review_id, "approve", review.expires_at, key)
@@ -233,7 +230,7 @@ def request_review(event: Any, *, now: float | None = None) -> Review:
         Message=body,
         MessageAttributes={"event_type": {"DataType": "String", "StringValue": "review_requested"}},
     )
-    logger.info("review requested", extra={"review_id": review.review_id, "expires_at": review.expires_at})
+    logger.info("review %s requested, decide before %s", review.review_id, review.expires_at)
     return review
 
 
@@ -241,9 +238,7 @@ def _missing(review_id: str) -> Review:
     raise InvalidReviewRequest(f"review {review_id} vanished while being requested")
 
 
-@logger.inject_lambda_context
-@tracer.capture_lambda_handler(capture_response=False)
-def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     review = request_review(event)
     # Step Functions ignores this result (the task waits for its token); it helps debugging.
     return {"review_id": review.review_id, "status": str(review.status), "expires_at": review.expires_at}

@@ -1,8 +1,8 @@
-"""Review links: ``GET /reviews/{id}/approve`` and ``GET /reviews/{id}/reject`` from the e-mail.
+"""Review links: ``GET .../reviews/{id}/approve`` and ``GET .../reviews/{id}/reject`` from the e-mail.
 
-A reviewer clicks a link sent by the approval gate (``lambdas.orchestration.review_request``).
+A reviewer clicks a link sent by the approval gate's request step (:mod:`.request`).
 This handler checks the link's HMAC signature (constant time) and expiry, records the decision
-with the store's conditional ``decide_review`` (only a pending review whose ``expires_at`` has
+with the records' conditional ``decide_review`` (only a pending review whose ``expires_at`` has
 not passed; TTL deletion lags by up to 48 h, so it is never trusted), then completes the paused
 workflow's task token (kept on the review record) with success (the checkpointed state is the
 task's output) or failure (error ``ReviewRejected``, cause the review id). A person reads the
@@ -22,38 +22,32 @@ Step Functions. If recording succeeded but completing the token failed (throttli
 clicking the same link again answers 409 and delivers the recorded decision to the workflow
 again; Step Functions completes a task at most once, so the workflow is never resumed twice.
 
-Deployed by ApiStack behind the REST API (no authorizer: the signature is the credential).
-Environment:
-    TABLE_NAME: the single table (read and conditional update of ``REVIEW#`` records).
+The gate creates this function (``HumanApprovalGate.decision_function``) and mounts it on a REST
+API with ``add_review_routes`` (no authorizer: the signature is the credential). It answers
+API Gateway (REST, v1) Lambda proxy events; any path ending in ``/reviews/{id}/approve|reject``.
+Environment (the construct sets all of it):
+    TABLE_NAME and the key layout variables: as for :mod:`.request`.
     REVIEW_SECRET_ARN: the gate's signing secret (``HumanApprovalGate.signing_secret``).
-Permissions: ``HumanApprovalGate.grant_decide(function, state_machine)`` grants all of them
-(SendTaskSuccess/SendTaskFailure on the state machine, secret read, table read/write).
 """
 
 from __future__ import annotations
 
 import html
+import logging
+import re
 import time
 from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import unquote
 
-import boto3
-from aws_lambda_powertools import Logger, Tracer
-from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
-from aws_lambda_powertools.logging import correlation_paths
-from aws_lambda_powertools.utilities.typing import LambdaContext
-from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from lambdas.shared import env, signing, tokens
-from lambdas.shared.errors import ReviewExpired, ReviewNotFound, ReviewNotPending
-from lambdas.shared.records import Review, ReviewStatus
-from lambdas.shared.store import DynamoSessionStore
+from . import environment as env
+from . import signing
+from .records import KeyLayout, Review, ReviewExpired, ReviewNotFound, ReviewNotPending, ReviewStatus, ReviewStore
 
-logger = Logger()
-tracer = Tracer()
-app = APIGatewayRestResolver()
+logger = logging.getLogger(__name__)
+logger.setLevel(logging.INFO)
 
 #: Error name the rejected task fails with; the gate's Catch routes it to the rejection path.
 REJECTED_ERROR: Final = "ReviewRejected"
@@ -62,6 +56,8 @@ _OUTCOME: Final = {"approve": ReviewStatus.APPROVED, "reject": ReviewStatus.REJE
 _TASK_OVER: Final = frozenset({"TaskTimedOut", "TaskDoesNotExist", "InvalidToken"})
 _SECRET_MAX_AGE: Final = 300
 _MAX_EXP_DIGITS: Final = 12
+# The link's path, wherever the caller mounted the routes: .../reviews/<id>/<decision>.
+_LINK_PATH: Final = re.compile(r"/reviews/([^/]+)/(approve|reject)/?$")
 
 
 @dataclass(frozen=True)
@@ -76,17 +72,17 @@ def settings() -> Settings:
 
 
 @env.once
-def store() -> DynamoSessionStore:
-    return DynamoSessionStore(settings().table_name)
+def store() -> ReviewStore:
+    return ReviewStore(settings().table_name, layout=KeyLayout.from_environment())
 
 
 @env.once
 def sfn() -> Any:
-    return boto3.client("stepfunctions", config=Config(retries={"mode": "standard", "max_attempts": 5}))
+    return env.client("stepfunctions", max_attempts=5)
 
 
 def signing_key() -> bytes:
-    return signing.key_from_secret(tokens.signing_secret(settings().secret_arn, max_age=_SECRET_MAX_AGE))
+    return signing.key_from_secret(env.secret_value(settings().secret_arn, max_age=_SECRET_MAX_AGE))
 
 
 # ---------------------------------------------------------------------------- pages
@@ -107,7 +103,7 @@ _PAGES: Final[dict[str, tuple[int, str, str]]] = {
 PAGE_KINDS: Final = tuple(_PAGES)
 
 
-def page(kind: str, *, detail: str | None = None) -> Response[str]:
+def page(kind: str, *, detail: str | None = None) -> dict[str, Any]:
     """A small, self-contained HTML page (escaped text, no scripts, no external resources)."""
     status, title, text = _PAGES[kind]
     paragraphs = f"<p>{html.escape(text)}</p>"
@@ -119,18 +115,19 @@ def page(kind: str, *, detail: str | None = None) -> Response[str]:
         f"<title>{html.escape(title)}</title></head>"
         f"<body><h1>{html.escape(title)}</h1>{paragraphs}</body></html>"
     )
-    return Response(
-        status_code=status,
-        content_type="text/html; charset=utf-8",
-        body=body,
-        headers={
+    return {
+        "statusCode": status,
+        "body": body,
+        "isBase64Encoded": False,
+        "headers": {
+            "Content-Type": "text/html; charset=utf-8",
             "Cache-Control": "no-store",
             "Content-Security-Policy": "default-src 'none'",
             "Referrer-Policy": "no-referrer",
             "X-Content-Type-Options": "nosniff",
             "X-Frame-Options": "DENY",
         },
-    )
+    }
 
 
 # ---------------------------------------------------------------------------- domain
@@ -159,11 +156,11 @@ def complete(review: Review, decision: ReviewStatus) -> bool:
     return True
 
 
-def decide(review_id: str, action: str, exp_raw: str | None, sig: str | None, decided_by: str) -> Response[str]:
+def decide(review_id: str, action: str, exp_raw: str | None, sig: str | None, decided_by: str) -> dict[str, Any]:
     """Verify, record, resume: the whole decision, as a page for the person who clicked."""
     exp = parse_expiry(exp_raw)
     if exp is None or not sig or not signing.verify(signing_key(), review_id, action, exp, sig):
-        logger.warning("review link refused: bad signature", extra={"review_id": review_id[:64], "action": action})
+        logger.warning("review link refused: bad signature (review %r, %s)", review_id[:64], action)
         return page("invalid")
     if time.time() >= exp:
         return page("expired")
@@ -171,7 +168,7 @@ def decide(review_id: str, action: str, exp_raw: str | None, sig: str | None, de
     if review is None:
         return page("unknown")
     if review.expires_at != exp:
-        logger.warning("review link refused: expiry differs from the record", extra={"review_id": review_id})
+        logger.warning("review link refused: expiry differs from the record (review %s)", review_id)
         return page("invalid")
     outcome = _OUTCOME[action]
     try:
@@ -183,13 +180,13 @@ def decide(review_id: str, action: str, exp_raw: str | None, sig: str | None, de
     except ReviewNotPending as err:
         return _second_click(review, outcome, err.status)
     if not complete(decided, outcome):
-        logger.warning("decision recorded but the workflow no longer waits", extra={"review_id": review_id})
+        logger.warning("decision on review %s recorded but the workflow no longer waits", review_id)
         return page("not_waiting")
-    logger.info("review decided", extra={"review_id": review_id, "status": str(outcome)})
+    logger.info("review %s decided: %s", review_id, outcome)
     return page("approved" if outcome == ReviewStatus.APPROVED else "rejected")
 
 
-def _second_click(review: Review, outcome: ReviewStatus, status: str) -> Response[str]:
+def _second_click(review: Review, outcome: ReviewStatus, status: str) -> dict[str, Any]:
     """409 for a decided review; the same decision is delivered again in case the first failed."""
     if status == ReviewStatus.EXPIRED:
         return page("expired")
@@ -198,49 +195,35 @@ def _second_click(review: Review, outcome: ReviewStatus, status: str) -> Respons
         # Functions refuses it (TaskDoesNotExist/InvalidToken) when the task is already over.
         try:
             if complete(review, outcome):
-                logger.warning("recorded decision delivered on a repeated click", extra={"review_id": review.review_id})
+                logger.warning("recorded decision on review %s delivered on a repeated click", review.review_id)
         except Exception:
-            logger.exception("redelivery of a recorded decision failed", extra={"review_id": review.review_id})
+            logger.exception("redelivery of the recorded decision on review %s failed", review.review_id)
     return page("already_approved" if status == ReviewStatus.APPROVED else "already_rejected")
 
 
 # ---------------------------------------------------------------------------- routes
 
 
-def _caller() -> str:
-    source_ip = app.current_event.request_context.identity.source_ip
+def _caller(event: dict[str, Any]) -> str:
+    identity = (event.get("requestContext") or {}).get("identity") or {}
+    source_ip = identity.get("sourceIp")
     return f"review-link from {source_ip}" if source_ip else "review-link"
 
 
-def _route(review_id: str, action: str) -> Response[str]:
-    params = app.current_event.query_string_parameters or {}
-    # The resolver matches the raw path; links percent-encode the id (ours are UUIDs anyway).
-    return decide(unquote(review_id), action, params.get("exp"), params.get("sig"), _caller())
+def route(event: dict[str, Any]) -> dict[str, Any]:
+    """The page for one API Gateway proxy event: a review link, or 404 for anything else."""
+    match = _LINK_PATH.search(str(event.get("path") or ""))
+    if event.get("httpMethod") != "GET" or match is None:
+        return page("not_found")
+    params = event.get("queryStringParameters") or {}
+    # API Gateway passes the raw path; links percent-encode the id (UUIDs need no encoding anyway).
+    return decide(unquote(match.group(1)), match.group(2), params.get("exp"), params.get("sig"), _caller(event))
 
 
-@app.get("/reviews/<review_id>/approve")
-def approve(review_id: str) -> Response[str]:
-    return _route(review_id, "approve")
-
-
-@app.get("/reviews/<review_id>/reject")
-def reject(review_id: str) -> Response[str]:
-    return _route(review_id, "reject")
-
-
-@app.not_found
-def not_found(_: Exception) -> Response[str]:
-    return page("not_found")
-
-
-@app.exception_handler(Exception)
-def unexpected(error: Exception) -> Response[str]:
-    logger.exception("review link failed")
-    request_id = app.current_event.request_context.request_id
-    return page("error", detail=f"Reference: {request_id}" if request_id else None)
-
-
-@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
-@tracer.capture_lambda_handler(capture_response=False)
-def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    return app.resolve(event, context)
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    try:
+        return route(event)
+    except Exception:
+        logger.exception("review link failed")
+        request_id = (event.get("requestContext") or {}).get("requestId")
+        return page("error", detail=f"Reference: {request_id}" if request_id else None)

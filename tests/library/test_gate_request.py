@@ -12,10 +12,11 @@ from urllib.parse import parse_qs, urlsplit
 import boto3
 import pytest
 
-from lambdas.orchestration import review_request
-from lambdas.shared import env, signing
-from lambdas.shared.records import ReviewStatus
-from lambdas.shared.store import DynamoSessionStore
+from constructs_lib.approval_gate.gate_runtime import environment as env
+from constructs_lib.approval_gate.gate_runtime import request as review_request
+from constructs_lib.approval_gate.gate_runtime import signing
+from constructs_lib.approval_gate.gate_runtime.records import ReviewStatus, ReviewStore
+from tests.library.conftest import review_store
 
 SECRET = "s" * 64
 TIMEOUT = 3600
@@ -90,7 +91,7 @@ def test_checkpoints_the_state_and_mails_signed_links(inbox: str, table_name: st
     review = review_request.request_review(event(entered_time=iso(entered), details={"reason": "ticket 42"}))
 
     # Then the record holds the state, who asked, the deadline, the TTL and the token
-    stored = DynamoSessionStore(table_name).get_review(review.review_id)
+    stored = review_store(table_name).get_review(review.review_id)
     assert stored is not None
     assert stored.status == ReviewStatus.PENDING
     assert json.loads(stored.state) == {"requested_by": "admin-7", "secret_field": "do-not-mail", "n": 1}
@@ -133,7 +134,7 @@ def test_a_repeated_invocation_reuses_its_review_and_mails_again(inbox: str, tab
 def test_a_decided_review_is_not_mailed_again(inbox: str, table_name: str) -> None:
     review = review_request.request_review(event())
     emails(inbox)
-    DynamoSessionStore(table_name).decide_review(review.review_id, "approved", decided_by="tester")
+    review_store(table_name).decide_review(review.review_id, "approved", decided_by="tester")
 
     again = review_request.request_review(event())
 
@@ -189,12 +190,12 @@ def test_exactly_one_base_url_setting_is_required(inbox: str, monkeypatch: pytes
     else:
         monkeypatch.delenv("LINK_BASE_URL")
     env.reset()
-    with pytest.raises(env.MissingSetting, match="exactly one of LINK_BASE_URL and LINK_BASE_URL_PARAMETER"):
+    with pytest.raises(env.SettingError, match="exactly one of LINK_BASE_URL and LINK_BASE_URL_PARAMETER"):
         review_request.settings()
 
 
 def test_the_subject_fits_sns_and_the_details_are_bounded() -> None:
-    from lambdas.shared.records import Review
+    from constructs_lib.approval_gate.gate_runtime.records import Review
 
     review = Review("r-1", ReviewStatus.PENDING, "{}", "admin", 0, 86400, 86400)
     subject, body = review_request.compose_message("x" * 300, review, "https://a", "https://r", {"big": "y" * 10_000})
@@ -204,7 +205,7 @@ def test_the_subject_fits_sns_and_the_details_are_bounded() -> None:
     assert len(body) < 5000
 
 
-def test_the_token_stays_out_of_the_records_repr(store: DynamoSessionStore) -> None:
+def test_the_token_stays_out_of_the_records_repr(store: ReviewStore) -> None:
     review = store.put_review({"a": 1}, requested_by="admin", task_token="secret-token")
 
     assert "secret-token" not in repr(review)

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lambdas.shared import signing
+from constructs_lib.approval_gate.gate_runtime import signing
 
 KEY = b"k" * 32
 OTHER_KEY = b"o" * 32
@@ -44,7 +44,9 @@ def test_unknown_decisions_neither_sign_nor_verify() -> None:
 
 def test_comparison_is_constant_time() -> None:
     sig = signing.sign(KEY, "review-1", "approve", 5)
-    with mock.patch("lambdas.shared.signing.hmac.compare_digest", wraps=hmac.compare_digest) as compare:
+    with mock.patch(
+        "constructs_lib.approval_gate.gate_runtime.signing.hmac.compare_digest", wraps=hmac.compare_digest
+    ) as compare:
         assert signing.verify(KEY, "review-1", "approve", 5, sig)
     compare.assert_called_once()
 

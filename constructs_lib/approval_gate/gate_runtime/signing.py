@@ -1,6 +1,6 @@
 """Signed review links: HMAC-SHA256 over (review id, decision, expiry), one implementation.
 
-The approval gate e-mails a reviewer two links, ``<base>/reviews/<id>/approve?exp=..&sig=..`` and
+The approval gate mails a reviewer two links, ``<base>/reviews/<id>/approve?exp=..&sig=..`` and
 ``.../reject?...``. The signature covers the review id, the decision and the expiry, so a link
 cannot be forged, turned from reject into approve, pointed at another review, or stretched past
 its expiry. The task token of the paused workflow is never part of a link (it stays on the
@@ -8,7 +8,7 @@ review record).
 
 Usage::
 
-    key = key_from_secret(tokens.signing_secret(secret_arn))     # cached Secrets Manager value
+    key = key_from_secret(aws.secret_value(secret_arn))          # cached Secrets Manager value
     url = review_link("https://api.example/prod", "r-1", "approve", 1767830400, key)
     ok = verify(key, "r-1", "approve", 1767830400, sig_from_query)  # constant-time
 """

@@ -15,9 +15,11 @@ from urllib.parse import parse_qsl, urlsplit
 import boto3
 import pytest
 
-from lambdas.api import review
-from lambdas.shared import env, signing
-from lambdas.shared.store import DynamoSessionStore
+from constructs_lib.approval_gate.gate_runtime import decide as review
+from constructs_lib.approval_gate.gate_runtime import environment as env
+from constructs_lib.approval_gate.gate_runtime import signing
+from constructs_lib.approval_gate.gate_runtime.records import ReviewStore
+from tests.library.conftest import review_store
 from tests.workflows.gate_harness import api_gateway_event
 
 SECRET = "z" * 64
@@ -34,12 +36,12 @@ class FakeContext:
 
 
 @pytest.fixture
-def links(table_name: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[DynamoSessionStore]:
+def links(table_name: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[ReviewStore]:
     secret = boto3.client("secretsmanager", region_name="us-east-1").create_secret(Name="sig", SecretString=SECRET)
     monkeypatch.setenv("TABLE_NAME", table_name)
     monkeypatch.setenv("REVIEW_SECRET_ARN", secret["ARN"])
     env.reset()
-    yield DynamoSessionStore(table_name)
+    yield review_store(table_name)
     env.reset()
 
 
@@ -52,12 +54,12 @@ def click(url: str) -> dict[str, Any]:
     return result
 
 
-def pending(store: DynamoSessionStore, token: str = "token-1", lifetime: int = 600) -> tuple[str, int]:  # noqa: S107 - fake
+def pending(store: ReviewStore, token: str = "token-1", lifetime: int = 600) -> tuple[str, int]:  # noqa: S107 - fake
     created = store.put_review({"n": 1}, requested_by="admin", expires_in_seconds=lifetime, task_token=token)
     return created.review_id, created.expires_at
 
 
-def test_every_answer_is_a_small_hardened_html_page(links: DynamoSessionStore) -> None:
+def test_every_answer_is_a_small_hardened_html_page(links: ReviewStore) -> None:
     response = click(f"{BASE}/reviews/x/approve")
 
     assert response["statusCode"] == 403
@@ -74,7 +76,7 @@ def test_every_answer_is_a_small_hardened_html_page(links: DynamoSessionStore) -
     "query",
     ["", "?exp=&sig=", "?exp=12ab&sig=AAAA", "?exp=-5&sig=AAAA", "?exp=1%2E5&sig=AAAA", "?exp=99999999999999999&sig=A"],
 )
-def test_missing_or_malformed_link_parameters_are_invalid_links(links: DynamoSessionStore, query: str) -> None:
+def test_missing_or_malformed_link_parameters_are_invalid_links(links: ReviewStore, query: str) -> None:
     review_id, _ = pending(links)
 
     response = click(f"{BASE}/reviews/{review_id}/approve{query}")
@@ -86,7 +88,7 @@ def test_missing_or_malformed_link_parameters_are_invalid_links(links: DynamoSes
     assert stored.status == "pending_review"
 
 
-def test_the_review_id_is_never_echoed_into_the_page(links: DynamoSessionStore) -> None:
+def test_the_review_id_is_never_echoed_into_the_page(links: ReviewStore) -> None:
     evil = "<script>alert(1)</script>"
     url = signing.review_link(BASE, evil, "approve", int(time.time()) + 60, KEY)
 
@@ -96,12 +98,12 @@ def test_the_review_id_is_never_echoed_into_the_page(links: DynamoSessionStore) 
     assert "<script>" not in response["body"]
 
 
-def test_a_decision_the_workflow_no_longer_waits_for_is_410(links: DynamoSessionStore) -> None:
+def test_a_decision_the_workflow_no_longer_waits_for_is_410(links: ReviewStore) -> None:
     # Given a pending review whose task token no execution knows (the execution was stopped)
     review_id, expires_at = pending(links, token="token-of-a-stopped-execution")
 
     # When the reviewer approves
-    with mock.patch("lambdas.api.review.sfn") as client:
+    with mock.patch("constructs_lib.approval_gate.gate_runtime.decide.sfn") as client:
         client.return_value.send_task_success.side_effect = boto3.client(
             "stepfunctions", region_name="us-east-1"
         ).exceptions.InvalidToken({"Error": {"Code": "InvalidToken", "Message": "Invalid token"}}, "SendTaskSuccess")
@@ -115,11 +117,11 @@ def test_a_decision_the_workflow_no_longer_waits_for_is_410(links: DynamoSession
     assert stored.status == "approved"
 
 
-def test_approve_sends_the_checkpointed_state_and_reject_the_review_id(links: DynamoSessionStore) -> None:
+def test_approve_sends_the_checkpointed_state_and_reject_the_review_id(links: ReviewStore) -> None:
     approve_id, approve_exp = pending(links, token="t-approve")
     reject_id, reject_exp = pending(links, token="t-reject")
 
-    with mock.patch("lambdas.api.review.sfn") as client:
+    with mock.patch("constructs_lib.approval_gate.gate_runtime.decide.sfn") as client:
         ok = click(signing.review_link(BASE, approve_id, "approve", approve_exp, KEY))
         no = click(signing.review_link(BASE, reject_id, "reject", reject_exp, KEY))
 
@@ -131,10 +133,10 @@ def test_approve_sends_the_checkpointed_state_and_reject_the_review_id(links: Dy
     )
 
 
-def test_unexpected_errors_show_a_reference_not_internals(links: DynamoSessionStore) -> None:
+def test_unexpected_errors_show_a_reference_not_internals(links: ReviewStore) -> None:
     review_id, expires_at = pending(links)
 
-    with mock.patch("lambdas.api.review.store") as broken:
+    with mock.patch("constructs_lib.approval_gate.gate_runtime.decide.store") as broken:
         broken.return_value.get_review.side_effect = RuntimeError("table arn:aws:dynamodb:... is on fire")
         response = click(signing.review_link(BASE, review_id, "approve", expires_at, KEY))
 
@@ -144,7 +146,7 @@ def test_unexpected_errors_show_a_reference_not_internals(links: DynamoSessionSt
     assert "arn:" not in response["body"]
 
 
-def test_other_paths_and_methods_are_html_404s(links: DynamoSessionStore) -> None:
+def test_other_paths_and_methods_are_html_404s(links: ReviewStore) -> None:
     response = click(f"{BASE}/reviews/abc/delete?exp=1&sig=x")
 
     assert response["statusCode"] == 404

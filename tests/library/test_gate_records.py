@@ -1,4 +1,4 @@
-"""SessionStore: review records of the human-approval gate (seed 001)."""
+"""The approval gate's review records: conditional writes, expiry by the clock, never overwritten."""
 
 from __future__ import annotations
 
@@ -6,21 +6,21 @@ import json
 
 import pytest
 
-from lambdas.shared.errors import (
+from constructs_lib.approval_gate.gate_runtime.records import (
     Conflict,
     InvalidInput,
     ReviewExpired,
     ReviewNotFound,
     ReviewNotPending,
+    ReviewStatus,
+    ReviewStore,
 )
-from lambdas.shared.records import ReviewStatus
-from lambdas.shared.store import DynamoSessionStore
-from tests.unit.conftest import START_TIME, FakeClock
+from tests.library.conftest import START_TIME, FakeClock
 
 WEEK = 7 * 86400
 
 
-def test_put_review_stores_pending_state_with_seven_day_ttl(store: DynamoSessionStore) -> None:
+def test_put_review_stores_pending_state_with_seven_day_ttl(store: ReviewStore) -> None:
     review = store.put_review({"export_id": "e-1", "step": 3}, requested_by="ops@example.com")
 
     assert review.status == ReviewStatus.PENDING
@@ -30,13 +30,13 @@ def test_put_review_stores_pending_state_with_seven_day_ttl(store: DynamoSession
     assert store.get_review(review.review_id) == review
 
 
-def test_put_review_with_short_expiry_keeps_the_week_long_ttl(store: DynamoSessionStore) -> None:
+def test_put_review_with_short_expiry_keeps_the_week_long_ttl(store: ReviewStore) -> None:
     review = store.put_review("{}", requested_by="ops", expires_in_seconds=3600)
     assert review.expires_at == START_TIME + 3600
     assert review.ttl == START_TIME + WEEK
 
 
-def test_put_review_never_overwrites_and_validates_state(store: DynamoSessionStore) -> None:
+def test_put_review_never_overwrites_and_validates_state(store: ReviewStore) -> None:
     store.put_review("{}", requested_by="ops", review_id="r-1")
     with pytest.raises(Conflict):
         store.put_review("{}", requested_by="ops", review_id="r-1")
@@ -45,7 +45,7 @@ def test_put_review_never_overwrites_and_validates_state(store: DynamoSessionSto
 
 
 @pytest.mark.parametrize("decision", ["approved", "rejected"])
-def test_decide_a_pending_unexpired_review(store: DynamoSessionStore, clock: FakeClock, decision: str) -> None:
+def test_decide_a_pending_unexpired_review(store: ReviewStore, clock: FakeClock, decision: str) -> None:
     # Given a pending review, an hour later
     review = store.put_review("{}", requested_by="ops")
     clock.advance(3600)
@@ -61,7 +61,7 @@ def test_decide_a_pending_unexpired_review(store: DynamoSessionStore, clock: Fak
     assert store.get_review(review.review_id) == decided
 
 
-def test_a_decided_review_cannot_be_decided_again(store: DynamoSessionStore) -> None:
+def test_a_decided_review_cannot_be_decided_again(store: ReviewStore) -> None:
     review = store.put_review("{}", requested_by="ops")
     store.decide_review(review.review_id, "approved", decided_by="lead")
     with pytest.raises(ReviewNotPending) as caught:
@@ -72,7 +72,7 @@ def test_a_decided_review_cannot_be_decided_again(store: DynamoSessionStore) -> 
 
 @pytest.mark.parametrize("late_by", [0, 1, 86400])
 def test_an_expired_review_cannot_be_decided_even_before_ttl_deletes_it(
-    store: DynamoSessionStore, clock: FakeClock, late_by: int
+    store: ReviewStore, clock: FakeClock, late_by: int
 ) -> None:
     # Given a review that expires in an hour, and the clock at or past that moment
     review = store.put_review("{}", requested_by="ops", expires_in_seconds=3600)
@@ -88,13 +88,13 @@ def test_an_expired_review_cannot_be_decided_even_before_ttl_deletes_it(
     assert stored.decided_by is None
 
 
-def test_decide_review_just_before_expiry_succeeds(store: DynamoSessionStore, clock: FakeClock) -> None:
+def test_decide_review_just_before_expiry_succeeds(store: ReviewStore, clock: FakeClock) -> None:
     review = store.put_review("{}", requested_by="ops", expires_in_seconds=3600)
     clock.advance(3599)
     assert store.decide_review(review.review_id, "rejected", decided_by="lead").status == "rejected"
 
 
-def test_decide_review_errors(store: DynamoSessionStore) -> None:
+def test_decide_review_errors(store: ReviewStore) -> None:
     with pytest.raises(ReviewNotFound):
         store.decide_review("no-such-review", "approved", decided_by="lead")
     review = store.put_review("{}", requested_by="ops")

@@ -1,0 +1,88 @@
+"""Fixtures for the library's own tests: a moto table of the gate's key layout, a fake clock.
+
+Nothing here imports the app: the library's tests run as another team's would.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from constructs_lib.approval_gate import gate_runtime
+from constructs_lib.approval_gate.gate_runtime.records import KeyLayout, ReviewStore
+
+START_TIME = 1_767_225_600  # 2026-01-01T00:00:00Z
+TABLE_NAME = "gate-reviews"
+#: The layout the tests' table has: partition key PK, sort key SK (the construct's env says so).
+LAYOUT = KeyLayout(partition_key="PK", sort_key="SK")
+LAYOUT_ENVIRONMENT = {"REVIEW_PARTITION_KEY": "PK", "REVIEW_SORT_KEY": "SK"}
+
+
+class FakeClock:
+    """A settable clock in epoch seconds; pass it as ``clock=`` and move it with advance()."""
+
+    def __init__(self, now: float = START_TIME) -> None:
+        self.now = float(now)
+        self._lock = threading.Lock()
+
+    def __call__(self) -> float:
+        with self._lock:
+            return self.now
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self.now += seconds
+
+
+@pytest.fixture(autouse=True)
+def gate_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The key layout the construct would set; the runtime's cached settings are reset around each test."""
+    for name, value in LAYOUT_ENVIRONMENT.items():
+        monkeypatch.setenv(name, value)
+    gate_runtime.reset()
+    yield
+    gate_runtime.reset()
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def ddb_client() -> Iterator[Any]:
+    """A low-level DynamoDB client inside an active moto mock."""
+    with mock_aws():
+        yield boto3.client("dynamodb", region_name="us-east-1")
+
+
+@pytest.fixture
+def table_name(ddb_client: Any) -> str:
+    ddb_client.create_table(
+        TableName=TABLE_NAME,
+        KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}, {"AttributeName": "SK", "KeyType": "RANGE"}],
+        AttributeDefinitions=[
+            {"AttributeName": "PK", "AttributeType": "S"},
+            {"AttributeName": "SK", "AttributeType": "S"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    ddb_client.update_time_to_live(
+        TableName=TABLE_NAME, TimeToLiveSpecification={"Enabled": True, "AttributeName": "ttl"}
+    )
+    return TABLE_NAME
+
+
+@pytest.fixture
+def store(ddb_client: Any, table_name: str, clock: FakeClock) -> ReviewStore:
+    return ReviewStore(table_name, layout=LAYOUT, client=ddb_client, clock=clock)
+
+
+def review_store(table_name: str) -> ReviewStore:
+    """A store on the tests' table with the real clock and a client of its own."""
+    return ReviewStore(table_name, layout=LAYOUT)
