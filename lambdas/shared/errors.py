@@ -50,12 +50,6 @@ class HandoffNotFound(NotFound):
         self.handoff_id = handoff_id
 
 
-class ReviewNotFound(NotFound):
-    def __init__(self, review_id: str) -> None:
-        super().__init__("review", review_id)
-        self.review_id = review_id
-
-
 class AgentNotFound(NotFound):
     def __init__(self, agent_id: str) -> None:
         super().__init__("agent", agent_id)
@@ -107,26 +101,6 @@ class SessionClosed(Conflict):
         )
         self.session_id = session_id
         self.status = status
-
-
-class ReviewNotPending(Conflict):
-    """The review was decided already."""
-
-    def __init__(self, review_id: str, status: str) -> None:
-        super().__init__(f"review {review_id!r} is {status!r}, not pending_review")
-        self.review_id = review_id
-        self.status = status
-
-
-class ReviewExpired(Conflict):
-    """The review's ``expires_at`` has passed (TTL deletion may lag by up to days)."""
-
-    http_status = 410
-
-    def __init__(self, review_id: str, expires_at: int) -> None:
-        super().__init__(f"review {review_id!r} expired at {expires_at}")
-        self.review_id = review_id
-        self.expires_at = expires_at
 
 
 class AgentUnavailable(Conflict):

@@ -13,6 +13,7 @@ from typing import Final
 from lambdas.shared.schema import PARTITION_KEY, SORT_KEY
 
 SESSION_PREFIX: Final = "SESSION#"
+#: Partition key prefix of the approval gate's review records in this table (the gate is given it).
 REVIEW_PREFIX: Final = "REVIEW#"
 AGENT_PREFIX: Final = "AGENT#"
 CONNECTION_PREFIX: Final = "CONN#"
@@ -101,10 +102,6 @@ def handoff_sk(handoff_id: str) -> str:
 
 def handoff_key(session_id: str, handoff_id: str) -> Key:
     return key(session_pk(session_id), handoff_sk(handoff_id))
-
-
-def review_key(review_id: str) -> Key:
-    return key(f"{REVIEW_PREFIX}{review_id}", META_SK)
 
 
 def agent_pk(agent_id: str) -> str:

@@ -75,13 +75,6 @@ class HandoffStatus(StrEnum):
     FAILED = "failed"
 
 
-class ReviewStatus(StrEnum):
-    PENDING = "pending_review"
-    APPROVED = "approved"
-    REJECTED = "rejected"
-    EXPIRED = "expired"
-
-
 class AgentStatus(StrEnum):
     AVAILABLE = "available"
     BUSY = "busy"
@@ -322,62 +315,6 @@ class Handoff:
 
 
 @dataclass(frozen=True)
-class Review:
-    """A human-approval checkpoint: ``REVIEW#<id>`` / ``META``.
-
-    ``state`` is the serialised (JSON) state of the paused workflow. ``expires_at`` is the hard
-    deadline for a decision; ``ttl`` only garbage-collects the item, days later at worst.
-    """
-
-    review_id: str
-    status: ReviewStatus
-    state: str
-    requested_by: str
-    created_at: int
-    expires_at: int
-    ttl: int
-    decided_at: int | None = None
-    decided_by: str | None = None
-    note: str | None = None
-    # Step Functions task token of the paused workflow: kept server-side, never in a link or e-mail.
-    task_token: str | None = field(default=None, repr=False)
-
-    def to_item(self) -> dict[str, Any]:
-        return _with_key(
-            keys.review_key(self.review_id),
-            {
-                "review_id": self.review_id,
-                "status": str(self.status),
-                "state": self.state,
-                "requested_by": self.requested_by,
-                "created_at": self.created_at,
-                "expires_at": self.expires_at,
-                "ttl": self.ttl,
-                "decided_at": self.decided_at,
-                "decided_by": self.decided_by,
-                "note": self.note,
-                "task_token": self.task_token,
-            },
-        )
-
-    @classmethod
-    def from_item(cls, item: Mapping[str, Any]) -> Review:
-        return cls(
-            review_id=str(item["review_id"]),
-            status=ReviewStatus(item["status"]),
-            state=str(item["state"]),
-            requested_by=str(item["requested_by"]),
-            created_at=_int(item["created_at"]),
-            expires_at=_int(item["expires_at"]),
-            ttl=_int(item["ttl"]),
-            decided_at=_opt_int(item.get("decided_at")),
-            decided_by=_opt_str(item.get("decided_by")),
-            note=_opt_str(item.get("note")),
-            task_token=_opt_str(item.get("task_token")),
-        )
-
-
-@dataclass(frozen=True)
 class Agent:
     """A human support agent: ``AGENT#<id>`` / ``META``.
 
@@ -510,7 +447,7 @@ class CleanupCandidate:
 SessionRecord = Session | Turn | Summary | Handoff
 """Any item of a session partition."""
 
-Record = Session | Turn | Summary | Handoff | Review | Agent | Connection
+Record = Session | Turn | Summary | Handoff | Agent | Connection
 
 
 def record_from_item(item: Mapping[str, Any]) -> Record | None:
@@ -532,8 +469,6 @@ def record_from_item(item: Mapping[str, Any]) -> Record | None:
         return None
     if sk != keys.META_SK:
         return None
-    if pk.startswith(keys.REVIEW_PREFIX):
-        return Review.from_item(item)
     if pk.startswith(keys.AGENT_PREFIX):
         return Agent.from_item(item)
     if pk.startswith(keys.CONNECTION_PREFIX):

@@ -14,7 +14,8 @@ Usage::
 Modules: :mod:`.table` (keys, expressions, conditional writes, batch writes, pages),
 :mod:`.sessions` (META, status machine, cleanup index, the session partition), :mod:`.turns`
 (turns and summaries), :mod:`.handoffs` (handoff records, the handoff transaction, callback
-tokens), :mod:`.agents`, :mod:`.inbox`, :mod:`.connections`, :mod:`.reviews`.
+tokens), :mod:`.agents`, :mod:`.inbox`, :mod:`.connections`. Review records
+belong to the approval gate, which keeps them itself.
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from lambdas.shared.store.handoffs import (
     SessionNotActive,
 )
 from lambdas.shared.store.inbox import Inbox
-from lambdas.shared.store.reviews import Reviews
 from lambdas.shared.store.table import (
     BATCH_SIZE,
     DEFAULT_BATCH_RETRIES,
@@ -65,7 +65,7 @@ __all__ = [
 ]
 
 
-class DynamoSessionStore(Handoffs, Turns, Agents, Inbox, Connections, Reviews):
+class DynamoSessionStore(Handoffs, Turns, Agents, Inbox, Connections):
     """The store on one DynamoDB table: every aggregate's operations over one :class:`TableCore`.
 
     Construction and options: see :class:`TableCore`.

@@ -164,10 +164,8 @@ class TableCore:
     * ``sleep``: waits between BatchWriteItem retries; defaults to ``time.sleep``.
     * ``rand``: returns a float in [0, 1) for backoff jitter; defaults to ``random.random``.
     * ``ttl_hours``: defaults to 24 (functions pass the stage's setting, see
-      :mod:`lambdas.shared.settings`). Every record but reviews gets ``ttl = now + ttl_hours``;
+      :mod:`lambdas.shared.settings`). Every record gets ``ttl = now + ttl_hours``;
       a session's TTL slides forward with every turn, and an agent's with every write.
-    * ``review_ttl_days``: defaults to 7. Reviews get ``ttl = created_at + review_ttl_days``
-      and, unless told otherwise, ``expires_at`` at the same moment.
     * ``cleanup_shards``: defaults to 8. Number of CleanupIndex partitions a session is hashed
       onto (crc32 of its id). Changing it strands sessions already in a shard >= the new count
       until they leave the index, so only ever increase it.
@@ -186,7 +184,6 @@ class TableCore:
         sleep: Callable[[float], None] = time.sleep,
         rand: Callable[[], float] = random.random,
         ttl_hours: int = DEFAULT_TTL_HOURS,
-        review_ttl_days: int = 7,
         cleanup_shards: int = DEFAULT_CLEANUP_SHARDS,
         max_batch_retries: int = DEFAULT_BATCH_RETRIES,
         backoff_base_seconds: float = 0.05,
@@ -196,7 +193,6 @@ class TableCore:
             raise ValueError("table_name must be the name of the sessions table (given '')")
         for name, value, low, high in (
             ("ttl_hours", ttl_hours, 1, None),
-            ("review_ttl_days", review_ttl_days, 1, None),
             ("cleanup_shards", cleanup_shards, 1, None),
             ("max_batch_retries", max_batch_retries, 0, 9),
         ):
@@ -216,7 +212,6 @@ class TableCore:
         self._sleep = sleep
         self._rand = rand
         self.ttl_seconds = ttl_hours * 3600
-        self.review_ttl_seconds = review_ttl_days * 86400
         self.cleanup_shards = cleanup_shards
         self.max_batch_retries = max_batch_retries
         self._backoff_base = backoff_base_seconds
