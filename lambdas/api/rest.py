@@ -37,7 +37,7 @@ from lambdas.shared import aws, env
 from lambdas.shared.errors import NotFound
 from lambdas.shared.records import Session, SessionStatus
 from lambdas.shared.serialize import public
-from lambdas.shared.settings import settings
+from lambdas.shared.settings import optional_resource, settings
 from lambdas.shared.settings import store as store
 
 logger = Logger()
@@ -47,7 +47,8 @@ tracer = Tracer()
 @env.once
 def state_machine_arns() -> frozenset[str]:
     """``STATE_MACHINE_ARNS``: comma-separated; resources, not a stage setting."""
-    return frozenset(part.strip() for part in (env.optional("STATE_MACHINE_ARNS") or "").split(",") if part.strip())
+    arns = optional_resource("STATE_MACHINE_ARNS") or ""
+    return frozenset(part.strip() for part in arns.split(",") if part.strip())
 
 
 def sfn() -> Any:

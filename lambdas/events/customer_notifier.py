@@ -25,6 +25,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from lambdas.events.messages import HandoffMessage, parse_body
 from lambdas.shared import connections, env
 from lambdas.shared.records import TURN_ACCEPTING, Role
+from lambdas.shared.settings import optional_resource
 from lambdas.shared.settings import store as store
 from lambdas.shared.store import DynamoSessionStore
 
@@ -35,7 +36,7 @@ processor = BatchProcessor(event_type=EventType.SQS)
 
 @env.once
 def configured_endpoint() -> str | None:
-    return env.optional("WEBSOCKET_ENDPOINT")
+    return optional_resource("WEBSOCKET_ENDPOINT")
 
 
 def frame(message: HandoffMessage) -> dict[str, Any]:

@@ -142,6 +142,11 @@ def resource(name: str) -> str:
     return env.require(name)
 
 
+def optional_resource(name: str) -> str | None:
+    """A resource the deploy side may leave out for this function (None when it did)."""
+    return env.optional(name)
+
+
 @env.once
 def store() -> DynamoSessionStore:
     """The container's store on ``TABLE_NAME`` with the stage's TTL and cleanup sharding."""
