@@ -29,8 +29,19 @@ from constructs_lib.validation import PropErrors, is_unresolved
 #: Newest Python runtime the pinned aws-cdk-lib knows; the code also runs on Python 3.11.
 RUNTIME = lambda_.Runtime.PYTHON_3_14
 ARCHITECTURE = lambda_.Architecture.ARM_64
-#: Same version as requirements.txt pins (it is what pip installed from there).
-POWERTOOLS_VERSION = metadata.version("aws-lambda-powertools")
+#: The version this library was tested with, for an app that synthesizes without Powertools installed.
+_TESTED_POWERTOOLS_VERSION = "3.37.0"
+
+
+def _installed_powertools_version() -> str:
+    try:
+        return metadata.version("aws-lambda-powertools")
+    except metadata.PackageNotFoundError:
+        return _TESTED_POWERTOOLS_VERSION
+
+
+#: The installed version (requirements.txt pins it), so the layer matches what the tests ran.
+POWERTOOLS_VERSION = _installed_powertools_version()
 
 _HANDLER = re.compile(r"^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)+$")
 _ASSET_EXCLUDES = ["**/__pycache__", "**/*.pyc", "**/.mypy_cache", "**/.pytest_cache", "**/*.md"]
