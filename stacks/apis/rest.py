@@ -43,8 +43,6 @@ class RestApiParts:
     session_function: lambda_.Function
     start_integrations: dict[str, StepFunctionsStartExecution]
     agent_function: lambda_.Function
-    #: The review links' function when the API hosts it (None when the approval gate brings its own).
-    review_function: lambda_.Function | None
     web_acl: RegionalWebAcl | None
 
 
@@ -142,7 +140,7 @@ def build_rest_api(
     session = _session_routes(routes, session_function)
     starts = _start_routes(stack, routes, config, orchestration, session)
     agent_function = _agent_routes(routes, storage, orchestration, function)
-    review_function = _review_routes(routes, storage, orchestration, function)
+    _review_routes(routes, orchestration)
     ssm.StringParameter(
         stack,
         "RestApiUrl",
@@ -158,7 +156,6 @@ def build_rest_api(
         session_function=session_function,
         start_integrations=starts,
         agent_function=agent_function,
-        review_function=review_function,
         web_acl=web_acl,
     )
 
@@ -279,9 +276,7 @@ def _agent_routes(
 
 
 # ------------------------------------------------------------------ review links
-def _review_routes(
-    routes: _Routes, storage: StorageStack, orchestration: OrchestrationStack, function: FunctionFactory
-) -> lambda_.Function | None:
+def _review_routes(routes: _Routes, orchestration: OrchestrationStack) -> None:
     """``GET /reviews/{id}/approve|reject``: the approval gate's own routes; the signed link is the credential."""
     route = access.route("GET", "/reviews/{id}/approve")
     if not route.public:
@@ -304,7 +299,6 @@ def _review_routes(
                 "before any data is read).",
             )
         )
-    return None
 
 
 # ------------------------------------------------------------------ end of review links
