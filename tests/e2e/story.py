@@ -439,9 +439,7 @@ class Story:
         response = self.rest(step, "POST", "/admin/export", "root", body={"reason": "quarterly analytics"})
         expect(response.status == 202, f"export request answered {response.status}: {response.body}")
         execution = response.json()["execution_arn"]
-        reviewer_topic = self.stage.function("gate_runtime.request.handler").environment[
-            "REVIEWER_TOPIC_ARN"
-        ]
+        reviewer_topic = self.stage.function("gate_runtime.request.handler").environment["REVIEWER_TOPIC_ARN"]
         topic = self.stage.only("AWS::SNS::Topic", where=lambda t: t.ref == reviewer_topic)
         self.stage.settle(until=lambda: bool(published(self.stage.cloud, topic, [])), timeout=20, wait_executions=False)
         mail = published(self.stage.cloud, topic, [])[-1].message
