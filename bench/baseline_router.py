@@ -1,10 +1,10 @@
-"""BASELINE for `make bench` only, never deployed: the stream router shaped like seed 003's snippet.
+"""BASELINE for `make bench` only, never deployed: the stream router written the obvious way.
 
-One call per record and per effect, as the seed writes it: Firehose ``PutRecord`` for every
-record, an async ``Invoke`` of the summary function for EVERY turn insert (the seed lets the
+One call per record and per effect: Firehose ``PutRecord`` for every
+record, an async ``Invoke`` of the summary function for EVERY turn insert (letting the
 summary function decide), one ``PutEvents`` per status change, one SNS ``Publish`` per handoff.
-Its record loop reports a failing record alone (seed section 8), but nothing is batched or
-retried. It writes no audit trail (the seed shows no audit code), which favours it in the count.
+Its record loop reports a failing record alone, but nothing is batched or
+retried. It writes no audit trail (it has no audit code), which favours it in the count.
 """
 
 from __future__ import annotations
@@ -23,12 +23,12 @@ class BaselineTargets:
 
 
 def route(event: dict[str, Any], clients: dict[str, Any], targets: BaselineTargets) -> dict[str, Any]:
-    """Process a batch the seed's way; returns the partial batch response."""
+    """Process a batch one call per record; returns the partial batch response."""
     failures = []
     for record in event["Records"]:
         try:
             _process(record, clients, targets)
-        except Exception:  # the seed's loop: report the record, carry on
+        except Exception:  # report the record, carry on
             failures.append({"itemIdentifier": record["dynamodb"]["SequenceNumber"]})
     return {"batchItemFailures": failures}
 

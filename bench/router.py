@@ -1,5 +1,5 @@
-"""Benchmark of the stream router (issue 7): AWS calls and records/second for a 100-record mixed batch,
-this router against the seed-shaped one-call-per-record baseline (bench/baseline_router.py), in the
+"""Benchmark of the stream router: AWS calls and records/second for a 100-record mixed batch,
+this router against the one-call-per-record baseline (bench/baseline_router.py), in the
 same run, on moto in this process.
 
 Run with ``python -m bench.router``. AWS calls are exact (a botocore before-call hook counts every
@@ -167,7 +167,7 @@ def run() -> list[dict[str, Any]]:
         {
             "what": f"router: AWS calls per {BATCH}-record mixed batch (incl. audit)",
             "this": _describe(ours["calls"]),
-            "baseline": f"{_describe(base['calls'])} (seed-shaped, no audit)",
+            "baseline": f"{_describe(base['calls'])} (one call per record, no audit)",
             "target": f"<= 1/10 of baseline (floor {floor}: 1 per service chunk + 1 per summary trigger)",
             "met": our_calls * 10 <= base_calls,
             "runs": RUNS,
@@ -175,7 +175,7 @@ def run() -> list[dict[str, Any]]:
         {
             "what": f"router: records/second on moto ({BATCH}-record batch, median)",
             "this": f"{our_rate:,.0f} rec/s",
-            "baseline": f"{base_rate:,.0f} rec/s (seed-shaped)",
+            "baseline": f"{base_rate:,.0f} rec/s (one call per record)",
             "target": "faster than the baseline",
             "met": our_rate > base_rate and ours["failed"] == 0,
             "runs": RUNS,

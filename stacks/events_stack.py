@@ -23,7 +23,7 @@ from constructs_lib import (
     StreamConsumer,
 )
 from constructs_lib.nag_findings import acknowledge_policy, resource_finding
-from lambdas.events import routing
+from lambdas.events import messages, routing
 from lambdas.shared import keys
 from stacks.config import StageConfig
 from stacks.functions import grant_invoke_model, log_retention, stage_function
@@ -46,18 +46,20 @@ ROUTED_SORT_KEYS: list[Any] = [
     {"prefix": keys.HANDOFF_PREFIX},
 ]
 
-#: Handoff topic -> queue filters, exactly seed 003's table (by message attribute).
-# The seed's "agent_id exists", plus the broadcast that a customer is waiting for any agent
-# (published before an agent is known, so it has no agent_id).
+#: Handoff topic -> queue filters, by message attribute, in the one vocabulary of ``messages``.
+# Agents see every message addressed to an agent, plus the broadcast that a customer is waiting
+# for any agent (published before an agent is known, so it has no agent_id).
 AGENT_DASHBOARD_FILTER: list[dict[str, Any]] = [
-    {"agent_id": [{"exists": True}]},
-    {"event_type": ["handoff_waiting"]},
+    {messages.ATTR_AGENT_ID: [{"exists": True}]},
+    {messages.ATTR_EVENT_TYPE: list(messages.AGENT_BROADCAST_EVENTS)},
 ]
 # "All handoffs": the router's events for HANDOFF# records, never the agent-only messages
 # (handoff_assigned, handoff_context with the transcript, handoff_waiting). The customer's in-chat
 # notices come from the handoff workflow alone (docs/workflows.md), so these carry no text.
-CUSTOMER_NOTIFICATION_FILTER = {"event_type": sns.SubscriptionFilter.string_filter(allowlist=["handoff", "assigned"])}
-ESCALATION_FILTER = {"reason": sns.SubscriptionFilter.string_filter(allowlist=["escalated"])}
+CUSTOMER_NOTIFICATION_FILTER = {
+    messages.ATTR_EVENT_TYPE: sns.SubscriptionFilter.string_filter(allowlist=list(messages.CUSTOMER_EVENTS))
+}
+ESCALATION_FILTER = {messages.ATTR_REASON: sns.SubscriptionFilter.string_filter(allowlist=[messages.REASON_ESCALATED])}
 
 
 def status_changed_pattern(new_status: str) -> events.EventPattern:

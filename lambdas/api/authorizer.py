@@ -6,8 +6,8 @@ that the integrations read as ``$context.authorizer.sub`` / ``requestContext.aut
 Because API Gateway caches the result per token (``authorizer_cache_seconds``), the policy
 covers every route of the role, not only the method of the first call.
 
-Any refused token gets an explicit Deny of the whole API: the caller sees 403 (seed 000:
-"Token invalid -> 403"). A request without the header, or with one that is not ``Bearer
+Any refused token gets an explicit Deny of the whole API: the caller sees 403, as for
+any invalid token. A request without the header, or with one that is not ``Bearer
 <token>``, is answered 401 by API Gateway itself (identity source and validation expression)
 and never reaches this function. A failure to read the signing secret raises, so API Gateway
 answers 500 and nobody is let in.

@@ -1,4 +1,4 @@
-"""Session Lambda behind the REST API: session CRUD, listings, execution status (seed 000 section 2).
+"""Session Lambda behind the REST API: session CRUD, listings, execution status.
 
 Routing is Powertools' ``APIGatewayRestResolver``. Every route validates its input again with the
 rules of :mod:`lambdas.api.validation` (the same ones API Gateway's models enforce, plus what they

@@ -34,7 +34,7 @@ PRIORITIES: Final = ("low", "normal", "high", "urgent")
 #: Reasons with a meaning inside the system, never chosen by a caller: ``escalated`` routes a
 #: handoff to the managers (SNS filter), ``manager`` is the skill that reserves a manager directly.
 RESERVED_REASONS: Final = (REASON_ESCALATED, "manager")
-#: A handoff reason doubles as the skill an agent needs (seed 000: ``skill_required.$: $.reason``).
+#: A handoff reason doubles as the skill an agent needs (the workflow matches agents on it).
 #: The lookahead refuses the reserved ones; API Gateway's (Java) and Python's regex engines both support it.
 REASON_PATTERN: Final = f"^(?!(?:{'|'.join(RESERVED_REASONS)})$)[a-z][a-z0-9_]{{0,31}}$"
 #: States.Format-safe, Step Functions-safe: what an execution ARN path segment may hold.

@@ -15,8 +15,8 @@ How a batch is processed, and why the response is assembled here:
    retries only the entries the service reported failed, bounded and jittered.
 3. A record whose entries finally failed is added to the processor's ``batchItemFailures``.
    Calling the services per record inside the handler would keep Powertools' response as is,
-   but would cost one call per record per service: the shape seed 003 shows and the issue
-   rules out. The response keeps Powertools' shape: ``{"batchItemFailures": [{"itemIdentifier":
+   but would cost one call per record per service (195 calls instead of 12 for a 100-record
+   batch, see docs/performance.md). The response keeps Powertools' shape: ``{"batchItemFailures": [{"itemIdentifier":
    <SequenceNumber>}]}``, in stream order.
 
 Idempotency: every entry carries ``event_id`` (the stream eventID) and summaries are

@@ -4,7 +4,7 @@
 audit, and at most one of: summary trigger, bus event, handoff message). It raises
 ``PoisonRecord`` only when the record itself is malformed, so one bad record is reported alone.
 
-Routing (seed 003, section 4), by the item's sort key:
+Routing, by the item's sort key:
 
 * ``TURN#`` INSERT whose turn number is a multiple of the interval -> summary trigger. The number
   is read from the turn item itself (its key), so there is no extra read and nothing is invoked

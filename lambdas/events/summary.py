@@ -1,4 +1,4 @@
-"""Rolling summary generator (seed 003 section 5), invoked asynchronously by the stream router.
+"""Rolling summary generator, invoked asynchronously by the stream router.
 
 Payload: ``{"session_id": str, "turn_number": int, "event_id": str}``, sent only for turn numbers
 that are multiples of the interval. For turn N it summarises exactly turns N-interval+1..N (one

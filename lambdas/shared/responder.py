@@ -5,7 +5,7 @@ Usage::
     responder = responder_for(settings.bedrock_model_id)    # None -> EchoResponder
     text = responder.reply(turns, summary=store.latest_summary(session_id))
 
-The context sent to the model is the latest rolling summary (seed 003) plus the newest turns that
+The context sent to the model is the latest rolling summary plus the newest turns that
 fit a token budget. The call is :func:`lambdas.shared.bedrock.converse` on the one Bedrock client:
 throttling, timeouts and transient model errors are retried under the shared retry policy,
 bounded both by a number of attempts and by a deadline; when the bound is reached

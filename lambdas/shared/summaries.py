@@ -1,4 +1,4 @@
-"""The summary-window rule: which turns a rolling summary covers (seed 003 section 5).
+"""The summary-window rule: which turns a rolling summary covers.
 
 Turn N closes a window when N is a positive multiple of the interval (``SUMMARY_INTERVAL``);
 that window is turns N-interval+1..N and its summary is number N/interval. The stream router

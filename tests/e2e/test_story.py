@@ -1,4 +1,4 @@
-"""The seeds' whole story on the synthesized stage, stood up on moto (issue 9)."""
+"""The whole story on the synthesized stage, stood up on moto."""
 
 from __future__ import annotations
 

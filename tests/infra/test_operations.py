@@ -48,7 +48,7 @@ def _alarm_names(stage: SynthesizedStage) -> set[str]:
 def test_the_alarms_the_issue_lists_exist(any_stage: SynthesizedStage) -> None:
     prefix = f"MangaAssist-{any_stage.stage.config.name}"
     expected = {
-        "Events-StreamRouterSourceIteratorAge",  # stream IteratorAge > 60 s (seed)
+        "Events-StreamRouterSourceIteratorAge",  # stream IteratorAge > 60 s: the router is falling behind
         "Events-StreamRouterErrors",  # router errors
         "Events-StreamRouterSourceDeadLetters",  # a DLQ's visible messages
         "Events-SummaryDeadLetterQueueMessages",

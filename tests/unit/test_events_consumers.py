@@ -146,7 +146,7 @@ def test_escalation_ignores_the_assignment_of_an_escalated_handoff(wired: Dynamo
 
 
 class FakePoster:
-    """Stands in for connections.post_to_connection (the WebSocket engineer's function)."""
+    """Stands in for connections.post_to_connection (the WebSocket sender)."""
 
     def __init__(self, delivered: bool) -> None:
         self.delivered = delivered

@@ -355,7 +355,7 @@ def test_unknown_paths_answer_html_not_json(slow: GateMachine) -> None:
 
 @functools.cache
 def export_template() -> dict[str, Any]:
-    """ExportWorkflow (issue 6) with the gate as its approval, as OrchestrationStack wires it."""
+    """ExportWorkflow with the gate as its approval, as OrchestrationStack wires it."""
     from aws_cdk import aws_kms as kms
     from aws_cdk import aws_s3 as s3
 
