@@ -126,10 +126,13 @@ def watch_stack(stack: Stack, *, topic: sns.ITopic, prefix: str) -> ServiceAlarm
 def _alarm_id(path: str, stack: Stack) -> str:
     """A PascalCase alarm id from a construct path below the stack (``Events/HandoffTopic/X`` -> ``HandoffTopicX``).
 
-    ``Resource`` and ``Default`` are left out, as CloudFormation's logical ids leave them out.
+    ``Resource`` is left out, as CloudFormation's logical ids leave it out. ``Default`` stays in:
+    the onboarding workflow's alarms moved into its ``Default`` state machine construct, and an
+    alarm whose logical id changes must not keep its old name, or CloudFormation would create the
+    new alarm under a name the old one still holds.
     """
     relative = path.removeprefix(stack.node.path + "/")
     return "".join(part for part in relative.replace("-", "/").split("/") if part and part not in _HIDDEN_IDS)
 
 
-_HIDDEN_IDS = ("Resource", "Default")
+_HIDDEN_IDS = ("Resource",)

@@ -56,7 +56,7 @@ def test_the_alarms_the_issue_lists_exist(any_stage: SynthesizedStage) -> None:
         "Orchestration-HandoffExecutionsTimedOut",
         "Orchestration-CleanupExecutionsFailed",
         "Orchestration-ExportExecutionsFailed",
-        "Api-OnboardingExecutionsFailed",
+        "Api-OnboardingDefaultExecutionsFailed",
         "Api-RestApiServerErrorRate",  # API 5xx rate and p99 latency
         "Api-RestApiLatencyP99",
         "Api-WebSocketIntegrationErrors",
