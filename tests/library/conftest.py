@@ -5,7 +5,6 @@ Nothing here imports the app: the library's tests run as another team's would.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,28 +14,12 @@ from moto import mock_aws
 
 from constructs_lib.approval_gate import gate_runtime
 from constructs_lib.approval_gate.gate_runtime.records import KeyLayout, ReviewStore
+from tests.support.clock import FakeClock
 
-START_TIME = 1_767_225_600  # 2026-01-01T00:00:00Z
 TABLE_NAME = "gate-reviews"
 #: The layout the tests' table has: partition key PK, sort key SK (the construct's env says so).
 LAYOUT = KeyLayout(partition_key="PK", sort_key="SK")
 LAYOUT_ENVIRONMENT = {"REVIEW_PARTITION_KEY": "PK", "REVIEW_SORT_KEY": "SK"}
-
-
-class FakeClock:
-    """A settable clock in epoch seconds; pass it as ``clock=`` and move it with advance()."""
-
-    def __init__(self, now: float = START_TIME) -> None:
-        self.now = float(now)
-        self._lock = threading.Lock()
-
-    def __call__(self) -> float:
-        with self._lock:
-            return self.now
-
-    def advance(self, seconds: float) -> None:
-        with self._lock:
-            self.now += seconds
 
 
 @pytest.fixture(autouse=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -12,26 +11,8 @@ from moto import mock_aws
 
 from lambdas.shared import env as lambda_env
 from lambdas.shared.store import DynamoSessionStore
+from tests.support.clock import FakeClock
 from tests.support.ddb import DEFAULT_TABLE_NAME, atomic_requests, create_sessions_table
-
-START_TIME = 1_767_225_600  # 2026-01-01T00:00:00Z
-
-
-class FakeClock:
-    """A settable clock in epoch seconds; pass it as ``clock=`` and move it with advance()."""
-
-    def __init__(self, now: float = START_TIME) -> None:
-        self.now = float(now)
-        self._lock = threading.Lock()
-
-    def __call__(self) -> float:
-        with self._lock:
-            return self.now
-
-    def advance(self, seconds: float) -> None:
-        with self._lock:
-            self.now += seconds
-
 
 #: The stage settings every function gets from the deploy side (dev's values); a test may override one.
 STAGE_ENVIRONMENT = {"SESSION_TTL_HOURS": "24", "CLEANUP_SHARDS": "8"}

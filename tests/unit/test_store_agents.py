@@ -18,7 +18,7 @@ from lambdas.shared.errors import (
 from lambdas.shared.records import Agent, AgentStatus, HandoffStatus
 from lambdas.shared.schema import AVAILABLE_AGENTS
 from lambdas.shared.store import DynamoSessionStore
-from tests.unit.conftest import START_TIME, FakeClock
+from tests.support.clock import START_TIME, FakeClock
 
 
 def _index_rows(store: DynamoSessionStore, skill: str) -> list[str]:

@@ -27,7 +27,7 @@ from lambdas.shared.records import (
     record_from_item,
 )
 from lambdas.shared.store import DynamoSessionStore
-from tests.unit.conftest import START_TIME
+from tests.support.clock import START_TIME
 
 APP_REVIEW_LAYOUT = KeyLayout(key_prefix=keys.REVIEW_PREFIX, sort_key_value=keys.META_SK)
 

@@ -16,7 +16,7 @@ from lambdas.shared import keys
 from lambdas.shared.errors import InvalidCursor, InvalidInput, SessionClosed, SessionNotFound
 from lambdas.shared.serialize import marshal_item
 from lambdas.shared.store import DynamoSessionStore
-from tests.unit.conftest import START_TIME, FakeClock
+from tests.support.clock import START_TIME, FakeClock
 
 
 def _new_session(store: DynamoSessionStore, customer_id: str = "cust-1") -> str:
