@@ -33,7 +33,8 @@ from botocore.exceptions import ClientError
 
 from lambdas.shared import aws, keys
 from lambdas.shared.errors import InvalidTransition
-from lambdas.shared.records import Session, SessionStatus
+from lambdas.shared.records import Session, SessionRecord, SessionStatus
+from lambdas.shared.schema import SORT_KEY
 from lambdas.shared.serialize import public
 from lambdas.shared.settings import resource, settings
 from lambdas.shared.settings import store as store
@@ -42,15 +43,26 @@ logger = Logger()
 tracer = Tracer()
 
 COUNTERS: Final = ("sessions_seen", "sessions_archived", "sessions_failed", "items_deleted")
+#: Reads of the archive parts per session before giving up to the next run (each lost race costs one).
+MAX_ARCHIVE_ATTEMPTS: Final = 4
 
 
 def s3() -> Any:
     return aws.client("s3")
 
 
-def archive_key(session_id: str) -> str:
-    """Deterministic: a re-run finds the archive its first run wrote."""
-    return f"{settings().archive_prefix}/{session_id}.jsonl"
+def archive_key(session_id: str, part: int = 0) -> str:
+    """Deterministic: a re-run finds the archive its first run wrote.
+
+    Part 0 holds the whole partition as the first run found it; a later part holds only the
+    records that the parts before it lack (written after the first run, or changed since).
+    """
+    base = f"{settings().archive_prefix}/{session_id}"
+    return f"{base}.jsonl" if part == 0 else f"{base}.{part}.jsonl"
+
+
+class ArchiveContention(RuntimeError):
+    """Other runs kept writing this session's archive; the session is left as is for the next run."""
 
 
 # ---------------------------------------------------------------------- plan
@@ -83,32 +95,94 @@ def _int_or_none(value: Any) -> int | None:
 # ---------------------------------------------------------------------- one session
 
 
-def _archive_exists(bucket: str, key: str) -> bool:
+def _canonical(line: str) -> str:
+    """One spelling per record, whoever wrote the line."""
+    return json.dumps(json.loads(line), sort_keys=True, separators=(",", ":"))
+
+
+def _line(record: SessionRecord) -> str:
+    return json.dumps({"type": type(record).__name__.lower(), **public(record)}, sort_keys=True, default=str)
+
+
+def _partition(session_id: str) -> list[tuple[str, str]]:
+    """``(sort key, archive line)`` of every record of the session partition, in key order."""
+    found: list[tuple[str, str]] = []
+    cursor = None
+    while True:
+        page = store().list_session_items(session_id, limit=500, cursor=cursor)
+        found += [(str(record.to_item()[SORT_KEY]), _line(record)) for record in page.items]
+        cursor = page.next_cursor
+        if cursor is None:
+            return found
+
+
+def _jsonl(session_id: str) -> str:
+    return "".join(f"{line}\n" for _, line in _partition(session_id))
+
+
+def _read_archive(bucket: str, session_id: str) -> tuple[set[str], int]:
+    """The canonical lines of every archive part, read back from S3, and the next free part number."""
+    lines: set[str] = set()
+    part = 0
+    while True:
+        try:
+            body = s3().get_object(Bucket=bucket, Key=archive_key(session_id, part))["Body"].read()
+        except ClientError as err:
+            if err.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NotFound"):
+                return lines, part
+            raise
+        lines.update(_canonical(line) for line in body.decode("utf-8").splitlines() if line.strip())
+        part += 1
+
+
+def _create(bucket: str, key: str, lines: list[str]) -> bool:
+    """Write a new archive object; False when one exists already (S3 refuses to replace it)."""
     try:
-        s3().head_object(Bucket=bucket, Key=key)
+        s3().put_object(
+            Bucket=bucket,
+            Key=key,
+            Body="".join(f"{line}\n" for line in lines).encode("utf-8"),
+            ContentType="application/x-ndjson",
+            ServerSideEncryption="aws:kms",
+            SSEKMSKeyId=resource("ARCHIVE_KEY_ARN"),
+            IfNoneMatch="*",
+        )
     except ClientError as err:
-        if err.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+        if err.response.get("Error", {}).get("Code") in ("PreconditionFailed", "ConditionalRequestConflict"):
             return False
         raise
     return True
 
 
-def _jsonl(session_id: str) -> str:
-    lines = []
-    cursor = None
-    while True:
-        page = store().list_session_items(session_id, limit=500, cursor=cursor)
-        for record in page.items:
-            lines.append(
-                json.dumps({"type": type(record).__name__.lower(), **public(record)}, sort_keys=True, default=str)
-            )
-        cursor = page.next_cursor
-        if cursor is None:
-            return "\n".join(lines) + "\n"
+def _archive(bucket: str, session_id: str) -> tuple[list[str], bool]:
+    """Archive what no part holds yet; the child sort keys that archive read back holds, and whether this run wrote.
+
+    Every write is create-only, so a run that lists the partition late (after another run deleted
+    items) can never replace a fuller archive; it re-reads the parts instead. The sort keys returned
+    are exactly the child records whose current line is in an archive object read back from S3.
+    """
+    written = False
+    for _attempt in range(MAX_ARCHIVE_ATTEMPTS):
+        archived, next_part = _read_archive(bucket, session_id)
+        records = _partition(session_id)
+        children = [(sk, line) for sk, line in records if sk != keys.META_SK]
+        missing = [line for _, line in children if _canonical(line) not in archived]
+        if next_part == 0:
+            lines = [line for _, line in records]  # the first part: the whole partition, META included
+        elif missing:
+            lines = missing
+        else:
+            return [sk for sk, _ in children], written
+        written = _create(bucket, archive_key(session_id, next_part), lines) or written
+    raise ArchiveContention(f"session {session_id}: the archive kept changing during {MAX_ARCHIVE_ATTEMPTS} reads")
 
 
-def clean_session(session_id: str) -> dict[str, Any]:
-    """Archive, delete and mark one session; safe to run any number of times."""
+def clean_session(session_id: str, *, eligible_before: int | None = None) -> dict[str, Any]:
+    """Archive, delete and mark one session; safe to run any number of times, and at the same time.
+
+    ``eligible_before`` (epoch s): skip a session that became eligible for cleanup at or after
+    it (a per-session run must not cut the grace period short).
+    """
     session: Session | None = store().get_session(session_id)
     if session is None:
         return {"session_id": session_id, "status": "not_found", "archived": False, "items_deleted": 0}
@@ -122,19 +196,15 @@ def clean_session(session_id: str) -> dict[str, Any]:
         }
     if session.status not in (SessionStatus.DISCONNECTED, SessionStatus.DELETED):
         return {"session_id": session_id, "status": f"skipped_{session.status}", "archived": False, "items_deleted": 0}
+    if eligible_before is not None and (session.cleanup_at is None or session.cleanup_at >= eligible_before):
+        return {"session_id": session_id, "status": "within_grace", "archived": False, "items_deleted": 0}
     bucket, key = resource("ARCHIVE_BUCKET"), archive_key(session_id)
-    written = False
-    if not _archive_exists(bucket, key):
-        s3().put_object(
-            Bucket=bucket,
-            Key=key,
-            Body=_jsonl(session_id).encode("utf-8"),
-            ContentType="application/x-ndjson",
-            ServerSideEncryption="aws:kms",
-            SSEKMSKeyId=resource("ARCHIVE_KEY_ARN"),
-        )
-        written = True
-    deleted = store().delete_session_items(session_id)
+    verified, written = _archive(bucket, session_id)
+    deleted = store().delete_session_children(session_id, verified)
+    left = [r for r in store().list_session_items(session_id, limit=2).items if not isinstance(r, Session)]
+    if left:  # a record arrived after the listing: the next run archives it in a later part
+        logger.info("records arrived during cleanup", extra={"session_id": session_id, "deleted": deleted})
+        return {"session_id": session_id, "status": "records_arrived", "archived": False, "items_deleted": deleted}
     try:
         store().update_status(session_id, SessionStatus.ARCHIVED, archive_key=key)
     except InvalidTransition as err:  # a concurrent run archived it first
@@ -154,7 +224,7 @@ def clean_session(session_id: str) -> dict[str, Any]:
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    return clean_session(str(event["session_id"]))
+    return clean_session(str(event["session_id"]), eligible_before=_int_or_none(event.get("eligible_before")))
 
 
 # ---------------------------------------------------------------------- tally

@@ -49,15 +49,27 @@ def world(templates: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Iterato
         lambda_env.reset()
 
 
+def _worker_environment(deployed: Deployed, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Give the in-process worker code the deployed worker function's environment."""
+    config = boto3.client("lambda", region_name=REGION).get_function_configuration(
+        FunctionName=deployed.function("CleanupWorker")
+    )
+    for name, value in config["Environment"]["Variables"].items():
+        monkeypatch.setenv(name, value)
+    lambda_env.reset()
+
+
 def _store(deployed: Deployed, at: float) -> DynamoSessionStore:
     return DynamoSessionStore(deployed.table_name, clock=lambda: at, cleanup_shards=SHARDS)
 
 
-def _session(deployed: Deployed, *, ended_ago: int, status: SessionStatus = SessionStatus.DISCONNECTED) -> str:
-    """A session with 3 turns, a summary and a handoff, that ended ``ended_ago`` seconds ago."""
+def _session(
+    deployed: Deployed, *, ended_ago: int, status: SessionStatus = SessionStatus.DISCONNECTED, turns: int = 3
+) -> str:
+    """A session with ``turns`` turns, a summary and a handoff, that ended ``ended_ago`` seconds ago."""
     store = _store(deployed, time.time() - ended_ago - 60)
     session = store.create_session("customer-1")
-    for n in range(3):
+    for n in range(turns):
         store.add_turn(session.session_id, Role.USER if n % 2 == 0 else Role.ASSISTANT, f"turn {n + 1} text")
     store.put_summary(
         session.session_id,
@@ -191,3 +203,94 @@ def test_tally_adds_worker_results_and_shard_totals() -> None:
         "sessions_failed": 2,
         "items_deleted": 12,
     }
+
+
+class _LateWriter:
+    """An S3 client whose first read lets a whole other cleanup run finish first.
+
+    Reproduces two overlapping runs: this run looks for the archive (absent), the other run
+    then archives and deletes everything, and only then does this run read the partition.
+    """
+
+    def __init__(self, other_run: Any) -> None:
+        self._real = boto3.client("s3", region_name=REGION)
+        self._other_run = other_run
+        self._fired = False
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._real, name)
+        if name not in ("head_object", "get_object", "list_objects_v2") or self._fired:
+            return attribute
+
+        def first_read(**kwargs: Any) -> Any:
+            try:
+                return attribute(**kwargs)
+            finally:
+                self._fired = True
+                self._other_run()
+
+        return first_read
+
+
+def test_an_overlapping_run_never_replaces_a_complete_archive_with_less(
+    world: tuple[Deployed, Invocations], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deployed, _ = world
+    store = DynamoSessionStore(deployed.table_name, cleanup_shards=SHARDS)
+    # Given a session of 13 items (META, 10 turns, a summary, a handoff) past its grace
+    session_id = _session(deployed, ended_ago=2 * HOUR, turns=10)
+    assert len(store.list_session_items(session_id).items) == 13
+    real_s3 = cleanup_worker.s3
+    _worker_environment(deployed, monkeypatch)
+
+    def other_run() -> None:
+        monkeypatch.setattr(cleanup_worker, "s3", real_s3)
+        assert cleanup_worker.clean_session(session_id)["status"] == "archived"
+
+    late = _LateWriter(other_run)
+    monkeypatch.setattr(cleanup_worker, "s3", lambda: late)
+
+    # When a second run overlaps it: it finds no archive, then the first run archives and deletes
+    second = cleanup_worker.clean_session(session_id)
+
+    # Then the complete archive is still there, the second run archived nothing and lost nothing
+    lines, _ = _archive(deployed, session_id)
+    assert len(lines) == 13
+    assert [line["turn_number"] for line in lines if line["type"] == "turn"] == list(range(1, 11))
+    assert second["archived"] is False
+    session = store.get_session(session_id)
+    assert session is not None
+    assert session.status == SessionStatus.ARCHIVED
+    assert session.archive_key == f"sessions/{session_id}.jsonl"
+
+
+def test_a_run_deletes_only_items_held_by_an_archive_it_read_back(
+    world: tuple[Deployed, Invocations], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deployed, _ = world
+    store = DynamoSessionStore(deployed.table_name, cleanup_shards=SHARDS)
+    # Given a session whose archive object already exists but holds only its first turn
+    session_id = _session(deployed, ended_ago=2 * HOUR)
+    full = [json.loads(line) for line in _jsonl_with_env(deployed, session_id).splitlines()]
+    first_turn = next(line for line in full if line["type"] == "turn")
+    bucket = deployed.ref("Storage", "AWS::S3::Bucket", "ArchiveBucket")
+    s3 = boto3.client("s3", region_name=REGION)
+    s3.put_object(Bucket=bucket, Key=f"sessions/{session_id}.jsonl", Body=json.dumps(first_turn).encode() + b"\n")
+
+    # When the worker cleans it
+    _worker_environment(deployed, monkeypatch)
+    result = cleanup_worker.clean_session(session_id)
+
+    # Then the short archive was not replaced, and every deleted item is in an archive object
+    first, _ = _archive(deployed, session_id)
+    assert first == [first_turn]
+    archived: list[dict[str, Any]] = []
+    for obj in s3.list_objects_v2(Bucket=bucket, Prefix=f"sessions/{session_id}")["Contents"]:
+        body = s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read().decode()
+        archived += [json.loads(line) for line in body.splitlines()]
+    for line in full:
+        if line["type"] != "session":
+            assert line in archived, line
+    assert result["status"] == "archived"
+    assert result["items_deleted"] == 5
+    assert store.list_session_items(session_id).items == [store.get_session(session_id)]

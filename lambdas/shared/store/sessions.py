@@ -371,6 +371,18 @@ class Sessions(TableCore):
                 targets[k[SORT_KEY]] = k
         return self._batch_delete(list(targets.values()))
 
+    def delete_session_children(self, session_id: str, sort_keys: Sequence[str]) -> int:
+        """Delete exactly these child items of a session (never META); returns how many.
+
+        For the cleanup, which deletes only what an archive it read back holds.
+        """
+        require_id(session_id, "session_id")
+        for sk in sort_keys:
+            if not isinstance(sk, str) or not sk.startswith(keys.SESSION_CHILD_PREFIXES):
+                raise InvalidInput(f"sort key {sk!r} must start with one of {keys.SESSION_CHILD_PREFIXES}")
+        pk = keys.session_pk(session_id)
+        return self._batch_delete([keys.key(pk, sk) for sk in dict.fromkeys(sort_keys)])
+
     def delete_session_items(self, session_id: str, *, keep_meta: bool = True) -> int:
         """Delete every item of a session partition (META too unless ``keep_meta``).
 
