@@ -1,14 +1,19 @@
 """Every Lambda function of an app from one code asset, hardened the same way.
 
-No Docker: the asset is the Python package directory itself (e.g. ``app/``), zipped as is, so
-a handler string reads ``app.orders.handler`` and imports are the same in tests and in Lambda.
+No Docker: the asset holds the Python package directory itself (e.g. ``app/``), exactly its
+``.py`` files (an include list), so a handler string reads ``app.orders.handler``, imports are the
+same in tests and in Lambda, and no local file (``.env``, caches, notes) ever ships.
 Third-party code comes from the official Powertools layer, whose ARN is resolved at deploy time
 from its public SSM parameter; boto3 comes from the runtime.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
+import shutil
+import tempfile
 from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
@@ -44,13 +49,50 @@ def _installed_powertools_version() -> str:
 POWERTOOLS_VERSION = _installed_powertools_version()
 
 _HANDLER = re.compile(r"^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)+$")
-_ASSET_EXCLUDES = ["**/__pycache__", "**/*.pyc", "**/.mypy_cache", "**/.pytest_cache", "**/*.md"]
 
 
 def powertools_parameter_name(version: str = POWERTOOLS_VERSION) -> str:
     """The public SSM parameter that holds the Powertools layer ARN for this runtime and architecture."""
     # jsii returns a new proxy per access, so compare names, never the objects.
     return f"/aws/service/powertools/python/{ARCHITECTURE.name}/{RUNTIME.name}/{version}"
+
+
+def package_files(package_dir: Path) -> list[Path]:
+    """The files the code asset holds: the package's ``.py`` files, paths relative to its parent.
+
+    An include list: no dotfile or dot directory (``.env``, ``.git``), no ``__pycache__``, nothing
+    that is not Python source, so neither local state nor secrets reach a function.
+    """
+    found = []
+    for path in package_dir.rglob("*.py"):
+        relative = path.relative_to(package_dir.parent)
+        if path.is_file() and not any(part.startswith(".") or part == "__pycache__" for part in relative.parts):
+            found.append(relative)
+    return sorted(found)
+
+
+def _staged(package_dir: Path) -> Path:
+    """A directory that holds exactly :func:`package_files`, named by their content hash.
+
+    Its content (so CDK's asset hash) changes only when a Python file of the package does.
+    """
+    files = package_files(package_dir)
+    digest = hashlib.sha256()
+    for relative in files:
+        digest.update(relative.as_posix().encode() + b"\0")
+        digest.update((package_dir.parent / relative).read_bytes() + b"\0")
+    root = Path(tempfile.gettempdir()) / f"lambda-code-{package_dir.name}-{digest.hexdigest()[:24]}"
+    if root.is_dir():
+        return root
+    building = Path(tempfile.mkdtemp(prefix=f"{root.name}.", dir=root.parent))
+    for relative in files:
+        (building / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(package_dir.parent / relative, building / relative)
+    try:
+        os.rename(building, root)
+    except OSError:  # another synth staged the same content first
+        shutil.rmtree(building, ignore_errors=True)
+    return root
 
 
 class LambdaCode:
@@ -62,8 +104,9 @@ class LambdaCode:
     def package(cls, scope: Construct, package_dir: Path) -> lambda_.Code:
         """Code for a package directory; the asset root holds the package folder itself.
 
-        CDK binds a ``Code`` to one stack, so there is one per stack and directory; every one
-        has the same content hash, so the assembly stages the asset once.
+        The asset is built from an include list (:func:`package_files`), never by excluding what
+        happens to lie around. CDK binds a ``Code`` to one stack, so there is one per stack and
+        directory; every one has the same content hash, so the assembly stages the asset once.
         """
         package_dir = package_dir.resolve()
         if not (package_dir / "__init__.py").is_file():
@@ -71,10 +114,7 @@ class LambdaCode:
         stack = Stack.of(scope)
         cache: dict[Path, lambda_.Code] = getattr(stack, cls._ATTRIBUTE, None) or {}
         if package_dir not in cache:
-            cache[package_dir] = lambda_.Code.from_asset(
-                str(package_dir.parent),
-                exclude=["*", f"!{package_dir.name}", f"!{package_dir.name}/**", *_ASSET_EXCLUDES],
-            )
+            cache[package_dir] = lambda_.Code.from_asset(str(_staged(package_dir)))
             setattr(stack, cls._ATTRIBUTE, cache)
         return cache[package_dir]
 

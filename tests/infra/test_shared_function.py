@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +131,58 @@ def test_asset_holds_only_the_package(synthesized: tuple[Template, Path]) -> Non
     asset_dir = outdir / f"asset.{asset_hash}"
     files = sorted(str(p.relative_to(asset_dir)) for p in asset_dir.rglob("*") if p.is_file())
     assert files == ["probe_pkg/__init__.py", "probe_pkg/handler.py"]
+
+
+def _asset_of(code_root: Path, outdir: Path) -> tuple[str, list[str]]:
+    """Synthesize one function from ``code_root``; its asset hash and the files its asset holds."""
+    app = App(outdir=str(outdir))
+    stack = Stack(app, "AssetTest")
+    SharedFunction(stack, "Probe", code_root=code_root, handler="probe_pkg.handler.handler")
+    app.synth()
+    function = next(iter(Template.from_stack(stack).find_resources("AWS::Lambda::Function").values()))
+    asset_hash = str(function["Properties"]["Code"]["S3Key"]).removesuffix(".zip")
+    asset_dir = outdir / f"asset.{asset_hash}"
+    return asset_hash, sorted(str(p.relative_to(asset_dir)) for p in asset_dir.rglob("*") if p.is_file())
+
+
+def test_asset_is_an_include_list_of_the_packages_python_files(tmp_path: Path) -> None:
+    # Given the package twice: a clean copy, and one in a checkout full of local state
+    clean = tmp_path / "clean" / "probe_pkg"
+    shutil.copytree(PROBE, clean)
+    dirty_root = tmp_path / "dirty"
+    dirty = dirty_root / "probe_pkg"
+    shutil.copytree(PROBE, dirty)
+    (dirty_root / ".env").write_text("SECRET=root\n")
+    (dirty_root / "notes.txt").write_text("root notes\n")
+    (dirty_root / ".git").mkdir()
+    (dirty_root / ".git" / "config").write_text("[core]\n")
+    (dirty / ".env").write_text("SECRET=package\n")
+    (dirty / "notes.txt").write_text("todo\n")
+    (dirty / "__pycache__").mkdir()
+    (dirty / "__pycache__" / "handler.cpython-311.pyc").write_bytes(b"\0\0")
+    (dirty / ".git").mkdir()
+    (dirty / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (dirty / ".hidden").mkdir()
+    (dirty / ".hidden" / "leak.py").write_text("TOKEN = 'x'\n")
+    (dirty / "sub").mkdir()
+    (dirty / "sub" / "__init__.py").write_text("")
+    (dirty / "sub" / "README.md").write_text("docs\n")
+    clean_sub = clean / "sub"
+    clean_sub.mkdir()
+    (clean_sub / "__init__.py").write_text("")
+
+    # When each is built into the code asset
+    clean_hash, clean_files = _asset_of(clean, tmp_path / "out-clean")
+    dirty_hash, dirty_files = _asset_of(dirty, tmp_path / "out-dirty")
+
+    # Then the asset holds exactly the Python files, and its hash ignores everything else
+    assert dirty_files == ["probe_pkg/__init__.py", "probe_pkg/handler.py", "probe_pkg/sub/__init__.py"]
+    assert dirty_files == clean_files
+    assert dirty_hash == clean_hash
+    # And a change to the code changes it
+    (dirty / "handler.py").write_text((dirty / "handler.py").read_text() + "\n# changed\n")
+    changed_hash, _ = _asset_of(dirty, tmp_path / "out-changed")
+    assert changed_hash != clean_hash
 
 
 @pytest.mark.parametrize(
