@@ -30,6 +30,10 @@ from stacks.workflows import CleanupWorkflow, ExportWorkflow, HandoffFunctions, 
 
 _FunctionFactory = Callable[..., lambda_.Function]
 
+#: Sessions per cleanup index page: one page and its results stay far below the 256 KiB state
+#: payload, and a shard's child execution records about 18 events per page (25,000 at most).
+CLEANUP_PAGE_SIZE = 500
+
 #: The REST API writes its base URL here (it is deployed after this stack); the approval
 #: gate's request Lambda reads it at run time to build the review links.
 REST_API_URL_PARAMETER = "/mangaassist/{stage}/rest-api-url"
@@ -171,6 +175,9 @@ class OrchestrationStack(Stack):
                 "Action::s3:GetObject*": "Reads of this worker's own archive objects (sessions/*) to stay idempotent.",
                 "Action::s3:List*": "Part of CDK's read grant; scoped to the archive bucket's sessions/ prefix.",
                 "Action::s3:Abort*": "Aborting its own uploads (CDK put grant); scoped to sessions/*.",
+                "Action::kms:GenerateDataKey*": "Data keys of the stage's one customer key, for the table's "
+                "items and the SSE-KMS archive objects (CDK table and bucket grants).",
+                "Action::kms:ReEncrypt*": "Part of CDK's encrypt grant on the stage's one customer key.",
                 resource_finding(self, archive.bucket_arn, "/sessions/*", owner=archive): "One archive object "
                 "per session under sessions/; the session id names it.",
             },
@@ -187,6 +194,7 @@ class OrchestrationStack(Stack):
             tally=function("CleanupTally", "lambdas.orchestration.cleanup_worker.tally", table_access=False),
             options=options,
             max_concurrency=config.map_max_concurrency,
+            page_size=CLEANUP_PAGE_SIZE,
         )
         self.cleanup_state_machine: sfn.StateMachine = self.cleanup.state_machine
         trigger_dlq = SecureQueue(self, "CleanupTriggerDeadLetterQueue", encryption_key=key, dead_letter_queue=False)

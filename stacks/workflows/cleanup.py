@@ -12,15 +12,23 @@ Example::
 States::
 
     PlanCleanup (Lambda: cutoff = now - grace, the shard list)
-    -> SweepShards (Map over shards, one at a time)
+    -> OneSession? ($.session_id present: a per-session run, scheduled when that session ended)
+         yes -> CleanOneSession (worker, only if the session became eligible before the cutoff)
+                (a failure -> OneSessionFailed) -> CountOneSession (Lambda) -> AllSessionsCleaned?
+    -> SweepShards (Distributed Map over shards, one at a time; each shard is a STANDARD child)
          QueryFirstPage (DynamoDB Query, direct SDK integration: shard = S AND eligible < cutoff)
-         -> CleanPage (Map over the page, MaxConcurrency) -> CleanSession (worker Lambda)
-                                                          (a failed session -> SessionCleanupFailed)
+         -> CleanPage (Distributed Map over the page, MaxConcurrency; each session a STANDARD child)
+              -> CleanSession (worker Lambda) (a failed session -> SessionCleanupFailed)
          -> TallyPage (Lambda: add the page's counts) -> MorePages?
               LastEvaluatedKey present -> QueryNextPage (ExclusiveStartKey) -> CleanPage ...
               done -> ShardSwept
     -> SumShards (Lambda) -> AllSessionsCleaned? -> CleanupComplete | CleanupIncomplete (Fail)
     any error outside a session -> CleanupFailed (Fail)
+
+Why Distributed Maps: an Inline Map writes every iteration into the parent's history, whose
+25,000 events end a Standard execution after a few thousand sessions. Here the parent records a
+few events per shard, a shard's child about 18 per page, and each session's own events stay in its
+own child; one sweep can clean about 1,380 pages per shard (``page_size`` sessions each).
 
 The output is the counts: ``{"sessions_seen", "sessions_archived", "sessions_failed", "items_deleted"}``.
 Why Lambdas for the plan and the tally: ASL has no clock in epoch seconds (only the ISO start
@@ -29,15 +37,17 @@ time) and no sum over an array; both are a few lines of code and keep the index 
 Contracts of the Lambdas (``payload_response_only``):
 
 * ``plan``: ``{"input": <execution input>}`` -> ``{"cutoff": int, "cutoff_text": str, "shards": [str]}``.
-* ``worker``: ``{"session_id"}`` -> ``{"archived": bool, "items_deleted": int, ...}``; idempotent.
+* ``worker``: ``{"session_id", "eligible_before"?}`` -> ``{"session_id", "archived": bool, "items_deleted": int,
+  ...}``; idempotent; only ``session_id``, ``archived`` and ``items_deleted`` are kept per session.
 * ``tally``: ``{"results": [...], "totals": {...}}`` -> the totals plus the results' counts.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
-from aws_cdk import Duration
+from aws_cdk import Acknowledgment, Duration, Fn, Stack, Validations
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -76,7 +86,8 @@ class CleanupWorkflow(Construct):
         options: key of the execution log group, its retention, execution data, removal policy,
             the retry of every Task and the overall timeout (defaults to 1 hour).
         max_concurrency: sessions cleaned in parallel, 1..40. Defaults to 10.
-        page_size: index items per Query page, 1..1000. Defaults to 100.
+        page_size: index items per Query page, 1..1000. Defaults to 500 (a page and its results
+            stay far below the 256 KiB state payload limit).
     """
 
     def __init__(
@@ -94,7 +105,7 @@ class CleanupWorkflow(Construct):
         options: WorkflowOptions,
         session_id_attribute: str = "session_id",
         max_concurrency: int = 10,
-        page_size: int = 100,
+        page_size: int = 500,
     ) -> None:
         super().__init__(scope, construct_id)
         errors = PropErrors(self)
@@ -127,11 +138,12 @@ class CleanupWorkflow(Construct):
             page_size=page_size,
         )
 
-        sweep = sfn.Map(
+        sweep = sfn.DistributedMap(
             self,
             "SweepShards",
             items_path="$.plan.shards",
             max_concurrency=1,
+            map_execution_type=sfn.StateMachineType.STANDARD,
             item_selector={
                 "shard": sfn.JsonPath.string_at("$$.Map.Item.Value"),
                 "cutoff": sfn.JsonPath.string_at("$.plan.cutoff_text"),
@@ -162,7 +174,13 @@ class CleanupWorkflow(Construct):
         )
         all_clean.when(sfn.Condition.number_greater_than("$.totals.sessions_failed", 0), incomplete).otherwise(complete)
 
-        definition = sfn.Chain.start(plan_task).next(sweep).next(sum_shards).next(all_clean)
+        one_session = self._one_session(worker, tally, failed)
+        one_session.next(all_clean)
+        route = sfn.Choice(self, "OneSession")
+        route.when(sfn.Condition.is_present("$.session_id"), one_session.start_state).otherwise(sweep)
+        sweep.next(sum_shards).next(all_clean)
+
+        definition = sfn.Chain.start(plan_task).next(route)
         self.workflow: WorkflowStateMachine = WorkflowStateMachine(
             self,
             "Resource",
@@ -175,6 +193,26 @@ class CleanupWorkflow(Construct):
         if table.encryption_key is not None:
             table.encryption_key.grant_decrypt(self.state_machine)
         self.workflow.acknowledge_invokes([plan, worker, tally])
+        self._acknowledge_child_executions()
+
+    def _acknowledge_child_executions(self) -> None:
+        """The Distributed Maps' own grant: describe and stop the child executions of this state machine."""
+        policy = self.state_machine.node.try_find_child("DistributedMapPolicy")
+        if policy is None:
+            return
+        reference = Stack.of(self).resolve(
+            Fn.select(6, Fn.split(":", self.state_machine.state_machine_arn))  # the state machine's name
+        )
+        name = json.dumps(reference, separators=(",", ":"))
+        for suffix in (":*", "/*:*"):
+            finding = f"Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:{name}{suffix}"
+            Validations.of(policy).acknowledge(
+                Acknowledgment(
+                    id=f"AwsSolutions-IAM5[{finding}]",
+                    reason="Distributed Map child executions of this one state machine (their names are "
+                    "generated at run time); CDK's grant for describing and stopping them.",
+                )
+            )
 
     def _invoke(
         self, state_id: str, fn: lambda_.IFunction, payload: sfn.TaskInput, result_path: str
@@ -190,6 +228,40 @@ class CleanupWorkflow(Construct):
                 result_path=result_path,
             )
         )
+
+    def _one_session(self, worker: lambda_.IFunction, tally: lambda_.IFunction, failed: sfn.Fail) -> sfn.Chain:
+        """A per-session run: clean ``$.session_id`` if its grace is over, count it like a sweep."""
+        clean = self._invoke(
+            "CleanOneSession",
+            worker,
+            sfn.TaskInput.from_object(
+                {
+                    "session_id": sfn.JsonPath.string_at("$.session_id"),
+                    "eligible_before": sfn.JsonPath.number_at("$.plan.cutoff"),
+                }
+            ),
+            "$.result",
+        )
+        one_failed = sfn.Pass(
+            self,
+            "OneSessionFailed",
+            parameters={
+                "session_id": sfn.JsonPath.string_at("$.session_id"),
+                "failed": True,
+                "error": sfn.JsonPath.string_at("$.error.Error"),
+            },
+            result_path="$.result",
+        )
+        clean.add_catch(one_failed, errors=["States.ALL"], result_path="$.error")
+        count = self._invoke(
+            "CountOneSession",
+            tally,
+            sfn.TaskInput.from_object({"results": sfn.JsonPath.array("$.result"), "totals": ZERO_TOTALS}),
+            "$.totals",
+        )
+        count.add_catch(failed, errors=["States.ALL"], result_path="$.error")
+        one_failed.next(count)
+        return sfn.Chain.start(clean).next(count)
 
     def _sweep_shard(
         self,
@@ -236,11 +308,21 @@ class CleanupWorkflow(Construct):
         first_page = query("QueryFirstPage", {})
         next_page = query("QueryNextPage", {"ExclusiveStartKey": sfn.JsonPath.object_at("$.page.LastEvaluatedKey")})
 
-        clean_session = self._invoke(
-            "CleanSession",
-            worker,
-            sfn.TaskInput.from_object({"session_id": sfn.JsonPath.string_at("$.session_id")}),
-            "$",
+        clean_session = self._retry.apply(
+            tasks.LambdaInvoke(
+                self,
+                "CleanSession",
+                lambda_function=worker,
+                payload=sfn.TaskInput.from_object({"session_id": sfn.JsonPath.string_at("$.session_id")}),
+                payload_response_only=True,
+                retry_on_service_exceptions=False,
+                # What the tally counts, nothing more: a page's results must fit one state payload.
+                result_selector={
+                    "session_id": sfn.JsonPath.string_at("$.session_id"),
+                    "archived": sfn.JsonPath.string_at("$.archived"),
+                    "items_deleted": sfn.JsonPath.number_at("$.items_deleted"),
+                },
+            )
         )
         session_failed = sfn.Pass(
             self,
@@ -252,11 +334,14 @@ class CleanupWorkflow(Construct):
             },
         )
         clean_session.add_catch(session_failed, errors=["States.ALL"], result_path="$.error")
-        clean_page = sfn.Map(
+        clean_page = sfn.DistributedMap(
             self,
             "CleanPage",
             items_path="$.page.Items",
             max_concurrency=self.max_concurrency,
+            # STANDARD children: each session's cleanup keeps an inspectable history, and moto's
+            # executor (which the tests run the definition on) accepts no EXPRESS processor.
+            map_execution_type=sfn.StateMachineType.STANDARD,
             item_selector={"session_id": sfn.JsonPath.string_at(f"$$.Map.Item.Value.{shape.session_id_attribute}.S")},
             result_path="$.results",
         )

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
 import time
+from collections import Counter
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
+from unittest import mock
 
 import boto3
 import pytest
@@ -13,6 +17,7 @@ from moto import mock_aws
 
 from lambdas.orchestration import cleanup_worker
 from lambdas.shared import env as lambda_env
+from lambdas.shared import keys
 from lambdas.shared.records import Role, SessionStatus
 from lambdas.shared.store import DynamoSessionStore
 from stacks.config import with_overrides
@@ -27,6 +32,7 @@ CONFIG = with_overrides(
     stage_config("dev"), name="test", cleanup_shards=SHARDS, workflow_timeout_minutes=5, review_ttl_days=1
 )
 HOUR = 3600
+SMALL_PAGE = 7
 
 
 @pytest.fixture(scope="module")
@@ -34,8 +40,15 @@ def templates() -> dict[str, Any]:
     return synthesize_orchestration(CONFIG)
 
 
-@pytest.fixture
-def world(templates: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Deployed, Invocations]]:
+@pytest.fixture(scope="module")
+def small_page_templates() -> dict[str, Any]:
+    """The same stage with cleanup index pages of SMALL_PAGE sessions, so a few dozen sessions take many pages."""
+    with mock.patch("stacks.orchestration_stack.CLEANUP_PAGE_SIZE", SMALL_PAGE):
+        return synthesize_orchestration(CONFIG)
+
+
+@contextmanager
+def _deployed(templates: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Deployed, Invocations]]:
     with (
         mock_aws(config={"stepfunctions": {"execute_state_machine": True}}),
         atomic_requests(),
@@ -47,6 +60,20 @@ def world(templates: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Iterato
             monkeypatch.setenv(name, value)
         yield deployed, calls
         lambda_env.reset()
+
+
+@pytest.fixture
+def world(templates: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Deployed, Invocations]]:
+    with _deployed(templates, monkeypatch) as running:
+        yield running
+
+
+@pytest.fixture
+def small_pages(
+    small_page_templates: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[Deployed, Invocations]]:
+    with _deployed(small_page_templates, monkeypatch) as running:
+        yield running
 
 
 def _worker_environment(deployed: Deployed, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -294,3 +321,42 @@ def test_a_run_deletes_only_items_held_by_an_archive_it_read_back(
     assert result["status"] == "archived"
     assert result["items_deleted"] == 5
     assert store.list_session_items(session_id).items == [store.get_session(session_id)]
+
+
+def test_a_sweep_pages_through_distributed_maps_and_its_history_does_not_grow_with_the_sessions(
+    small_pages: tuple[Deployed, Invocations],
+) -> None:
+    deployed, calls = small_pages
+    store = DynamoSessionStore(deployed.table_name, cleanup_shards=SHARDS)
+    # Given 60 sessions past their grace, several index pages in every shard
+    sessions = []
+    for _ in range(60):
+        opened = _store(deployed, time.time() - 2 * HOUR - 60).create_session("customer-2")
+        _store(deployed, time.time() - 2 * HOUR - 30).add_turn(opened.session_id, Role.USER, "hello")
+        _store(deployed, time.time() - 2 * HOUR).update_status(opened.session_id, SessionStatus.DISCONNECTED)
+        sessions.append(opened.session_id)
+    per_shard = Counter(keys.cleanup_shard(session_id, SHARDS) for session_id in sessions)
+
+    # When one sweep runs
+    machine = deployed.state_machine("Cleanup")
+    execution = deployed.start(machine, {})
+    done = deployed.wait_done(execution, timeout=240)
+
+    # Then every session is archived, page by page in every shard
+    assert done["status"] == "SUCCEEDED", done
+    assert json.loads(done["output"]) == {
+        "sessions_seen": 60,
+        "sessions_archived": 60,
+        "sessions_failed": 0,
+        "items_deleted": 60,
+    }
+    assert all(store.get_session(session_id).status == SessionStatus.ARCHIVED for session_id in sessions)  # type: ignore[union-attr]
+    tallies = len(calls.by_handler("lambdas.orchestration.cleanup_worker.tally"))
+    assert tallies - 1 >= sum(math.ceil(count / SMALL_PAGE) for count in per_shard.values()) > SHARDS
+    # And the parent's history holds the shards' map run, not the sessions (an Inline Map records
+    # about 7 events per session: 420 here, 25,000 after about 3,500 sessions)
+    history = boto3.client("stepfunctions", region_name=REGION).get_execution_history(
+        executionArn=execution, maxResults=1000
+    )["events"]
+    assert len(history) < 40, [event["type"] for event in history]
+    assert {"MapRunStarted", "MapRunSucceeded"} <= {event["type"] for event in history}
