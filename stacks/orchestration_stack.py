@@ -10,6 +10,7 @@ from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
+from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_ssm as ssm
 from aws_cdk import aws_stepfunctions as sfn
@@ -201,18 +202,84 @@ class OrchestrationStack(Stack):
         self.cleanup_schedule = eventbridge.Rule(
             self,
             "CleanupSchedule",
-            description="Hourly session cleanup",
+            description="Hourly session cleanup: the safety net for every session waiting past its grace",
             schedule=eventbridge.Schedule.rate(Duration.hours(1)),
             targets=[self._cleanup_target(trigger_dlq, "schedule")],
         )
+        scheduler_fn = self._session_schedules(config, storage, trigger_dlq)
         self.session_ended_rule = eventbridge.Rule(
             self,
             "SessionEndedRule",
-            description="SessionEnded: a session was disconnected -> cleanup sweep",
+            description="SessionEnded: a session was disconnected -> schedule its own cleanup at grace end",
             event_bus=events.bus,
             event_pattern=status_changed_pattern("disconnected"),
-            targets=[self._cleanup_target(trigger_dlq, "session_ended")],
+            targets=[
+                targets.LambdaFunction(
+                    scheduler_fn,
+                    event=eventbridge.RuleTargetInput.from_event_path("$.detail"),
+                    dead_letter_queue=trigger_dlq.queue,
+                    retry_attempts=4,
+                    max_event_age=Duration.hours(2),
+                )
+            ],
         )
+
+    def _session_schedules(
+        self, config: StageConfig, storage: StorageStack, trigger_dlq: SecureQueue
+    ) -> lambda_.Function:
+        """The function that gives each ended session a one-time cleanup schedule, and what it needs.
+
+        Schedules live in their own group (so the function's grant names only them), start the
+        cleanup state machine with the session through their own role, and send what they could
+        not start to the trigger dead-letter queue.
+        """
+        self.cleanup_schedules = scheduler.ScheduleGroup(self, "CleanupSchedules")
+        role = iam.Role(
+            self,
+            "CleanupSchedulerRole",
+            assumed_by=iam.ServicePrincipal(
+                "scheduler.amazonaws.com", conditions={"StringEquals": {"aws:SourceAccount": self.account}}
+            ),
+            description="EventBridge Scheduler: starts one session's cleanup when its grace period ends",
+        )
+        self.cleanup.grant_start_execution(role)
+        trigger_dlq.queue.grant_send_messages(role)
+        scheduler_fn = stage_function(
+            self,
+            "CleanupScheduler",
+            config,
+            handler="lambdas.orchestration.cleanup_worker.schedule",
+            environment={
+                "TABLE_NAME": storage.table.table_name,
+                "CLEANUP_SCHEDULE_GROUP": self.cleanup_schedules.schedule_group_name,
+                "CLEANUP_STATE_MACHINE_ARN": self.cleanup.state_machine.state_machine_arn,
+                "CLEANUP_SCHEDULER_ROLE_ARN": role.role_arn,
+                "CLEANUP_DEAD_LETTER_QUEUE_ARN": trigger_dlq.queue.queue_arn,
+            },
+            log_encryption_key=storage.key,
+            on_failure=trigger_dlq.queue,
+        )
+        fn = scheduler_fn.function
+        storage.sessions.grant_read_data(fn)
+        self.cleanup_schedules.grant_write_schedules(fn)
+        role.grant_pass_role(fn.grant_principal)
+        kms_findings = {
+            "Action::kms:GenerateDataKey*": "Data keys of the stage's one customer key, which encrypts the "
+            "trigger dead-letter queue (CDK's send grant).",
+            "Action::kms:ReEncrypt*": "Part of CDK's send grant on the queue's one customer key.",
+        }
+        acknowledge_policy(role, kms_findings)
+        group = Stack.of(self).resolve(self.cleanup_schedules.schedule_group_name)
+        acknowledge_policy(
+            fn.role,  # type: ignore[arg-type]
+            {
+                **kms_findings,
+                f"Resource::arn:<AWS::Partition>:scheduler:<AWS::Region>:<AWS::AccountId>:schedule/{group}/*": (
+                    "The one-time schedules of ended sessions, named at run time, in this group only."
+                ),
+            },
+        )
+        return fn
 
     def _data_export(
         self,

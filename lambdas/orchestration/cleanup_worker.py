@@ -6,17 +6,24 @@ Handlers (``lambdas.orchestration.cleanup_worker.<name>``):
   now minus ``CLEANUP_GRACE_SECONDS``, or minus the input's ``older_than_seconds`` (0..7 days, what
   ``POST /admin/cleanup`` accepts); an input ``now`` (epoch seconds) is honoured only when it is
   not in the future, so it can make a run more conservative, never less.
-* ``handler``: ``{"session_id"}`` -> ``{"session_id", "status", "archived", "archive_written",
-  "items_deleted", "archive_key"}``. Archives every item of the session partition to
-  ``ARCHIVE_BUCKET`` as ONE JSON-lines object (SSE-KMS with ``ARCHIVE_KEY_ARN``) under a
-  deterministic key, deletes the TURN/SUMMARY/HANDOFF items through the store's batch delete,
-  then marks META ``archived`` with the archive key. Idempotent: when the object exists already
-  (a half-cleaned session), it is kept as is (it holds the full partition, written before any
-  delete) and the run only finishes the deletes and the status; an archived session is skipped.
+* ``handler``: ``{"session_id", "eligible_before"?}`` -> ``{"session_id", "status", "archived",
+  "archive_written", "items_deleted", "archive_key"}``. Archives the session partition to
+  ``ARCHIVE_BUCKET`` (SSE-KMS with ``ARCHIVE_KEY_ARN``) as JSON lines under a deterministic key,
+  deletes exactly the TURN/SUMMARY/HANDOFF records that an archive object read back from S3
+  holds, then marks META ``archived`` with the archive key. Archive objects are create-only
+  (``IfNoneMatch``): part 0 is the whole partition as the first run found it, and a record that
+  arrived or changed later goes into the next part, so no run, however late or concurrent, can
+  replace an archive with less. A session that became eligible at or after ``eligible_before``
+  is left alone (a per-session run never cuts the grace short); an archived one is skipped.
+* ``schedule``: a SessionEnded event's ``detail`` -> a one-time EventBridge Scheduler schedule
+  (``CLEANUP_SCHEDULE_GROUP``) that starts the cleanup state machine with that session when its
+  grace period ends, and deletes itself after.
 * ``tally``: ``{"results": [...], "totals": {...}}`` -> the totals plus what the results count
   (worker results, or per-shard totals).
 
-Environment: ``TABLE_NAME``, ``ARCHIVE_BUCKET``, ``ARCHIVE_KEY_ARN`` (required for ``handler``) and
+Environment: ``TABLE_NAME``, ``ARCHIVE_BUCKET``, ``ARCHIVE_KEY_ARN`` (required for ``handler``);
+``CLEANUP_SCHEDULE_GROUP``, ``CLEANUP_STATE_MACHINE_ARN``, ``CLEANUP_SCHEDULER_ROLE_ARN``,
+``CLEANUP_DEAD_LETTER_QUEUE_ARN`` (for ``schedule``); and
 the stage settings of :mod:`lambdas.shared.settings` (``CLEANUP_GRACE_SECONDS``,
 ``CLEANUP_SHARDS``, ``ARCHIVE_PREFIX``).
 """
@@ -25,6 +32,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import UTC, datetime
 from typing import Any, Final
 
 from aws_lambda_powertools import Logger, Tracer
@@ -225,6 +233,72 @@ def clean_session(session_id: str, *, eligible_before: int | None = None) -> dic
 @tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return clean_session(str(event["session_id"]), eligible_before=_int_or_none(event.get("eligible_before")))
+
+
+# ---------------------------------------------------------------------- per-session schedule
+
+#: A scheduled run fires this long after the grace period ends, so the worker's "eligible before
+#: now - grace" check holds even when the schedule fires to the second.
+SCHEDULE_MARGIN_SECONDS: Final = 60
+#: EventBridge Scheduler's own retries of a failed StartExecution, and for how long.
+SCHEDULE_RETRY: Final = {"MaximumRetryAttempts": 4, "MaximumEventAgeInSeconds": 7200}
+
+
+def schedule_name(session_id: str) -> str:
+    """One schedule per session: a repeated SessionEnded event finds it (ConflictException)."""
+    return f"cleanup-{session_id}"
+
+
+def at_expression(epoch: int) -> str:
+    """EventBridge Scheduler's one-time expression, in UTC."""
+    return f"at({datetime.fromtimestamp(epoch, UTC).strftime('%Y-%m-%dT%H:%M:%S')})"
+
+
+def schedule_session_cleanup(session_id: str) -> dict[str, Any]:
+    """A one-time schedule that starts this session's own cleanup when its grace period ends.
+
+    The schedule deletes itself after it ran (``ActionAfterCompletion=DELETE``); the hourly sweep
+    stays the safety net for a session whose schedule could not be made or whose run failed.
+    """
+    if not keys.is_session_id(session_id):
+        return {"session_id": session_id, "status": "invalid_session_id"}
+    session = store().get_session(session_id)
+    if session is None or session.cleanup_at is None:
+        return {"session_id": session_id, "status": "not_waiting"}
+    fire_at = max(
+        session.cleanup_at + settings().cleanup_grace_seconds + SCHEDULE_MARGIN_SECONDS,
+        int(time.time()) + SCHEDULE_MARGIN_SECONDS,
+    )
+    try:
+        aws.client("scheduler").create_schedule(
+            Name=schedule_name(session_id),
+            GroupName=resource("CLEANUP_SCHEDULE_GROUP"),
+            ScheduleExpression=at_expression(fire_at),
+            ScheduleExpressionTimezone="UTC",
+            FlexibleTimeWindow={"Mode": "OFF"},
+            ActionAfterCompletion="DELETE",
+            Description="Clean this session up when its grace period ends",
+            Target={
+                "Arn": resource("CLEANUP_STATE_MACHINE_ARN"),
+                "RoleArn": resource("CLEANUP_SCHEDULER_ROLE_ARN"),
+                "Input": json.dumps({"session_id": session_id, "trigger": "session_schedule"}),
+                "RetryPolicy": SCHEDULE_RETRY,
+                "DeadLetterConfig": {"Arn": resource("CLEANUP_DEAD_LETTER_QUEUE_ARN")},
+            },
+        )
+    except ClientError as err:
+        if err.response.get("Error", {}).get("Code") != "ConflictException":
+            raise
+        return {"session_id": session_id, "status": "already_scheduled"}
+    logger.info("session cleanup scheduled", extra={"session_id": session_id, "at": fire_at})
+    return {"session_id": session_id, "status": "scheduled", "at": fire_at}
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler(capture_response=False)
+def schedule(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """SessionEnded (the event's ``detail``) -> that session's one-time cleanup schedule."""
+    return schedule_session_cleanup(str(event.get("session_id", "")))
 
 
 # ---------------------------------------------------------------------- tally

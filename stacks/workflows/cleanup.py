@@ -256,7 +256,9 @@ class CleanupWorkflow(Construct):
         count = self._invoke(
             "CountOneSession",
             tally,
-            sfn.TaskInput.from_object({"results": sfn.JsonPath.array("$.result"), "totals": ZERO_TOTALS}),
+            sfn.TaskInput.from_object(
+                {"results": sfn.JsonPath.array(sfn.JsonPath.string_at("$.result")), "totals": ZERO_TOTALS}
+            ),
             "$.totals",
         )
         count.add_catch(failed, errors=["States.ALL"], result_path="$.error")

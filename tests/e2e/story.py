@@ -30,6 +30,8 @@ from tests.e2e.harness import EmbeddedStage
 from tests.e2e.harness.bedrock import ConverseCall, echo_answer
 from tests.e2e.harness.fanout import published
 from tests.e2e.harness.intrinsics import Deployed
+from tests.e2e.story_base import Step, StoryError, expect
+from tests.e2e.story_cleanup import CleanupSteps
 
 #: What the stubbed model answers to every summarisation request.
 STUB_SUMMARY = "Alice is looking for Frieren and asked about it five times; nothing is decided yet."
@@ -52,27 +54,8 @@ def transcript_lines(call: ConverseCall) -> list[str]:
 
 
 @dataclass
-class Step:
-    """One step of the story: what was done, what was called, what changed."""
-
-    title: str
-    calls: list[str] = field(default_factory=list)
-    changes: list[str] = field(default_factory=list)
-    seconds: float = 0.0
-
-
-class StoryError(AssertionError):
-    """A step whose outcome is not what the seeds specify."""
-
-
-def expect(condition: bool, message: str) -> None:
-    if not condition:
-        raise StoryError(message)
-
-
-@dataclass
-class Story:
-    """The state the steps share."""
+class Story(CleanupSteps):
+    """The state the steps share (the cleanup steps come from :class:`CleanupSteps`)."""
 
     stage: EmbeddedStage
     config: StageConfig
@@ -362,7 +345,7 @@ class Story:
         assert session is not None
         expect(session.status == "disconnected", f"session is {session.status} after $disconnect")
         self.values["turns_total"] = session.turn_count
-        step.changes.append(f"session disconnected at {session.disconnected_at}; SessionEnded sweep ran (too early)")
+        step.changes.append(f"session disconnected at {session.disconnected_at}; SessionEnded scheduled its cleanup")
         expect(session.archive_key is None, "a session was archived before its grace period")
         self.done(step, started)
 
@@ -549,7 +532,10 @@ STEPS: tuple[str, ...] = (
     "other_customer_is_refused",
     "malformed_request_is_rejected",
     "disconnect",
+    "session_cleanup_scheduled",
+    "grace_ends_session_cleanup",
     "hour_passes_cleanup",
+    "hourly_sweep_is_the_safety_net",
     "archive_holds_every_turn",
     "audit_trail_holds_every_change",
     "export_approved",

@@ -208,6 +208,12 @@ def deploy(templates: dict[str, Any]) -> Deployed:
                 refs[(part, lid)] = name
                 refs[(part, f"{lid}.Name")] = name
                 refs[(part, f"{lid}.Arn")] = arn
+            elif kind == "AWS::IAM::Role":  # moto enforces no IAM: an ARN is all a function is given
+                refs[(part, f"{lid}.Arn")] = f"arn:aws:iam::{ACCOUNT}:role/{lid}"
+            elif kind == "AWS::Scheduler::ScheduleGroup":  # the test creates the group it uses
+                name = str(res.get("Properties", {}).get("Name") or lid)
+                refs[(part, lid)] = name
+                refs[(part, f"{lid}.Arn")] = f"arn:aws:scheduler:{REGION}:{ACCOUNT}:schedule-group/{name}"
             elif kind == "AWS::SecretsManager::Secret":
                 arn = secrets.create_secret(Name=f"{lid}-{uuid.uuid4().hex[:8]}", SecretString="s" * 64)["ARN"]
                 refs[(part, lid)] = arn
@@ -221,6 +227,14 @@ def deploy(templates: dict[str, Any]) -> Deployed:
                 refs[(part, lid)] = "arn:aws:lambda:us-east-1:017000801446:layer:AWSLambdaPowertoolsPythonV3:1"
 
     orchestration = templates["Orchestration"]["Resources"]
+    # State machine ARNs are known before they exist, so a function may be given one (a cycle otherwise).
+    machine_names = {
+        lid: f"{lid[:60]}-{uuid.uuid4().hex[:8]}"
+        for lid, res in orchestration.items()
+        if res["Type"] == "AWS::StepFunctions::StateMachine"
+    }
+    for lid, name in machine_names.items():
+        refs[("Orchestration", lid)] = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:{name}"
     for lid, res in orchestration.items():
         if res["Type"] != "AWS::Lambda::Function":
             continue
@@ -235,9 +249,7 @@ def deploy(templates: dict[str, Any]) -> Deployed:
         if res["Type"] != "AWS::StepFunctions::StateMachine":
             continue
         definition = _resolve(res["Properties"]["DefinitionString"], "Orchestration", deployed)
-        arn = sfn.create_state_machine(name=f"{lid[:60]}-{uuid.uuid4().hex[:8]}", definition=definition, roleArn=role)[
-            "stateMachineArn"
-        ]
-        refs[("Orchestration", lid)] = arn
+        arn = sfn.create_state_machine(name=machine_names[lid], definition=definition, roleArn=role)["stateMachineArn"]
+        assert arn == refs[("Orchestration", lid)], (arn, refs[("Orchestration", lid)])
     ssm.put_parameter(Name=rest_api_url_parameter("test"), Value=LINK_BASE_URL, Type="String", Overwrite=True)
     return deployed

@@ -360,3 +360,75 @@ def test_a_sweep_pages_through_distributed_maps_and_its_history_does_not_grow_wi
     )["events"]
     assert len(history) < 40, [event["type"] for event in history]
     assert {"MapRunStarted", "MapRunSucceeded"} <= {event["type"] for event in history}
+
+
+def test_a_per_session_run_cleans_exactly_that_session_and_never_before_its_grace_ends(
+    world: tuple[Deployed, Invocations],
+) -> None:
+    deployed, calls = world
+    store = DynamoSessionStore(deployed.table_name, cleanup_shards=SHARDS)
+    # Given two sessions past their grace and one still within it
+    mine = _session(deployed, ended_ago=2 * HOUR)
+    other = _session(deployed, ended_ago=2 * HOUR)
+    recent = _session(deployed, ended_ago=60)
+    machine = deployed.state_machine("Cleanup")
+
+    # When the cleanup runs for one session (what its schedule starts), then for the recent one
+    done = deployed.wait_done(deployed.start(machine, {"session_id": mine, "trigger": "session_schedule"}))
+    early = deployed.wait_done(deployed.start(machine, {"session_id": recent, "trigger": "session_schedule"}))
+
+    # Then exactly that session is archived, without a sweep; the recent one is left for later
+    assert done["status"] == "SUCCEEDED", done
+    assert json.loads(done["output"]) == {
+        "sessions_seen": 1,
+        "sessions_archived": 1,
+        "sessions_failed": 0,
+        "items_deleted": 5,
+    }
+    statuses = {sid: store.get_session(sid).status for sid in (mine, other, recent)}  # type: ignore[union-attr]
+    assert statuses == {
+        mine: SessionStatus.ARCHIVED,
+        other: SessionStatus.DISCONNECTED,
+        recent: SessionStatus.DISCONNECTED,
+    }
+    assert early["status"] == "SUCCEEDED", early
+    assert json.loads(early["output"])["sessions_archived"] == 0
+    assert "SweepShards" not in deployed.states_entered(done["executionArn"])
+    worker_runs = calls.by_handler("lambdas.orchestration.cleanup_worker.handler")
+    assert [c.event["session_id"] for c in worker_runs] == [mine, recent]
+
+
+def test_an_ended_session_gets_one_self_deleting_schedule_at_its_grace_end(
+    world: tuple[Deployed, Invocations], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deployed, _ = world
+    store = DynamoSessionStore(deployed.table_name, cleanup_shards=SHARDS)
+    session_id = _session(deployed, ended_ago=10)
+    cleanup_at = store.get_session(session_id).cleanup_at  # type: ignore[union-attr]
+    config = boto3.client("lambda", region_name=REGION).get_function_configuration(
+        FunctionName=deployed.function("CleanupScheduler")
+    )
+    for name, value in config["Environment"]["Variables"].items():
+        monkeypatch.setenv(name, value)
+    lambda_env.reset()
+    group = config["Environment"]["Variables"]["CLEANUP_SCHEDULE_GROUP"]
+    scheduler = boto3.client("scheduler", region_name=REGION)
+    scheduler.create_schedule_group(Name=group)
+
+    # When SessionEnded reaches the scheduler function, twice (EventBridge delivers at least once)
+    first = cleanup_worker.schedule_session_cleanup(session_id)
+    again = cleanup_worker.schedule_session_cleanup(session_id)
+
+    # Then one schedule starts the cleanup of that session a minute after its grace ends, then goes
+    assert cleanup_at is not None
+    assert (first["status"], again["status"]) == ("scheduled", "already_scheduled")
+    schedule = scheduler.get_schedule(Name=f"cleanup-{session_id}", GroupName=group)
+    expected_at = cleanup_at + CONFIG.cleanup_grace_seconds + 60
+    assert first["at"] == expected_at
+    assert schedule["ScheduleExpression"] == cleanup_worker.at_expression(expected_at)
+    assert schedule["ActionAfterCompletion"] == "DELETE"
+    assert schedule["Target"]["Arn"] == deployed.state_machine("Cleanup")
+    assert json.loads(schedule["Target"]["Input"]) == {"session_id": session_id, "trigger": "session_schedule"}
+    assert [s["Name"] for s in scheduler.list_schedules(GroupName=group)["Schedules"]] == [f"cleanup-{session_id}"]
+    # And an id that cannot name a session schedules nothing
+    assert cleanup_worker.schedule_session_cleanup("../x")["status"] == "invalid_session_id"

@@ -32,6 +32,7 @@ from tests.e2e.harness.intrinsics import Deployed
 from tests.e2e.harness.loaders import Cloud, EventSourceMapping
 from tests.e2e.harness.queues import SqsPump
 from tests.e2e.harness.rest import RestRouter
+from tests.e2e.harness.scheduler import FiredSchedule, fire_due
 from tests.e2e.harness.streams import StreamPump
 from tests.e2e.harness.websocket import WebSocketRouter
 from tests.support.ddb import atomic_requests
@@ -173,6 +174,10 @@ class EmbeddedStage:
     def fire_schedule(self, rule: Deployed) -> None:
         name = str(rule.attributes["Arn"]).rsplit("/", 1)[-1]
         fire_schedule(self.cloud, name, log=self.events, now=self.clock())
+
+    def fire_due_schedules(self) -> list[FiredSchedule]:
+        """Run the EventBridge Scheduler one-time schedules that are due on the stage's clock."""
+        return fire_due(self.cloud, self.clock())
 
     def running_executions(self) -> list[str]:
         sfn = self.client("stepfunctions")
