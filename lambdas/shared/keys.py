@@ -17,6 +17,10 @@ SESSION_PREFIX: Final = "SESSION#"
 REVIEW_PREFIX: Final = "REVIEW#"
 AGENT_PREFIX: Final = "AGENT#"
 CONNECTION_PREFIX: Final = "CONN#"
+#: Partition key prefix of the chat's rate buckets and connection slots (never in a session partition).
+LIMIT_PREFIX: Final = "LIMIT#"
+RATE_SK: Final = "RATE"
+SLOTS_SK: Final = "CONNECTIONS"
 
 META_SK: Final = "META"
 TURN_PREFIX: Final = "TURN#"
@@ -124,6 +128,16 @@ def agent_inbox_key(agent_id: str, handoff_id: str) -> Key:
 
 def connection_key(connection_id: str) -> Key:
     return key(f"{CONNECTION_PREFIX}{connection_id}", META_SK)
+
+
+def rate_bucket_key(scope: str, subject: str) -> Key:
+    """Key of one message-rate bucket: ``LIMIT#<scope>#<subject>`` / ``RATE`` (scope: conn or customer)."""
+    return key(f"{LIMIT_PREFIX}{scope}#{subject}", RATE_SK)
+
+
+def connection_slots_key(customer_id: str) -> Key:
+    """Key of a customer's live-connection slots: ``LIMIT#customer#<id>`` / ``CONNECTIONS``."""
+    return key(f"{LIMIT_PREFIX}customer#{customer_id}", SLOTS_SK)
 
 
 def cleanup_shard(session_id: str, shards: int) -> str:

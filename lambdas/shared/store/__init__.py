@@ -14,7 +14,8 @@ Usage::
 Modules: :mod:`.table` (keys, expressions, conditional writes, batch writes, pages),
 :mod:`.sessions` (META, status machine, cleanup index, the session partition), :mod:`.turns`
 (turns and summaries), :mod:`.handoffs` (handoff records, the handoff transaction, callback
-tokens), :mod:`.agents`, :mod:`.inbox`, :mod:`.connections`. Review records
+tokens), :mod:`.agents`, :mod:`.inbox`, :mod:`.connections`, :mod:`.limits` (the chat's
+rate buckets and connection slots). Review records
 belong to the approval gate, which keeps them itself.
 """
 
@@ -31,6 +32,7 @@ from lambdas.shared.store.handoffs import (
     SessionNotActive,
 )
 from lambdas.shared.store.inbox import Inbox
+from lambdas.shared.store.limits import ADMITTED, Admission, Limits
 from lambdas.shared.store.table import (
     BATCH_SIZE,
     DEFAULT_BATCH_RETRIES,
@@ -45,6 +47,7 @@ from lambdas.shared.store.table import (
 from lambdas.shared.store.turns import MAX_COMPRESSED_CONTENT, Turns
 
 __all__ = [
+    "ADMITTED",
     "BATCH_SIZE",
     "DEFAULT_BATCH_RETRIES",
     "DEFAULT_CLEANUP_SHARDS",
@@ -56,6 +59,7 @@ __all__ = [
     "MAX_PAGE_SIZE",
     "WAITING_FOR_AGENT",
     "WAITING_FOR_REPLY",
+    "Admission",
     "Begun",
     "DynamoSessionStore",
     "HandoffConflict",
@@ -65,7 +69,7 @@ __all__ = [
 ]
 
 
-class DynamoSessionStore(Handoffs, Turns, Agents, Inbox, Connections):
+class DynamoSessionStore(Handoffs, Turns, Agents, Inbox, Connections, Limits):
     """The store on one DynamoDB table: every aggregate's operations over one :class:`TableCore`.
 
     Construction and options: see :class:`TableCore`.

@@ -71,6 +71,12 @@ class Expr:
         self._names[placeholder] = attribute
         return placeholder
 
+    def key(self, name: str) -> str:
+        """A placeholder for any name, such as a map key that is a connection id (``#k0``, ``#k1``, ...)."""
+        placeholder = f"#k{sum(1 for p in self._names if p.startswith('#k'))}"
+        self._names[placeholder] = name
+        return placeholder
+
     def v(self, value: Any) -> str:
         placeholder = f":v{len(self._values)}"
         self._values[placeholder] = marshal(value)
