@@ -68,6 +68,22 @@ class StageConfig:
     jwt_issuer: str = "https://auth.mangaassist.example"
     jwt_audience: str = "mangaassist-api"
 
+    # Chat limits (the whole defence of the WebSocket API: WAF cannot be attached to one).
+    # Per-connection and per-customer message buckets: a burst, refilled at a rate per minute.
+    chat_connection_messages_per_minute: int = 20
+    chat_connection_burst: int = 5
+    chat_customer_messages_per_minute: int = 30
+    chat_customer_burst: int = 10
+    # Live WebSocket connections one customer may hold, checked at $connect.
+    chat_max_connections_per_customer: int = 3
+    # API Gateway route throttles (requests per second, burst), each route its own.
+    ws_connect_throttle_rate: float = 10.0
+    ws_connect_throttle_burst: int = 20
+    ws_message_throttle_rate: float = 20.0
+    ws_message_throttle_burst: int = 40
+    # Concurrency reserved for (and capping) the message function that calls the model.
+    message_reserved_concurrency: int = 20
+
     # Models: None selects the echo responder (no Bedrock calls). A foundation-model id or a
     # cross-region inference profile id (``us.``/``eu.``/``apac.``/``us-gov.``/``global.`` prefix).
     bedrock_model_id: str | None = "anthropic.claude-3-haiku-20240307-v1:0"
@@ -212,6 +228,16 @@ def _validate(c: StageConfig) -> None:
         "export_poll_seconds": (1, 3600),
         "export_max_polls": (1, 1000),
         "review_ttl_days": (1, 30),
+        "chat_connection_messages_per_minute": (1, 600),
+        "chat_connection_burst": (1, 100),
+        "chat_customer_messages_per_minute": (1, 600),
+        "chat_customer_burst": (1, 100),
+        "chat_max_connections_per_customer": (1, 100),
+        "ws_connect_throttle_rate": (1, 10000),
+        "ws_connect_throttle_burst": (1, 5000),
+        "ws_message_throttle_rate": (1, 10000),
+        "ws_message_throttle_burst": (1, 5000),
+        "message_reserved_concurrency": (1, 1000),
         "bedrock_attempts": (1, 10),
         "context_turns": (1, 100),
         "context_max_tokens": (100, 100_000),

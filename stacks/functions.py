@@ -65,6 +65,11 @@ def stage_environment(config: StageConfig) -> dict[str, str]:
         "JWT_ISSUER": config.jwt_issuer,
         "JWT_AUDIENCE": config.jwt_audience,
         "SECRET_CACHE_SECONDS": str(config.secret_cache_seconds),
+        "CHAT_CONNECTION_MESSAGES_PER_MINUTE": str(config.chat_connection_messages_per_minute),
+        "CHAT_CONNECTION_BURST": str(config.chat_connection_burst),
+        "CHAT_CUSTOMER_MESSAGES_PER_MINUTE": str(config.chat_customer_messages_per_minute),
+        "CHAT_CUSTOMER_BURST": str(config.chat_customer_burst),
+        "CHAT_MAX_CONNECTIONS_PER_CUSTOMER": str(config.chat_max_connections_per_customer),
         "MANAGER_SKILL": config.manager_skill,
         "ARCHIVE_PREFIX": config.archive_prefix,
     }

@@ -56,6 +56,11 @@ STAGE_VARIABLES: Final[Mapping[str, Variable]] = MappingProxyType(
         "JWT_ISSUER": Variable("jwt_issuer"),
         "JWT_AUDIENCE": Variable("jwt_audience"),
         "SECRET_CACHE_SECONDS": Variable("secret_cache_seconds", 0, 3600, 300),
+        "CHAT_CONNECTION_MESSAGES_PER_MINUTE": Variable("chat_connection_messages_per_minute", 1, 600, 20),
+        "CHAT_CONNECTION_BURST": Variable("chat_connection_burst", 1, 100, 5),
+        "CHAT_CUSTOMER_MESSAGES_PER_MINUTE": Variable("chat_customer_messages_per_minute", 1, 600, 30),
+        "CHAT_CUSTOMER_BURST": Variable("chat_customer_burst", 1, 100, 10),
+        "CHAT_MAX_CONNECTIONS_PER_CUSTOMER": Variable("chat_max_connections_per_customer", 1, 100, 3),
         "MANAGER_SKILL": Variable("manager_skill", default="manager"),
         "ARCHIVE_PREFIX": Variable("archive_prefix", default="sessions"),
     }
@@ -85,6 +90,11 @@ class Settings:
     jwt_issuer: str | None
     jwt_audience: str | None
     secret_cache_seconds: int
+    chat_connection_messages_per_minute: int
+    chat_connection_burst: int
+    chat_customer_messages_per_minute: int
+    chat_customer_burst: int
+    chat_max_connections_per_customer: int
     manager_skill: str
     archive_prefix: str
 
@@ -132,6 +142,11 @@ def settings() -> Settings:
         jwt_issuer=_text("JWT_ISSUER"),
         jwt_audience=_text("JWT_AUDIENCE"),
         secret_cache_seconds=_integer("SECRET_CACHE_SECONDS"),
+        chat_connection_messages_per_minute=_integer("CHAT_CONNECTION_MESSAGES_PER_MINUTE"),
+        chat_connection_burst=_integer("CHAT_CONNECTION_BURST"),
+        chat_customer_messages_per_minute=_integer("CHAT_CUSTOMER_MESSAGES_PER_MINUTE"),
+        chat_customer_burst=_integer("CHAT_CUSTOMER_BURST"),
+        chat_max_connections_per_customer=_integer("CHAT_MAX_CONNECTIONS_PER_CUSTOMER"),
         manager_skill=_text("MANAGER_SKILL") or "manager",
         archive_prefix=_text("ARCHIVE_PREFIX") or "sessions",
     )
