@@ -390,3 +390,60 @@ def test_direct_table_reads_may_decrypt_with_the_table_key(dev: SynthesizedStage
             and "-Storage" in json.dumps(s["Resource"])
         ]
         assert table_key, f"{machine} may not decrypt the sessions table's key"
+
+
+def test_cleanup_sweeps_through_distributed_maps_and_runs_one_session_on_request(any_stage: SynthesizedStage) -> None:
+    definition = _machines(any_stage)["Cleanup"]["definition"]
+    states = _states(definition)
+    assert definition["States"]["PlanCleanup"]["Next"] == "OneSession"
+    assert states["OneSession"]["Choices"][0] == {
+        "Variable": "$.session_id",
+        "IsPresent": True,
+        "Next": "CleanOneSession",
+    }
+    assert states["OneSession"]["Default"] == "SweepShards"
+    assert states["CleanOneSession"]["Parameters"]["eligible_before.$"] == "$.plan.cutoff"
+    for name in ("SweepShards", "CleanPage"):  # children keep their events out of the parent's history
+        assert states[name]["ItemProcessor"]["ProcessorConfig"] == {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"}
+    assert set(states["CleanSession"]["ResultSelector"]) == {"session_id.$", "archived.$", "items_deleted.$"}
+
+
+def test_session_ended_schedules_that_sessions_cleanup_through_its_own_group_and_role(
+    any_stage: SynthesizedStage,
+) -> None:
+    template = any_stage.template("Orchestration")
+    resources = any_stage.templates["Orchestration"]["Resources"]
+    (rule,) = [
+        r for lid, r in resources.items() if lid.startswith("SessionEndedRule") and r["Type"] == "AWS::Events::Rule"
+    ]
+    (target,) = rule["Properties"]["Targets"]
+    scheduler_fn = target["Arn"]["Fn::GetAtt"][0]
+    assert resources[scheduler_fn]["Properties"]["Handler"] == "lambdas.orchestration.cleanup_worker.schedule"
+    assert target["InputPath"] == "$.detail"
+    assert target["RetryPolicy"] == {"MaximumRetryAttempts": 4, "MaximumEventAgeInSeconds": 7200}
+    assert "DeadLetterConfig" in target
+    template.resource_count_is("AWS::Scheduler::ScheduleGroup", 1)
+    template.has_resource_properties(
+        "AWS::IAM::Role",
+        {
+            "AssumeRolePolicyDocument": Match.object_like(
+                {
+                    "Statement": [
+                        Match.object_like(
+                            {
+                                "Principal": {"Service": "scheduler.amazonaws.com"},
+                                "Condition": {"StringEquals": {"aws:SourceAccount": Match.any_value()}},
+                            }
+                        )
+                    ]
+                }
+            )
+        },
+    )
+    variables = resources[scheduler_fn]["Properties"]["Environment"]["Variables"]
+    assert {
+        "CLEANUP_SCHEDULE_GROUP",
+        "CLEANUP_STATE_MACHINE_ARN",
+        "CLEANUP_SCHEDULER_ROLE_ARN",
+        "CLEANUP_DEAD_LETTER_QUEUE_ARN",
+    } <= set(variables)
