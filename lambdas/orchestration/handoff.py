@@ -10,7 +10,7 @@ Handlers (``lambdas.orchestration.handoff.<name>``) and what they get from the s
 * ``begin``: ``{..., agent_id, execution_arn}``; the handoff transaction (the store's ``begin_handoff``)
   or ``ConditionalCheckFailed`` when the session is no longer active.
 * ``await_reply``: ``{..., agent_id, task_token}``; MonitorHandoff's token onto the handoff record.
-* ``transfer_context``: latest summary + last turns, published to the agent topic.
+* ``transfer_context``: latest summary + the newest turns that fit SNS, published to the agent topic.
 * ``reassign``: ``{state, handoff_id}``; releases the idle agent, re-queues the handoff, restores
   the session to active, counts; raises ``ReassignmentLimitReached`` past ``MAX_REASSIGNMENTS``.
 * ``fail``: ``{state, handoff_id}``; releases the reserved agent, marks the handoff failed,
@@ -41,6 +41,7 @@ from lambdas.events.messages import (
     EVENT_HANDOFF_CONTEXT,
     EVENT_HANDOFF_WAITING,
 )
+from lambdas.orchestration import context as handoff_context
 from lambdas.shared import aws
 from lambdas.shared.errors import (
     AgentNotFound,
@@ -58,7 +59,6 @@ tracer = Tracer()
 
 #: How many candidates one reservation tries when concurrent handoffs take the first ones.
 MAX_RESERVE_CANDIDATES: Final = 5
-CONTENT_LIMIT: Final = 2000
 SYSTEM_TEXT: Final = "The conversation was handed over to a human support agent."
 
 
@@ -157,42 +157,33 @@ def await_reply(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler(capture_response=False)
 def transfer_context(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """Publish the summary and the newest turns that fit SNS's message limit (see ``context``)."""
     session_id, agent_id = str(event["session_id"]), str(event["agent_id"])
     summary = store().latest_summary(session_id)
     turns = store().list_turns(session_id, limit=settings().context_turns).items
-    message = {
+    header = {
         ATTR_EVENT_TYPE: EVENT_HANDOFF_CONTEXT,
         "session_id": session_id,
         "handoff_id": event["handoff_id"],
         "agent_id": agent_id,
         "reason": event.get("reason"),
-        "summary": None
-        if summary is None
-        else {
-            "text": summary.summary_text,
-            "window_start": summary.window_start,
-            "window_end": summary.window_end,
-        },
-        "turns": [
-            {
-                "turn_number": t.turn_number,
-                "role": str(t.role),
-                "content": t.content[:CONTENT_LIMIT],
-                "created_at": t.created_at,
-            }
-            for t in turns
-        ],
     }
+    message = handoff_context.build(header, summary, turns)
     resp = sns().publish(
         TopicArn=topic_arn(),
-        Message=json.dumps(message, separators=(",", ":")),
+        Message=handoff_context.encode(message),
         MessageAttributes={
             ATTR_EVENT_TYPE: {"DataType": "String", "StringValue": EVENT_HANDOFF_CONTEXT},
             ATTR_AGENT_ID: {"DataType": "String", "StringValue": agent_id},
             ATTR_REASON: {"DataType": "String", "StringValue": str(event.get("reason") or "unknown")},
         },
     )
-    return {"turns": len(turns), "summary": summary is not None, "message_id": resp.get("MessageId")}
+    return {
+        "turns": len(message["turns"]),
+        "omitted_turns": message["omitted_turns"],
+        "summary": summary is not None,
+        "message_id": resp.get("MessageId"),
+    }
 
 
 def _release(agent_id: str | None, session_id: str) -> bool:
