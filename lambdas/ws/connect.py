@@ -6,10 +6,15 @@ Onboarding state machine asynchronously (StartExecution) and accepts the connect
 workflow creates or resumes the session, records the connection and greets the customer once
 the connection is open (no frame can reach a client during ``$connect``).
 
+A customer may hold a stage-set number of live connections (``CHAT_MAX_CONNECTIONS_PER_CUSTOMER``):
+each connection takes a slot here, ``$disconnect`` frees it, and a connection that fails here
+frees its slot at once.
+
 Answers: 200 connected; 400 malformed ``session_id``; 403 not a customer, or a session that is
 not the caller's (an unknown id gets the same answer, so ids cannot be probed); 410 the caller's
-session is closed (connect without ``session_id`` to start a new one); 500 the workflow could not
-be started (the client retries).
+session is closed (connect without ``session_id`` to start a new one); 429 the customer already
+holds the most connections allowed (close one); 500 the workflow could not be started (the
+client retries).
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from lambdas.shared import env
 from lambdas.shared.keys import is_session_id
 from lambdas.shared.records import TURN_ACCEPTING
-from lambdas.shared.settings import resource
+from lambdas.shared.settings import resource, settings
 from lambdas.ws import runtime
 from lambdas.ws.frames import RouteContext, route_context
 
@@ -79,6 +84,20 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
             return _answer(
                 410, "session_closed", "This session has ended; connect without session_id to start a new one."
             )
+    store = runtime.store()
+    cap = settings().chat_max_connections_per_customer
+    try:
+        slot = store.open_connection_slot(ctx.customer_id, ctx.connection_id, cap=cap)
+    except (ClientError, BotoCoreError):
+        logger.exception("connection slot not taken")
+        return _answer(500, "unavailable", "The chat is temporarily unavailable; please try again.")
+    if not slot.admitted:
+        logger.info("connection cap reached", extra={"cap": cap})
+        return _answer(
+            429,
+            "too_many_connections",
+            f"You already have {cap} chat connections open; close one and connect again.",
+        )
     try:
         execution = runtime.stepfunctions().start_execution(
             stateMachineArn=state_machine_arn(),
@@ -87,6 +106,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         )
     except (ClientError, BotoCoreError):
         logger.exception("onboarding could not be started")
+        store.close_connection_slot(ctx.customer_id, ctx.connection_id)
         return _answer(500, "unavailable", "The chat is temporarily unavailable; please try again.")
     logger.info("onboarding started", extra={"execution_arn": execution["executionArn"], "resume": bool(session_id)})
     return {"statusCode": 200}

@@ -54,6 +54,9 @@ def disconnect_connection(store: DynamoSessionStore, connection_id: str) -> str:
 @tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     ctx = route_context(event)
-    outcome = disconnect_connection(runtime.store(), ctx.connection_id)
+    store = runtime.store()
+    if ctx.customer_id:  # the connection's slot under the customer's connection cap is free again
+        store.close_connection_slot(ctx.customer_id, ctx.connection_id)
+    outcome = disconnect_connection(store, ctx.connection_id)
     logger.info("disconnected", extra={"connection_id": ctx.connection_id, "outcome": outcome})
     return {"statusCode": 200}

@@ -10,9 +10,11 @@ Server -> client, every frame has a ``type``::
     {"type": "message", "role": "assistant" | "agent", "session_id": ..., "turn_number": 4, "text": ...}
     {"type": "ack", "session_id": ..., "turn_number": 3, "status": "handoff", "message": ...}
     {"type": "error", "code": "invalid_frame", "message": "..."}
+    {"type": "error", "code": "rate_limited", "message": ..., "retry_after_seconds": 6}
 
-Error frames always have exactly ``type``, ``code`` and ``message``; the message says what to fix
-and never carries internals (no AWS error text, table names or stack traces).
+Error frames have ``type``, ``code`` and ``message`` (a refused message also says when to send it
+again, ``retry_after_seconds``); the message says what to fix and never carries internals (no AWS
+error text, table names or stack traces).
 """
 
 from __future__ import annotations
@@ -53,6 +55,18 @@ class ChatMessage:
 def error_frame(code: str, message: str) -> dict[str, str]:
     """The one shape of an error frame."""
     return {"type": "error", "code": code, "message": message}
+
+
+def rate_limited_frame(retry_after_seconds: int) -> dict[str, Any]:
+    """A message refused by a rate limit: it was not stored and not answered; send it again later."""
+    return {
+        **error_frame(
+            "rate_limited",
+            "You are sending messages faster than the chat allows; this one was not sent. "
+            f"Send it again in {retry_after_seconds} seconds.",
+        ),
+        "retry_after_seconds": retry_after_seconds,
+    }
 
 
 def unknown_action_frame(action: object = None) -> dict[str, str]:

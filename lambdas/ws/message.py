@@ -2,15 +2,20 @@
 
 1. Validate the frame (JSON object, known action, text of 1..4000 characters, no control
    characters); a refused frame gets an error frame and nothing is stored.
-2. Find the session through the connection's ``CONN#`` record and ``add_turn`` the user turn.
-3. Session in ``handoff``: no model call. The turn is in the table, where the agent console reads
+2. The caller must be a customer named by the ``$connect`` authorizer's context and own the
+   connection's session; without a customer id the message is refused (fail closed).
+3. Rate limits: one token from the connection's bucket and one from the customer's (stage
+   settings). A refused message gets a ``rate_limited`` frame with ``retry_after_seconds``; it is
+   not stored and never reaches the model.
+4. Find the session through the connection's ``CONN#`` record and ``add_turn`` the user turn.
+5. Session in ``handoff``: no model call. The turn is in the table, where the agent console reads
    a session's turns (``GET /sessions/{id}/turns``) and which the stream carries on; the customer
    gets an ``ack`` frame saying an agent will answer.
-4. Otherwise the :class:`~lambdas.shared.responder.Responder` (Bedrock or echo, per stage) answers
+6. Otherwise the :class:`~lambdas.shared.responder.Responder` (Bedrock or echo, per stage) answers
    from the latest summary and the newest turns; the reply is stored as the next turn, then
    posted to the connection. 410 Gone from the management API disconnects the session.
 
-Every failure after step 2 leaves the user's turn stored and tells the customer so; error frames
+Every failure after step 4 leaves the user's turn stored and tells the customer so; error frames
 are ``{"type": "error", "code", "message"}`` and never carry internals.
 """
 
@@ -21,6 +26,7 @@ from typing import Any, Final
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
+from botocore.exceptions import BotoCoreError, ClientError
 
 from lambdas.shared import env
 from lambdas.shared.connections import DeliveryError, management_endpoint, post_to_connection
@@ -28,7 +34,8 @@ from lambdas.shared.errors import SessionClosed, SessionNotFound
 from lambdas.shared.records import TURN_ACCEPTING, Role, SessionStatus
 from lambdas.shared.responder import Responder, ResponderError, responder_for
 from lambdas.shared.settings import settings
-from lambdas.shared.store import DynamoSessionStore
+from lambdas.shared.store import Admission, DynamoSessionStore
+from lambdas.shared.store.limits import CONNECTION_SCOPE, CUSTOMER_SCOPE
 from lambdas.ws import runtime
 from lambdas.ws.disconnect import disconnect_connection
 from lambdas.ws.frames import (
@@ -38,6 +45,7 @@ from lambdas.ws.frames import (
     error_frame,
     message_frame,
     parse_message,
+    rate_limited_frame,
     route_context,
 )
 
@@ -46,6 +54,9 @@ tracer = Tracer()
 metrics = Metrics()
 
 HANDOFF_ACK: Final = "A support agent has your message and will reply here shortly."
+NOT_AUTHORIZED: Final = error_frame(
+    "forbidden", "This connection is not signed in as a customer. Reconnect with a customer token to chat."
+)
 NOT_READY: Final = error_frame(
     "session_not_ready", "Your chat session is still starting. Please send your message again in a moment."
 )
@@ -82,6 +93,25 @@ def responder() -> Responder:
 Send = Callable[[Mapping[str, Any]], bool]
 
 
+def admit(store: DynamoSessionStore, connection_id: str, customer_id: str) -> Admission:
+    """One message from the connection's bucket, then from the customer's; the first refusal wins."""
+    config = settings()
+    by_connection = store.take_message_token(
+        CONNECTION_SCOPE,
+        connection_id,
+        per_minute=config.chat_connection_messages_per_minute,
+        burst=config.chat_connection_burst,
+    )
+    if not by_connection.admitted:
+        return by_connection
+    return store.take_message_token(
+        CUSTOMER_SCOPE,
+        customer_id,
+        per_minute=config.chat_customer_messages_per_minute,
+        burst=config.chat_customer_burst,
+    )
+
+
 def handle_message(store: DynamoSessionStore, model: Responder, ctx: RouteContext, body: str | None, send: Send) -> str:
     """Run the message path for one frame; returns the outcome (for logs and tests)."""
     try:
@@ -90,10 +120,22 @@ def handle_message(store: DynamoSessionStore, model: Responder, ctx: RouteContex
         send(error_frame(err.code, str(err)))
         return f"refused:{err.code}"
 
+    if ctx.customer_id is None:
+        send(NOT_AUTHORIZED)
+        return "refused:forbidden"
     connection = store.get_connection(ctx.connection_id)
-    if connection is None or (ctx.customer_id is not None and connection.customer_id != ctx.customer_id):
+    if connection is None or connection.customer_id != ctx.customer_id:
         send(NOT_READY)
         return "not_ready"
+    try:
+        admission = admit(store, ctx.connection_id, ctx.customer_id)
+    except (ClientError, BotoCoreError):
+        logger.exception("rate limit not checked")
+        send(NOT_SAVED)
+        return "not_saved"
+    if not admission.admitted:
+        send(rate_limited_frame(admission.retry_after_seconds))
+        return "rate_limited"
     session = store.get_session(connection.session_id)
     if session is None or session.status not in TURN_ACCEPTING:
         send(SESSION_CLOSED)

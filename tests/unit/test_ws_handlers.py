@@ -223,6 +223,43 @@ def test_connect_answers_500_without_internals_when_the_workflow_cannot_start(
     assert "StateMachineDoesNotExist" not in response["body"]
 
 
+def connect_as(customer: str, connection_id: str) -> dict[str, Any]:
+    return connect.handler(
+        ws_event("$connect", connection_id=connection_id, authorizer=customer_context(customer)), CTX
+    )
+
+
+def test_connect_caps_the_live_connections_of_a_customer_and_a_disconnect_frees_one(
+    ws: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a stage that allows two live connections per customer
+    monkeypatch.setenv("CHAT_MAX_CONNECTIONS_PER_CUSTOMER", "2")
+    env.reset()
+    assert connect_as("alice", "c-1")["statusCode"] == 200
+    assert connect_as("alice", "c-2")["statusCode"] == 200
+    # When a third connects, it is refused before any workflow starts, saying what to do
+    refused = connect_as("alice", "c-3")
+    assert refused["statusCode"] == 429
+    assert json.loads(refused["body"])["code"] == "too_many_connections"
+    assert "2" in json.loads(refused["body"])["message"]
+    assert len(executions()) == 2
+    # Another customer is not counted against alice
+    assert connect_as("bob", "c-9")["statusCode"] == 200
+    # Then a disconnect frees a slot (even of a connection whose onboarding never finished)
+    disconnect.handler(ws_event("$disconnect", connection_id="c-1", authorizer=ALICE), CTX)
+    assert connect_as("alice", "c-3")["statusCode"] == 200
+
+
+def test_connect_frees_its_slot_when_the_workflow_cannot_start(
+    ws: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CHAT_MAX_CONNECTIONS_PER_CUSTOMER", "1")
+    monkeypatch.setenv("ONBOARDING_STATE_MACHINE_ARN", "arn:aws:states:us-east-1:123456789012:stateMachine:gone")
+    env.reset()
+    assert connect_as("alice", "c-1")["statusCode"] == 500
+    assert connect_as("alice", "c-2")["statusCode"] == 500  # not 429: the failed attempt holds no slot
+
+
 # ------------------------------------------------------------------ onboarding steps
 
 
@@ -576,6 +613,90 @@ def test_message_on_another_customers_connection_is_refused(ws: DynamoSessionSto
     send("hijack", customer="mallory")
     assert sent_frames(CONN) == [message.NOT_READY]
     assert len(ws.list_turns(session_id).items) == 1
+
+
+def test_message_without_a_customer_in_the_authorizer_context_is_refused_and_stores_nothing(
+    ws: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a connection whose authorizer context names no customer (the ownership check has no subject)
+    session_id = onboarded("alice")
+    model = ExplodingResponder(AssertionError("the model must not be called"))
+    monkeypatch.setattr(message, "responder", lambda: model)
+    body = json.dumps({"action": "sendMessage", "text": "whose session is this?"})
+    for context in (None, authorizer_context(None), authorizer_context(None, role="customer")):
+        message.handler(ws_event("sendMessage", body=body, authorizer=context), CTX)
+    # Then every message is refused with a clear frame; nothing is stored, the model is untouched
+    assert sent_frames(CONN) == [message.NOT_AUTHORIZED] * 3
+    assert message.NOT_AUTHORIZED["code"] == "forbidden"
+    assert len(ws.list_turns(session_id).items) == 1
+    assert model.calls == 0
+
+
+class CountingResponder:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def reply(self, turns: Sequence[Turn], *, summary: Summary | None = None) -> str:
+        self.calls += 1
+        return f"answer {self.calls}"
+
+
+@pytest.fixture
+def limited(ws: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch) -> CountingResponder:
+    """A stage allowing a burst of 5 per connection and 8 per customer, refilled once a minute."""
+    for key, value in {
+        "CHAT_CONNECTION_MESSAGES_PER_MINUTE": "1",
+        "CHAT_CONNECTION_BURST": "5",
+        "CHAT_CUSTOMER_MESSAGES_PER_MINUTE": "1",
+        "CHAT_CUSTOMER_BURST": "8",
+    }.items():
+        monkeypatch.setenv(key, value)
+    env.reset()
+    model = CountingResponder()
+    monkeypatch.setattr(message, "responder", lambda: model)
+    return model
+
+
+def test_a_burst_from_one_connection_reaches_the_model_at_most_the_burst_and_the_rest_are_refused(
+    ws: DynamoSessionStore, limited: CountingResponder
+) -> None:
+    # Given alice and bob, each chatting on a connection
+    alice_session = onboarded("alice", CONN)
+    bob_session = onboarded("bob", OTHER_CONN)
+    # When alice sends 100 messages in a burst and bob writes in the same second
+    for n in range(100):
+        send(f"message {n}")
+    send("hello from bob", connection_id=OTHER_CONN, customer="bob")
+    # Then the model answered alice five times, and told her of every other message when to retry
+    alice_frames = sent_frames(CONN)
+    answered = [f for f in alice_frames if f["type"] == "message"]
+    refused = [f for f in alice_frames if f.get("code") == "rate_limited"]
+    assert len(answered) == 5
+    assert len(refused) == 95
+    assert len(alice_frames) == 100
+    assert all(f["type"] == "error" and 1 <= f["retry_after_seconds"] <= 60 for f in refused)
+    assert all(str(f["retry_after_seconds"]) in f["message"] for f in refused)
+    # No refused text is stored as a turn
+    contents = [t.content for t in ws.list_turns(alice_session, limit=100).items]
+    assert [c for c in contents if c.startswith("message ")] == [f"message {n}" for n in range(5)]
+    # And bob was answered
+    assert [f["text"] for f in sent_frames(OTHER_CONN)] == ["answer 6"]
+    assert roles(ws.list_turns(bob_session).items) == ["assistant", "user", "assistant"]
+    assert limited.calls == 6
+
+
+def test_a_customer_bucket_spans_connections(ws: DynamoSessionStore, limited: CountingResponder) -> None:
+    # Given alice on two connections: each connection may send 5, alice 8 in all
+    onboarded("alice", CONN)
+    onboarded("alice", OTHER_CONN)
+    for n in range(5):
+        send(f"first {n}")
+    for n in range(5):
+        send(f"second {n}", connection_id=OTHER_CONN)
+    # Then the second connection got three answers, then the refusal
+    codes = [f.get("code", f["type"]) for f in sent_frames(OTHER_CONN)]
+    assert codes == ["message"] * 3 + ["rate_limited"] * 2
+    assert limited.calls == 8
 
 
 # ------------------------------------------------------------------ $default
