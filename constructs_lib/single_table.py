@@ -138,6 +138,10 @@ class SingleTable(Construct):
         """Put, update and delete items (also in batches); encrypt and decrypt with its key."""
         return self._grant(grantee, (*_ITEM_WRITE, "dynamodb:DescribeTable"), _KEY_WRITE)
 
+    def grant_read_update_data(self, grantee: iam.IGrantable) -> iam.Grant:
+        """Read items, put and update them, never delete; for a function that only keeps counters or slots."""
+        return self._grant(grantee, (*_ITEM_READ, "dynamodb:PutItem", "dynamodb:UpdateItem"), _KEY_WRITE)
+
     def grant_read_write_data(self, grantee: iam.IGrantable) -> iam.Grant:
         """Read, write and delete items, query the table's indexes; use its key."""
         return self._grant(grantee, (*_ITEM_READ, *_ITEM_WRITE), _KEY_WRITE)

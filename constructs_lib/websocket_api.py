@@ -78,6 +78,9 @@ class SecureWebSocketApi(Construct):
             Defaults to True.
         throttle_rate_limit / throttle_burst_limit: requests per second and burst of every route
             of the stage. Default to 50 and 100.
+        route_throttles: a route's own limits (``"$connect"``, ``"sendMessage"``, ...), below
+            the stage's, so that one route's flood cannot use up another's share. Defaults to
+            none: every route has the stage's limits.
         existing_access_log_group: bring the access log group. Defaults to a new one shaped by
             ``access_log_group_props`` (giving both fails).
         access_log_group_props: props of the new access log group. Defaults to one-week
@@ -100,6 +103,7 @@ class SecureWebSocketApi(Construct):
         default_route_returns_response: bool = True,
         throttle_rate_limit: float = 50,
         throttle_burst_limit: int = 100,
+        route_throttles: Mapping[str, apigwv2.ThrottleSettings] | None = None,
         existing_access_log_group: logs.ILogGroup | None = None,
         access_log_group_props: logs.LogGroupProps | None = None,
         api_name: str | None = None,
@@ -133,6 +137,22 @@ class SecureWebSocketApi(Construct):
             "throttle_rate_limit must be in (0, 10000] and throttle_burst_limit in (0, 5000] "
             f"(given {throttle_rate_limit}, {throttle_burst_limit})",
         )
+        route_throttles = {
+            key: limits
+            for key, limits in (route_throttles or {}).items()
+            if errors.check(
+                key in ("$connect", "$disconnect", "$default", *routes),
+                f"route_throttles keys must be $connect, $disconnect, $default or a key of routes (given {key!r})",
+            )
+            and errors.check(
+                limits.rate_limit is not None
+                and limits.burst_limit is not None
+                and (is_unresolved(limits.rate_limit) or 0 < limits.rate_limit <= 10000)
+                and (is_unresolved(limits.burst_limit) or 0 < limits.burst_limit <= 5000),
+                f"route_throttles[{key!r}] needs rate_limit in (0, 10000] and burst_limit in (0, 5000] "
+                f"(given {limits.rate_limit}, {limits.burst_limit})",
+            )
+        }
         if not errors.check(
             existing_access_log_group is None or access_log_group_props is None,
             "give existing_access_log_group or access_log_group_props, not both",
@@ -197,6 +217,22 @@ class SecureWebSocketApi(Construct):
                 apigw.AccessLogFormat.custom(ACCESS_LOG_FORMAT),
             ),
         )
+
+        if route_throttles:
+            self._throttle_routes(route_throttles)
+
+    def _throttle_routes(self, route_throttles: Mapping[str, apigwv2.ThrottleSettings]) -> None:
+        """Route settings on the stage; the stage waits for the routes (they must exist when it names them)."""
+        stage = cast(apigwv2.CfnStage, self.stage.node.default_child)
+        stage.add_property_override(
+            "RouteSettings",
+            {
+                key: {"ThrottlingRateLimit": limits.rate_limit, "ThrottlingBurstLimit": limits.burst_limit}
+                for key, limits in sorted(route_throttles.items())
+            },
+        )
+        for key in sorted(route_throttles):
+            self.stage.node.add_dependency(self.api.node.find_child(f"{key}-Route"))
 
     @property
     def management_endpoint(self) -> str:

@@ -71,9 +71,9 @@ class StageConfig:
     # Chat limits (the whole defence of the WebSocket API: WAF cannot be attached to one).
     # Per-connection and per-customer message buckets: a burst, refilled at a rate per minute.
     chat_connection_messages_per_minute: int = 20
-    chat_connection_burst: int = 5
+    chat_connection_burst: int = 10
     chat_customer_messages_per_minute: int = 30
-    chat_customer_burst: int = 10
+    chat_customer_burst: int = 20
     # Live WebSocket connections one customer may hold, checked at $connect.
     chat_max_connections_per_customer: int = 3
     # API Gateway route throttles (requests per second, burst), each route its own.
@@ -249,6 +249,16 @@ def _validate(c: StageConfig) -> None:
         value = getattr(c, key)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
             raise _fail(n, key, f"must be a number in {low:g}..{high:g}", value)
+    for route in ("ws_connect", "ws_message"):
+        rate, burst = getattr(c, f"{route}_throttle_rate"), getattr(c, f"{route}_throttle_burst")
+        if rate > c.api_throttle_rate or burst > c.api_throttle_burst:
+            raise _fail(
+                n,
+                f"{route}_throttle_rate/_burst",
+                "must not exceed api_throttle_rate/api_throttle_burst "
+                f"({c.api_throttle_rate:g}/{c.api_throttle_burst})",
+                (rate, burst),
+            )
     for key in ("deletion_protection", "point_in_time_recovery", "log_execution_data", "waf_enabled"):
         if not isinstance(getattr(c, key), bool):
             raise _fail(n, key, "must be true or false", getattr(c, key))

@@ -86,13 +86,20 @@ def build_websocket_api(
         "lambdas.ws.connect.handler",
         {**session_env, "ONBOARDING_STATE_MACHINE_ARN": onboarding.state_machine.state_machine_arn},
     )
-    storage.sessions.grant_read_data(connect)
+    storage.sessions.grant_read_update_data(connect)  # reads the session to resume, holds connection slots
     onboarding.grant_start_execution(connect)
 
     disconnect = function("WsDisconnect", "lambdas.ws.disconnect.handler", session_env)
     storage.sessions.grant_read_write_data(disconnect)
 
-    message = function(MESSAGE_FUNCTION, "lambdas.ws.message.handler", session_env)
+    # Reserved concurrency both guarantees the chat its share and caps it: a burst of messages
+    # (each a model call) cannot take the account's concurrency from every other function.
+    message = function(
+        MESSAGE_FUNCTION,
+        "lambdas.ws.message.handler",
+        session_env,
+        reserved_concurrent_executions=config.message_reserved_concurrency,
+    )
     storage.sessions.grant_read_write_data(message)
     if config.bedrock_model_id is not None:
         grant_invoke_model(message, config.bedrock_model_id)
@@ -111,6 +118,14 @@ def build_websocket_api(
         routes={SEND_MESSAGE: message},
         throttle_rate_limit=config.api_throttle_rate,
         throttle_burst_limit=config.api_throttle_burst,
+        route_throttles={
+            "$connect": apigwv2.ThrottleSettings(
+                rate_limit=config.ws_connect_throttle_rate, burst_limit=config.ws_connect_throttle_burst
+            ),
+            SEND_MESSAGE: apigwv2.ThrottleSettings(
+                rate_limit=config.ws_message_throttle_rate, burst_limit=config.ws_message_throttle_burst
+            ),
+        },
         access_log_group_props=logs.LogGroupProps(
             retention=retention, encryption_key=storage.key, removal_policy=RemovalPolicy.DESTROY
         ),
