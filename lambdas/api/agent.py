@@ -74,7 +74,7 @@ def _session_id(value: str) -> str:
 def _text(body: str | None) -> str:
     try:
         data = json.loads(body or "")
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser's stack
         raise ValidationError('the body must be JSON: {"text": "..."}') from None
     if not isinstance(data, dict) or set(data) != {"text"}:
         raise ValidationError('the body must be exactly {"text": "..."}')

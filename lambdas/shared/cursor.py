@@ -47,7 +47,8 @@ def decode(token: str, scope: str, *shapes: Shape) -> Position:
     try:
         raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
         data = json.loads(raw.decode("utf-8"))
-    except (binascii.Error, ValueError):
+    except (binascii.Error, ValueError, RecursionError):
+        # RecursionError: JSON nested deeper than the parser's stack (``[`` 1,500 times).
         raise InvalidCursor() from None
     if not isinstance(data, dict) or set(data) != {"v", "s", "k"} or data["v"] != VERSION:
         raise InvalidCursor()

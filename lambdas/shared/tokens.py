@@ -9,12 +9,13 @@ Usage::
     claims = verify(token, secret, issuer=settings.issuer, audience=settings.audience)
     claims.sub, claims.role                                        # "alice", "customer"
 
-``verify`` accepts a token only when: it has exactly three base64url parts; the header is a JSON
-object whose ``alg`` is ``HS256`` (``none`` and every other algorithm are refused, so a token
-cannot choose a weaker check) and whose ``typ``, when present, is ``JWT``; the signature matches
+``verify`` accepts a token only when: it has exactly three base64url parts, each in its one
+canonical spelling (no padding, unused low bits zero); the header is a JSON object whose
+``alg`` is ``HS256`` (``none`` and every other algorithm are refused, so a token cannot choose
+a weaker check) and whose ``typ``, when present, is ``JWT``; the signature matches
 (compared in constant time); ``exp`` is in the future and ``nbf`` (when present) in the past,
 both within ``leeway`` seconds; ``iss`` equals ``issuer``; ``aud`` equals ``audience`` or is a
-list holding it; ``sub`` matches :data:`SUBJECT_PATTERN`; ``role`` is one of :data:`ROLES`.
+list holding it; ``sub`` matches :data:`SUBJECT_PATTERN` as a whole string; ``role`` is one of :data:`ROLES`.
 Every refusal raises :class:`TokenError` with a machine-readable ``reason``.
 """
 
@@ -25,6 +26,7 @@ import binascii
 import hashlib
 import hmac
 import json
+import math
 import re
 import time
 from collections.abc import Mapping
@@ -38,13 +40,15 @@ ALGORITHM: Final = "HS256"
 ROLES: Final = ("customer", "agent", "admin")
 #: A subject is a customer/agent/admin id; it doubles as ``customer_id`` for customers, so it
 #: follows the API's customer id rule and can be embedded in keys and templates unescaped.
-SUBJECT_PATTERN: Final = re.compile(r"^[A-Za-z0-9-]{1,64}$")
+SUBJECT_PATTERN: Final = re.compile(r"[A-Za-z0-9-]{1,64}")
 MAX_TOKEN_LENGTH: Final = 4096
 DEFAULT_LEEWAY_SECONDS: Final = 30
 MIN_SECRET_BYTES: Final = 32  # RFC 7518 3.2: an HS256 key must be at least as long as the hash
 MAX_TTL_SECONDS: Final = 24 * 3600
 
-_B64URL: Final = re.compile(r"^[A-Za-z0-9_-]*$")
+_B64URL: Final = re.compile(r"[A-Za-z0-9_-]*")
+#: The latest instant a time claim may name (9999-12-31T23:59:59Z); beyond it a claim is refused.
+MAX_EPOCH_SECONDS: Final = 253_402_300_799
 
 
 class TokenError(Exception):
@@ -78,12 +82,20 @@ def _b64encode(data: bytes) -> str:
 
 
 def _b64decode(part: str) -> bytes:
-    if not _B64URL.match(part) or len(part) % 4 == 1:
+    """The bytes of a segment written in the one canonical base64url form, else TokenError.
+
+    Canonical: URL-safe alphabet, no padding, and the unused low bits of the last character zero,
+    so each segment (and each signature) has exactly one accepted spelling.
+    """
+    if not _B64URL.fullmatch(part) or len(part) % 4 == 1:
         raise TokenError("malformed", "token segments must be base64url without padding")
     try:
-        return base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
+        raw = base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
     except (binascii.Error, ValueError):
         raise TokenError("malformed", "token segments must be base64url without padding") from None
+    if _b64encode(raw) != part:
+        raise TokenError("malformed", "token segments must be canonical base64url (unused bits zero)")
+    return raw
 
 
 def _json_object(raw: bytes, what: str) -> dict[str, Any]:
@@ -114,7 +126,14 @@ def _numeric(claims: Mapping[str, Any], name: str, *, required: bool) -> int | N
         if required:
             raise TokenError("claims", f"the {name} claim is required")
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:  # NaN
+    # NaN, infinities (``1e400`` parses as inf) and numbers past year 9999 are refused here, so
+    # int() never overflows and no comparison below meets a non-finite value.
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or (isinstance(value, float) and not math.isfinite(value))
+        or not 0 <= value <= MAX_EPOCH_SECONDS
+    ):
         raise TokenError("claims", f"the {name} claim must be a number of seconds since the epoch")
     return int(value)
 
@@ -172,7 +191,7 @@ def verify(
     if not (aud == audience or (isinstance(aud, list) and audience in aud and all(isinstance(a, str) for a in aud))):
         raise TokenError("audience", "the token is meant for another audience")
     sub = claims.get("sub")
-    if not isinstance(sub, str) or not SUBJECT_PATTERN.match(sub):
+    if not isinstance(sub, str) or not SUBJECT_PATTERN.fullmatch(sub):
         raise TokenError("claims", "the sub claim must match ^[A-Za-z0-9-]{1,64}$")
     role = claims.get("role")
     if role not in ROLES:
@@ -204,7 +223,7 @@ def mint(
 
     Validates what ``verify`` would refuse, so a minted token always verifies (until it expires).
     """
-    if not isinstance(sub, str) or not SUBJECT_PATTERN.match(sub):
+    if not isinstance(sub, str) or not SUBJECT_PATTERN.fullmatch(sub):
         raise ValueError(f"sub must match ^[A-Za-z0-9-]{{1,64}}$ (given {sub!r})")
     if role not in ROLES:
         raise ValueError(f"role must be one of {', '.join(ROLES)} (given {role!r})")

@@ -14,7 +14,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger, Tracer
 
-from lambdas.shared.tokens import TokenError, signing_secret, verifier_settings, verify
+from lambdas.shared.tokens import TokenError, VerifierSettings, signing_secret, verifier_settings, verify
 
 logger = Logger()
 tracer = Tracer()
@@ -37,19 +37,17 @@ def policy(principal_id: str, effect: str, method_arn: str, context: dict[str, s
     return response
 
 
-@logger.inject_lambda_context(clear_state=True)
-@tracer.capture_lambda_handler(capture_response=False)
-def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+def authorize(event: dict[str, Any], secret: str, config: VerifierSettings) -> dict[str, Any]:
+    """The response for one ``$connect`` authorizer event (pure: tests call it without AWS).
+
+    Anything the token carries that ``verify`` refuses is a Deny; only a too-short secret (a
+    configuration error) raises, so the connection fails rather than being let in.
+    """
     method_arn = str(event.get("methodArn", ""))
-    token = (event.get("queryStringParameters") or {}).get(TOKEN_PARAMETER)
-    config = verifier_settings()
+    params = event.get("queryStringParameters")
+    token = params.get(TOKEN_PARAMETER) if isinstance(params, dict) else None
     try:
-        claims = verify(
-            token,
-            signing_secret(config.secret_arn, max_age=config.secret_cache_seconds),
-            issuer=config.issuer,
-            audience=config.audience,
-        )
+        claims = verify(token, secret, issuer=config.issuer, audience=config.audience)
     except TokenError as err:
         logger.info("connection refused", extra={"reason": err.reason})
         return policy("anonymous", "Deny", method_arn)
@@ -57,3 +55,10 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         logger.info("connection refused", extra={"reason": "role", "role": claims.role})
         return policy(claims.sub, "Deny", method_arn)
     return policy(claims.sub, "Allow", method_arn, {"customer_id": claims.sub, "role": claims.role})
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler(capture_response=False)
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    config = verifier_settings()
+    return authorize(event, signing_secret(config.secret_arn, max_age=config.secret_cache_seconds), config)

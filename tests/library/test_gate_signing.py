@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hmac
 from unittest import mock
 from urllib.parse import parse_qs, urlsplit
@@ -91,3 +92,31 @@ def test_a_reject_signature_never_approves(review_id: str, expires_at: int) -> N
     sig = signing.sign(KEY, review_id, "reject", expires_at)
     assert signing.verify(KEY, review_id, "reject", expires_at, sig)
     assert not signing.verify(KEY, review_id, "approve", expires_at, sig)
+
+
+def _respellings(sig: str) -> list[str]:
+    """Other strings that decode to the same 32 bytes: padded, standard alphabet, low bits set."""
+    raw = base64.urlsafe_b64decode(sig + "=")
+    standard = base64.b64encode(raw).decode()
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    last = alphabet.index(sig[-1])
+    low_bits = [sig[:-1] + alphabet[last | bits] for bits in (1, 2, 3) if last | bits != last]
+    return [sig + "=", standard, standard.rstrip("="), *low_bits]
+
+
+@pytest.mark.parametrize("review_id", ["review-1", "r", "a" * 64])
+def test_only_the_canonical_spelling_of_a_signature_verifies(review_id: str) -> None:
+    for expires_at in range(1_767_830_400, 1_767_830_440):
+        sig = signing.sign(KEY, review_id, "approve", expires_at)
+        assert signing.verify(KEY, review_id, "approve", expires_at, sig)
+        for other in _respellings(sig):
+            if other != sig:
+                assert not signing.verify(KEY, review_id, "approve", expires_at, other), other
+
+
+def test_a_signature_with_unused_low_bits_set_is_refused() -> None:
+    sig = signing.sign(KEY, "review-1", "approve", 7)
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    flipped = sig[:-1] + alphabet[alphabet.index(sig[-1]) ^ 1]
+    assert base64.urlsafe_b64decode(flipped + "=") == base64.urlsafe_b64decode(sig + "=")  # same bytes
+    assert not signing.verify(KEY, "review-1", "approve", 7, flipped)

@@ -244,3 +244,41 @@ def test_mint_token_tool_fails_on_a_bad_role(capsys: pytest.CaptureFixture[str])
     with pytest.raises(SystemExit):
         main(["--sub", "alice", "--role", "root", "--secret", SECRET])
     assert "invalid choice" in capsys.readouterr().err
+
+
+_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
+
+def test_fails_on_a_signature_whose_unused_low_bits_are_set() -> None:
+    # Given a valid token; its 43-character signature leaves two bits of the last character unused
+    head, body, sig = mint(sub="alice", role="customer", secret=SECRET, issuer=ISS, audience=AUD, now=NOW).split(".")
+    flipped = sig[:-1] + _ALPHABET[_ALPHABET.index(sig[-1]) ^ 1]
+    assert base64.urlsafe_b64decode(flipped + "=") == base64.urlsafe_b64decode(sig + "=")
+    # Then only the canonical spelling verifies
+    assert _verify(f"{head}.{body}.{sig}").sub == "alice"
+    assert _reason(f"{head}.{body}.{flipped}") == "malformed"
+
+
+def test_fails_on_a_padded_or_standard_alphabet_segment() -> None:
+    head, body, sig = mint(sub="alice", role="customer", secret=SECRET, issuer=ISS, audience=AUD, now=NOW).split(".")
+    standard = base64.b64encode(base64.urlsafe_b64decode(sig + "=")).decode()
+    assert _reason(f"{head}.{body}.{sig}=") == "malformed"
+    assert _reason(f"{head}.{body}.{standard}") == "malformed"
+
+
+def test_fails_on_a_subject_with_a_trailing_newline() -> None:
+    assert _reason(_forge({"alg": "HS256"}, _payload(sub="alice\n"))) == "claims"
+    with pytest.raises(ValueError, match="sub must match"):
+        mint(sub="alice\n", role="customer", secret=SECRET, issuer=ISS, audience=AUD)
+
+
+@pytest.mark.parametrize("claim", ["exp", "nbf", "iat"])
+@pytest.mark.parametrize("value", ["1e400", "-1e400", "1e308", "NaN", "Infinity", "-1", "1" + "0" * 400])
+def test_fails_on_huge_or_non_finite_time_claims_without_raising_anything_else(claim: str, value: str) -> None:
+    # Given a correctly signed payload whose time claim is written as raw JSON (1e400 parses as inf)
+    payload = json.dumps(_payload(**{claim: 0})).replace(f'"{claim}": 0', f'"{claim}": {value}')
+    head = _b64(json.dumps({"alg": "HS256"}).encode())
+    body = _b64(payload.encode())
+    sig = hmac.new(SECRET.encode(), f"{head}.{body}".encode(), hashlib.sha256).digest()
+    # Then it is a refused token (TokenError), never OverflowError or ValueError
+    assert _reason(f"{head}.{body}.{_b64(sig)}") in {"claims", "expired", "lifetime"}

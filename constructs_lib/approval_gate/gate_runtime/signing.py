@@ -20,6 +20,7 @@ import binascii
 import hashlib
 import hmac
 import json
+import re
 from typing import Final
 from urllib.parse import quote, urlencode
 
@@ -30,6 +31,8 @@ _VERSION: Final = "review-link-v1"
 #: Minimum key length in bytes (HMAC-SHA256: at least the hash size).
 MIN_KEY_BYTES: Final = 32
 _SIGNATURE_BYTES: Final = 32
+#: 32 bytes in unpadded URL-safe base64: 43 characters.
+_CANONICAL: Final = re.compile(r"[A-Za-z0-9_-]{43}")
 
 
 class SigningKeyError(ValueError):
@@ -46,13 +49,18 @@ def _encode(digest: bytes) -> str:
 
 
 def _decode(signature: str) -> bytes | None:
-    if not signature or len(signature) > 64:
+    """The digest of a signature in its one canonical spelling, else None.
+
+    Canonical: 43 URL-safe base64 characters, no ``=`` padding, no ``+``/``/``, and the unused low
+    bits of the last character zero, so one signature is one string (a link has one spelling).
+    """
+    if not isinstance(signature, str) or not _CANONICAL.fullmatch(signature):
         return None
     try:
-        raw = base64.urlsafe_b64decode(signature + "=" * (-len(signature) % 4))
+        raw = base64.urlsafe_b64decode(signature + "=")
     except (binascii.Error, ValueError):
         return None
-    return raw if len(raw) == _SIGNATURE_BYTES else None
+    return raw if len(raw) == _SIGNATURE_BYTES and _encode(raw) == signature else None
 
 
 def _check_key(key: bytes) -> bytes:
@@ -70,7 +78,7 @@ def sign(key: bytes, review_id: str, decision: str, expires_at: int) -> str:
 
 
 def verify(key: bytes, review_id: str, decision: str, expires_at: int, signature: str) -> bool:
-    """True only for the exact signature of these three fields; compared in constant time."""
+    """True only for the exact signature of these three fields, spelled canonically; constant time."""
     if decision not in DECISIONS:
         return False
     given = _decode(signature)

@@ -1,0 +1,273 @@
+"""Hostile input is a 4xx (a Deny at the authorizers), never a 5xx and never a wrongful Allow.
+
+Property tests over what an attacker controls: nesting depth, huge and non-finite numbers, lone
+surrogates (what invalid UTF-8 becomes in a Lambda event) and control characters, in every Lambda
+route's body, path and query (cursors included), and in the tokens both authorizers read.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import boto3
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lambdas.api import agent as agent_api
+from lambdas.api import authorizer as rest_authorizer
+from lambdas.api import rest
+from lambdas.shared import cursor, env
+from lambdas.shared.errors import InvalidCursor
+from lambdas.shared.store import DynamoSessionStore
+from lambdas.shared.tokens import VerifierSettings, mint
+from lambdas.ws import authorizer as ws_authorizer
+from tests.support.events import DEFAULT_API, authorizer_context, lambda_context, rest_proxy_event, ws_authorizer_event
+
+SECRET = "k" * 64
+ISS = "https://auth.test"
+AUD = "test-api"
+CONFIG = VerifierSettings(secret_arn="unused", issuer=ISS, audience=AUD, secret_cache_seconds=300)
+SESSION = "0b7c5f2e-1d3a-4c8b-9e6f-2a1b3c4d5e6f"
+CONTEXT = lambda_context("HostileInput")
+HYPOTHESIS = settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
+
+# ---------------------------------------------------------------- what an attacker sends
+
+
+def _nested(depth: int, opener: str) -> str:
+    """Arrays or objects nested ``depth`` deep (Python's parser gives up near 1,000)."""
+    return '{"a":' * depth + "1" + "}" * depth if opener == "{" else "[" * depth + "]" * depth
+
+
+NUMBERS = st.sampled_from(["1e400", "-1e400", "1e-400", "NaN", "Infinity", "-Infinity", "9" * 5000, "-0", "1E+999"])
+NESTING = st.builds(_nested, st.integers(min_value=900, max_value=5000), st.sampled_from(["[", "{"]))
+UNICODE = st.text(
+    alphabet=st.characters(min_codepoint=0, max_codepoint=0x10FFFF, exclude_categories=()), min_size=0, max_size=40
+)
+LONE_SURROGATES = st.sampled_from(["\udcff", "\ud800", "a\udfffb", "\udc80\udc81"])
+NASTY_TEXT = st.one_of(UNICODE, LONE_SURROGATES, st.sampled_from(["alice\n", "\x00", "%00", "../..", "\u202e"]))
+HOSTILE_JSON = st.one_of(
+    NESTING,
+    NUMBERS,
+    NUMBERS.map(lambda n: f'{{"text": {n}}}'),
+    NUMBERS.map(lambda n: f'{{"customer_id": "alice", "metadata": {{"n": {n}}}}}'),
+    NESTING.map(lambda nested: f'{{"text": "hi", "x": {nested}}}'),
+    NESTING.map(lambda nested: f'{{"customer_id": "alice", "metadata": {{"a": {nested}}}}}'),
+    NASTY_TEXT.map(lambda t: json.dumps({"text": t, "resolution": t, "outcome": t}, ensure_ascii=False)),
+    NASTY_TEXT,
+)
+
+
+def _cursor_of(payload: str) -> str:
+    return base64.urlsafe_b64encode(payload.encode("utf-8", "surrogatepass")).decode().rstrip("=")
+
+
+HOSTILE_CURSOR = st.one_of(
+    HOSTILE_JSON.map(_cursor_of),
+    st.just(_cursor_of("[" * 1500)),
+    NASTY_TEXT,
+    st.binary(max_size=64).map(lambda raw: base64.urlsafe_b64encode(raw).decode().rstrip("=")),
+)
+HOSTILE_QUERY = st.fixed_dictionaries(
+    {},
+    optional={"limit": st.one_of(NUMBERS, NASTY_TEXT), "cursor": HOSTILE_CURSOR, "x": NASTY_TEXT},
+)
+HOSTILE_ID = st.one_of(NASTY_TEXT, st.just(SESSION + "\n"), st.just(SESSION.upper()), NUMBERS)
+
+# ---------------------------------------------------------------- the routes
+
+
+@pytest.fixture
+def invoke(table_name: str, ddb_client: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., int]]:
+    """Call the Lambda route ``method resource`` as API Gateway would; the status code."""
+    monkeypatch.setenv("TABLE_NAME", table_name)
+    monkeypatch.setenv("CORS_ALLOWED_ORIGINS", "http://localhost:3000")
+    monkeypatch.delenv("STATE_MACHINE_ARNS", raising=False)
+    env.reset()
+    fixed = DynamoSessionStore(table_name, client=boto3.client("dynamodb"))
+    monkeypatch.setattr(rest, "store", lambda: fixed)
+    monkeypatch.setattr(agent_api, "store", lambda: fixed)
+    fixed.create_session("alice")
+
+    def call(
+        module: Any,
+        method: str,
+        resource: str,
+        params: dict[str, str],
+        *,
+        role: str,
+        body: str | None = None,
+        **kw: Any,
+    ) -> int:
+        path = resource
+        for name, value in params.items():
+            path = path.replace("{" + name + "}", value)
+        event = rest_proxy_event(
+            method,
+            resource,
+            path,
+            path_parameters=params or None,
+            headers={"Content-Type": "application/json", "Origin": "http://localhost:3000"},
+            body=body,
+            authorizer=authorizer_context("alice", sub="alice", role=role),
+            **kw,
+        )
+        response = module.handler(event, CONTEXT)
+        return int(response["statusCode"])
+
+    yield call
+    env.reset()
+
+
+REST_ROUTES = [
+    ("POST", "/sessions", {}, "customer"),
+    ("GET", "/sessions/{id}", {"id": SESSION}, "customer"),
+    ("DELETE", "/sessions/{id}", {"id": SESSION}, "customer"),
+    ("GET", "/sessions/{id}/turns", {"id": SESSION}, "customer"),
+    ("GET", "/customers/{id}/sessions", {"id": "alice"}, "customer"),
+    ("GET", "/executions/{id}", {"id": "x"}, "admin"),
+]
+AGENT_ROUTES = [
+    ("POST", "/handoffs/{session_id}/accept", {"session_id": SESSION}, "agent"),
+    ("POST", "/handoffs/{session_id}/messages", {"session_id": SESSION}, "agent"),
+    ("POST", "/handoffs/{session_id}/close", {"session_id": SESSION}, "agent"),
+]
+ROUTES = [(rest, *r) for r in REST_ROUTES] + [(agent_api, *r) for r in AGENT_ROUTES]
+
+
+def _route_id(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _client_error(status: int) -> bool:
+    return 400 <= status < 500
+
+
+@pytest.mark.parametrize(("module", "method", "resource", "params", "role"), ROUTES, ids=_route_id)
+@HYPOTHESIS
+@given(body=HOSTILE_JSON)
+def test_a_hostile_body_is_a_4xx(
+    invoke: Callable[..., int], module: Any, method: str, resource: str, params: dict[str, str], role: str, body: str
+) -> None:
+    status = invoke(module, method, resource, params, role=role, body=body)
+    assert _client_error(status) if method == "POST" else status < 500  # a GET or DELETE ignores a body
+
+
+@pytest.mark.parametrize(("module", "method", "resource", "params", "role"), ROUTES, ids=_route_id)
+@HYPOTHESIS
+@given(value=HOSTILE_ID)
+def test_a_hostile_path_parameter_is_a_4xx(
+    invoke: Callable[..., int], module: Any, method: str, resource: str, params: dict[str, str], role: str, value: str
+) -> None:
+    hostile = dict.fromkeys(params, value)
+    if not hostile:
+        return  # POST /sessions has no path parameter
+    body = '{"text": "hi", "resolution": "done", "outcome": "resume"}' if module is agent_api else None
+    assert _client_error(invoke(module, method, resource, hostile, role=role, body=body))
+
+
+@pytest.mark.parametrize(
+    ("resource", "params"),
+    [("/sessions/{id}/turns", {"id": SESSION}), ("/customers/{id}/sessions", {"id": "alice"})],
+)
+@HYPOTHESIS
+@given(query=HOSTILE_QUERY)
+def test_a_hostile_query_or_cursor_is_a_4xx_or_the_plain_listing(
+    invoke: Callable[..., int], resource: str, params: dict[str, str], query: dict[str, str]
+) -> None:
+    status = invoke(rest, "GET", resource, params, role="customer", query=query)
+    assert _client_error(status) or (status == 200 and set(query) <= {"x"})
+
+
+def test_a_cursor_of_brackets_nested_1500_deep_is_an_invalid_cursor() -> None:
+    with pytest.raises(InvalidCursor):
+        cursor.decode(_cursor_of("[" * 1500), "turns:s", {"PK": str})
+
+
+@HYPOTHESIS
+@given(token=HOSTILE_CURSOR)
+def test_cursor_decode_raises_only_invalid_cursor(token: str) -> None:
+    with pytest.raises(InvalidCursor):
+        cursor.decode(token, "turns:s", {"PK": str, "SK": str})
+
+
+# ---------------------------------------------------------------- the authorizers
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _signed(payload: bytes, header: bytes = b'{"alg":"HS256","typ":"JWT"}') -> str:
+    """A token correctly signed with the stage's secret over raw (possibly hostile) bytes."""
+    head, body = _b64(header), _b64(payload)
+    sig = hmac.new(SECRET.encode(), f"{head}.{body}".encode(), hashlib.sha256).digest()
+    return f"{head}.{body}.{_b64(sig)}"
+
+
+def _claims_with(name: str, raw: str) -> bytes:
+    claims = {"sub": "alice", "role": "customer", "iss": ISS, "aud": AUD, "exp": 0}
+    text = json.dumps(claims).replace('"exp": 0', '"exp": 4102444800') if name != "exp" else json.dumps(claims)
+    return text.replace(f'"{name}": ' + json.dumps(claims.get(name, 0)), f'"{name}": {raw}').encode(
+        "utf-8", "surrogatepass"
+    )
+
+
+HOSTILE_PAYLOAD = st.one_of(
+    st.tuples(st.sampled_from(["exp", "nbf", "iat", "sub", "aud", "role"]), st.one_of(NUMBERS, NESTING)).map(
+        lambda pair: _claims_with(*pair)
+    ),
+    NESTING.map(str.encode),
+    st.binary(max_size=80),  # invalid UTF-8 among them
+    NASTY_TEXT.map(lambda sub: json.dumps({"sub": sub, "role": "customer", "iss": ISS, "aud": AUD}).encode()),
+)
+HOSTILE_TOKEN = st.one_of(
+    HOSTILE_PAYLOAD.map(_signed),
+    HOSTILE_PAYLOAD.map(lambda header: _signed(b'{"sub":"alice"}', header)),
+    NASTY_TEXT,
+    st.text(alphabet="ABCDEFabcdef0123456789-_.=+/", max_size=200),
+)
+
+
+def _allows(response: dict[str, Any]) -> bool:
+    return any(s["Effect"] == "Allow" for s in response["policyDocument"]["Statement"])
+
+
+@HYPOTHESIS
+@given(token=HOSTILE_TOKEN)
+def test_the_rest_authorizer_denies_every_hostile_token(token: str) -> None:
+    event = {"type": "TOKEN", "methodArn": DEFAULT_API.method_arn("GET", "/sessions"), "authorizationToken": token}
+    assert not _allows(rest_authorizer.authorize(event, SECRET, CONFIG))
+    event["authorizationToken"] = f"Bearer {token}"
+    assert not _allows(rest_authorizer.authorize(event, SECRET, CONFIG))
+
+
+@HYPOTHESIS
+@given(token=HOSTILE_TOKEN)
+def test_the_websocket_authorizer_denies_every_hostile_token(token: str) -> None:
+    assert not _allows(ws_authorizer.authorize(ws_authorizer_event(query={"token": token}), SECRET, CONFIG))
+
+
+@pytest.mark.parametrize("exp", ["1e400", "-1e400", "NaN", "Infinity", "1" + "0" * 400])
+def test_both_authorizers_deny_a_signed_token_whose_exp_is_huge_or_not_finite(exp: str) -> None:
+    token = _signed(_claims_with("exp", exp))
+    rest_event = {"type": "TOKEN", "methodArn": DEFAULT_API.method_arn("GET", "/sessions"), "authorizationToken": ""}
+    rest_event["authorizationToken"] = f"Bearer {token}"
+    assert not _allows(rest_authorizer.authorize(rest_event, SECRET, CONFIG))
+    assert not _allows(ws_authorizer.authorize(ws_authorizer_event(query={"token": token}), SECRET, CONFIG))
+
+
+def test_a_valid_token_is_still_allowed_by_both() -> None:
+    token = mint(sub="alice", role="customer", secret=SECRET, issuer=ISS, audience=AUD)
+    rest_event = {"type": "TOKEN", "methodArn": DEFAULT_API.method_arn("GET", "/sessions"), "authorizationToken": ""}
+    rest_event["authorizationToken"] = f"Bearer {token}"
+    assert _allows(rest_authorizer.authorize(rest_event, SECRET, CONFIG))
+    assert _allows(ws_authorizer.authorize(ws_authorizer_event(query={"token": token}), SECRET, CONFIG))
