@@ -97,16 +97,16 @@ def template_errors(input_fields: Mapping[str, InputField], idempotency_header: 
         return ["input_fields must name at least one field (given {})"]
     errors = []
     for key, field in input_fields.items():
-        if not _NAME.match(key):
+        if not _NAME.fullmatch(key):
             errors.append(f"input field name must match {_NAME.pattern} (given {key!r})")
         pattern = _BODY_PATH if field.source == "body" else _PARAM
-        if not pattern.match(field.name):
+        if not pattern.fullmatch(field.name):
             errors.append(
                 f"{field.source} name of input field {key!r} must match {pattern.pattern} (given {field.name!r})"
             )
-        if field.source == "context" and not re.match(r"^[A-Za-z][A-Za-z0-9.]*$", field.name):
+        if field.source == "context" and not re.fullmatch(r"[A-Za-z][A-Za-z0-9.]*", field.name):
             errors.append(f"context variable of {key!r} must be like requestId (given {field.name!r})")
-    if not _PARAM.match(idempotency_header):
+    if not _PARAM.fullmatch(idempotency_header):
         errors.append(f"idempotency_header must match {_PARAM.pattern} (given {idempotency_header!r})")
     return errors
 

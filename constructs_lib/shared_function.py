@@ -280,7 +280,7 @@ class SharedFunction(Construct):
 
 def _check_handler(code_root: Path, handler: str) -> tuple[bool, str]:
     """Whether ``handler`` names a module inside ``code_root``, and what to fix when it does not."""
-    if not _HANDLER.match(handler):
+    if not _HANDLER.fullmatch(handler):
         return False, f"handler must be a dotted path like 'pkg.module.function' (given {handler!r})"
     module, _, _function = handler.rpartition(".")
     parts = module.split(".")

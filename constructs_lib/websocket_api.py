@@ -112,14 +112,14 @@ class SecureWebSocketApi(Construct):
         super().__init__(scope, construct_id)
         errors = PropErrors(self)
         errors.check(
-            Token.is_unresolved(stage_name) or bool(_STAGE_NAME.match(stage_name)),
+            Token.is_unresolved(stage_name) or bool(_STAGE_NAME.fullmatch(stage_name)),
             f"stage_name must be 1-128 of [A-Za-z0-9_-] (given {stage_name!r})",
         )
         routes = {
             key: handler
             for key, handler in (routes or {}).items()
             if errors.check(
-                bool(_ROUTE_KEY.match(key)),
+                bool(_ROUTE_KEY.fullmatch(key)),
                 f"route keys must be action names like 'sendMessage' (given {key!r}); "
                 "$connect, $disconnect and $default have their own handler arguments",
             )
@@ -128,7 +128,7 @@ class SecureWebSocketApi(Construct):
             identity_source = ("route.request.querystring.token",)
         for source in identity_source:
             errors.check(
-                Token.is_unresolved(source) or bool(_IDENTITY_SOURCE.match(source)),
+                Token.is_unresolved(source) or bool(_IDENTITY_SOURCE.fullmatch(source)),
                 f"identity_source entries look like 'route.request.querystring.token' (given {source!r})",
             )
         errors.check(

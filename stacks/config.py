@@ -166,11 +166,11 @@ def _fail(stage: str, key: str, rule: str, given: Any) -> ConfigError:
 
 def _validate(c: StageConfig) -> None:
     n = c.name
-    if not _STAGE_NAME.match(n):
+    if not _STAGE_NAME.fullmatch(n):
         raise _fail(n, "name", "must be 2-16 lowercase letters/digits, starting with a letter", n)
-    if c.account is not None and not _ACCOUNT.match(c.account):
+    if c.account is not None and not _ACCOUNT.fullmatch(c.account):
         raise _fail(n, "account", "must be a 12-digit AWS account id", c.account)
-    if c.region is not None and not _REGION.match(c.region):
+    if c.region is not None and not _REGION.fullmatch(c.region):
         raise _fail(n, "region", "must be an AWS region such as eu-west-1", c.region)
     if (c.account is None) != (c.region is None):
         raise _fail(n, "account/region", "must be given together or not at all", (c.account, c.region))
@@ -182,23 +182,23 @@ def _validate(c: StageConfig) -> None:
         raise _fail(n, "log_retention_days", f"must be one of {list(LOG_RETENTION_DAYS)}", c.log_retention_days)
     for key in ("alarm_email", "reviewer_email"):
         value = getattr(c, key)
-        if value is not None and not _EMAIL.match(value):
+        if value is not None and not _EMAIL.fullmatch(value):
             raise _fail(n, key, "must be an e-mail address", value)
     if not c.cors_allowed_origins:
         raise _fail(n, "cors_allowed_origins", "must list at least one origin", c.cors_allowed_origins)
     for origin in c.cors_allowed_origins:
         if origin == "*" and c.is_production:
             raise _fail(n, "cors_allowed_origins", "must not be '*' in a retained (production) stage", origin)
-        if origin != "*" and not _ORIGIN.match(origin):
+        if origin != "*" and not _ORIGIN.fullmatch(origin):
             raise _fail(n, "cors_allowed_origins", "must hold origins like https://app.example.com", origin)
-    if not isinstance(c.archive_prefix, str) or not _KEY_PREFIX.match(c.archive_prefix):
+    if not isinstance(c.archive_prefix, str) or not _KEY_PREFIX.fullmatch(c.archive_prefix):
         raise _fail(
             n,
             "archive_prefix",
             "must be an S3 key prefix like 'sessions' (no leading or trailing '/')",
             c.archive_prefix,
         )
-    if not isinstance(c.manager_skill, str) or not _SKILL.match(c.manager_skill):
+    if not isinstance(c.manager_skill, str) or not _SKILL.fullmatch(c.manager_skill):
         raise _fail(n, "manager_skill", "must be 1-64 letters, digits, '_' or '-'", c.manager_skill)
     if c.bedrock_model_id is not None and not c.bedrock_model_id.strip():
         raise _fail(n, "bedrock_model_id", "must be a model id or null (echo responder)", c.bedrock_model_id)

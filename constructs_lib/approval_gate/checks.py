@@ -42,7 +42,7 @@ def check_texts(errors: PropErrors, *, subject: str, outcome_path: str, link_bas
         f"subject must be 1..100 characters (given {len(subject)})",
     )
     errors.check(
-        bool(_OUTCOME_PATH.match(outcome_path)),
+        bool(_OUTCOME_PATH.fullmatch(outcome_path)),
         f"outcome_path must be a top-level path like '$.approval' (given {outcome_path!r})",
     )
     literal_url = isinstance(link_base_url, str) and not is_unresolved(link_base_url)

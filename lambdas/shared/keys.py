@@ -56,7 +56,7 @@ SESSION_ID_PATTERN: Final = UUID_PATTERN
 
 def is_session_id(value: object) -> bool:
     """True when ``value`` is a well-formed session id (:data:`SESSION_ID_PATTERN`)."""
-    return isinstance(value, str) and bool(SESSION_ID_PATTERN.match(value))
+    return isinstance(value, str) and bool(SESSION_ID_PATTERN.fullmatch(value))
 
 
 def _padded(number: int, what: str) -> str:
@@ -89,7 +89,7 @@ def turn_key(session_id: str, turn_number: int) -> Key:
 
 def is_turn_sk(sk: str) -> bool:
     """True when ``sk`` is exactly a turn sort key as :func:`turn_sk` builds it."""
-    return bool(_TURN_SK_RE.match(sk))
+    return bool(_TURN_SK_RE.fullmatch(sk))
 
 
 def summary_sk(summary_number: int) -> str:

@@ -57,7 +57,7 @@ _TASK_OVER: Final = frozenset({"TaskTimedOut", "TaskDoesNotExist", "InvalidToken
 _SECRET_MAX_AGE: Final = 300
 _MAX_EXP_DIGITS: Final = 12
 # The link's path, wherever the caller mounted the routes: .../reviews/<id>/<decision>.
-_LINK_PATH: Final = re.compile(r"/reviews/([^/]+)/(approve|reject)/?$")
+_LINK_PATH: Final = re.compile(r"/reviews/([^/]+)/(approve|reject)/?\Z")
 
 
 @dataclass(frozen=True)
