@@ -65,7 +65,7 @@ def test_the_stage_waits_for_the_routes_it_throttles(any_stage: SynthesizedStage
     assert {routes["$connect"], routes["sendMessage"]} <= set(depends)
 
 
-@pytest.mark.parametrize(("name", "reserved"), [("dev", 5), ("prod", 100)])
+@pytest.mark.parametrize(("name", "reserved"), [("dev", 10), ("prod", 100)])
 def test_the_message_function_has_the_stages_reserved_concurrency(
     name: str, reserved: int, request: pytest.FixtureRequest
 ) -> None:
