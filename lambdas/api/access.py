@@ -50,6 +50,7 @@ ROUTES: Final[tuple[Route, ...]] = (
     _r("POST", "/admin/export", ADMIN),
     _r("POST", "/handoffs/{session_id}/accept", AGENT),
     _r("POST", "/handoffs/{session_id}/messages", AGENT),
+    _r("POST", "/handoffs/{session_id}/close", AGENT, ADMIN),
     _r("GET", "/reviews/{id}/approve"),
     _r("GET", "/reviews/{id}/reject"),
 )

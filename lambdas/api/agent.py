@@ -1,4 +1,4 @@
-"""Agent routes of the REST API: accept a waiting handoff, send a message to the customer.
+"""Agent routes of the REST API: accept a waiting handoff, message the customer, close the handoff.
 
 * ``POST /handoffs/{session_id}/accept``: the calling agent (its id from the authorizer context,
   never from the body) takes the session's waiting handoff. The agent is reserved with the
@@ -6,10 +6,16 @@
   one caller gets it) and completed with ``{"available": true, "agent_id"}``. 200, or 409 when
   nothing waits, the agent is not available, or the request expired meanwhile (the reservation
   is released again).
-* ``POST /handoffs/{session_id}/messages`` ``{"text"}``: only the agent the latest handoff is
-  assigned to. Stores an ``agent`` turn, posts it to the customer's WebSocket connection
-  (``lambdas.shared.connections.post_to_connection``) and, for the first reply, completes
-  MonitorHandoff's token. 201 ``{"turn_number", "delivered"}``.
+  An agent without the skill the handoff asks for (its reason) gets 409 naming the skill, and
+  the handoff stays queued.
+* ``POST /handoffs/{session_id}/messages`` ``{"text"}``: only the agent the current handoff is
+  assigned to (access ends with the handoff). Stores an ``agent`` turn, posts it to the
+  customer's WebSocket connection (``lambdas.shared.connections.post_to_connection``) and, for
+  the first reply, completes MonitorHandoff's token. 201 ``{"turn_number", "delivered"}``.
+* ``POST /handoffs/{session_id}/close`` ``{"resolution", "outcome": "resume"|"end"}``: the agent
+  of the handoff or an admin. The handoff is completed, its agent released and the session back
+  to ``active`` (the assistant answers) or ended, in one conditional transaction; the customer
+  gets a ``handoff_closed`` frame. 200, 409 when it is closed already (nothing changes).
 
 Errors answer ``{"error": {"code", "message", "request_id"}}`` (400, 403, 404, 409, 500), mapped
 by :func:`lambdas.api.responses.register_error_handlers` like every REST route.
@@ -39,7 +45,7 @@ from lambdas.api.validation import ValidationError
 from lambdas.shared import aws, env
 from lambdas.shared.connections import DeliveryError, management_endpoint, post_to_connection
 from lambdas.shared.errors import AgentNotFound, AgentUnavailable, Conflict, NotFound
-from lambdas.shared.records import HandoffStatus, Role, SessionStatus
+from lambdas.shared.records import Handoff, HandoffStatus, Role, Session, SessionStatus
 from lambdas.shared.settings import store as store
 from lambdas.shared.store import WAITING_FOR_AGENT, WAITING_FOR_REPLY
 
@@ -47,6 +53,7 @@ logger = Logger()
 tracer = Tracer()
 
 AGENT_ROLE: Final = "agent"
+ADMIN_ROLE: Final = "admin"
 MAX_TEXT: Final = 4000
 _EXPIRED_TOKEN_CODES: Final = frozenset({"TaskTimedOut", "TaskDoesNotExist", "InvalidToken"})
 
@@ -65,6 +72,15 @@ def _agent_id(resolver: APIGatewayRestResolver) -> str:
     if role != AGENT_ROLE or not isinstance(sub, str) or not sub:
         raise Forbidden(NOT_THE_AGENT)
     return sub
+
+
+def _staff(resolver: APIGatewayRestResolver) -> tuple[str, str]:
+    """The caller's id and role from the authorizer context; an agent or an admin."""
+    context = resolver.current_event.request_context.authorizer.get_context() or {}
+    sub, role = context.get("sub"), context.get("role")
+    if role not in (AGENT_ROLE, ADMIN_ROLE) or not isinstance(sub, str) or not sub:
+        raise Forbidden("only the agent of this handoff or an admin may close it")
+    return sub, str(role)
 
 
 def _session_id(value: str) -> str:
@@ -97,13 +113,22 @@ def _complete(token: str, output: dict[str, Any]) -> bool:
 
 def accept(session_id: str, agent_id: str) -> dict[str, Any]:
     """Give the session's waiting handoff to ``agent_id``; raises Conflict/NotFound otherwise."""
-    handoff = store().latest_handoff(session_id)
+    handoff = store().current_handoff(session_id)
     if handoff is None:
         raise NotFound("handoff for session", session_id)
     if handoff.status != HandoffStatus.QUEUED or store().waiting_for(session_id, handoff.handoff_id) != (
         WAITING_FOR_AGENT
     ):
         raise Conflict(f"no handoff of session {session_id!r} is waiting for an agent")
+    agent = store().get_agent(agent_id)
+    if agent is None:
+        raise Forbidden(NOT_THE_AGENT)
+    if handoff.reason not in agent.skills:
+        # The reason is the skill the workflow matches agents on; the handoff stays queued.
+        raise Conflict(
+            f"this handoff needs the skill {handoff.reason!r}, which you do not have; "
+            "it stays queued for an agent who has it"
+        )
     try:
         store().reserve_agent(agent_id, session_id)
     except AgentNotFound:
@@ -125,35 +150,89 @@ def accept(session_id: str, agent_id: str) -> dict[str, Any]:
     return {"session_id": session_id, "handoff_id": handoff.handoff_id, "agent_id": agent_id, "status": "accepted"}
 
 
-def send_message(session_id: str, agent_id: str, text: str) -> dict[str, Any]:
-    """Store the agent's turn, push it to the customer, complete MonitorHandoff on the first reply."""
-    handoff = store().latest_handoff(session_id)
+def _serving(session_id: str, agent_id: str) -> Handoff:
+    """The session's current handoff if ``agent_id`` serves it; 403 otherwise."""
+    handoff = store().current_handoff(session_id)
     if handoff is None or handoff.agent_id != agent_id or handoff.status != HandoffStatus.ASSIGNED:
         raise Forbidden(NOT_THE_AGENT)
+    return handoff
+
+
+def _push(session: Session, frame: dict[str, Any]) -> bool:
+    """Post ``frame`` to the session's live WebSocket connection; False when it has none."""
+    if not session.connection_id:
+        return False
+    connection = store().get_connection(session.connection_id)
+    if connection is None:
+        return False
+    try:
+        return post_to_connection(
+            management_endpoint(connection.domain_name, connection.stage), connection.connection_id, frame
+        )
+    except DeliveryError as err:
+        logger.warning("frame not pushed", extra={"code": err.code, "type": frame.get("type")})
+        return False
+
+
+def send_message(session_id: str, agent_id: str, text: str) -> dict[str, Any]:
+    """Store the agent's turn, push it to the customer, complete MonitorHandoff on the first reply."""
+    handoff = _serving(session_id, agent_id)
     session = store().get_session(session_id)
     if session is None or session.status != SessionStatus.HANDOFF:
         raise Conflict(f"session {session_id!r} is not handed over to an agent")
     turn = store().add_turn(session_id, Role.AGENT, text)
-    delivered = False
-    if session.connection_id:
-        connection = store().get_connection(session.connection_id)
-        if connection is not None:
-            frame = {
-                "type": "agent_message",
-                "session_id": session_id,
-                "turn_number": turn.turn_number,
-                "text": text,
-            }
-            try:
-                delivered = post_to_connection(
-                    management_endpoint(connection.domain_name, connection.stage), connection.connection_id, frame
-                )
-            except DeliveryError as err:
-                logger.warning("agent message not pushed", extra={"code": err.code})
+    frame = {"type": "agent_message", "session_id": session_id, "turn_number": turn.turn_number, "text": text}
+    delivered = _push(session, frame)
     token = store().claim_callback(session_id, handoff.handoff_id, WAITING_FOR_REPLY)
     if token is not None:
         _complete(token, {"agent_id": agent_id, "turn_number": turn.turn_number})
     return {"session_id": session_id, "turn_number": turn.turn_number, "delivered": delivered}
+
+
+_OUTCOMES: Final = {"resume": SessionStatus.ACTIVE, "end": SessionStatus.DISCONNECTED}
+CLOSED_TEXT: Final = {
+    "resume": "The support agent has finished; the assistant is here to help again.",
+    "end": "The support agent has closed this conversation.",
+}
+
+
+def close(session_id: str, caller: str, role: str, body: dict[str, Any]) -> dict[str, Any]:
+    """Close the session's handoff: completed, agent released, session active again or ended.
+
+    The agent of the handoff or an admin. One conditional transaction (the store's
+    ``close_handoff``); a second close is 409 and changes nothing. MonitorHandoff's token, when
+    the agent never replied, is completed so that the execution finishes now.
+    """
+    handoff = store().current_handoff(session_id)
+    if handoff is None:
+        raise NotFound("handoff for session", session_id)
+    if role != ADMIN_ROLE and handoff.agent_id != caller:
+        raise Forbidden(NOT_THE_AGENT)
+    outcome = str(body["outcome"])
+    closed = store().close_handoff(
+        session_id,
+        handoff.handoff_id,
+        closed_by=caller,
+        resolution=str(body["resolution"]),
+        outcome=_OUTCOMES[outcome],
+    )
+    token = store().claim_callback(session_id, handoff.handoff_id, WAITING_FOR_REPLY)
+    if token is not None:
+        _complete(token, {"agent_id": handoff.agent_id, "closed": True, "outcome": outcome})
+    session = store().get_session(session_id)
+    if session is not None:
+        _push(
+            session,
+            {"type": "handoff_closed", "session_id": session_id, "outcome": outcome, "text": CLOSED_TEXT[outcome]},
+        )
+    logger.info("handoff closed", extra={"session_id": session_id, "outcome": outcome, "by": role})
+    return {
+        "session_id": session_id,
+        "handoff_id": handoff.handoff_id,
+        "status": str(closed.handoff.status),
+        "session_status": str(closed.session_status),
+        "released_agent_id": closed.released_agent_id,
+    }
 
 
 @env.once
@@ -166,6 +245,14 @@ def app() -> APIGatewayRestResolver:
     def accept_route(session_id: str) -> Response:
         agent_id = _agent_id(resolver)
         return json_response(200, accept(_session_id(session_id), agent_id))
+
+    @resolver.post("/handoffs/<session_id>/close")
+    @tracer.capture_method(capture_response=False)
+    def close_route(session_id: str) -> Response:
+        caller, role = _staff(resolver)
+        sid = _session_id(session_id)
+        body = validation.parse_body(resolver.current_event.body, validation.CLOSE_HANDOFF)
+        return json_response(200, close(sid, caller, role, body))
 
     @resolver.post("/handoffs/<session_id>/messages")
     @tracer.capture_method(capture_response=False)

@@ -4,8 +4,9 @@ Routing is Powertools' ``APIGatewayRestResolver``. Every route validates its inp
 rules of :mod:`lambdas.api.validation` (the same ones API Gateway's models enforce, plus what they
 cannot: uuids, path and query parameters), checks the caller's role against
 :mod:`lambdas.api.access` and then ownership: a customer sees and changes only their own sessions
-and listing, an agent reads only sessions whose latest handoff is assigned to them, an admin
-everything. Anything the caller may not see answers 404, exactly like a missing record.
+and listing, an agent reads only sessions whose current handoff is assigned to them, an admin
+everything. Anything the caller may not see answers 404, exactly like a missing record, except
+that an agent whose handoff of the session has ended gets 403 (its access ended with it).
 
 Errors answer ``{"error": {"code", "message", "request_id"}}``: validation 400, forbidden 403,
 missing or foreign 404, conflict / illegal transition 409, anything unexpected 500 with only the
@@ -35,7 +36,7 @@ from lambdas.api import access, validation
 from lambdas.api.responses import Forbidden, json_response, register_error_handlers
 from lambdas.shared import aws, env
 from lambdas.shared.errors import NotFound
-from lambdas.shared.records import Session, SessionStatus
+from lambdas.shared.records import HandoffStatus, Session, SessionStatus
 from lambdas.shared.serialize import public
 from lambdas.shared.settings import optional_resource, settings
 from lambdas.shared.settings import store as store
@@ -91,8 +92,9 @@ def _can_read(caller: Caller, session: Session) -> bool:
     if caller.role == access.CUSTOMER:
         return session.customer_id == caller.sub
     if caller.role == access.AGENT:
-        handoff = store().latest_handoff(session.session_id)
-        return handoff is not None and handoff.agent_id == caller.sub
+        # Only while serving it: access ends with the handoff (closed, failed, re-queued).
+        handoff = store().current_handoff(session.session_id)
+        return handoff is not None and handoff.agent_id == caller.sub and handoff.status == HandoffStatus.ASSIGNED
     return False
 
 
@@ -104,6 +106,9 @@ def _visible_session(caller: Caller, session_id: str, *, change: bool = False) -
     """The session if the caller may see (or change) it; NotFound otherwise, whichever the cause."""
     session = store().get_session(session_id)
     allowed = session is not None and (_can_change(caller, session) if change else _can_read(caller, session))
+    ended = session is not None and not allowed and caller.role == access.AGENT
+    if ended and store().served_before(session_id, caller.sub):
+        raise Forbidden("your handoff of this session has ended; only its current agent may read it")
     if session is None or not allowed:
         raise NotFound("session", session_id)
     return session

@@ -97,6 +97,22 @@ EXPORT_REQUEST: Final[dict[str, Any]] = {
     },
 }
 
+#: How a closed handoff leaves the session: the assistant answers again, or the session ends.
+CLOSE_OUTCOMES: Final = ("resume", "end")
+
+CLOSE_HANDOFF: Final[dict[str, Any]] = {
+    "$schema": SCHEMA_DRAFT,
+    "title": "CloseHandoffRequest",
+    "type": "object",
+    "required": ["resolution", "outcome"],
+    "additionalProperties": False,
+    "properties": {
+        # Kept on the handoff record: what the agent did for the customer.
+        "resolution": {"type": "string", "minLength": 1, "maxLength": 1000},
+        "outcome": {"type": "string", "enum": list(CLOSE_OUTCOMES)},
+    },
+}
+
 SESSION_ID: Final[dict[str, Any]] = {"type": "string", "format": "uuid", "maxLength": 36}
 CUSTOMER_ID: Final[dict[str, Any]] = {"type": "string", "pattern": CUSTOMER_ID_PATTERN, "maxLength": 64}
 EXECUTION_ID: Final[dict[str, Any]] = {"type": "string", "pattern": EXECUTION_ARN_PATTERN, "maxLength": 256}
@@ -125,6 +141,7 @@ BODY_MODELS: Final[Mapping[str, dict[str, Any]]] = {
     "HandoffRequest": HANDOFF_REQUEST,
     "CleanupRequest": CLEANUP_REQUEST,
     "ExportRequest": EXPORT_REQUEST,
+    "CloseHandoffRequest": CLOSE_HANDOFF,
 }
 
 _KNOWN_KEYWORDS: Final = frozenset(

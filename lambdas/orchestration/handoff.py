@@ -11,8 +11,10 @@ Handlers (``lambdas.orchestration.handoff.<name>``) and what they get from the s
   or ``ConditionalCheckFailed`` when the session is no longer active.
 * ``await_reply``: ``{..., agent_id, task_token}``; MonitorHandoff's token onto the handoff record.
 * ``transfer_context``: latest summary + the newest turns that fit SNS, published to the agent topic.
-* ``reassign``: ``{state, handoff_id}``; releases the idle agent, re-queues the handoff, restores
-  the session to active, counts; raises ``ReassignmentLimitReached`` past ``MAX_REASSIGNMENTS``.
+* ``reassign``: ``{state, handoff_id}``; re-queues the handoff (only while still assigned),
+  releases the idle agent, restores the session to active, counts; raises
+  ``ReassignmentLimitReached`` past ``MAX_REASSIGNMENTS``. A handoff closed meanwhile answers
+  ``{"closed": true}`` and the workflow finishes (HandoffComplete).
 * ``fail``: ``{state, handoff_id}``; releases the reserved agent, marks the handoff failed,
   restores the session to active if this handoff had moved it; returns the reason.
 * ``queue_consumer``: SQS batch of the agent-assignment queue; stores WaitForAgent's token on the
@@ -52,7 +54,7 @@ from lambdas.shared.errors import (
 from lambdas.shared.records import HandoffStatus, SessionStatus
 from lambdas.shared.settings import resource, settings
 from lambdas.shared.settings import store as store
-from lambdas.shared.store import WAITING_FOR_AGENT, WAITING_FOR_REPLY, SessionNotActive
+from lambdas.shared.store import WAITING_FOR_AGENT, WAITING_FOR_REPLY, HandoffConflict, SessionNotActive
 
 logger = Logger()
 tracer = Tracer()
@@ -211,8 +213,14 @@ def reassign(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     session_id = str(state["session_id"])
     count = int((state.get("reassignment") or {}).get("count", 0)) + 1
     agent_id = (state.get("agent") or {}).get("agent_id")
+    try:
+        store().requeue_handoff(session_id, handoff_id, previous_agent_id=agent_id)
+    except HandoffConflict:
+        # Closed meanwhile (by its agent, an admin or the customer's disconnect), which released
+        # the agent and moved the session already: the handoff is over, nothing to reassign.
+        logger.info("handoff closed while its agent was idle", extra={"handoff_id": handoff_id})
+        return {"count": count - 1, "closed": True, "released_agent_id": None}
     released = _release(agent_id, session_id)
-    store().requeue_handoff(session_id, handoff_id)
     restored = _restore(session_id)
     logger.info(
         "idle agent released",
@@ -221,7 +229,7 @@ def reassign(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     limit = settings().max_reassignments
     if count > limit:
         raise ReassignmentLimitReached(f"agent idle; handoff {handoff_id} was reassigned {limit} time(s) already")
-    return {"count": count, "released_agent_id": agent_id}
+    return {"count": count, "closed": False, "released_agent_id": agent_id}
 
 
 _REASONS: Final = {

@@ -3,7 +3,9 @@
 Idempotent and harmless: API Gateway may deliver ``$disconnect`` more than once, after a
 reconnect, or for a connection whose onboarding never finished. Only the connection that is
 still the session's current one disconnects the session; an older connection of a session the
-customer has resumed elsewhere only loses its ``CONN#`` record.
+customer has resumed elsewhere only loses its ``CONN#`` record. A disconnect during a handoff
+ends the handoff too (completed, its agent released) in the same transaction that disconnects
+the session; the workflow notices at its next step (the reply wait's timeout finds it closed).
 """
 
 from __future__ import annotations
@@ -12,13 +14,14 @@ from typing import Any
 
 from aws_lambda_powertools import Logger, Tracer
 
-from lambdas.shared.errors import ConnectionSuperseded, InvalidTransition, SessionNotFound
-from lambdas.shared.records import TURN_ACCEPTING, SessionStatus
+from lambdas.shared.errors import Conflict, ConnectionSuperseded, InvalidTransition, NotFound, SessionNotFound
+from lambdas.shared.records import TURN_ACCEPTING, HandoffStatus, Session, SessionStatus
 from lambdas.shared.store import DynamoSessionStore
 from lambdas.ws import runtime
 from lambdas.ws.frames import route_context
 
 logger = Logger()
+CUSTOMER_LEFT = "the customer disconnected during the handoff"
 tracer = Tracer()
 
 
@@ -35,6 +38,10 @@ def disconnect_connection(store: DynamoSessionStore, connection_id: str) -> str:
     session = store.get_session(connection.session_id)
     if session is not None and session.connection_id not in (None, connection_id):
         outcome = "superseded"
+    elif (
+        session is not None and session.status == SessionStatus.HANDOFF and _end_handoff(store, session, connection_id)
+    ):
+        outcome = "disconnected"
     elif session is not None and session.status in TURN_ACCEPTING:
         # The condition re-checks the connection in the same write: a resume that lands between
         # the read above and this write keeps the session open.
@@ -48,6 +55,30 @@ def disconnect_connection(store: DynamoSessionStore, connection_id: str) -> str:
             outcome = "already_closed"  # a concurrent $disconnect or delete won the race
     store.delete_connection(connection_id)
     return outcome
+
+
+def _end_handoff(store: DynamoSessionStore, session: Session, connection_id: str) -> bool:
+    """A customer who leaves during a handoff ends it: completed, agent released, session disconnected.
+
+    False when there is nothing to close (the handoff already ended, or the session moved); the
+    caller then disconnects the session the ordinary way.
+    """
+    handoff = store.current_handoff(session.session_id)
+    if handoff is None or handoff.status != HandoffStatus.ASSIGNED:
+        return False
+    guard = connection_id if session.connection_id is not None else None
+    try:
+        store.close_handoff(
+            session.session_id,
+            handoff.handoff_id,
+            closed_by=session.customer_id,
+            resolution=CUSTOMER_LEFT,
+            outcome=SessionStatus.DISCONNECTED,
+            if_connection=guard,
+        )
+    except (Conflict, NotFound):
+        return False
+    return True
 
 
 @logger.inject_lambda_context(clear_state=True)

@@ -264,7 +264,7 @@ def _start_routes(
 def _agent_routes(
     routes: _Routes, storage: StorageStack, orchestration: OrchestrationStack, function: FunctionFactory
 ) -> lambda_.Function:
-    """The agent console's routes: accept a handoff, message the customer."""
+    """The agent console's routes: accept a handoff, message the customer, close the handoff."""
     agent_function = function("AgentApi", "lambdas.api.agent.handler", {"TABLE_NAME": storage.table.table_name})
     storage.sessions.grant_read_write_data(agent_function)
     orchestration.grant_agent_routes(agent_function)
@@ -272,6 +272,13 @@ def _agent_routes(
     handoff = routes.root.add_resource("handoffs").add_resource("{session_id}")
     routes.add(handoff.add_resource("accept"), "POST", agent_api, parameters=routes.params("session_id"))
     routes.add(handoff.add_resource("messages"), "POST", agent_api, parameters=routes.params("session_id"))
+    routes.add(
+        handoff.add_resource("close"),
+        "POST",
+        agent_api,
+        parameters=routes.params("session_id"),
+        models=routes.json_body("CloseHandoffRequest"),
+    )
     return agent_function
 
 

@@ -27,8 +27,10 @@ CheckSessionActive also requires the requester to own the session or hold a priv
       AssignAgent -> UpdateDynamoDB (Lambda: ONE TransactWriteItems)
       -> NotifyParties (Parallel: NotifyCustomer = SQS send, NotifyAgent = SNS publish)
       -> TransferConversationContext (Lambda) -> MonitorHandoff (Lambda .waitForTaskToken)
-           first reply -> HandoffComplete
-           idle        -> ReassignAgent (Lambda: release, count) -> CheckAgentAvailability
+           first reply or close -> HandoffComplete
+           idle        -> ReassignAgent (Lambda: re-queue, release, count) -> HandoffClosedMeanwhile
+                            closed meanwhile -> HandoffComplete
+                            otherwise        -> CheckAgentAvailability
     HandoffFailed (Lambda: release agent, restore session) -> NotifyCustomerHandoffFailed -> HandoffAborted
 
 Who sends which notification (each exactly once per assignment):
@@ -89,7 +91,8 @@ class HandoffFunctions:
     * ``transfer_context``: ``{session_id, handoff_id, agent_id, reason}`` -> anything.
     * ``await_reply``: ``{session_id, handoff_id, agent_id, task_token}``; stores the token where
       the agent's first message finds it (invoked with ``.waitForTaskToken``).
-    * ``reassign_agent``: the whole state -> ``{count: int}``; raises ``ReassignmentLimitReached``.
+    * ``reassign_agent``: the whole state -> ``{count: int, closed: bool}``; ``closed`` when the
+      handoff was closed meanwhile (the execution then succeeds); raises ``ReassignmentLimitReached``.
     * ``handoff_failed``: the whole state -> ``{reason: str}``; releases and restores.
     """
 
@@ -428,8 +431,8 @@ class HandoffWorkflow(Construct):
             "Send the latest summary and the last turns to the agent",
         )
         transfer.add_catch(failed, errors=["States.ALL"], result_path="$.error")
-        monitor = self._monitor(failed, check_agent, idle_timeout)
         complete = sfn.Succeed(self, "HandoffComplete")
+        monitor = self._monitor(failed, check_agent, complete, idle_timeout)
         assign.next(update).next(notify).next(transfer).next(monitor).next(complete)
         return assign
 
@@ -477,9 +480,14 @@ class HandoffWorkflow(Construct):
         return notify
 
     def _monitor(
-        self, failed: sfn.IChainable, check_agent: sfn.IChainable, idle_timeout: Duration
+        self, failed: sfn.IChainable, check_agent: sfn.IChainable, complete: sfn.IChainable, idle_timeout: Duration
     ) -> tasks.LambdaInvoke:
-        """MonitorHandoff: wait for the agent's first reply; an idle agent is replaced (ReassignAgent)."""
+        """MonitorHandoff: wait for the agent's first reply; an idle agent is replaced (ReassignAgent).
+
+        A close completes MonitorHandoff's token like a reply does; a close that lands after the
+        idle timeout fired makes ReassignAgent answer ``closed`` (HandoffClosedMeanwhile), so the
+        execution finishes at HandoffComplete instead of looking for another agent.
+        """
         monitor = tasks.LambdaInvoke(
             self,
             "MonitorHandoff",
@@ -505,7 +513,15 @@ class HandoffWorkflow(Construct):
         monitor.add_catch(failed, errors=["States.ALL"], result_path="$.error")
         reassign.add_catch(failed, errors=[REASSIGNMENT_LIMIT_REACHED], result_path="$.error")
         reassign.add_catch(failed, errors=["States.ALL"], result_path="$.error")
-        reassign.next(check_agent)
+        closed = sfn.Choice(self, "HandoffClosedMeanwhile")
+        closed.when(
+            sfn.Condition.and_(
+                sfn.Condition.is_present("$.reassignment.closed"),
+                sfn.Condition.boolean_equals("$.reassignment.closed", True),
+            ),
+            complete,
+        ).otherwise(check_agent)
+        reassign.next(closed)
         return monitor
 
     def _check_session_active(

@@ -264,11 +264,11 @@ class Story(CleanupSteps):
         store = self.store()
 
         def queued() -> bool:
-            handoff = store.latest_handoff(self.session_id)
+            handoff = store.current_handoff(self.session_id)
             return handoff is not None and handoff.status == "queued"
 
         self.stage.settle(until=queued, timeout=20)
-        handoff = store.latest_handoff(self.session_id)
+        handoff = store.current_handoff(self.session_id)
         assert handoff is not None
         self.values["handoff_id"] = handoff.handoff_id
         session = store.get_session(self.session_id)
@@ -284,7 +284,7 @@ class Story(CleanupSteps):
         store = self.store()
 
         def assigned() -> bool:
-            handoff = store.latest_handoff(self.session_id)
+            handoff = store.current_handoff(self.session_id)
             return handoff is not None and handoff.status == "assigned"
 
         try:

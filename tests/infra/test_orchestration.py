@@ -32,6 +32,7 @@ HANDOFF_STATES = {
     "MonitorHandoff",
     "HandoffComplete",
     "ReassignAgent",
+    "HandoffClosedMeanwhile",
     "HandoffFailed",
     "NotifyCustomerHandoffFailed",
     "HandoffAborted",
@@ -115,7 +116,10 @@ def test_handoff_has_exactly_the_specified_states_and_transitions(dev: Synthesiz
     assert states["MonitorHandoff"]["Resource"] == "arn:aws:states:::lambda:invoke.waitForTaskToken"
     assert _catches_to(states["MonitorHandoff"]) == {"ReassignAgent", "HandoffFailed"}
     assert states["MonitorHandoff"]["Next"] == "HandoffComplete"
-    assert states["ReassignAgent"]["Next"] == "CheckAgentAvailability"
+    # A handoff closed while its agent was idle ends here; otherwise the next agent is sought
+    assert states["ReassignAgent"]["Next"] == "HandoffClosedMeanwhile"
+    assert states["HandoffClosedMeanwhile"]["Choices"][0]["Next"] == "HandoffComplete"
+    assert states["HandoffClosedMeanwhile"]["Default"] == "CheckAgentAvailability"
     assert states["HandoffFailed"]["Next"] == "NotifyCustomerHandoffFailed"
     assert states["HandoffAborted"] == {"Type": "Fail", "Error": "HandoffFailed", "CausePath": "$.failure.reason"}
 

@@ -177,3 +177,45 @@ def test_malformed_message_bodies_are_400(store: DynamoSessionStore, body: str) 
     status, answer = call("messages", session_id, body)
     assert status == 400
     assert answer["error"]["code"] == "ValidationError"
+
+
+def test_accept_without_the_skill_is_409_naming_it_and_the_handoff_stays_queued(store: DynamoSessionStore) -> None:
+    # Given a queued billing handoff and an available agent who only knows shipping
+    session_id = _queued(store)
+    store.put_agent(Agent(agent_id="agent-1", skills=("shipping",)))
+
+    status, body = call("accept", session_id, {})
+
+    # Then 409 naming the missing skill; the handoff still waits, the agent is untouched
+    assert status == 409
+    assert "'billing'" in body["error"]["message"]
+    handoff = store.current_handoff(session_id)
+    assert handoff is not None
+    assert handoff.status == HandoffStatus.QUEUED
+    assert store.waiting_for(session_id, "h-1") == "agent"
+    agent = store.get_agent("agent-1")
+    assert agent is not None
+    assert agent.status == AgentStatus.AVAILABLE
+
+
+def test_the_current_handoff_is_the_newest_whatever_its_id(store: DynamoSessionStore) -> None:
+    # Given a session whose second handoff's id sorts before the first's
+    session = store.create_session("customer-1")
+    store.put_handoff(session.session_id, reason="billing", handoff_id="zz-first", status=HandoffStatus.FAILED)
+    store.queue_handoff(
+        session.session_id,
+        handoff_id="aa-second",
+        reason="billing",
+        priority="normal",
+        execution_arn=None,
+        task_token=DEAD_TOKEN,
+    )
+
+    # Then the second is current, and an agent's accept reaches it (not the failed first)
+    current = store.current_handoff(session.session_id)
+    assert current is not None
+    assert current.handoff_id == "aa-second"
+    store.put_agent(Agent(agent_id="agent-1", skills=("billing",)))
+    status, body = call("accept", session.session_id, {})
+    assert status == 409
+    assert "expired" in body["error"]["message"]  # it reached the waiting handoff; only its token is dead

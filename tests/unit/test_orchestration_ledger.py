@@ -96,7 +96,7 @@ def test_begin_refuses_a_session_that_is_not_active_and_writes_nothing(
         _begin(ledger, session.session_id)
     with pytest.raises(SessionNotActive, match="missing"):
         _begin(ledger, "no-such-session")
-    assert store.latest_handoff(session.session_id) is None
+    assert store.current_handoff(session.session_id) is None
     assert store.list_turns(session.session_id).items == []
 
 

@@ -188,7 +188,7 @@ def test_handoff_lifecycle(store: DynamoSessionStore, clock: FakeClock) -> None:
     clock.advance(0.002)
     second = store.put_handoff(session_id, reason="damaged item")
     # Then the latest is the second, and each can be read back
-    assert store.latest_handoff(session_id) == second
+    assert store.current_handoff(session_id) == second
     assert store.get_handoff(session_id, first.handoff_id) == first
     assert first.status == HandoffStatus.REQUESTED
     # When the second is assigned (only from requested)
@@ -209,7 +209,7 @@ def test_handoff_lifecycle(store: DynamoSessionStore, clock: FakeClock) -> None:
 
 def test_handoff_errors(store: DynamoSessionStore) -> None:
     session_id = store.create_session("cust-1").session_id
-    assert store.latest_handoff(session_id) is None
+    assert store.current_handoff(session_id) is None
     store.put_handoff(session_id, reason="x", handoff_id="exec-1")
     with pytest.raises(Conflict):
         store.put_handoff(session_id, reason="x", handoff_id="exec-1")

@@ -9,44 +9,17 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
 
-from lambdas.api import agent as agent_api
 from lambdas.orchestration import handoff as handoff_steps
-from lambdas.shared import env as lambda_env
-from lambdas.shared.records import Agent, AgentStatus, HandoffStatus, Role, SessionStatus
+from lambdas.shared.records import AgentStatus, HandoffStatus, Role, SessionStatus
 from lambdas.shared.store import DynamoSessionStore
-from stacks.config import with_overrides
-from stacks.functions import stage_environment
-from tests.support.ddb import atomic_requests
-from tests.support.events import (
-    ACCOUNT,
-    Api,
-    authorizer_context,
-    batch_event,
-    lambda_context,
-    rest_proxy_event,
-    sqs_record_from,
-)
-from tests.support.lambda_bridge import Invocations, in_process
-from tests.support.synth import stage_config
-from tests.workflows.orchestration_harness import REGION, Deployed, deploy, synthesize_orchestration
-
-CONFIG = with_overrides(
-    stage_config("dev"),
-    name="test",
-    handoff_agent_wait_seconds=4,
-    handoff_idle_seconds=3,
-    handoff_max_reassignments=1,
-    workflow_timeout_minutes=5,
-    review_ttl_days=1,
-)
+from tests.workflows.handoff_harness import CONFIG, World, running_world
+from tests.workflows.orchestration_harness import REGION, synthesize_orchestration
 
 
 @pytest.fixture(scope="module")
@@ -54,103 +27,10 @@ def templates() -> dict[str, Any]:
     return synthesize_orchestration(CONFIG)
 
 
-class World:
-    def __init__(self, deployed: Deployed, calls: Invocations) -> None:
-        self.d = deployed
-        self.calls = calls
-        self.store = DynamoSessionStore(deployed.table_name)
-        self.machine = deployed.state_machine("Handoff")
-        self.customer_queue = deployed.queue("Events", "HandoffTopicCustomerNotificationQueue")
-        self.assignment_queue = deployed.queue("Orchestration", "HandoffAssignmentQueue")
-        self.consumer = deployed.function("AssignmentConsumer")
-
-    def session(self, *, turns: int = 2) -> str:
-        session = self.store.create_session(f"customer-{uuid.uuid4().hex[:6]}")
-        for n in range(turns):
-            self.store.add_turn(session.session_id, Role.USER, f"question {n}")
-        return session.session_id
-
-    def agent(self, agent_id: str, skill: str = "billing", *, manager: bool = False) -> None:
-        self.store.put_agent(Agent(agent_id=agent_id, skills=(skill,), is_manager=manager))
-
-    def start(self, session_id: str, reason: str = "billing", *, requested_by: str | None = None) -> str:
-        """Start as the API does: the caller from the authorizer (default: the session's customer)."""
-        session = self.store.get_session(session_id)
-        owner = session.customer_id if session else "nobody"
-        state = {
-            "session_id": session_id,
-            "reason": reason,
-            "priority": "normal",
-            "requested_by": requested_by or owner,
-            "role": "customer",
-        }
-        return self.d.start(self.machine, state)
-
-    def pump_assignments(self, timeout: float = 10.0) -> int:
-        """Deliver the agent-assignment queue's messages to the deployed consumer, as SQS would."""
-        sqs = boto3.client("sqs", region_name=REGION)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            messages = sqs.receive_message(QueueUrl=self.assignment_queue, MaxNumberOfMessages=10).get("Messages", [])
-            if messages:
-                queue_arn = f"arn:aws:sqs:{REGION}:{ACCOUNT}:assignment"
-                event = batch_event(*(sqs_record_from(m, queue_arn=queue_arn) for m in messages))
-                response = boto3.client("lambda", region_name=REGION).invoke(
-                    FunctionName=self.consumer, Payload=json.dumps(event).encode()
-                )
-                assert "FunctionError" not in response, response["Payload"].read()
-                for m in messages:
-                    sqs.delete_message(QueueUrl=self.assignment_queue, ReceiptHandle=m["ReceiptHandle"])
-                return len(messages)
-            time.sleep(0.1)
-        raise AssertionError("nothing arrived on the agent-assignment queue")
-
-    def customer_notices(self) -> list[dict[str, Any]]:
-        sqs = boto3.client("sqs", region_name=REGION)
-        found: list[dict[str, Any]] = []
-        while True:
-            messages = sqs.receive_message(QueueUrl=self.customer_queue, MaxNumberOfMessages=10).get("Messages", [])
-            if not messages:
-                return found
-            for m in messages:
-                found.append(json.loads(m["Body"]))
-                sqs.delete_message(QueueUrl=self.customer_queue, ReceiptHandle=m["ReceiptHandle"])
-
-    def route(self, method_path: str, session_id: str, agent_id: str, body: Any, role: str = "agent") -> dict[str, Any]:
-        """Call lambdas.api.agent as API Gateway does, with the authorizer's context."""
-        lambda_env.reset()
-        action = method_path.rsplit("/", 1)[-1]
-        event = rest_proxy_event(
-            "POST",
-            f"/handoffs/{{session_id}}/{action}",
-            f"/handoffs/{session_id}/{action}",
-            api=Api(stage="prod"),
-            path_parameters={"session_id": session_id},
-            headers={"Content-Type": "application/json"},
-            body=json.dumps(body),
-            authorizer=authorizer_context(agent_id, sub=agent_id, role=role),
-        )
-        result: dict[str, Any] = agent_api.handler(event, CONTEXT)
-        return result
-
-
 @pytest.fixture
 def world(templates: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
-    with (
-        mock_aws(config={"stepfunctions": {"execute_state_machine": True}}),
-        atomic_requests(),
-        in_process() as calls,
-    ):
-        deployed = deploy(templates)
-        # The agent routes run in this process: give them the function's environment (the stage's settings too)
-        for name, value in {**stage_environment(CONFIG), "TABLE_NAME": deployed.table_name}.items():
-            monkeypatch.setenv(name, value)
-        lambda_env.reset()
-        yield World(deployed, calls)
-        lambda_env.reset()
-
-
-CONTEXT = lambda_context("agent-routes")
+    with running_world(templates, monkeypatch) as running:
+        yield running
 
 
 def _cause(description: dict[str, Any]) -> str:
@@ -190,7 +70,7 @@ def test_agent_free_hands_over_and_completes_on_first_reply(world: World) -> Non
     session = world.store.get_session(session_id)
     assert session is not None
     assert session.status == SessionStatus.HANDOFF
-    handoff = world.store.latest_handoff(session_id)
+    handoff = world.store.current_handoff(session_id)
     assert handoff is not None
     assert handoff.status == HandoffStatus.ASSIGNED
     assert handoff.agent_id == "agent-1"
@@ -232,7 +112,7 @@ def test_no_agent_waits_then_accepting_agent_from_authorizer_context_takes_it(wo
     assert accepted["statusCode"] == 200, accepted
     assert json.loads(accepted["body"])["agent_id"] == "agent-2"
     assert done["status"] == "SUCCEEDED", done
-    handoff = world.store.latest_handoff(session_id)
+    handoff = world.store.current_handoff(session_id)
     assert handoff is not None
     assert handoff.agent_id == "agent-2"
     # and a second accept (another agent) finds nothing waiting any more
@@ -262,7 +142,7 @@ def test_wait_timeout_escalates_to_an_available_manager(world: World) -> None:
     # Then the manager took over through EscalateToManager
     states = world.d.states_entered(execution)
     assert states.index("WaitForAgent") < states.index("EscalateToManager") < states.index("UpdateDynamoDB")
-    handoff = world.store.latest_handoff(session_id)
+    handoff = world.store.current_handoff(session_id)
     assert handoff is not None
     assert handoff.agent_id == "manager-1"
     assert handoff.status == HandoffStatus.ASSIGNED
@@ -358,7 +238,7 @@ def test_transaction_conflict_releases_the_reserved_agent(world: World, monkeypa
     session = world.store.get_session(session_id)
     assert session is not None
     assert session.status == SessionStatus.DISCONNECTED
-    assert world.store.latest_handoff(session_id) is None  # nothing of the transaction was written
+    assert world.store.current_handoff(session_id) is None  # nothing of the transaction was written
 
 
 def test_idle_agent_is_reassigned_until_the_bound_then_fails(world: World) -> None:
@@ -381,7 +261,7 @@ def test_idle_agent_is_reassigned_until_the_bound_then_fails(world: World) -> No
     agent = world.store.get_agent("agent-6")
     assert agent is not None
     assert agent.status == AgentStatus.AVAILABLE
-    handoff = world.store.latest_handoff(session_id)
+    handoff = world.store.current_handoff(session_id)
     assert handoff is not None
     assert handoff.status == HandoffStatus.FAILED
 
@@ -401,7 +281,7 @@ def test_two_concurrent_handoffs_never_share_an_agent(world: World) -> None:
     entered = [world.d.states_entered(e) for e in executions]
     assert sum("UpdateDynamoDB" in s for s in entered) == 1
     assert sum("WaitForAgent" in s for s in entered) == 1
-    owners = [h.agent_id for h in (world.store.latest_handoff(first), world.store.latest_handoff(second)) if h]
+    owners = [h.agent_id for h in (world.store.current_handoff(first), world.store.current_handoff(second)) if h]
     assert owners.count("agent-7") == 1
     for execution in executions:
         boto3.client("stepfunctions", region_name=REGION).stop_execution(executionArn=execution)

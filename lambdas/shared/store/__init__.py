@@ -13,9 +13,10 @@ Usage::
 
 Modules: :mod:`.table` (keys, expressions, conditional writes, batch writes, pages),
 :mod:`.sessions` (META, status machine, cleanup index, the session partition), :mod:`.turns`
-(turns and summaries), :mod:`.handoffs` (handoff records, the handoff transaction, callback
-tokens), :mod:`.agents`, :mod:`.inbox`, :mod:`.connections`, :mod:`.limits` (the chat's
-rate buckets and connection slots). Review records
+(turns and summaries), :mod:`.handoffs` (handoff records, the current handoff, the handoff
+transaction, callback tokens), :mod:`.handoff_life` (closing a handoff), :mod:`.agents`,
+:mod:`.inbox`, :mod:`.connections`, :mod:`.limits` (the chat's rate buckets and connection
+slots). Review records
 belong to the approval gate, which keeps them itself.
 """
 
@@ -23,12 +24,12 @@ from __future__ import annotations
 
 from lambdas.shared.store.agents import MAX_AGENT_SKILLS, Agents
 from lambdas.shared.store.connections import Connections
+from lambdas.shared.store.handoff_life import CLOSE_OUTCOMES, Closed, HandoffClosed, HandoffLife
 from lambdas.shared.store.handoffs import (
     WAITING_FOR_AGENT,
     WAITING_FOR_REPLY,
     Begun,
     HandoffConflict,
-    Handoffs,
     SessionNotActive,
 )
 from lambdas.shared.store.inbox import Inbox
@@ -49,6 +50,7 @@ from lambdas.shared.store.turns import MAX_COMPRESSED_CONTENT, Turns
 __all__ = [
     "ADMITTED",
     "BATCH_SIZE",
+    "CLOSE_OUTCOMES",
     "DEFAULT_BATCH_RETRIES",
     "DEFAULT_CLEANUP_SHARDS",
     "DEFAULT_TTL_HOURS",
@@ -61,7 +63,9 @@ __all__ = [
     "WAITING_FOR_REPLY",
     "Admission",
     "Begun",
+    "Closed",
     "DynamoSessionStore",
+    "HandoffClosed",
     "HandoffConflict",
     "Page",
     "SessionNotActive",
@@ -69,7 +73,7 @@ __all__ = [
 ]
 
 
-class DynamoSessionStore(Handoffs, Turns, Agents, Inbox, Connections, Limits):
+class DynamoSessionStore(HandoffLife, Turns, Agents, Inbox, Connections, Limits):
     """The store on one DynamoDB table: every aggregate's operations over one :class:`TableCore`.
 
     Construction and options: see :class:`TableCore`.

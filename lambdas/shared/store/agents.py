@@ -183,6 +183,22 @@ class Agents(TableCore):
         current = self.get_agent(agent_id)
         if current is None:
             raise AgentNotFound(agent_id)
+        actions, released = self.release_actions(current, session_id=session_id)
+        try:
+            self.client.transact_write_items(TransactItems=actions)
+        except ClientError as err:
+            if code_of(err) == TRANSACTION_CANCELED:
+                raise AgentUnavailable(agent_id, "was released or changed concurrently") from None
+            raise
+        return released
+
+    def release_actions(self, current: Agent, *, session_id: str | None = None) -> tuple[list[dict[str, Any]], Agent]:
+        """The transaction items that release ``current`` (as just read), and the agent they write.
+
+        Lets another transaction (closing a handoff) release the agent in the same atomic write.
+        Raises AgentUnavailable when the agent is not busy (with ``session_id``: with that session).
+        """
+        agent_id = current.agent_id
         if current.status != AgentStatus.BUSY:
             raise AgentUnavailable(agent_id, f"is {current.status}, not busy")
         if session_id is not None and current.current_session_id != session_id:
@@ -215,10 +231,4 @@ class Agents(TableCore):
         actions += [
             {"Put": {"TableName": self.table_name, "Item": marshal_item(item)}} for item in released.skill_items()
         ]
-        try:
-            self.client.transact_write_items(TransactItems=actions)
-        except ClientError as err:
-            if code_of(err) == TRANSACTION_CANCELED:
-                raise AgentUnavailable(agent_id, "was released or changed concurrently") from None
-            raise
-        return released
+        return actions, released

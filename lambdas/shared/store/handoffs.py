@@ -6,6 +6,9 @@
   being ``n`` (read just before), so the number is unique and the counter exact; when a
   concurrent ``add_turn`` moves the counter first, the transaction is cancelled and re-read
   (at most :data:`MAX_BEGIN_READS` times).
+* The current handoff: the session's META carries ``current_handoff_id``, written in the same
+  transaction that creates or assigns a handoff, so "current" is a recorded fact and never depends
+  on how a handoff id (an execution name, possibly the client's ``Idempotency-Key``) sorts.
 * Callback tokens: a waiting Step Functions task's token is stored on the ``HANDOFF#`` record
   (``callback_token`` + ``waiting_for``) and taken by exactly one caller (conditional REMOVE), so
   two agents accepting the same handoff cannot both complete it.
@@ -21,7 +24,7 @@ from typing import Any, Final
 from botocore.exceptions import ClientError
 
 from lambdas.shared import keys
-from lambdas.shared.errors import Conflict, HandoffNotFound, InvalidInput
+from lambdas.shared.errors import Conflict, HandoffNotFound, InvalidInput, SessionNotFound
 from lambdas.shared.records import Handoff, HandoffStatus, Role, SessionStatus, Turn
 from lambdas.shared.schema import PARTITION_KEY, TTL_ATTRIBUTE
 from lambdas.shared.serialize import marshal_item
@@ -42,6 +45,10 @@ WAITING_FOR_REPLY: Final = "reply"
 _WAITING: Final = frozenset({WAITING_FOR_AGENT, WAITING_FOR_REPLY})
 #: Statuses from which a handoff record may (again) become ``assigned``.
 _ASSIGNABLE: Final = (HandoffStatus.REQUESTED, HandoffStatus.QUEUED, HandoffStatus.ESCALATED)
+#: The session META attribute naming the session's current handoff.
+CURRENT_HANDOFF: Final = "current_handoff_id"
+#: The handoff attribute naming the agent a re-queued handoff was taken from.
+PREVIOUS_AGENT: Final = "previous_agent_id"
 #: How often begin_handoff re-reads a session whose turn counter moved under it (optimistic locking).
 MAX_BEGIN_READS: Final = 5
 
@@ -79,10 +86,12 @@ class Handoffs(Sessions):
         execution_arn: str | None = None,
         handoff_id: str | None = None,
     ) -> Handoff:
-        """A new handoff record (never overwrites; Conflict if ``handoff_id`` is taken).
+        """A new handoff record that becomes the session's current one (never overwrites).
 
-        ``handoff_id`` defaults to ``<13-digit epoch ms>-<12 hex>`` so that SK order is creation
-        order; give one (e.g. the execution name) to make retries idempotent-by-conflict.
+        One transaction: the ``HANDOFF#`` record (Conflict if ``handoff_id`` is taken) and the
+        session META's ``current_handoff_id`` (SessionNotFound without a session). ``handoff_id``
+        defaults to ``<13-digit epoch ms>-<12 hex>``; give one (e.g. the execution name) to make
+        retries idempotent-by-conflict.
         """
         require_id(session_id, "session_id")
         require_id(reason, "reason")
@@ -103,13 +112,43 @@ class Handoffs(Sessions):
             agent_id=agent_id,
             execution_arn=execution_arn,
         )
+        put_expr = Expr()
+        actions = [
+            {
+                "Put": {
+                    "TableName": self.table_name,
+                    "Item": marshal_item(handoff.to_item()),
+                    "ConditionExpression": f"attribute_not_exists({put_expr.n(PARTITION_KEY)})",
+                    **put_expr.params(),
+                }
+            },
+            self._make_current_action(session_id, handoff.handoff_id),
+        ]
         try:
-            self._put_new(handoff.to_item())
+            self.client.transact_write_items(TransactItems=actions)
         except ClientError as err:
-            if code_of(err) == CONDITION_FAILED:
+            if code_of(err) != TRANSACTION_CANCELED:
+                raise
+            reasons = err.response.get("CancellationReasons") or []
+            if reasons and reasons[0].get("Code") == "ConditionalCheckFailed":
                 raise Conflict(f"handoff {handoff.handoff_id!r} exists already") from None
-            raise
+            raise SessionNotFound(session_id) from None
         return handoff
+
+    def _make_current_action(self, session_id: str, handoff_id: str) -> dict[str, Any]:
+        """The transaction item that points the (existing) session META at ``handoff_id``."""
+        expr = Expr()
+        update = Update(expr)
+        update.set(CURRENT_HANDOFF, handoff_id)
+        return {
+            "Update": {
+                "TableName": self.table_name,
+                "Key": marshal_item(keys.session_key(session_id)),
+                "UpdateExpression": update.expression(),
+                "ConditionExpression": f"attribute_exists({expr.n(PARTITION_KEY)})",
+                **expr.params(),
+            }
+        }
 
     def get_handoff(self, session_id: str, handoff_id: str) -> Handoff | None:
         require_id(session_id, "session_id")
@@ -117,11 +156,30 @@ class Handoffs(Sessions):
         item = self._get(keys.handoff_key(session_id, handoff_id))
         return Handoff.from_item(item) if item else None
 
-    def latest_handoff(self, session_id: str) -> Handoff | None:
-        """The most recently created handoff of the session, or None."""
+    def current_handoff(self, session_id: str) -> Handoff | None:
+        """The session's current handoff (the one its META names), or None.
+
+        The newest handoff created or assigned, whatever its id; it stays current after it ends,
+        so its status tells whether anyone still serves the session.
+        """
         require_id(session_id, "session_id")
-        item = self._latest(session_id, keys.HANDOFF_PREFIX)
-        return Handoff.from_item(item) if item else None
+        meta = self._get(keys.session_key(session_id))
+        handoff_id = (meta or {}).get(CURRENT_HANDOFF)
+        return self.get_handoff(session_id, str(handoff_id)) if handoff_id else None
+
+    def served_before(self, session_id: str, agent_id: str) -> bool:
+        """True when ``agent_id`` was the agent of the session's current handoff and no longer serves it.
+
+        Lets the API tell an agent whose access ended (403) from a stranger (404).
+        """
+        meta = self._get(keys.session_key(session_id))
+        handoff_id = (meta or {}).get(CURRENT_HANDOFF)
+        item = self._get(keys.handoff_key(session_id, str(handoff_id))) if handoff_id else None
+        if not item:
+            return False
+        if item.get("agent_id") == agent_id:
+            return item.get("status") != str(HandoffStatus.ASSIGNED)
+        return item.get(PREVIOUS_AGENT) == agent_id
 
     def update_handoff(
         self,
@@ -187,7 +245,8 @@ class Handoffs(Sessions):
             session = self.get_session(session_id)
             if session is None:
                 raise SessionNotActive(session_id, "missing")
-            existing = self.get_handoff(session_id, handoff_id)
+            stored = self._get(keys.handoff_key(session_id, handoff_id))
+            existing = Handoff.from_item(stored) if stored else None
             if (
                 existing is not None
                 and existing.status == HandoffStatus.ASSIGNED
@@ -215,7 +274,8 @@ class Handoffs(Sessions):
                 execution_arn=execution_arn,
             )
             turn = Turn(session_id, number, Role.SYSTEM, system_text, now, ttl)
-            actions = self._begin_actions(session.turn_count, handoff, turn)
+            carried = {PREVIOUS_AGENT: stored[PREVIOUS_AGENT]} if stored and stored.get(PREVIOUS_AGENT) else {}
+            actions = self._begin_actions(session.turn_count, handoff, turn, carried)
             try:
                 self.client.transact_write_items(TransactItems=actions)
             except ClientError as err:
@@ -228,14 +288,17 @@ class Handoffs(Sessions):
             return Begun(handoff, number)
         raise Conflict(f"session {session_id!r} kept changing; handoff {handoff_id!r} not started, retry")
 
-    def _begin_actions(self, turn_count: int, handoff: Handoff, turn: Turn) -> list[dict[str, Any]]:
-        """META active -> handoff (counter n -> n+1), the assigned HANDOFF#, the system TURN."""
+    def _begin_actions(
+        self, turn_count: int, handoff: Handoff, turn: Turn, carried: dict[str, Any]
+    ) -> list[dict[str, Any]]:
+        """META active -> handoff (counter n -> n+1), the assigned HANDOFF# (keeping ``carried``), the system TURN."""
         expr = Expr()
         update = Update(expr)
         update.set("status", str(SessionStatus.HANDOFF))
         update.set("updated_at", handoff.updated_at)
         update.set("turn_count", turn.turn_number)
         update.set(TTL_ATTRIBUTE, handoff.ttl)
+        update.set(CURRENT_HANDOFF, handoff.handoff_id)
         meta_condition = (
             f"attribute_exists({expr.n(PARTITION_KEY)}) AND "
             f"{expr.n('status')} = {expr.v(str(SessionStatus.ACTIVE))} AND "
@@ -259,7 +322,7 @@ class Handoffs(Sessions):
             {
                 "Put": {
                     "TableName": self.table_name,
-                    "Item": marshal_item(handoff.to_item()),
+                    "Item": marshal_item({**handoff.to_item(), **carried}),
                     "ConditionExpression": put_condition,
                     **put_expr.params(),
                 }
@@ -341,18 +404,29 @@ class Handoffs(Sessions):
         value = (item or {}).get("waiting_for")
         return str(value) if value else None
 
-    def requeue_handoff(self, session_id: str, handoff_id: str) -> None:
-        """Put an assigned handoff back to ``queued`` without an agent (reassignment)."""
+    def requeue_handoff(self, session_id: str, handoff_id: str, *, previous_agent_id: str | None = None) -> None:
+        """Put an assigned handoff back to ``queued`` without an agent (reassignment).
+
+        Only from ``assigned``: a handoff closed meanwhile (by its agent, an admin or the
+        customer's disconnect) raises HandoffConflict and stays closed.
+        """
         expr = Expr()
         update = Update(expr)
         update.set("status", str(HandoffStatus.QUEUED))
         update.set("updated_at", self._now())
         for name in ("agent_id", "callback_token", "waiting_for"):
             update.remove(name)
-        condition = f"attribute_exists({expr.n(PARTITION_KEY)})"
+        if previous_agent_id:
+            update.set(PREVIOUS_AGENT, previous_agent_id)
+        condition = (
+            f"attribute_exists({expr.n(PARTITION_KEY)}) AND {expr.n('status')} = {expr.v(str(HandoffStatus.ASSIGNED))}"
+        )
         try:
             self._update(keys.handoff_key(session_id, handoff_id), update, condition, return_values="NONE")
         except ClientError as err:
-            if code_of(err) == CONDITION_FAILED:
+            if code_of(err) != CONDITION_FAILED:
+                raise
+            old = old_item(err)
+            if old is None:
                 raise HandoffNotFound(session_id, handoff_id) from None
-            raise
+            raise HandoffConflict(f"handoff {handoff_id!r} is {old.get('status')}; it is not re-queued") from None

@@ -1,0 +1,166 @@
+"""The handoff workflow's test world: the synthesized state machine on moto, its Lambdas in-process.
+
+Timeouts come from a test StageConfig (4 s agent wait, 3 s idle, 1 reassignment), so every
+case runs in seconds. The agent routes (``lambdas.api.agent``) and the session routes
+(``lambdas.api.rest``) are driven with API Gateway events carrying the authorizer context,
+exactly as the REST API would call them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from lambdas.api import agent as agent_api
+from lambdas.api import rest as session_api
+from lambdas.shared import env as lambda_env
+from lambdas.shared.records import Agent, Role
+from lambdas.shared.store import DynamoSessionStore
+from stacks.config import with_overrides
+from stacks.functions import stage_environment
+from tests.support.ddb import atomic_requests
+from tests.support.events import (
+    ACCOUNT,
+    Api,
+    authorizer_context,
+    batch_event,
+    lambda_context,
+    rest_proxy_event,
+    sqs_record_from,
+)
+from tests.support.lambda_bridge import Invocations, in_process
+from tests.support.synth import stage_config
+from tests.workflows.orchestration_harness import REGION, Deployed, deploy
+
+CONFIG = with_overrides(
+    stage_config("dev"),
+    name="test",
+    handoff_agent_wait_seconds=4,
+    handoff_idle_seconds=3,
+    handoff_max_reassignments=1,
+    workflow_timeout_minutes=5,
+    review_ttl_days=1,
+)
+
+
+class World:
+    def __init__(self, deployed: Deployed, calls: Invocations) -> None:
+        self.d = deployed
+        self.calls = calls
+        self.store = DynamoSessionStore(deployed.table_name)
+        self.machine = deployed.state_machine("Handoff")
+        self.customer_queue = deployed.queue("Events", "HandoffTopicCustomerNotificationQueue")
+        self.assignment_queue = deployed.queue("Orchestration", "HandoffAssignmentQueue")
+        self.consumer = deployed.function("AssignmentConsumer")
+
+    def session(self, *, turns: int = 2) -> str:
+        session = self.store.create_session(f"customer-{uuid.uuid4().hex[:6]}")
+        for n in range(turns):
+            self.store.add_turn(session.session_id, Role.USER, f"question {n}")
+        return session.session_id
+
+    def agent(self, agent_id: str, skill: str = "billing", *, manager: bool = False) -> None:
+        self.store.put_agent(Agent(agent_id=agent_id, skills=(skill,), is_manager=manager))
+
+    def start(
+        self, session_id: str, reason: str = "billing", *, requested_by: str | None = None, name: str | None = None
+    ) -> str:
+        """Start as the API does: the caller from the authorizer (default: the session's customer)."""
+        session = self.store.get_session(session_id)
+        owner = session.customer_id if session else "nobody"
+        state = {
+            "session_id": session_id,
+            "reason": reason,
+            "priority": "normal",
+            "requested_by": requested_by or owner,
+            "role": "customer",
+        }
+        return self.d.start(self.machine, state, name=name)
+
+    def pump_assignments(self, timeout: float = 10.0) -> int:
+        """Deliver the agent-assignment queue's messages to the deployed consumer, as SQS would."""
+        sqs = boto3.client("sqs", region_name=REGION)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            messages = sqs.receive_message(QueueUrl=self.assignment_queue, MaxNumberOfMessages=10).get("Messages", [])
+            if messages:
+                queue_arn = f"arn:aws:sqs:{REGION}:{ACCOUNT}:assignment"
+                event = batch_event(*(sqs_record_from(m, queue_arn=queue_arn) for m in messages))
+                response = boto3.client("lambda", region_name=REGION).invoke(
+                    FunctionName=self.consumer, Payload=json.dumps(event).encode()
+                )
+                assert "FunctionError" not in response, response["Payload"].read()
+                for m in messages:
+                    sqs.delete_message(QueueUrl=self.assignment_queue, ReceiptHandle=m["ReceiptHandle"])
+                return len(messages)
+            time.sleep(0.1)
+        raise AssertionError("nothing arrived on the agent-assignment queue")
+
+    def customer_notices(self) -> list[dict[str, Any]]:
+        sqs = boto3.client("sqs", region_name=REGION)
+        found: list[dict[str, Any]] = []
+        while True:
+            messages = sqs.receive_message(QueueUrl=self.customer_queue, MaxNumberOfMessages=10).get("Messages", [])
+            if not messages:
+                return found
+            for m in messages:
+                found.append(json.loads(m["Body"]))
+                sqs.delete_message(QueueUrl=self.customer_queue, ReceiptHandle=m["ReceiptHandle"])
+
+    def route(self, method_path: str, session_id: str, agent_id: str, body: Any, role: str = "agent") -> dict[str, Any]:
+        """Call lambdas.api.agent as API Gateway does, with the authorizer's context."""
+        lambda_env.reset()
+        action = method_path.rsplit("/", 1)[-1]
+        event = rest_proxy_event(
+            "POST",
+            f"/handoffs/{{session_id}}/{action}",
+            f"/handoffs/{session_id}/{action}",
+            api=Api(stage="prod"),
+            path_parameters={"session_id": session_id},
+            headers={"Content-Type": "application/json"},
+            body=json.dumps(body),
+            authorizer=authorizer_context(agent_id, sub=agent_id, role=role),
+        )
+        result: dict[str, Any] = agent_api.handler(event, CONTEXT)
+        return result
+
+    def read_turns(self, session_id: str, agent_id: str) -> int:
+        """``GET /sessions/{id}/turns`` as the agent (lambdas.api.rest, as API Gateway calls it): the status."""
+        lambda_env.reset()
+        event = rest_proxy_event(
+            "GET",
+            "/sessions/{id}/turns",
+            f"/sessions/{session_id}/turns",
+            api=Api(stage="prod"),
+            path_parameters={"id": session_id},
+            authorizer=authorizer_context(agent_id, sub=agent_id, role="agent"),
+        )
+        return int(session_api.handler(event, CONTEXT)["statusCode"])
+
+
+CONTEXT = lambda_context("agent-routes")
+
+
+@contextlib.contextmanager
+def running_world(templates: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
+    """Deploy ``templates`` on moto and give the in-process routes the functions' environment."""
+    with (
+        mock_aws(config={"stepfunctions": {"execute_state_machine": True}}),
+        atomic_requests(),
+        in_process() as calls,
+    ):
+        deployed = deploy(templates)
+        # The agent routes run in this process: give them the function's environment (the stage's settings too)
+        for name, value in {**stage_environment(CONFIG), "TABLE_NAME": deployed.table_name}.items():
+            monkeypatch.setenv(name, value)
+        lambda_env.reset()
+        yield World(deployed, calls)
+        lambda_env.reset()

@@ -1,0 +1,215 @@
+"""A handoff's whole life on the synthesized workflow: current whatever its id, closed, access ending with it."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from lambdas.shared.records import AgentStatus, HandoffStatus, SessionStatus
+from lambdas.ws.disconnect import disconnect_connection
+from tests.workflows.handoff_harness import CONFIG, World, running_world
+from tests.workflows.orchestration_harness import synthesize_orchestration
+
+
+@pytest.fixture(scope="module")
+def templates() -> dict[str, Any]:
+    return synthesize_orchestration(CONFIG)
+
+
+@pytest.fixture
+def world(templates: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
+    with running_world(templates, monkeypatch) as running:
+        yield running
+
+
+# ---------------------------------------------------------------------- a handoff's whole life
+
+RESUME = {"resolution": "Refunded the duplicate charge.", "outcome": "resume"}
+
+
+def _body(response: dict[str, Any]) -> dict[str, Any]:
+    body: dict[str, Any] = json.loads(response["body"])
+    return body
+
+
+def _accepted_by(world: World, session_id: str, name: str, agent_id: str, skill: str) -> str:
+    """Start a handoff named ``name`` that waits for an agent, and let ``agent_id`` accept it."""
+    execution = world.start(session_id, skill, name=name)
+    world.d.wait_for_state(execution, "WaitForAgent")
+    assert world.pump_assignments() == 1
+    world.agent(agent_id, skill)
+    accepted = world.route("accept", session_id, agent_id, {})
+    assert accepted["statusCode"] == 200, accepted
+    assert _body(accepted)["handoff_id"] == name
+    world.d.wait_for_state(execution, "MonitorHandoff")
+    time.sleep(0.3)
+    return execution
+
+
+def test_later_handoffs_reach_their_agents_whatever_their_ids_sort_like(world: World) -> None:
+    # Given a session whose handoffs are named so that alphabetical order is the reverse of time order
+    session_id = world.session()
+    served: list[str] = []
+    # (each with its own reason, so that no earlier agent is free for a later one)
+    rounds = (
+        ("handoff-c", "agent-c", "billing"),
+        ("handoff-b", "agent-b", "shipping"),
+        ("handoff-a", "agent-a", "returns"),
+    )
+    for name, agent_id, skill in rounds:
+        # When each handoff is accepted by its agent, who reads, replies and closes it
+        execution = _accepted_by(world, session_id, name, agent_id, skill)
+        assert world.read_turns(session_id, agent_id) == 200
+        reply = world.route("messages", session_id, agent_id, {"text": f"Hello from {agent_id}"})
+        assert reply["statusCode"] == 201, reply
+        assert world.d.wait_done(execution)["status"] == "SUCCEEDED"
+        closed = world.route("close", session_id, agent_id, RESUME)
+        assert closed["statusCode"] == 200, closed
+        # Then the current handoff is this one; its agent's access ended with it (403), and
+        # the agents of earlier handoffs are strangers to the session again (404)
+        current = world.store.current_handoff(session_id)
+        assert current is not None
+        assert (current.handoff_id, current.status) == (name, HandoffStatus.COMPLETED)
+        assert world.read_turns(session_id, agent_id) == 403
+        for previous in served:
+            assert world.read_turns(session_id, previous) == 404
+        served.append(agent_id)
+        agent = world.store.get_agent(agent_id)
+        assert agent is not None
+        assert agent.status == AgentStatus.AVAILABLE
+        session = world.store.get_session(session_id)
+        assert session is not None
+        assert session.status == SessionStatus.ACTIVE
+
+
+def test_closing_before_the_first_reply_finishes_the_execution_and_a_second_close_is_409(world: World) -> None:
+    # Given a handoff whose agent has not replied yet (MonitorHandoff waits)
+    session_id = world.session()
+    world.agent("agent-9")
+    execution = world.start(session_id)
+    world.d.wait_for_state(execution, "MonitorHandoff")
+    time.sleep(0.3)
+
+    # When the agent closes it, handing the session back to the assistant
+    closed = world.route("close", session_id, "agent-9", RESUME)
+    done = world.d.wait_done(execution)
+
+    # Then the execution finished successfully (not by timeout), and everything is released
+    assert closed["statusCode"] == 200, closed
+    assert _body(closed)["session_status"] == "active"
+    assert _body(closed)["released_agent_id"] == "agent-9"
+    assert done["status"] == "SUCCEEDED", done
+    states = world.d.states_entered(execution)
+    assert states[-1] == "HandoffComplete"
+    assert "ReassignAgent" not in states
+    item = world.store._get({"PK": f"SESSION#{session_id}", "SK": f"HANDOFF#{_body(closed)['handoff_id']}"})
+    assert item is not None
+    assert (item["status"], item["resolution"], item["closed_by"]) == ("completed", RESUME["resolution"], "agent-9")
+    agent = world.store.get_agent("agent-9")
+    assert agent is not None
+    assert agent.status == AgentStatus.AVAILABLE
+    # and the customer's messages go to the assistant again
+    session = world.store.get_session(session_id)
+    assert session is not None
+    assert session.status == SessionStatus.ACTIVE
+    # When it is closed again, by its agent or an admin
+    again = world.route("close", session_id, "agent-9", {"resolution": "again", "outcome": "end"})
+    by_admin = world.route("close", session_id, "admin-1", {"resolution": "again", "outcome": "end"}, role="admin")
+    # Then 409 and nothing changed
+    assert (again["statusCode"], by_admin["statusCode"]) == (409, 409)
+    assert world.store._get({"PK": f"SESSION#{session_id}", "SK": item["SK"]}) == item
+    after = world.store.get_session(session_id)
+    assert after is not None
+    assert after.status == SessionStatus.ACTIVE
+    # and the agent's access ended with the handoff
+    assert world.read_turns(session_id, "agent-9") == 403
+    assert world.route("messages", session_id, "agent-9", {"text": "still here?"})["statusCode"] == 403
+
+
+def test_an_admin_closes_a_handoff_and_ends_the_session(world: World) -> None:
+    # Given a handoff in progress
+    session_id = world.session()
+    world.agent("agent-10")
+    execution = world.start(session_id)
+    world.d.wait_for_state(execution, "MonitorHandoff")
+    time.sleep(0.3)
+
+    # When an admin closes it and ends the session (a stranger agent may not)
+    stranger = world.route("close", session_id, "agent-11", {"resolution": "mine", "outcome": "end"})
+    bad = world.route("close", session_id, "admin-1", {"resolution": "x", "outcome": "later"}, role="admin")
+    closed = world.route("close", session_id, "admin-1", {"resolution": "Fraud: ended", "outcome": "end"}, role="admin")
+
+    # Then the session ended (waiting for cleanup), the agent is free, the execution succeeded
+    assert (stranger["statusCode"], bad["statusCode"]) == (403, 400)
+    assert closed["statusCode"] == 200, closed
+    assert world.d.wait_done(execution)["status"] == "SUCCEEDED"
+    session = world.store.get_session(session_id)
+    assert session is not None
+    assert session.status == SessionStatus.DISCONNECTED
+    assert session.cleanup_at is not None
+    agent = world.store.get_agent("agent-10")
+    assert agent is not None
+    assert agent.status == AgentStatus.AVAILABLE
+
+
+def test_a_reassigned_agent_loses_access_and_only_the_next_agent_is_in(world: World) -> None:
+    # Given an agent who stays idle, and a second agent who comes online meanwhile
+    session_id = world.session()
+    world.agent("agent-idle")
+    execution = world.start(session_id)
+    world.d.wait_for_state(execution, "MonitorHandoff")
+    assert world.read_turns(session_id, "agent-idle") == 200
+    world.agent("agent-next")
+
+    # When the idle timeout reassigns the handoff to the next agent
+    world.d.wait_for_state(execution, "ReassignAgent", timeout=30)
+    deadline = time.monotonic() + 30
+    while world.d.states_entered(execution).count("MonitorHandoff") < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.3)
+
+    # Then the idle agent gets 403 on the session's turns and messages; the next agent is the only one in
+    assert world.read_turns(session_id, "agent-idle") == 403
+    assert world.route("messages", session_id, "agent-idle", {"text": "sorry"})["statusCode"] == 403
+    assert world.read_turns(session_id, "agent-next") == 200
+    assert world.route("messages", session_id, "agent-next", {"text": "I am here"})["statusCode"] == 201
+    assert world.d.wait_done(execution)["status"] == "SUCCEEDED"
+
+
+def test_a_customer_who_disconnects_during_a_handoff_ends_it(world: World) -> None:
+    # Given a connected customer handed to an agent who has not replied yet
+    session_id = world.session()
+    world.store.put_connection(
+        "conn-9",
+        session_id=session_id,
+        customer_id="customer-x",
+        domain_name="abc123.execute-api.us-east-1.amazonaws.com",
+        stage="prod",
+    )
+    world.store.set_connection(session_id, "conn-9")
+    world.agent("agent-12")
+    execution = world.start(session_id)
+    world.d.wait_for_state(execution, "MonitorHandoff")
+
+    # When the customer disconnects
+    assert disconnect_connection(world.store, "conn-9") == "disconnected"
+
+    # Then the handoff is completed, the agent released, the session disconnected, and the
+    # workflow finds the handoff closed at its next step and succeeds
+    handoff = world.store.current_handoff(session_id)
+    assert handoff is not None
+    assert handoff.status == HandoffStatus.COMPLETED
+    agent = world.store.get_agent("agent-12")
+    assert agent is not None
+    assert agent.status == AgentStatus.AVAILABLE
+    session = world.store.get_session(session_id)
+    assert session is not None
+    assert (session.status, session.connection_id) == (SessionStatus.DISCONNECTED, None)
+    done = world.d.wait_done(execution, timeout=60)
+    assert done["status"] == "SUCCEEDED", done
+    assert world.d.states_entered(execution)[-2:] == ["HandoffClosedMeanwhile", "HandoffComplete"]
+    assert world.read_turns(session_id, "agent-12") == 403
