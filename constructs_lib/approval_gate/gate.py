@@ -80,7 +80,7 @@ class HumanApprovalGate(sfn.StateMachineFragment):
         machine = sfn.StateMachine(self, "Export", definition_body=sfn.DefinitionBody.from_chainable(
             prepare.next(gate).next(export)))
         gate.bind(machine)                      # the decision function may complete its tasks
-        gate.add_review_routes(api.root)        # GET /reviews/{id}/approve|reject
+        gate.add_review_routes(api.root)        # GET (confirm) + POST /reviews/{id}/approve|reject
 
     The gate brings its own code (the ``gate_runtime`` package beside this module, standard
     library and boto3 only): ``request_function`` and ``decision_function``.
@@ -483,33 +483,40 @@ class HumanApprovalGate(sfn.StateMachineFragment):
     def add_review_routes(
         self, resource: apigw.IResource, *, method_options: apigw.MethodOptions | None = None
     ) -> dict[str, apigw.Method]:
-        """Mount the review links on a REST API: ``GET <resource>/reviews/{id}/approve|reject``.
+        """Mount the review links on a REST API: ``GET`` and ``POST <resource>/reviews/{id}/approve|reject``.
 
+        The GET (the link in the e-mail) only shows a confirmation page, because mail scanners
+        fetch every link; its button POSTs the signed decision, and only the POST records it.
         The links the gate sends are ``<link_base_url>/reviews/...``, so pass the resource whose
-        URL is ``link_base_url`` (``api.root`` for ``api.url``). ``method_options`` apply to both
-        methods; an ``operation_name`` in them is a prefix that gets ``Approve``/``Reject``
-        appended. Defaults to no authorizer (the link's signature is the credential) and the
-        ``id`` path parameter marked required. Returns the methods by decision.
+        URL is ``link_base_url`` (``api.root`` for ``api.url``). ``method_options`` apply to all
+        four methods; an ``operation_name`` in them is a prefix that gets ``Approve``/``Reject``
+        (GET) or ``ApproveConfirmed``/``RejectConfirmed`` (POST) appended. Defaults to no
+        authorizer (the link's signature is the credential) and the ``id`` path parameter marked
+        required. Returns the methods by decision: ``approve``/``reject`` (GET) and
+        ``approve_post``/``reject_post`` (POST).
         """
         options = method_options or apigw.MethodOptions(authorization_type=apigw.AuthorizationType.NONE)
         integration = apigw.LambdaIntegration(self.decision_function.function, allow_test_invoke=False)
         review = resource.add_resource("reviews").add_resource("{id}")
         methods: dict[str, apigw.Method] = {}
         for decision in ("approve", "reject"):
-            methods[decision] = review.add_resource(decision).add_method(
-                "GET",
-                integration,
-                api_key_required=options.api_key_required,
-                authorization_scopes=options.authorization_scopes,
-                authorization_type=options.authorization_type or apigw.AuthorizationType.NONE,
-                authorizer=options.authorizer,
-                method_responses=options.method_responses,
-                operation_name=f"{options.operation_name}{decision.capitalize()}" if options.operation_name else None,
-                request_models=options.request_models,
-                request_parameters=options.request_parameters or {"method.request.path.id": True},
-                request_validator=options.request_validator,
-                request_validator_options=options.request_validator_options,
-            )
+            decision_resource = review.add_resource(decision)
+            for http_method, key, suffix in (("GET", decision, ""), ("POST", f"{decision}_post", "Confirmed")):
+                name = f"{options.operation_name}{decision.capitalize()}{suffix}" if options.operation_name else None
+                methods[key] = decision_resource.add_method(
+                    http_method,
+                    integration,
+                    api_key_required=options.api_key_required,
+                    authorization_scopes=options.authorization_scopes,
+                    authorization_type=options.authorization_type or apigw.AuthorizationType.NONE,
+                    authorizer=options.authorizer,
+                    method_responses=options.method_responses,
+                    operation_name=name,
+                    request_models=options.request_models,
+                    request_parameters=options.request_parameters or {"method.request.path.id": True},
+                    request_validator=options.request_validator,
+                    request_validator_options=options.request_validator_options,
+                )
         return methods
 
     def grant_decide(

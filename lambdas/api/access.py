@@ -53,6 +53,8 @@ ROUTES: Final[tuple[Route, ...]] = (
     _r("POST", "/handoffs/{session_id}/close", AGENT, ADMIN),
     _r("GET", "/reviews/{id}/approve"),
     _r("GET", "/reviews/{id}/reject"),
+    _r("POST", "/reviews/{id}/approve"),
+    _r("POST", "/reviews/{id}/reject"),
 )
 
 

@@ -284,7 +284,8 @@ def _agent_routes(
 
 # ------------------------------------------------------------------ review links
 def _review_routes(routes: _Routes, orchestration: OrchestrationStack) -> None:
-    """``GET /reviews/{id}/approve|reject``: the approval gate's own routes; the signed link is the credential."""
+    """``GET`` (confirmation page) and ``POST`` (decision) ``/reviews/{id}/approve|reject``: the
+    approval gate's own routes; the signed link is the credential."""
     route = access.route("GET", "/reviews/{id}/approve")
     if not route.public:
         raise ValueError("GET /reviews/{id}/approve must be public in lambdas.api.access.ROUTES")

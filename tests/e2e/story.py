@@ -13,6 +13,7 @@ deterministic) and summarisation requests with :data:`STUB_SUMMARY`, and records
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import time
@@ -432,8 +433,19 @@ class Story(CleanupSteps):
         url = urllib.parse.urlsplit(link.group(0))
         path = "/" + url.path.split("/", 2)[2]  # drop the stage
         query = dict(urllib.parse.parse_qsl(url.query))
+        # Opening the link (as a mail scanner would) only shows the confirmation page.
         page = self.rest(step, "GET", path, None, query=query)
         expect(page.status == 200, f"approve link answered {page.status}: {page.body[:200]}")
+        fields = re.findall(r'<input type="hidden" name="([a-z]+)" value="([^"]*)">', page.body)
+        expect('<form method="post"' in page.body and bool(fields), f"no confirmation form: {page.body[:300]}")
+        waiting = self.stage.client("stepfunctions").describe_execution(executionArn=execution)["status"]
+        expect(waiting == "RUNNING", f"opening the review link alone moved the export to {waiting}")
+        step.changes.append("GET of the approve link: confirmation page, export still waiting")
+        # The reviewer presses the button: the signed fields are POSTed to the same address.
+        form = urllib.parse.urlencode([(name, html.unescape(value)) for name, value in fields])
+        headers = {"Content-Type": "application/x-www-form-urlencoded"}
+        page = self.rest(step, "POST", path, None, query=query, headers=headers, body=form)
+        expect(page.status == 200, f"approve confirmation answered {page.status}: {page.body[:200]}")
         done = self.stage.wait_execution(execution, timeout=40)
         output = json.loads(done.get("output") or "{}")
         export = output.get("export") if isinstance(output, dict) else None

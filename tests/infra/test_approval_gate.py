@@ -207,6 +207,15 @@ def test_the_review_routes_are_public_gets_into_the_gates_decision_function(any_
             if m["Properties"]["ResourceId"] == {"Ref": resource_id} and m["Properties"]["HttpMethod"] == "GET"
         ]
         assert function_id in json.dumps(methods[0]["Properties"]["Integration"]["Uri"])
+        # The confirmation page's button POSTs to the same resource, into the same function
+        posts = [
+            m
+            for m in template.find_resources("AWS::ApiGateway::Method").values()
+            if m["Properties"]["ResourceId"] == {"Ref": resource_id} and m["Properties"]["HttpMethod"] == "POST"
+        ]
+        assert len(posts) == 1
+        assert posts[0]["Properties"]["AuthorizationType"] == "NONE"
+        assert function_id in json.dumps(posts[0]["Properties"]["Integration"]["Uri"])
     assert set(function["Properties"]["Environment"]["Variables"]) >= {"TABLE_NAME", "REVIEW_SECRET_ARN"}
     assert function["Properties"]["Handler"] == "gate_runtime.decide.handler"
 

@@ -131,8 +131,14 @@ def test_review_routes_are_public_gets_into_the_decision_function() -> None:
     methods = gate.add_review_routes(api.root, method_options=apigw.MethodOptions(operation_name="Review"))
     template = Template.from_stack(stack)
 
-    # Then there are two GETs, without authorizer, that need the id and proxy to the decision function
-    assert sorted(methods) == ["approve", "reject"]
+    # Then there are two GETs (the confirmation pages) and two POSTs (the decisions), without
+    # authorizer, that need the id and proxy to the decision function
+    assert sorted(methods) == ["approve", "approve_post", "reject", "reject_post"]
+    for name in ("ReviewApproveConfirmed", "ReviewRejectConfirmed"):
+        template.has_resource_properties(
+            "AWS::ApiGateway::Method",
+            {"HttpMethod": "POST", "OperationName": name, "AuthorizationType": "NONE"},
+        )
     decision_id = next(lid for lid, p in _functions(template).items() if p["Handler"] == "gate_runtime.decide.handler")
     for name in ("ReviewApprove", "ReviewReject"):
         template.has_resource_properties(
@@ -149,7 +155,7 @@ def test_review_routes_are_public_gets_into_the_decision_function() -> None:
         json.dumps(m["Properties"]["Integration"]["Uri"])
         for m in template.find_resources("AWS::ApiGateway::Method").values()
     ]
-    assert len(uris) == 2
+    assert len(uris) == 4  # GET and POST of approve and reject
     assert all(decision_id in uri for uri in uris)
 
 

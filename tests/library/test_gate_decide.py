@@ -20,7 +20,7 @@ from constructs_lib.approval_gate.gate_runtime import environment as env
 from constructs_lib.approval_gate.gate_runtime import signing
 from constructs_lib.approval_gate.gate_runtime.records import ReviewStore
 from tests.library.conftest import review_store
-from tests.workflows.gate_harness import api_gateway_event
+from tests.workflows.gate_harness import api_gateway_event, confirmation_form
 
 SECRET = "z" * 64
 KEY = SECRET.encode()
@@ -45,13 +45,20 @@ def links(table_name: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[ReviewSt
     env.reset()
 
 
-def click(url: str) -> dict[str, Any]:
+def open_link(url: str, form: str | None = None) -> dict[str, Any]:
+    """GET the link (or POST ``form`` to it) through the handler."""
     parts = urlsplit(url)
     path = parts.path.removeprefix("/prod")
-    result: dict[str, Any] = review.handler(
-        api_gateway_event(path, dict(parse_qsl(parts.query, keep_blank_values=True))), FakeContext()
-    )
+    query = dict(parse_qsl(parts.query, keep_blank_values=True))
+    result: dict[str, Any] = review.handler(api_gateway_event(path, query, form=form), FakeContext())
     return result
+
+
+def click(url: str) -> dict[str, Any]:
+    """What a reviewer does: open the link, then press the confirmation page's button."""
+    shown = open_link(url)
+    form = confirmation_form(shown["body"]) if shown["statusCode"] == 200 else None
+    return shown if form is None else open_link(url, form)
 
 
 def pending(store: ReviewStore, token: str = "token-1", lifetime: int = 600) -> tuple[str, int]:  # noqa: S107 - fake
@@ -151,3 +158,51 @@ def test_other_paths_and_methods_are_html_404s(links: ReviewStore) -> None:
 
     assert response["statusCode"] == 404
     assert response["body"].startswith("<!doctype html>")
+
+
+@pytest.mark.parametrize("action", ["approve", "reject"])
+def test_opening_a_link_shows_a_confirmation_and_changes_nothing(links: ReviewStore, action: str) -> None:
+    # Given a pending review and its link, fetched as a mail scanner would (GET, any number of times)
+    review_id, expires_at = pending(links, token="t-scan")
+    url = signing.review_link(BASE, review_id, action, expires_at, KEY)
+    with mock.patch("constructs_lib.approval_gate.gate_runtime.decide.sfn") as client:
+        shown = [open_link(url) for _ in range(3)]
+
+    # Then each GET is a page with one button that POSTs the signed fields, and nothing is decided
+    for response in shown:
+        assert response["statusCode"] == 200
+        assert '<form method="post" action="">' in response["body"]
+        assert response["headers"]["Content-Security-Policy"] == "default-src 'none'; form-action 'self'"
+        assert review_id not in response["body"]
+    client.return_value.send_task_success.assert_not_called()
+    client.return_value.send_task_failure.assert_not_called()
+    stored = links.get_review(review_id)
+    assert stored is not None
+    assert stored.status == "pending_review"
+
+    # When the reviewer presses the button, the decision is recorded and sent
+    with mock.patch("constructs_lib.approval_gate.gate_runtime.decide.sfn") as client:
+        decided = open_link(url, confirmation_form(shown[0]["body"]))
+    assert decided["statusCode"] == 200
+    stored = links.get_review(review_id)
+    assert stored is not None
+    assert stored.status == ("approved" if action == "approve" else "rejected")
+
+
+def test_a_post_with_a_forged_or_altered_form_is_an_invalid_link(links: ReviewStore) -> None:
+    review_id, expires_at = pending(links)
+    url = signing.review_link(BASE, review_id, "approve", expires_at, KEY)
+    reject_sig = signing.sign(KEY, review_id, "reject", expires_at)
+    bare = url.split("?", 1)[0]
+
+    for form in (f"exp={expires_at}&sig={reject_sig}", f"exp={expires_at + 1}&sig=x", "", "sig=" + "A" * 5000):
+        assert open_link(bare, form)["statusCode"] == 403
+    stored = links.get_review(review_id)
+    assert stored is not None
+    assert stored.status == "pending_review"
+
+
+def test_an_expired_link_says_so_on_opening(links: ReviewStore) -> None:
+    review_id, _ = pending(links)
+    url = signing.review_link(BASE, review_id, "approve", int(time.time()) - 1, KEY)
+    assert open_link(url)["statusCode"] == 410

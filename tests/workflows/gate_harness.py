@@ -9,6 +9,7 @@ the links exactly as a person would, and clicks them through the gate's deployed
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -20,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 from unittest import mock
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import boto3
 from moto.core.responses import EmptyResult
@@ -172,13 +173,13 @@ class GateMachine:
             time.sleep(0.1)
         raise AssertionError(f"no reviewer e-mail within {timeout} s")
 
-    def click(self, url: str, *, source_ip: str = "203.0.113.9") -> tuple[int, str]:
-        """GET ``url`` through the deployed link handler; the status code and the HTML body."""
+    def open_link(self, url: str, *, source_ip: str = "203.0.113.9", form: str | None = None) -> tuple[int, str]:
+        """GET ``url`` (or POST ``form`` to it) through the deployed link handler; status and HTML."""
         parts = urlsplit(url)
         base_path = urlsplit(LINK_BASE_URL).path
         path = parts.path[len(base_path) :] if parts.path.startswith(base_path) else parts.path
         query = dict(parse_qsl(parts.query, keep_blank_values=True))
-        event = api_gateway_event(path, query, source_ip=source_ip)
+        event = api_gateway_event(path, query, source_ip=source_ip, form=form)
         response = boto3.client("lambda", region_name=REGION).invoke(
             FunctionName=self.review_function, Payload=json.dumps(event).encode()
         )
@@ -186,6 +187,14 @@ class GateMachine:
         if "FunctionError" in response:
             raise AssertionError(f"link handler crashed: {payload}")
         return int(payload["statusCode"]), str(payload["body"])
+
+    def click(self, url: str, *, source_ip: str = "203.0.113.9") -> tuple[int, str]:
+        """What a reviewer does: open the link, then press the confirmation page's button."""
+        status, body = self.open_link(url, source_ip=source_ip)
+        form = confirmation_form(body) if status == 200 else None
+        if form is None:
+            return status, body
+        return self.open_link(url, source_ip=source_ip, form=form)
 
     def review(self, review_id: str) -> dict[str, Any] | None:
         """The review record, read where the gate's functions keep it (their key layout)."""
@@ -208,18 +217,33 @@ def review_id_of(url: str) -> str:
 REVIEW_API = Api(api_id="abc123", stage="prod", custom_domain="api.example.test")
 
 
-def api_gateway_event(path: str, query: Mapping[str, str], *, source_ip: str = "203.0.113.9") -> dict[str, Any]:
-    """The REST API (v1) Lambda proxy event of a reviewer's browser opening ``GET path?query``."""
+def confirmation_form(page: str) -> str | None:
+    """The url-encoded body the confirmation page's button POSTs; None when the page has no form."""
+    if '<form method="post"' not in page:
+        return None
+    fields = re.findall(r'<input type="hidden" name="([a-z]+)" value="([^"]*)">', page)
+    return urlencode([(name, html.unescape(value)) for name, value in fields])
+
+
+def api_gateway_event(
+    path: str, query: Mapping[str, str], *, source_ip: str = "203.0.113.9", form: str | None = None
+) -> dict[str, Any]:
+    """The REST API (v1) Lambda proxy event of a reviewer's browser: ``GET path?query``, or the
+    confirmation page's ``POST`` of ``form`` to the same address."""
     segments = path.strip("/").split("/")
     is_review = len(segments) == 3 and segments[0] == "reviews"
+    headers = {"Host": REVIEW_API.domain, "User-Agent": "Mozilla/5.0", "Accept": "text/html"}
+    if form is not None:
+        headers["Content-Type"] = "application/x-www-form-urlencoded"
     return rest_proxy_event(
-        "GET",
+        "GET" if form is None else "POST",
         f"/reviews/{{id}}/{segments[2]}" if is_review else path,
         path,
         api=REVIEW_API,
         path_parameters={"id": segments[1]} if is_review else None,
         query=query,
-        headers={"Host": REVIEW_API.domain, "User-Agent": "Mozilla/5.0", "Accept": "text/html"},
+        headers=headers,
+        body=form,
         source_ip=source_ip,
         epoch_ms=int(time.time() * 1000),
     )

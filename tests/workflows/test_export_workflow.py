@@ -22,7 +22,7 @@ from stacks.config import with_overrides
 from tests.support.ddb import atomic_requests
 from tests.support.lambda_bridge import in_process
 from tests.support.synth import stage_config
-from tests.workflows.gate_harness import api_gateway_event, links_of
+from tests.workflows.gate_harness import api_gateway_event, confirmation_form, links_of
 from tests.workflows.orchestration_harness import (
     LINK_BASE_URL,
     REGION,
@@ -76,16 +76,24 @@ class World:
         raise AssertionError(f"nothing in the {inbox} inbox within {timeout} s")
 
     def click(self, url: str) -> int:
+        """Open the link, then press the confirmation page's button; the final status."""
         parts = urlsplit(url)
         base_path = urlsplit(LINK_BASE_URL).path
         path = parts.path[len(base_path) :] if parts.path.startswith(base_path) else parts.path
-        event = api_gateway_event(path, dict(parse_qsl(parts.query, keep_blank_values=True)))
+        query = dict(parse_qsl(parts.query, keep_blank_values=True))
+        status, body = self._invoke(api_gateway_event(path, query))
+        form = confirmation_form(body) if status == 200 else None
+        if form is None:
+            return status
+        return self._invoke(api_gateway_event(path, query, form=form))[0]
+
+    def _invoke(self, event: dict[str, Any]) -> tuple[int, str]:
         response = boto3.client("lambda", region_name=REGION).invoke(
             FunctionName=self.review_function, Payload=json.dumps(event).encode()
         )
         payload = json.loads(response["Payload"].read())
         assert "FunctionError" not in response, payload
-        return int(payload["statusCode"])
+        return int(payload["statusCode"]), str(payload["body"])
 
 
 def _exports(world: World) -> list[dict[str, Any]]:

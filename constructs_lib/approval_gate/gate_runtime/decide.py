@@ -1,7 +1,10 @@
-"""Review links: ``GET .../reviews/{id}/approve`` and ``GET .../reviews/{id}/reject`` from the e-mail.
+"""Review links: ``.../reviews/{id}/approve`` and ``.../reviews/{id}/reject`` from the e-mail.
 
-A reviewer clicks a link sent by the approval gate's request step (:mod:`.request`).
-This handler checks the link's HMAC signature (constant time) and expiry, records the decision
+A reviewer clicks a link sent by the approval gate's request step (:mod:`.request`). The ``GET``
+of a link changes nothing: mail security gateways and link previews fetch every URL in a message,
+so a GET only checks the signature and expiry and shows a confirmation page whose button POSTs the
+same signed fields to the same address. The ``POST`` checks the link's HMAC signature (constant
+time) and expiry again, records the decision
 with the records' conditional ``decide_review`` (only a pending review whose ``expires_at`` has
 not passed; TTL deletion lags by up to 48 h, so it is never trusted), then completes the paused
 workflow's task token (kept on the review record) with success (the checkpointed state is the
@@ -10,7 +13,8 @@ answer, so every answer is a small HTML page, never JSON and never internals:
 
 | case | status |
 |---|---|
-| approved / rejected | 200 |
+| GET of a valid, unexpired link: the confirmation page (nothing recorded) | 200 |
+| POST: approved / rejected | 200 |
 | signature missing, malformed, forged or altered | 403 "invalid link" |
 | unknown review (valid signature, no record) | 404 |
 | already decided (second click, the other link) | 409 |
@@ -23,8 +27,10 @@ clicking the same link again answers 409 and delivers the recorded decision to t
 again; Step Functions completes a task at most once, so the workflow is never resumed twice.
 
 The gate creates this function (``HumanApprovalGate.decision_function``) and mounts it on a REST
-API with ``add_review_routes`` (no authorizer: the signature is the credential). It answers
-API Gateway (REST, v1) Lambda proxy events; any path ending in ``/reviews/{id}/approve|reject``.
+API with ``add_review_routes`` (GET and POST, no authorizer: the signature is the credential). It
+answers API Gateway (REST, v1) Lambda proxy events; any path ending in ``/reviews/{id}/approve|reject``.
+The POST takes ``exp`` and ``sig`` from its form body (``application/x-www-form-urlencoded``), or
+from the query string when the body lacks them.
 Environment (the construct sets all of it):
     TABLE_NAME and the key layout variables: as for :mod:`.request`.
     REVIEW_SECRET_ARN: the gate's signing secret (``HumanApprovalGate.signing_secret``).
@@ -32,13 +38,15 @@ Environment (the construct sets all of it):
 
 from __future__ import annotations
 
+import base64
+import binascii
 import html
 import logging
 import re
 import time
 from dataclasses import dataclass
 from typing import Any, Final
-from urllib.parse import unquote
+from urllib.parse import parse_qsl, unquote
 
 from botocore.exceptions import ClientError
 
@@ -130,6 +138,41 @@ def page(kind: str, *, detail: str | None = None) -> dict[str, Any]:
     }
 
 
+_CONFIRM: Final = {
+    "approve": ("Approve this request?", "Nothing has been decided yet. Press the button to approve the request."),
+    "reject": ("Reject this request?", "Nothing has been decided yet. Press the button to reject the request."),
+}
+#: The confirmation page may post its form back to where it came from, and nowhere else.
+_CONFIRM_POLICY: Final = "default-src 'none'; form-action 'self'"
+#: A form body larger than this is not a review decision (two short fields).
+_MAX_FORM_BYTES: Final = 1024
+
+
+def confirmation_page(action: str, expires_at: int, signature: str) -> dict[str, Any]:
+    """The page a link's GET shows: one button that POSTs the signed fields to the same address.
+
+    The form's ``action`` is empty (the page's own URL), so the id never appears in the page.
+    """
+    title, text = _CONFIRM[action]
+    button = "Approve" if action == "approve" else "Reject"
+    form = (
+        '<form method="post" action="">'
+        f'<input type="hidden" name="exp" value="{int(expires_at)}">'
+        f'<input type="hidden" name="sig" value="{html.escape(signature, quote=True)}">'
+        f'<button type="submit">{button}</button></form>'
+    )
+    response = page("invalid")  # the hardened shell; status, title and body replaced below
+    response["statusCode"] = 200
+    response["headers"]["Content-Security-Policy"] = _CONFIRM_POLICY
+    response["body"] = (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{html.escape(title)}</title></head>"
+        f"<body><h1>{html.escape(title)}</h1><p>{html.escape(text)}</p>{form}</body></html>"
+    )
+    return response
+
+
 # ---------------------------------------------------------------------------- domain
 
 
@@ -156,11 +199,29 @@ def complete(review: Review, decision: ReviewStatus) -> bool:
     return True
 
 
-def decide(review_id: str, action: str, exp_raw: str | None, sig: str | None, decided_by: str) -> dict[str, Any]:
-    """Verify, record, resume: the whole decision, as a page for the person who clicked."""
+def _valid_link(review_id: str, action: str, exp_raw: str | None, sig: str | None) -> int | None:
+    """The link's expiry when its signature holds, else None (logged)."""
     exp = parse_expiry(exp_raw)
     if exp is None or not sig or not signing.verify(signing_key(), review_id, action, exp, sig):
         logger.warning("review link refused: bad signature (review %r, %s)", review_id[:64], action)
+        return None
+    return exp
+
+
+def confirm(review_id: str, action: str, exp_raw: str | None, sig: str | None) -> dict[str, Any]:
+    """A link's GET: the confirmation page for a valid, unexpired link; reads and writes nothing."""
+    exp = _valid_link(review_id, action, exp_raw, sig)
+    if exp is None or sig is None:
+        return page("invalid")
+    if time.time() >= exp:
+        return page("expired")
+    return confirmation_page(action, exp, sig)
+
+
+def decide(review_id: str, action: str, exp_raw: str | None, sig: str | None, decided_by: str) -> dict[str, Any]:
+    """Verify, record, resume: the whole decision, as a page for the person who clicked."""
+    exp = _valid_link(review_id, action, exp_raw, sig)
+    if exp is None:
         return page("invalid")
     if time.time() >= exp:
         return page("expired")
@@ -210,14 +271,34 @@ def _caller(event: dict[str, Any]) -> str:
     return f"review-link from {source_ip}" if source_ip else "review-link"
 
 
+def _form(event: dict[str, Any]) -> dict[str, str]:
+    """The POST's form fields (``exp``, ``sig``); empty when the body is absent or not a small form."""
+    body = event.get("body")
+    if not isinstance(body, str) or len(body) > _MAX_FORM_BYTES * 2:
+        return {}
+    if event.get("isBase64Encoded"):
+        try:
+            body = base64.b64decode(body, validate=True).decode("ascii")
+        except (binascii.Error, ValueError):
+            return {}
+    if len(body) > _MAX_FORM_BYTES:
+        return {}
+    return {name: value for name, value in parse_qsl(body) if name in ("exp", "sig")}
+
+
 def route(event: dict[str, Any]) -> dict[str, Any]:
     """The page for one API Gateway proxy event: a review link, or 404 for anything else."""
     match = _LINK_PATH.search(str(event.get("path") or ""))
-    if event.get("httpMethod") != "GET" or match is None:
+    method = event.get("httpMethod")
+    if method not in ("GET", "POST") or match is None:
         return page("not_found")
     params = event.get("queryStringParameters") or {}
     # API Gateway passes the raw path; links percent-encode the id (UUIDs need no encoding anyway).
-    return decide(unquote(match.group(1)), match.group(2), params.get("exp"), params.get("sig"), _caller(event))
+    review_id, action = unquote(match.group(1)), match.group(2)
+    if method == "GET":
+        return confirm(review_id, action, params.get("exp"), params.get("sig"))
+    fields = _form(event) or params
+    return decide(review_id, action, fields.get("exp"), fields.get("sig"), _caller(event))
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
