@@ -33,6 +33,7 @@ from tests.e2e.harness.fanout import published
 from tests.e2e.harness.intrinsics import Deployed
 from tests.e2e.story_base import Step, StoryError, expect
 from tests.e2e.story_cleanup import CleanupSteps
+from tests.e2e.story_handoff import HandoffLifeSteps
 
 #: What the stubbed model answers to every summarisation request.
 STUB_SUMMARY = "Alice is looking for Frieren and asked about it five times; nothing is decided yet."
@@ -55,7 +56,7 @@ def transcript_lines(call: ConverseCall) -> list[str]:
 
 
 @dataclass
-class Story(CleanupSteps):
+class Story(CleanupSteps, HandoffLifeSteps):
     """The state the steps share (the cleanup steps come from :class:`CleanupSteps`)."""
 
     stage: EmbeddedStage
@@ -541,6 +542,9 @@ STEPS: tuple[str, ...] = (
     "agent_accepts",
     "notifications",
     "agent_replies",
+    "agent_closes_handoff",
+    "assistant_answers_again",
+    "second_handoff_reaches_a_new_agent",
     "other_customer_is_refused",
     "malformed_request_is_rejected",
     "disconnect",
