@@ -42,7 +42,7 @@ from botocore.exceptions import ClientError
 from lambdas.api import validation
 from lambdas.api.responses import Forbidden, json_response, register_error_handlers
 from lambdas.api.validation import ValidationError
-from lambdas.shared import aws, env
+from lambdas.shared import aws, env, keys
 from lambdas.shared.connections import DeliveryError, management_endpoint, post_to_connection
 from lambdas.shared.errors import AgentNotFound, AgentUnavailable, Conflict, NotFound
 from lambdas.shared.records import Handoff, HandoffStatus, Role, Session, SessionStatus
@@ -146,6 +146,7 @@ def accept(session_id: str, agent_id: str) -> dict[str, Any]:
     if not completed:
         store().release_agent(agent_id, session_id=session_id)
         raise Conflict(f"the handoff of session {session_id!r} was taken or expired meanwhile")
+    store().remove_inbox_item(keys.WAITING_INBOX, handoff.handoff_id)  # no other console offers it any more
     logger.info("handoff accepted", extra={"session_id": session_id, "agent_id": agent_id})
     return {"session_id": session_id, "handoff_id": handoff.handoff_id, "agent_id": agent_id, "status": "accepted"}
 

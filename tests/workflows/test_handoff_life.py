@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from lambdas.shared import keys
 from lambdas.shared.records import AgentStatus, HandoffStatus, SessionStatus
 from lambdas.ws.disconnect import disconnect_connection
 from tests.workflows.handoff_harness import CONFIG, World, running_world
@@ -42,9 +43,12 @@ def _accepted_by(world: World, session_id: str, name: str, agent_id: str, skill:
     world.d.wait_for_state(execution, "WaitForAgent")
     assert world.pump_assignments() == 1
     world.agent(agent_id, skill)
+    world.store.put_inbox_item(keys.WAITING_INBOX, session_id=session_id, handoff_id=name, reason=skill)
     accepted = world.route("accept", session_id, agent_id, {})
     assert accepted["statusCode"] == 200, accepted
     assert _body(accepted)["handoff_id"] == name
+    # and the shared waiting inbox no longer offers it to other consoles
+    assert world.store._get(keys.agent_inbox_key(keys.WAITING_INBOX, name)) is None
     world.d.wait_for_state(execution, "MonitorHandoff")
     time.sleep(0.3)
     return execution
@@ -94,6 +98,9 @@ def test_closing_before_the_first_reply_finishes_the_execution_and_a_second_clos
     world.d.wait_for_state(execution, "MonitorHandoff")
     time.sleep(0.3)
 
+    handoff_id = execution.rsplit(":", 1)[-1]
+    world.store.put_inbox_item("agent-9", session_id=session_id, handoff_id=handoff_id, reason="billing")
+
     # When the agent closes it, handing the session back to the assistant
     closed = world.route("close", session_id, "agent-9", RESUME)
     done = world.d.wait_done(execution)
@@ -112,6 +119,7 @@ def test_closing_before_the_first_reply_finishes_the_execution_and_a_second_clos
     agent = world.store.get_agent("agent-9")
     assert agent is not None
     assert agent.status == AgentStatus.AVAILABLE
+    assert world.store._get(keys.agent_inbox_key("agent-9", handoff_id)) is None  # out of the agent's inbox
     # and the customer's messages go to the assistant again
     session = world.store.get_session(session_id)
     assert session is not None

@@ -9,7 +9,9 @@ disconnects during it. Either way one TransactWriteItems:
   (the session ends and waits for cleanup), conditioned on the session still being in this
   handoff (``current_handoff_id``);
 * the agent's release (``busy -> available``, back into the AvailableAgentsIndex) when the agent
-  still serves this session, conditioned on the revision just read.
+  still serves this session, conditioned on the revision just read;
+* the handoff's items in the agent's inbox and in the shared waiting inbox deleted, so that
+  every console's inbox shows only handoffs someone must still act on.
 """
 
 from __future__ import annotations
@@ -85,7 +87,7 @@ class HandoffLife(Handoffs, Agents):
                 self._end_session_action(handoff, new_status, now, if_connection),
             ]
             release, released_id = self._maybe_release(handoff)
-            actions += release
+            actions += release + self._inbox_deletes(handoff)
             try:
                 self.client.transact_write_items(TransactItems=actions)
             except ClientError as err:
@@ -108,6 +110,19 @@ class HandoffLife(Handoffs, Agents):
             return [], None
         actions, _ = self.release_actions(agent, session_id=handoff.session_id)
         return actions, agent.agent_id
+
+    def _inbox_deletes(self, handoff: Handoff) -> list[dict[str, Any]]:
+        """Take the handoff out of its agent's inbox and the shared waiting inbox: it needs no one now."""
+        inboxes = dict.fromkeys([str(handoff.agent_id), keys.WAITING_INBOX])
+        return [
+            {
+                "Delete": {
+                    "TableName": self.table_name,
+                    "Key": marshal_item(keys.agent_inbox_key(inbox, handoff.handoff_id)),
+                }
+            }
+            for inbox in inboxes
+        ]
 
     def _complete_action(
         self, handoff: Handoff, closed_by: str, resolution: str, outcome: SessionStatus, now: int

@@ -6,6 +6,7 @@ from botocore.exceptions import ClientError
 
 from lambdas.shared import keys
 from lambdas.shared.schema import TTL_ATTRIBUTE
+from lambdas.shared.serialize import marshal_item
 from lambdas.shared.store.table import CONDITION_FAILED, TableCore, code_of, require_id
 
 
@@ -51,3 +52,9 @@ class Inbox(TableCore):
                 return False
             raise
         return True
+
+    def remove_inbox_item(self, agent_id: str, handoff_id: str) -> None:
+        """Take a handoff out of an inbox (``keys.WAITING_INBOX`` for the shared one); absent is fine."""
+        require_id(agent_id, "agent_id")
+        require_id(handoff_id, "handoff_id")
+        self.client.delete_item(TableName=self.table_name, Key=marshal_item(keys.agent_inbox_key(agent_id, handoff_id)))
