@@ -34,6 +34,7 @@ from tests.e2e.harness.intrinsics import Deployed
 from tests.e2e.story_base import Step, StoryError, expect
 from tests.e2e.story_cleanup import CleanupSteps
 from tests.e2e.story_handoff import HandoffLifeSteps
+from tests.e2e.story_limits import LimitSteps
 
 #: What the stubbed model answers to every summarisation request.
 STUB_SUMMARY = "Alice is looking for Frieren and asked about it five times; nothing is decided yet."
@@ -56,7 +57,7 @@ def transcript_lines(call: ConverseCall) -> list[str]:
 
 
 @dataclass
-class Story(CleanupSteps, HandoffLifeSteps):
+class Story(CleanupSteps, LimitSteps, HandoffLifeSteps):
     """The state the steps share (the cleanup steps come from :class:`CleanupSteps`)."""
 
     stage: EmbeddedStage
@@ -556,6 +557,7 @@ STEPS: tuple[str, ...] = (
     "audit_trail_holds_every_change",
     "export_approved",
     "poison_record_to_dlq",
+    "burst_is_refused",
 )
 
 
