@@ -16,6 +16,9 @@
   of the handoff or an admin. The handoff is completed, its agent released and the session back
   to ``active`` (the assistant answers) or ended, in one conditional transaction; the customer
   gets a ``handoff_closed`` frame. 200, 409 when it is closed already (nothing changes).
+  A released agent becomes available again, unless it chose ``away`` meanwhile.
+* ``POST /agents/me/presence`` ``{"status": "available"|"away"}``: the calling agent's presence,
+  in the AvailableAgentsIndex at once; a busy agent's choice applies when it is released.
 
 Errors answer ``{"error": {"code", "message", "request_id"}}`` (400, 403, 404, 409, 500), mapped
 by :func:`lambdas.api.responses.register_error_handlers` like every REST route.
@@ -45,7 +48,7 @@ from lambdas.api.validation import ValidationError
 from lambdas.shared import aws, env, keys
 from lambdas.shared.connections import DeliveryError, management_endpoint, post_to_connection
 from lambdas.shared.errors import AgentNotFound, AgentUnavailable, Conflict, NotFound
-from lambdas.shared.records import Handoff, HandoffStatus, Role, Session, SessionStatus
+from lambdas.shared.records import AgentStatus, Handoff, HandoffStatus, Role, Session, SessionStatus
 from lambdas.shared.settings import store as store
 from lambdas.shared.store import WAITING_FOR_AGENT, WAITING_FOR_REPLY
 
@@ -254,6 +257,18 @@ def app() -> APIGatewayRestResolver:
         sid = _session_id(session_id)
         body = validation.parse_body(resolver.current_event.body, validation.CLOSE_HANDOFF)
         return json_response(200, close(sid, caller, role, body))
+
+    @resolver.post("/agents/me/presence")
+    @tracer.capture_method(capture_response=False)
+    def presence_route() -> Response:
+        agent_id = _agent_id(resolver)
+        body = validation.parse_body(resolver.current_event.body, validation.PRESENCE_REQUEST)
+        try:
+            agent = store().set_presence(agent_id, str(body["status"]))
+        except AgentNotFound:
+            raise Forbidden(NOT_THE_AGENT) from None
+        after = str(body["status"]) if agent.status == AgentStatus.BUSY else str(agent.status)
+        return json_response(200, {"agent_id": agent_id, "status": str(agent.status), "after_release": after})
 
     @resolver.post("/handoffs/<session_id>/messages")
     @tracer.capture_method(capture_response=False)

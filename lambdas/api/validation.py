@@ -113,6 +113,15 @@ CLOSE_HANDOFF: Final[dict[str, Any]] = {
     },
 }
 
+PRESENCE_REQUEST: Final[dict[str, Any]] = {
+    "$schema": SCHEMA_DRAFT,
+    "title": "PresenceRequest",
+    "type": "object",
+    "required": ["status"],
+    "additionalProperties": False,
+    "properties": {"status": {"type": "string", "enum": ["available", "away"]}},
+}
+
 SESSION_ID: Final[dict[str, Any]] = {"type": "string", "format": "uuid", "maxLength": 36}
 CUSTOMER_ID: Final[dict[str, Any]] = {"type": "string", "pattern": CUSTOMER_ID_PATTERN, "maxLength": 64}
 EXECUTION_ID: Final[dict[str, Any]] = {"type": "string", "pattern": EXECUTION_ARN_PATTERN, "maxLength": 256}
@@ -142,6 +151,7 @@ BODY_MODELS: Final[Mapping[str, dict[str, Any]]] = {
     "CleanupRequest": CLEANUP_REQUEST,
     "ExportRequest": EXPORT_REQUEST,
     "CloseHandoffRequest": CLOSE_HANDOFF,
+    "PresenceRequest": PRESENCE_REQUEST,
 }
 
 _KNOWN_KEYWORDS: Final = frozenset(

@@ -79,6 +79,7 @@ class AgentStatus(StrEnum):
     AVAILABLE = "available"
     BUSY = "busy"
     OFFLINE = "offline"
+    AWAY = "away"  # signed in but taking no handoffs (the agent's own choice)
 
 
 def _int(value: Any) -> int:

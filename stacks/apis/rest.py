@@ -264,7 +264,7 @@ def _start_routes(
 def _agent_routes(
     routes: _Routes, storage: StorageStack, orchestration: OrchestrationStack, function: FunctionFactory
 ) -> lambda_.Function:
-    """The agent console's routes: accept a handoff, message the customer, close the handoff."""
+    """The agent console's routes: accept a handoff, message the customer, close the handoff, presence."""
     agent_function = function("AgentApi", "lambdas.api.agent.handler", {"TABLE_NAME": storage.table.table_name})
     storage.sessions.grant_read_write_data(agent_function)
     orchestration.grant_agent_routes(agent_function)
@@ -279,6 +279,8 @@ def _agent_routes(
         parameters=routes.params("session_id"),
         models=routes.json_body("CloseHandoffRequest"),
     )
+    presence = routes.root.add_resource("agents").add_resource("me").add_resource("presence")
+    routes.add(presence, "POST", agent_api, models=routes.json_body("PresenceRequest"))
     return agent_function
 
 

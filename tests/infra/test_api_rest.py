@@ -22,6 +22,7 @@ DIRECT = {
 }
 LAMBDA_HANDLERS = {
     "/handoffs": "lambdas.api.agent.handler",
+    "/agents": "lambdas.api.agent.handler",  # an agent's own presence
     "/reviews": "gate_runtime.decide.handler",  # the approval gate's own decision function
 }
 

@@ -219,3 +219,49 @@ def test_the_current_handoff_is_the_newest_whatever_its_id(store: DynamoSessionS
     status, body = call("accept", session.session_id, {})
     assert status == 409
     assert "expired" in body["error"]["message"]  # it reached the waiting handoff; only its token is dead
+
+
+def presence(status: Any, *, sub: str = "agent-1") -> tuple[int, Any]:
+    """POST /agents/me/presence as API Gateway sends it."""
+    event = rest_proxy_event(
+        "POST",
+        "/agents/me/presence",
+        "/agents/me/presence",
+        api=AGENT_API,
+        headers={"Content-Type": "application/json"},
+        body=json.dumps({"status": status}),
+        authorizer=authorizer_context(sub, role="agent", sub=sub),
+    )
+    response = agent_api.handler(event, CONTEXT)
+    return int(response["statusCode"]), json.loads(response["body"])
+
+
+def test_presence_moves_a_free_agent_in_and_out_of_the_available_index_at_once(store: DynamoSessionStore) -> None:
+    store.put_agent(Agent(agent_id="agent-1", skills=("billing",)))
+
+    assert presence("away") == (200, {"agent_id": "agent-1", "status": "away", "after_release": "away"})
+    assert store.find_available_agent("billing") is None
+    assert presence("available")[0] == 200
+    found = store.find_available_agent("billing")
+    assert found is not None
+    assert found.agent_id == "agent-1"
+    assert presence("asleep")[0] == 400
+
+
+def test_a_busy_agent_who_chose_away_is_away_once_its_handoff_closes(store: DynamoSessionStore) -> None:
+    # Given agent-1 serving a handoff, who chooses "away" meanwhile
+    store.put_agent(Agent(agent_id="agent-1", skills=("billing",)))
+    session_id = _handed_over(store)
+    store.reserve_agent("agent-1", session_id)
+    status, body = presence("away")
+    assert (status, body["status"], body["after_release"]) == (200, "busy", "away")
+
+    # When the handoff closes
+    closed = store.close_handoff(session_id, "h-1", closed_by="agent-1", resolution="done", outcome="active")
+
+    # Then the agent is released into "away": not offered any new handoff
+    assert closed.released_agent_id == "agent-1"
+    agent = store.get_agent("agent-1")
+    assert agent is not None
+    assert agent.status == AgentStatus.AWAY
+    assert store.find_available_agent("billing") is None

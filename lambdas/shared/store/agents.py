@@ -14,6 +14,7 @@ from lambdas.shared.records import Agent, AgentStatus
 from lambdas.shared.schema import AVAILABLE_AGENTS, SORT_KEY, TTL_ATTRIBUTE
 from lambdas.shared.serialize import marshal_item
 from lambdas.shared.store.table import (
+    CONDITION_FAILED,
     TRANSACTION_CANCELED,
     Expr,
     TableCore,
@@ -24,6 +25,8 @@ from lambdas.shared.store.table import (
 )
 
 MAX_AGENT_SKILLS: Final = 40  # keeps put_agent within TransactWriteItems' 100 actions
+#: The agent META attribute holding a busy agent's choice for after its release.
+PRESENCE: Final = "presence"
 
 
 class Agents(TableCore):
@@ -192,6 +195,32 @@ class Agents(TableCore):
             raise
         return released
 
+    def set_presence(self, agent_id: str, presence: AgentStatus | str) -> Agent:
+        """The agent's own choice, ``available`` or ``away``, in effect at once.
+
+        A free agent moves now (into or out of the AvailableAgentsIndex, via :meth:`put_agent`); a
+        busy one keeps serving its session and the choice applies when it is released.
+        """
+        wanted = parse_enum(AgentStatus, presence, "presence")
+        if wanted not in (AgentStatus.AVAILABLE, AgentStatus.AWAY):
+            raise InvalidInput(f"presence must be available or away (given {presence!r})")
+        current = self.get_agent(agent_id)
+        if current is None:
+            raise AgentNotFound(agent_id)
+        if current.status != AgentStatus.BUSY:
+            return self.put_agent(replace(current, status=wanted, available_since=None))
+        expr = Expr()
+        update = Update(expr)
+        update.set(PRESENCE, str(wanted))
+        condition = f"{expr.n('status')} = {expr.v(str(AgentStatus.BUSY))}"
+        try:
+            self._update(keys.agent_key(agent_id), update, condition, return_values="NONE")
+        except ClientError as err:
+            if code_of(err) == CONDITION_FAILED:
+                raise AgentUnavailable(agent_id, "changed concurrently; retry") from None
+            raise
+        return current
+
     def release_actions(self, current: Agent, *, session_id: str | None = None) -> tuple[list[dict[str, Any]], Agent]:
         """The transaction items that release ``current`` (as just read), and the agent they write.
 
@@ -204,11 +233,13 @@ class Agents(TableCore):
         if session_id is not None and current.current_session_id != session_id:
             raise AgentUnavailable(agent_id, f"is not serving session {session_id!r}")
         now = self._now()
+        # An agent who chose "away" while busy stays away once released (nothing new is offered).
+        away = (self._get(keys.agent_key(agent_id)) or {}).get(PRESENCE) == str(AgentStatus.AWAY)
         released = replace(
             current,
-            status=AgentStatus.AVAILABLE,
+            status=AgentStatus.AWAY if away else AgentStatus.AVAILABLE,
             current_session_id=None,
-            available_since=now,
+            available_since=None if away else now,
             updated_at=now,
             ttl=now + self.ttl_seconds,
             revision=uuid.uuid4().hex,
