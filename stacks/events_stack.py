@@ -138,7 +138,7 @@ class EventsStack(Stack):
         )
 
     def _build_bus(self) -> None:
-        """The event bus and its rules: sessions started (a metric), sessions waiting for an agent."""
+        """The event bus and its rule: sessions started (a metric)."""
         queue_key = self.queues_key.key
         self.event_bus = SecureEventBus(
             self,
@@ -162,14 +162,10 @@ class EventsStack(Stack):
             function=self.metrics_function.function,
             description="SessionStarted: a session became active -> sessions-started metric",
         )
-        self.agent_notification = SecureQueue(self, "AgentNotificationQueue", encryption_key=queue_key)
-        self.agent_notification_queue: sqs.IQueue = self.agent_notification.queue
-        self.event_bus.route_to_queue(
-            "SessionHandoffRule",
-            event_pattern=status_changed_pattern("handoff"),
-            queue=self.agent_notification.queue,
-            description="SessionHandoff: a session waits for a human agent -> agent notification queue",
-        )
+        # No SessionHandoff rule: agents already learn of a waiting customer exactly once. The
+        # handoff workflow's queue step publishes handoff_waiting to the handoff topic, whose
+        # dashboard queue puts one conditional item per handoff into the shared waiting inbox
+        # every agent's console reads. A bus rule into a queue beside it had no reader.
 
     def _build_fanout(self) -> None:
         """The handoff topic's queues (agent dashboard, customer notification, escalation), the managers' topic."""

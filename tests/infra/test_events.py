@@ -305,7 +305,7 @@ def test_the_templates_filter_policies_route_the_routers_messages_on_moto(dev: S
 # -- bus --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("rule", "status"), [("SessionStartedRule", "active"), ("SessionHandoffRule", "handoff")])
+@pytest.mark.parametrize(("rule", "status"), [("SessionStartedRule", "active")])
 def test_rules_match_the_status_and_deliver_with_dlq_and_retries(
     any_stage: SynthesizedStage, rule: str, status: str
 ) -> None:
@@ -321,6 +321,12 @@ def test_rules_match_the_status_and_deliver_with_dlq_and_retries(
     assert "DeadLetterConfig" in target
     bus_id, _ = only(any_stage, "AWS::Events::EventBus", "SessionEvents")
     assert props["EventBusName"] == {"Ref": bus_id}
+
+
+def test_no_bus_rule_for_handoffs_agents_hear_of_them_through_the_dashboard_queue(any_stage: SynthesizedStage) -> None:
+    patterns = [r["Properties"]["EventPattern"] for r in resources(any_stage, "AWS::Events::Rule").values()]
+    assert all(p.get("detail", {}).get("new_status") != ["handoff"] for p in patterns)
+    assert not [q for q in resources(any_stage, "AWS::SQS::Queue") if q.startswith("AgentNotificationQueue")]
 
 
 def test_no_session_ended_rule_here_the_cleanup_stack_owns_it(any_stage: SynthesizedStage) -> None:
