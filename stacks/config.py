@@ -121,6 +121,8 @@ class StageConfig:
     export_max_polls: int = 120
     review_ttl_days: int = 7
     reviewer_email: str | None = None
+    # Who is paged when a handoff escalates (an e-mail subscription on the managers topic); unset: nobody.
+    managers_email: str | None = None
 
     # Lambda defaults.
     lambda_memory_mb: int = 256
@@ -180,7 +182,7 @@ def _validate(c: StageConfig) -> None:
         raise _fail(n, "audit_object_lock_mode", "must be 'governance' or 'compliance'", c.audit_object_lock_mode)
     if c.log_retention_days not in LOG_RETENTION_DAYS:
         raise _fail(n, "log_retention_days", f"must be one of {list(LOG_RETENTION_DAYS)}", c.log_retention_days)
-    for key in ("alarm_email", "reviewer_email"):
+    for key in ("alarm_email", "reviewer_email", "managers_email"):
         value = getattr(c, key)
         if value is not None and not _EMAIL.fullmatch(value):
             raise _fail(n, key, "must be an e-mail address", value)

@@ -9,6 +9,7 @@ from aws_cdk import aws_events as events
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as sns_subscriptions
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
@@ -174,6 +175,8 @@ class EventsStack(Stack):
         self.handoff_topic: sns.ITopic = self.handoffs.topic
         self.managers = FanoutTopic(self, "ManagersTopic", encryption_key=key, queue_encryption_key=queue_key)
         self.managers_topic: sns.ITopic = self.managers.topic
+        if self.config.managers_email is not None:
+            self.managers_topic.add_subscription(sns_subscriptions.EmailSubscription(self.config.managers_email))
         table_env = {"TABLE_NAME": storage.table.table_name}
 
         self.dashboard_function = self._function("AgentDashboardUpdater", "lambdas.events.dashboard.handler", table_env)

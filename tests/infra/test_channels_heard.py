@@ -19,7 +19,11 @@ EXTERNAL_QUEUE_READERS: dict[str, str] = {}
 
 # Topics whose only reader is a person whose address is a stage setting: a stage that leaves the
 # setting unset (dev) has nobody to tell, so the topic needs no subscription there.
-TOPIC_RECIPIENT_SETTING: dict[str, str] = {"OpsTopic": "alarm_email", "ExportApprovalTopic": "reviewer_email"}
+TOPIC_RECIPIENT_SETTING: dict[str, str] = {
+    "OpsTopic": "alarm_email",
+    "ExportApprovalTopic": "reviewer_email",
+    "ManagersTopic": "managers_email",
+}
 
 
 def _stack_outputs(stage: SynthesizedStage) -> dict[str, str]:
@@ -83,8 +87,8 @@ def test_every_queue_has_a_consumer(any_stage: SynthesizedStage) -> None:
 
 @pytest.mark.xfail(
     strict=True,
-    reason="the managers topic and the export notification topic have no subscription yet: "
-    "managers and requesters are not told of escalations, approved exports or rejections",
+    reason="the export notification topic has no subscription yet: "
+    "requesters are not told of approved exports or rejections",
 )
 def test_every_topic_has_a_subscription(any_stage: SynthesizedStage) -> None:
     _fail_if(check_every_topic_has_a_subscription(any_stage), "every topic reaches someone")
@@ -112,3 +116,19 @@ def test_fails_on_a_topic_nobody_subscribes() -> None:
         }
     )
     assert check_every_topic_has_a_subscription(stage) == ["Events/Unheard: SNS topic without a subscription"]
+
+
+def test_escalations_page_the_managers_by_email_where_the_stage_names_them(
+    dev: SynthesizedStage, prod: SynthesizedStage
+) -> None:
+    def managers_subscriptions(stage: SynthesizedStage) -> list[dict[str, Any]]:
+        return [
+            _props(s)
+            for _, _, s in _of_type(stage, "AWS::SNS::Subscription")
+            if any(r.startswith("ManagersTopic") for r in _refs(_props(s).get("TopicArn")))
+        ]
+
+    assert managers_subscriptions(dev) == []
+    (subscription,) = managers_subscriptions(prod)
+    assert subscription["Protocol"] == "email"
+    assert subscription["Endpoint"] == prod.stage.config.managers_email

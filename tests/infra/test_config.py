@@ -54,6 +54,7 @@ def test_fails_on_unknown_key(stages: dict[str, Any]) -> None:
         ("api_throttle_rate", "fast", r"api_throttle_rate must be a number"),
         ("deletion_protection", "yes", r"deletion_protection must be true or false"),
         ("alarm_email", "not-an-address", r"alarm_email must be an e-mail address"),
+        ("managers_email", "managers", r"managers_email must be an e-mail address"),
         ("cors_allowed_origins", [], r"cors_allowed_origins must list at least one origin"),
         ("cors_allowed_origins", "http://x", r"cors_allowed_origins must be a list of strings"),
         ("account", "123", r"account must be a 12-digit AWS account id"),
