@@ -1,8 +1,14 @@
-"""What every step of the story shares: the step record and the one way a step fails."""
+"""What every step of the story shares: the step record, the one way a step fails, what the step mixins may call."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from lambdas.shared.store import DynamoSessionStore
+    from stacks.config import StageConfig
+    from tests.e2e.harness import EmbeddedStage
 
 
 @dataclass
@@ -16,9 +22,38 @@ class Step:
 
 
 class StoryError(AssertionError):
-    """A step whose outcome is not what the seeds specify."""
+    """A step whose outcome is not what the product promises."""
 
 
 def expect(condition: bool, message: str) -> None:
     if not condition:
         raise StoryError(message)
+
+
+class StoryParts:
+    """What the story's step mixins use of :class:`tests.e2e.story.Story`, declared once for the type checker.
+
+    ``Story`` provides each of these; a mixin inherits from this class and calls them.
+    """
+
+    stage: EmbeddedStage
+    config: StageConfig
+    tokens: dict[str, str]
+    session_id: str
+    connection_id: str
+    values: dict[str, Any]
+
+    def store(self) -> DynamoSessionStore:
+        raise NotImplementedError
+
+    def step(self, title: str) -> Step:
+        raise NotImplementedError
+
+    def done(self, step: Step, started: float) -> None:
+        raise NotImplementedError
+
+    def rest(self, step: Step, method: str, path: str, who: str | None, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+    def frames(self) -> list[Any]:
+        raise NotImplementedError

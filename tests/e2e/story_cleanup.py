@@ -8,32 +8,14 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
 
-from lambdas.shared.store import DynamoSessionStore
-from stacks.config import StageConfig
-from tests.e2e.harness import EmbeddedStage
 from tests.e2e.harness.scheduler import due_at
 from tests.e2e.harness.scheduler import schedules as schedules_on
-from tests.e2e.story_base import Step, expect
+from tests.e2e.story_base import StoryParts, expect
 
 
-class CleanupSteps:
+class CleanupSteps(StoryParts):
     """Steps between the customer's disconnect and the archive (see the module docstring)."""
-
-    stage: EmbeddedStage
-    config: StageConfig
-    session_id: str
-    values: dict[str, Any]
-
-    def store(self) -> DynamoSessionStore:
-        raise NotImplementedError
-
-    def step(self, title: str) -> Step:
-        raise NotImplementedError
-
-    def done(self, step: Step, started: float) -> None:
-        raise NotImplementedError
 
     def session_cleanup_scheduled(self) -> None:
         started, step = time.monotonic(), self.step("SessionEnded gives the session its own cleanup schedule")

@@ -7,14 +7,10 @@ REST and WebSocket plumbing and the step bookkeeping declared here.
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from lambdas.shared.records import Agent, AgentStatus, HandoffStatus, SessionStatus
-from lambdas.shared.store import DynamoSessionStore
 from lambdas.shared.tokens import mint
-from stacks.config import StageConfig
-from tests.e2e.harness import EmbeddedStage
-from tests.e2e.story_base import Step, StoryError, expect
+from tests.e2e.story_base import Step, StoryError, StoryParts, expect
 
 #: The second handoff's Idempotency-Key (its execution name and handoff id): it sorts before
 #: the first handoff's id, so only a "current" that ignores the spelling reaches its agent.
@@ -22,30 +18,8 @@ SECOND_HANDOFF_ID = "0-second-handoff"
 RESOLVED = {"resolution": "Volume 3 ships on the 14th; pre-order placed.", "outcome": "resume"}
 
 
-class HandoffLifeSteps:
+class HandoffLifeSteps(StoryParts):
     """A handoff's whole life on the deployed stage (see the module docstring)."""
-
-    stage: EmbeddedStage
-    config: StageConfig
-    tokens: dict[str, str]
-    session_id: str
-    connection_id: str
-    values: dict[str, Any]
-
-    def store(self) -> DynamoSessionStore:
-        raise NotImplementedError
-
-    def step(self, title: str) -> Step:
-        raise NotImplementedError
-
-    def done(self, step: Step, started: float) -> None:
-        raise NotImplementedError
-
-    def rest(self, step: Step, method: str, path: str, who: str | None, **kwargs: Any) -> Any:
-        raise NotImplementedError
-
-    def frames(self) -> list[Any]:
-        raise NotImplementedError
 
     def _agent_token(self, agent_id: str) -> None:
         secret_arn = self.stage.function("lambdas.api.authorizer.handler").environment["JWT_SECRET_ARN"]

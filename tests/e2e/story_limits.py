@@ -11,31 +11,15 @@ import time
 from typing import Any
 
 from lambdas.shared.records import Role
-from lambdas.shared.store import DynamoSessionStore
 from lambdas.shared.tokens import mint
-from stacks.config import StageConfig
-from tests.e2e.harness import EmbeddedStage
-from tests.e2e.story_base import Step, expect
+from tests.e2e.story_base import Step, StoryParts, expect
 
 #: Messages one connection sends as fast as the client can: well over any stage's burst.
 BURST = 30
 
 
-class LimitSteps:
+class LimitSteps(StoryParts):
     """The chat limits on the deployed stage (see the module docstring)."""
-
-    stage: EmbeddedStage
-    config: StageConfig
-    tokens: dict[str, str]
-
-    def store(self) -> DynamoSessionStore:
-        raise NotImplementedError
-
-    def step(self, title: str) -> Step:
-        raise NotImplementedError
-
-    def done(self, step: Step, started: float) -> None:
-        raise NotImplementedError
 
     def _customer_connection(self, step: Step, who: str) -> tuple[str, str]:
         """A new customer's token, connection and session id (after the welcome frame)."""
