@@ -9,9 +9,12 @@ from typing import Any
 
 import pytest
 
+from lambdas.orchestration import handoff
+from lambdas.shared import env as lambda_env
 from lambdas.shared import keys
 from lambdas.shared.records import AgentStatus, HandoffStatus, SessionStatus
 from lambdas.ws.disconnect import disconnect_connection
+from tests.support.events import lambda_context
 from tests.workflows.handoff_harness import CONFIG, World, running_world
 from tests.workflows.orchestration_harness import synthesize_orchestration
 
@@ -221,3 +224,29 @@ def test_a_customer_who_disconnects_during_a_handoff_ends_it(world: World) -> No
     assert done["status"] == "SUCCEEDED", done
     assert world.d.states_entered(execution)[-2:] == ["HandoffClosedMeanwhile", "HandoffComplete"]
     assert world.read_turns(session_id, "agent-12") == 403
+
+
+def test_an_agent_of_a_failed_handoff_loses_access(world: World) -> None:
+    # Given a handoff an agent was assigned to
+    session_id = world.session()
+    world.agent("agent-failed")
+    execution = world.start(session_id)
+    world.d.wait_for_state(execution, "MonitorHandoff")
+    assert world.read_turns(session_id, "agent-failed") == 200
+    current = world.store.current_handoff(session_id)
+    assert current is not None
+
+    # When the workflow's HandoffFailed step ends it
+    lambda_env.reset()
+    failed = handoff.fail(
+        {"state": {"session_id": session_id, "agent": {"agent_id": "agent-failed"}}, "handoff_id": current.handoff_id},
+        lambda_context(),
+    )
+
+    # Then the agent is released and gets 403 on the session's turns and messages
+    assert failed["released"] is True
+    after = world.store.current_handoff(session_id)
+    assert after is not None
+    assert after.status == HandoffStatus.FAILED
+    assert world.read_turns(session_id, "agent-failed") == 403
+    assert world.route("messages", session_id, "agent-failed", {"text": "still there?"})["statusCode"] == 403
