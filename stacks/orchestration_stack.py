@@ -121,7 +121,7 @@ class OrchestrationStack(Stack):
             reassign_agent=function("ReassignAgent", "lambdas.orchestration.handoff.reassign"),
             handoff_failed=function("HandoffFailed", "lambdas.orchestration.handoff.fail"),
         )
-        events.handoff_topic.grant_publish(handoff_functions.transfer_context)
+        events.handoffs.grant_publish(handoff_functions.transfer_context)
         self.handoff: HandoffWorkflow = HandoffWorkflow(
             self,
             "Handoff",
@@ -145,7 +145,7 @@ class OrchestrationStack(Stack):
         )
         self.handoff_state_machine: sfn.StateMachine = self.handoff.state_machine
         consumer = function("AssignmentConsumer", "lambdas.orchestration.handoff.queue_consumer", topic_env)
-        events.handoff_topic.grant_publish(consumer)
+        events.handoffs.grant_publish(consumer)
         consumer.add_event_source(
             sources.SqsEventSource(self.handoff.assignment_queue, batch_size=10, report_batch_item_failures=True)
         )
