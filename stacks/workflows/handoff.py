@@ -68,6 +68,7 @@ from constructs_lib.nag_findings import acknowledge_policy
 from constructs_lib.secure_queue import SecureQueue
 from constructs_lib.validation import PropErrors
 from constructs_lib.workflow_defaults import RetryPolicy, WorkflowOptions, WorkflowStateMachine
+from lambdas.events import messages
 
 #: Error names the Lambdas raise on purpose (their exception class names).
 CONDITIONAL_CHECK_FAILED = "ConditionalCheckFailed"
@@ -312,7 +313,7 @@ class HandoffWorkflow(Construct):
                 message_body=sfn.TaskInput.from_object(
                     {
                         "session_id": self._request["session_id"],
-                        "event_type": "handoff_failed",
+                        messages.ATTR_EVENT_TYPE: messages.EVENT_HANDOFF_FAILED,
                         "text": self._texts[1],
                         "handoff_id": self._request["handoff_id"],
                     }
@@ -447,7 +448,7 @@ class HandoffWorkflow(Construct):
                 message_body=sfn.TaskInput.from_object(
                     {
                         "session_id": self._request["session_id"],
-                        "event_type": "handoff_started",
+                        messages.ATTR_EVENT_TYPE: messages.EVENT_HANDOFF_STARTED,
                         "text": self._texts[0],
                         "handoff_id": self._request["handoff_id"],
                         "agent_id": agent_id,
@@ -463,14 +464,14 @@ class HandoffWorkflow(Construct):
                 message=sfn.TaskInput.from_object(
                     {
                         **self._request,
-                        "event_type": "handoff_assigned",
+                        messages.ATTR_EVENT_TYPE: messages.EVENT_HANDOFF_ASSIGNED,
                         "agent_id": agent_id,
                     }
                 ),
                 message_attributes={
-                    "event_type": tasks.MessageAttribute(value="handoff_assigned"),
-                    "agent_id": tasks.MessageAttribute(value=agent_id),
-                    "reason": tasks.MessageAttribute(value=sfn.JsonPath.string_at("$.reason")),
+                    messages.ATTR_EVENT_TYPE: tasks.MessageAttribute(value=messages.EVENT_HANDOFF_ASSIGNED),
+                    messages.ATTR_AGENT_ID: tasks.MessageAttribute(value=agent_id),
+                    messages.ATTR_REASON: tasks.MessageAttribute(value=sfn.JsonPath.string_at("$.reason")),
                 },
             )
         )
