@@ -113,22 +113,30 @@ class Story(CleanupSteps, LimitSteps, HandoffLifeSteps):
 
     # ------------------------------------------------------------------ steps
 
-    def mint_tokens(self) -> None:
-        started, step = time.monotonic(), self.step("Mint tokens with the stage's JWT signing secret")
-        secret_fn = self.stage.function("lambdas.api.authorizer.handler")
-        secret_arn = secret_fn.environment["JWT_SECRET_ARN"]
+    def sign_in(self, who: str, role: str, *, email: str | None = None) -> str:
+        """A token for ``who`` in ``role`` from the stage's identity provider, kept in ``tokens``.
+
+        Every step that needs a caller gets its token here, so the way tokens are issued
+        changes in this one method.
+        """
+        secret_arn = self.stage.function("lambdas.api.authorizer.handler").environment["JWT_SECRET_ARN"]
         secret = self.stage.client("secretsmanager").get_secret_value(SecretId=secret_arn)["SecretString"]
-        step.calls.append(f"secretsmanager:GetSecretValue {secret_arn.rsplit(':', 1)[-1]}")
+        self.tokens[who] = mint(
+            sub=who,
+            role=role,
+            secret=secret,
+            issuer=self.config.jwt_issuer,
+            audience=self.config.jwt_audience,
+            now=self.stage.clock(),
+            ttl_seconds=4 * 3600,  # the story spans the injected hour
+            extra={"email": email} if email else None,
+        )
+        return self.tokens[who]
+
+    def mint_tokens(self) -> None:
+        started, step = time.monotonic(), self.step("Sign in a customer, a second customer, an agent and an admin")
         for who, role in (("alice", "customer"), ("mallory", "customer"), ("agent-7", "agent"), ("root", "admin")):
-            self.tokens[who] = mint(
-                sub=who,
-                role=role,
-                secret=secret,
-                issuer=self.config.jwt_issuer,
-                audience=self.config.jwt_audience,
-                now=self.stage.clock(),
-                ttl_seconds=4 * 3600,  # the story spans the injected hour
-            )
+            self.sign_in(who, role)
         step.changes.append(f"tokens for {', '.join(self.tokens)}")
         self.done(step, started)
 

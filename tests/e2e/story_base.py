@@ -52,6 +52,9 @@ class StoryParts:
     def done(self, step: Step, started: float) -> None:
         raise NotImplementedError
 
+    def sign_in(self, who: str, role: str, *, email: str | None = None) -> str:
+        raise NotImplementedError
+
     def rest(self, step: Step, method: str, path: str, who: str | None, **kwargs: Any) -> Any:
         raise NotImplementedError
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import time
 
 from lambdas.shared.records import Agent, AgentStatus, HandoffStatus, SessionStatus
-from lambdas.shared.tokens import mint
 from tests.e2e.story_base import Step, StoryError, StoryParts, expect
 
 #: The second handoff's Idempotency-Key (its execution name and handoff id): it sorts before
@@ -20,19 +19,6 @@ RESOLVED = {"resolution": "Volume 3 ships on the 14th; pre-order placed.", "outc
 
 class HandoffLifeSteps(StoryParts):
     """A handoff's whole life on the deployed stage (see the module docstring)."""
-
-    def _agent_token(self, agent_id: str) -> None:
-        secret_arn = self.stage.function("lambdas.api.authorizer.handler").environment["JWT_SECRET_ARN"]
-        secret = self.stage.client("secretsmanager").get_secret_value(SecretId=secret_arn)["SecretString"]
-        self.tokens[agent_id] = mint(
-            sub=agent_id,
-            role="agent",
-            secret=secret,
-            issuer=self.config.jwt_issuer,
-            audience=self.config.jwt_audience,
-            now=self.stage.clock(),
-            ttl_seconds=4 * 3600,
-        )
 
     def _close(self, step: Step, agent_id: str) -> None:
         """``agent_id`` closes the current handoff (resume); the customer is told; a second close is 409."""
@@ -95,7 +81,7 @@ class HandoffLifeSteps(StoryParts):
         expect(first_id > SECOND_HANDOFF_ID, f"{SECOND_HANDOFF_ID!r} does not sort before {first_id!r}")
         store.put_agent(Agent(agent_id="agent-7", skills=("general",), status=AgentStatus.OFFLINE, name="Agent Seven"))
         store.put_agent(Agent(agent_id="agent-8", skills=("general",), name="Agent Eight"))
-        self._agent_token("agent-8")
+        self.sign_in("agent-8", "agent")
         step.changes.append("agent-7 goes offline; agent-8 available")
         response = self.rest(
             step,

@@ -11,7 +11,6 @@ import time
 from typing import Any
 
 from lambdas.shared.records import Role
-from lambdas.shared.tokens import mint
 from tests.e2e.story_base import Step, StoryParts, expect
 
 #: Messages one connection sends as fast as the client can: well over any stage's burst.
@@ -23,17 +22,7 @@ class LimitSteps(StoryParts):
 
     def _customer_connection(self, step: Step, who: str) -> tuple[str, str]:
         """A new customer's token, connection and session id (after the welcome frame)."""
-        secret_arn = self.stage.function("lambdas.ws.authorizer.handler").environment["JWT_SECRET_ARN"]
-        secret = self.stage.client("secretsmanager").get_secret_value(SecretId=secret_arn)["SecretString"]
-        self.tokens[who] = mint(
-            sub=who,
-            role="customer",
-            secret=secret,
-            issuer=self.config.jwt_issuer,
-            audience=self.config.jwt_audience,
-            now=self.stage.clock(),
-            ttl_seconds=4 * 3600,
-        )
+        self.sign_in(who, "customer")
         ws = self.stage.websocket
         connection_id = ws.connect(query={"token": self.tokens[who]})
         self.stage.settle(until=lambda: bool(ws.frames(connection_id)), timeout=20)
