@@ -31,6 +31,8 @@ INBOX_PREFIX: Final = "INBOX#"
 #: The inbox every agent's console reads: handoffs waiting for any agent. No agent can have this
 #: id (agent ids are JWT subjects, ``^[A-Za-z0-9-]{1,64}$``, which never contain ``_``).
 WAITING_INBOX: Final = "_waiting"
+#: The inbox every manager's console reads: escalated handoffs that wait for a manager.
+MANAGERS_INBOX: Final = "_managers"
 
 CLEANUP_SHARD_PREFIX: Final = "CLEANUP#"
 
