@@ -9,7 +9,9 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAGE ?= dev
-CDK := npx --no-install cdk
+# The app runs on the repo's virtual environment; cdk.json's "app" (python3 app.py) is for a
+# user whose own virtual environment is active.
+CDK := npx --no-install cdk --app "$(PY) app.py"
 CDK_FLAGS := --no-notices -q
 
 # The jsii runtime warns loudly about Node 20; the CLI must not phone home.
@@ -20,7 +22,7 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 export AWS_EC2_METADATA_DISABLED := true
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help install synth synth-all test lint typecheck unit cfn-lint bench demo mint-token clean
+.PHONY: help install synth synth-all test lint typecheck unit cfn-lint bench demo mint-token deploy diff destroy clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -73,6 +75,15 @@ demo: install ## The whole story on embedded AWS (moto), step by step
 
 mint-token: install ## Mint a dev JWT: make mint-token SUB=alice ROLE=customer SECRET=...
 	$(PY) -m tools.mint_token --sub "$(SUB)" --role "$(ROLE)" --secret "$(SECRET)"
+
+deploy: install ## Deploy a stage to AWS (STAGE=dev); see docs/deploy.md
+	$(PY) -m tools.deploy deploy --stage $(STAGE)
+
+diff: install ## What a deploy of STAGE would change in its AWS account
+	$(PY) -m tools.deploy diff --stage $(STAGE)
+
+destroy: install ## Delete a disposable stage's stacks (refuses a stage that retains its data)
+	$(PY) -m tools.deploy destroy --stage $(STAGE)
 
 clean: ## Remove build output (keeps the installs)
 	rm -rf cdk.out cdk.out.all .pytest_cache .mypy_cache .ruff_cache

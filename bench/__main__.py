@@ -61,7 +61,20 @@ def synth_rows(runs: int) -> list[Row]:
     """Synth wall time of one stage via the CLI, against a one-bucket app on the same versions."""
     out = Path(tempfile.mkdtemp(prefix="bench-synth-"))
     ours = _median_seconds(
-        ["npx", "--no-install", "cdk", "synth", "-q", "--no-notices", "-c", "stage=dev", "-o", str(out / "app")],
+        [
+            "npx",
+            "--no-install",
+            "cdk",
+            "synth",
+            "--app",
+            f"{sys.executable} app.py",
+            "-q",
+            "--no-notices",
+            "-c",
+            "stage=dev",
+            "-o",
+            str(out / "app"),
+        ],
         runs,
     )
     baseline = _median_seconds(

@@ -10,6 +10,7 @@ from stacks.api_stack import ApiStack
 from stacks.config import StageConfig
 from stacks.events_stack import EventsStack
 from stacks.orchestration_stack import OrchestrationStack
+from stacks.outputs import add_stage_outputs
 from stacks.storage_stack import StorageStack
 
 
@@ -45,6 +46,8 @@ class MangaAssistStage(Stage):
             events=self.events,
             orchestration=self.orchestration,
         )
+
+        add_stage_outputs(self)
 
         Tags.of(self).add("Project", "MangaAssist")
         Tags.of(self).add("Stage", config.name)
