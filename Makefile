@@ -22,7 +22,7 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 export AWS_EC2_METADATA_DISABLED := true
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help install synth synth-all test lint typecheck unit cfn-lint bench demo mint-token deploy diff destroy clean
+.PHONY: help install synth synth-all test lint typecheck unit cfn-lint bench demo mint-token deploy diff destroy openapi clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -75,6 +75,9 @@ demo: install ## The whole story on embedded AWS (moto), step by step
 
 mint-token: install ## Mint a dev JWT: make mint-token SUB=alice ROLE=customer SECRET=...
 	$(PY) -m tools.mint_token --sub "$(SUB)" --role "$(ROLE)" --secret "$(SECRET)"
+
+openapi: install ## Regenerate docs/openapi.json from the synthesized dev stage (a test fails when it is stale)
+	$(PY) -m tools.openapi
 
 deploy: install ## Deploy a stage to AWS (STAGE=dev); see docs/deploy.md
 	$(PY) -m tools.deploy deploy --stage $(STAGE)
