@@ -127,24 +127,32 @@ def _abandon_waiting_handoff(store: DynamoSessionStore, session: Session, connec
         )
     except (Conflict, NotFound):
         return False
-    if abandoned.task_token is not None:
-        _stop_wait(abandoned.task_token, handoff.handoff_id)
+    stopped = abandoned.task_token is not None and _stop_wait(abandoned.task_token, handoff.handoff_id)
     logger.info(
         "waiting handoff ended: the customer left",
-        extra={"handoff_id": handoff.handoff_id, "was": str(handoff.status), "waiting_for": abandoned.waiting_for},
+        extra={"handoff_id": handoff.handoff_id, "was": str(handoff.status), "wait_stopped": stopped},
     )
     return True
 
 
-def _stop_wait(token: str, handoff_id: str) -> None:
-    """Fail the waiting task, whose token only this caller holds now (a wait that ended is fine)."""
+def _stop_wait(token: str, handoff_id: str) -> bool:
+    """Fail the waiting task, whose token only this caller holds now; False when that did not happen.
+
+    A wait that ended already (timed out, execution over) needs nothing. Any other refusal (the
+    client retried throttling already) is logged and not raised: the handoff is failed and the
+    session disconnected in the table, and the wait ends at its own timeout, after which the
+    workflow's next step finds the session no longer active and ends in HandoffFailed.
+    """
     try:
         runtime.stepfunctions().send_task_failure(
             taskToken=token, error=CUSTOMER_LEFT_ERROR, cause=f"handoff {handoff_id}: {CUSTOMER_LEFT_WAITING}"
         )
     except ClientError as err:
-        if err.response.get("Error", {}).get("Code") not in _ENDED_TASK_CODES:
-            raise
+        code = err.response.get("Error", {}).get("Code")
+        if code not in _ENDED_TASK_CODES:
+            logger.exception("the handoff's wait was not stopped", extra={"handoff_id": handoff_id, "code": code})
+        return False
+    return True
 
 
 @logger.inject_lambda_context(clear_state=True)

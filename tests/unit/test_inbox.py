@@ -8,6 +8,7 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.stub import Stubber
 from moto import mock_aws
 
 from lambdas.api import agent as agent_api
@@ -17,6 +18,7 @@ from lambdas.shared import keys
 from lambdas.shared.errors import InvalidCursor
 from lambdas.shared.records import Agent, AgentStatus, HandoffStatus, SessionStatus
 from lambdas.shared.store import DynamoSessionStore, HandoffClosed, InboxWrite
+from lambdas.ws import disconnect, runtime
 from tests.support.ddb import atomic_requests, create_sessions_table
 from tests.support.events import Api, authorizer_context, lambda_context, rest_proxy_event, sqs_event
 
@@ -389,3 +391,46 @@ def test_abandon_leaves_an_assigned_handoff_to_the_close(store: DynamoSessionSto
     handoff = store.get_handoff(sid, "h-1")
     assert handoff is not None
     assert handoff.status == HandoffStatus.ASSIGNED
+
+
+def test_abandon_ends_an_escalated_handoff_and_empties_the_managers_inbox(store: DynamoSessionStore) -> None:
+    # Given a handoff escalated after its agent wait ended (EscalateToManager took the wait's token)
+    sid = queued(store)
+    assert store.claim_callback(sid, "h-1", "agent") == "tok"
+    store.update_handoff(sid, "h-1", status=HandoffStatus.ESCALATED)
+    assert put(store, keys.MANAGERS_INBOX, sid)
+
+    abandoned = store.abandon_handoff(sid, "h-1", closed_by="customer-1", resolution="customer left")
+
+    # Then there is no wait to stop, the handoff failed and no manager is offered it
+    assert abandoned.task_token is None
+    assert abandoned.handoff.status == HandoffStatus.FAILED
+    assert inbox_of(store, keys.MANAGERS_INBOX) == []
+    assert put(store, keys.MANAGERS_INBOX, sid) == InboxWrite.STALE
+
+
+@pytest.mark.parametrize("code", ["TaskTimedOut", "TaskDoesNotExist", "ServiceUnavailable"])
+def test_disconnect_while_queued_is_done_even_when_the_wait_cannot_be_stopped(
+    store: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch, code: str
+) -> None:
+    # Given a queued handoff whose wait Step Functions refuses to fail (ended already, or an outage)
+    sid = queued(store)
+    store.put_connection("conn-1", session_id=sid, customer_id="customer-1", domain_name="d", stage="prod")
+    store.set_connection(sid, "conn-1")
+    sfn = boto3.client("stepfunctions", region_name="us-east-1")
+    stubber = Stubber(sfn)
+    stubber.add_client_error("send_task_failure", service_error_code=code, http_status_code=400)
+    monkeypatch.setattr(runtime, "stepfunctions", lambda: sfn)
+
+    # When the customer disconnects
+    with stubber:
+        outcome = disconnect.disconnect_connection(store, "conn-1")
+        stubber.assert_no_pending_responses()  # the token was offered to SendTaskFailure
+
+    # Then the session is disconnected and the handoff failed all the same (the wait ends at
+    # its timeout and the workflow finds the session no longer active)
+    assert outcome == "disconnected"
+    handoff = store.get_handoff(sid, "h-1")
+    assert handoff is not None
+    assert handoff.status == HandoffStatus.FAILED
+    assert store.get_connection("conn-1") is None
