@@ -310,7 +310,7 @@ class Inbox(TableCore):
                 "Keys": [marshal_item(k) for k in handoff_keys],
                 "ConsistentRead": True,
                 "ProjectionExpression": projection,
-                **({"ExpressionAttributeNames": expr.params()["ExpressionAttributeNames"]}),
+                "ExpressionAttributeNames": expr.params()["ExpressionAttributeNames"],
             }
         }
         for attempt in range(self.max_batch_retries + 1):
