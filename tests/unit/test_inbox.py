@@ -434,3 +434,36 @@ def test_disconnect_while_queued_is_done_even_when_the_wait_cannot_be_stopped(
     assert handoff is not None
     assert handoff.status == HandoffStatus.FAILED
     assert store.get_connection("conn-1") is None
+
+
+def test_a_transition_that_read_a_stale_agent_reads_again_and_removes_the_right_item(
+    store: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a handoff now assigned to agent-2, whose item is in its inbox, while the first read
+    # of the re-queue still sees it assigned to agent-1 (a reassignment landed in between)
+    sid = queued(store)
+    assign(store, sid, "agent-2")
+    assert put(store, "agent-2", sid)
+    real_get = store._get
+    reads: list[str] = []
+
+    def stale_first(key: keys.Key, **kwargs: Any) -> dict[str, Any] | None:
+        item = real_get(key, **kwargs)
+        if item is not None and key == keys.handoff_key(sid, "h-1") and not reads:
+            reads.append("stale")
+            return {**item, "agent_id": "agent-1"}
+        reads.append("fresh")
+        return item
+
+    monkeypatch.setattr(store, "_get", stale_first)
+
+    # When the handoff is re-queued
+    store.requeue_handoff(sid, "h-1")
+
+    # Then the write conditioned on agent-1 was refused, the second read found agent-2, and it is
+    # agent-2's item that went
+    assert reads[:2] == ["stale", "fresh"]
+    assert inbox_of(store, "agent-2") == []
+    handoff = store.get_handoff(sid, "h-1")
+    assert handoff is not None
+    assert (handoff.status, handoff.agent_id) == (HandoffStatus.QUEUED, None)
