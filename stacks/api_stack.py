@@ -11,6 +11,7 @@ from typing import Any
 from aws_cdk import Stack
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_apigatewayv2 as apigwv2
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
@@ -75,6 +76,12 @@ class ApiStack(Stack):
         self.onboarding_workflow: OnboardingWorkflow = chat.onboarding_workflow
         self.message_function: lambda_.Function = chat.message_function
         self.customer_notifier: lambda_.IFunction = chat.customer_notifier
+        # A customer who leaves while the handoff waits for an agent ends that wait (lambdas/ws/disconnect.py).
+        iam.Grant.add_to_principal(
+            grantee=chat.disconnect_function,
+            actions=["states:SendTaskFailure"],
+            resource_arns=[orchestration.handoff_state_machine.state_machine_arn],
+        )
 
         self.alarms: ServiceAlarms = build_api_alarms(
             self, config=config, storage=storage, rest_api=self.rest_api, chat=chat

@@ -52,6 +52,7 @@ ROUTES: Final[tuple[Route, ...]] = (
     _r("POST", "/handoffs/{session_id}/messages", AGENT),
     _r("POST", "/handoffs/{session_id}/close", AGENT, ADMIN),
     _r("POST", "/agents/me/presence", AGENT),
+    _r("GET", "/agents/me/inbox", AGENT),
     _r("GET", "/reviews/{id}/approve"),
     _r("GET", "/reviews/{id}/reject"),
     _r("POST", "/reviews/{id}/approve"),

@@ -19,6 +19,8 @@
   A released agent becomes available again, unless it chose ``away`` meanwhile.
 * ``POST /agents/me/presence`` ``{"status": "available"|"away"}``: the calling agent's presence,
   in the AvailableAgentsIndex at once; a busy agent's choice applies when it is released.
+* ``GET /agents/me/inbox`` ``?limit&cursor``: the calling agent's inbox page (its own, the
+  waiting and, for a manager, the managers inbox; see :mod:`lambdas.api.inbox`).
 
 Errors answer ``{"error": {"code", "message", "request_id"}}`` (400, 403, 404, 409, 500), mapped
 by :func:`lambdas.api.responses.register_error_handlers` like every REST route.
@@ -42,7 +44,7 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.exceptions import ClientError
 
-from lambdas.api import validation
+from lambdas.api import inbox, validation
 from lambdas.api.responses import Forbidden, json_response, register_error_handlers
 from lambdas.api.validation import ValidationError
 from lambdas.shared import aws, env, keys
@@ -269,6 +271,16 @@ def app() -> APIGatewayRestResolver:
             raise Forbidden(NOT_THE_AGENT) from None
         after = str(body["status"]) if agent.status == AgentStatus.BUSY else str(agent.status)
         return json_response(200, {"agent_id": agent_id, "status": str(agent.status), "after_release": after})
+
+    @resolver.get("/agents/me/inbox")
+    @tracer.capture_method(capture_response=False)
+    def inbox_route() -> Response:
+        agent_id = _agent_id(resolver)
+        query = validation.parse_query(resolver.current_event.query_string_parameters, inbox.INBOX_QUERY)
+        agent = store().get_agent(agent_id)
+        if agent is None:
+            raise Forbidden(NOT_THE_AGENT)
+        return json_response(200, inbox.read_inbox(agent, limit=query["limit"], cursor=query.get("cursor")))
 
     @resolver.post("/handoffs/<session_id>/messages")
     @tracer.capture_method(capture_response=False)

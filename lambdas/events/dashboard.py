@@ -2,8 +2,12 @@
 
 Queue filter: ``agent_id`` exists (an assigned handoff: that agent's inbox), or ``event_type``
 ``handoff_waiting`` (a customer waits for any agent: the shared ``keys.WAITING_INBOX`` every
-agent's console reads). One inbox item per (inbox, handoff), written conditionally, so a
-redelivered message changes nothing. Partial batch responses: a failed message is retried
+agent's console reads). One inbox item per (inbox, handoff), written only while the handoff
+is in the state that inbox means (queued for the waiting inbox, assigned to that agent for an
+agent's) and only once: a redelivered message changes nothing, and a message that arrives after
+the handoff moved on (accepted, closed, failed, reassigned) writes nothing and is no error,
+so a late message never puts back an item the handoff's transition removed
+(``lambdas/shared/store/inbox.py``). Partial batch responses: a failed message is retried
 alone and reaches the DLQ after 3 receives.
 """
 
@@ -36,14 +40,14 @@ def record_handler(record: SQSRecord) -> str:
         inbox = keys.WAITING_INBOX
     if inbox is None or message.handoff_id is None:
         raise InvalidMessage("a dashboard message needs handoff_id and agent_id (or event_type handoff_waiting)")
-    created = store().put_inbox_item(
+    written = store().put_inbox_item(
         inbox,
         session_id=message.session_id,
         handoff_id=message.handoff_id,
         reason=message.reason or "unspecified",
         priority=message.priority,
     )
-    logger.info("inbox", extra={"inbox": inbox, "handoff_id": message.handoff_id, "inbox_created": created})
+    logger.info("inbox", extra={"inbox": inbox, "handoff_id": message.handoff_id, "inbox_write": written.value})
     return message.handoff_id
 
 

@@ -264,7 +264,7 @@ def _start_routes(
 def _agent_routes(
     routes: _Routes, storage: StorageStack, orchestration: OrchestrationStack, function: FunctionFactory
 ) -> lambda_.Function:
-    """The agent console's routes: accept a handoff, message the customer, close the handoff, presence."""
+    """The agent console's routes: accept a handoff, message the customer, close the handoff, presence, inbox."""
     agent_function = function("AgentApi", "lambdas.api.agent.handler", {"TABLE_NAME": storage.table.table_name})
     storage.sessions.grant_read_write_data(agent_function)
     orchestration.grant_agent_routes(agent_function)
@@ -281,6 +281,8 @@ def _agent_routes(
     )
     presence = routes.root.add_resource("agents").add_resource("me").add_resource("presence")
     routes.add(presence, "POST", agent_api, models=routes.json_body("PresenceRequest"))
+    inbox = routes.root.resource_for_path("/agents/me/inbox")
+    routes.add(inbox, "GET", agent_api, parameters=routes.params(query=("limit", "cursor")))
     return agent_function
 
 

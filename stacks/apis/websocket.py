@@ -38,6 +38,8 @@ class WebSocketParts:
     onboarding_workflow: OnboardingWorkflow
     message_function: lambda_.Function
     customer_notifier: lambda_.Function
+    #: ``$disconnect``: also fails the wait of a handoff whose customer leaves before anyone took it.
+    disconnect_function: lambda_.Function
 
     @property
     def websocket_api(self) -> apigwv2.WebSocketApi:
@@ -137,7 +139,11 @@ def build_websocket_api(
     agent_function.add_environment("WEBSOCKET_ENDPOINT", chat_api.management_endpoint)
     chat_api.grant_manage_connections(agent_function)
     return WebSocketParts(
-        chat_api=chat_api, onboarding_workflow=onboarding, message_function=message, customer_notifier=notifier
+        chat_api=chat_api,
+        onboarding_workflow=onboarding,
+        message_function=message,
+        customer_notifier=notifier,
+        disconnect_function=disconnect,
     )
 
 

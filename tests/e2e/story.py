@@ -34,6 +34,7 @@ from tests.e2e.harness.intrinsics import Deployed
 from tests.e2e.story_base import Step, StoryError, expect
 from tests.e2e.story_cleanup import CleanupSteps
 from tests.e2e.story_handoff import HandoffLifeSteps
+from tests.e2e.story_inbox import InboxSteps
 from tests.e2e.story_limits import LimitSteps
 
 #: What the stubbed model answers to every summarisation request.
@@ -57,7 +58,7 @@ def transcript_lines(call: ConverseCall) -> list[str]:
 
 
 @dataclass
-class Story(CleanupSteps, LimitSteps, HandoffLifeSteps):
+class Story(CleanupSteps, LimitSteps, HandoffLifeSteps, InboxSteps):
     """The state the steps share (the cleanup steps come from :class:`CleanupSteps`)."""
 
     stage: EmbeddedStage
@@ -548,10 +549,13 @@ STEPS: tuple[str, ...] = (
     "summary",
     "request_handoff",
     "no_agent_free",
+    "agent_reads_the_waiting_inbox",
     "agent_accepts",
+    "accepted_handoff_moves_to_the_agents_inbox",
     "notifications",
     "agent_replies",
     "agent_closes_handoff",
+    "closed_handoff_leaves_the_inbox",
     "assistant_answers_again",
     "second_handoff_reaches_a_new_agent",
     "other_customer_is_refused",
@@ -566,6 +570,7 @@ STEPS: tuple[str, ...] = (
     "export_approved",
     "poison_record_to_dlq",
     "burst_is_refused",
+    "customer_leaves_while_queued",
 )
 
 

@@ -13,7 +13,7 @@ from lambdas.events import customer_notifier, dashboard, escalation, metrics
 from lambdas.shared import connections, env, keys
 from lambdas.shared.records import HandoffStatus, Role, SessionStatus
 from lambdas.shared.serialize import unmarshal_item
-from lambdas.shared.store import DynamoSessionStore
+from lambdas.shared.store import DynamoSessionStore, InboxWrite
 from tests.support.events import lambda_context, sns_notification, sqs_event
 
 CONTEXT = lambda_context("fn", memory_limit_in_mb=128)
@@ -47,8 +47,10 @@ def wired(store: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch) -> Iterato
 
 
 def test_put_inbox_item_writes_once(store: DynamoSessionStore, ddb_client: Any) -> None:
-    assert store.put_inbox_item("agent-1", session_id="s", handoff_id="h", reason="billing") is True
-    assert store.put_inbox_item("agent-1", session_id="s", handoff_id="h", reason="billing") is False
+    sid = store.create_session("c-1").session_id
+    store.put_handoff(sid, reason="billing", status=HandoffStatus.ASSIGNED, agent_id="agent-1", handoff_id="h")
+    assert store.put_inbox_item("agent-1", session_id=sid, handoff_id="h", reason="billing") == InboxWrite.WRITTEN
+    assert store.put_inbox_item("agent-1", session_id=sid, handoff_id="h", reason="billing") == InboxWrite.PRESENT
     item = ddb_client.get_item(TableName=store.table_name, Key={"PK": {"S": "AGENT#agent-1"}, "SK": {"S": "INBOX#h"}})
     assert unmarshal_item(item["Item"])["reason"] == "billing"
     assert keys.agent_inbox_key("agent-1", "h") == {"PK": "AGENT#agent-1", "SK": "INBOX#h"}
@@ -61,14 +63,16 @@ def test_dashboard_puts_the_handoff_in_the_agents_inbox_and_reports_a_bad_messag
     wired: DynamoSessionStore, ddb_client: Any
 ) -> None:
     # Given one good message (SNS envelope, as without raw delivery) and one that is not JSON
-    good = sns_notification(handoff_body("s-1", "h-1", agent_id="agent-7"))
+    sid = wired.create_session("c-1").session_id
+    wired.put_handoff(sid, reason="escalated", status=HandoffStatus.ASSIGNED, agent_id="agent-7", handoff_id="h-1")
+    good = sns_notification(handoff_body(sid, "h-1", agent_id="agent-7"))
     event = sqs_event(good, "not json")
     # When consumed
     response = dashboard.handler(event, CONTEXT)
     # Then the inbox item exists and only the bad message is reported
     assert response["batchItemFailures"] == [{"itemIdentifier": event["Records"][1]["messageId"]}]
     got = ddb_client.get_item(TableName=wired.table_name, Key={"PK": {"S": "AGENT#agent-7"}, "SK": {"S": "INBOX#h-1"}})
-    assert unmarshal_item(got["Item"])["session_id"] == "s-1"
+    assert unmarshal_item(got["Item"])["session_id"] == sid
     # And a redelivery succeeds without a second item
     assert dashboard.handler(sqs_event(good), CONTEXT)["batchItemFailures"] == []
 
@@ -77,12 +81,14 @@ def test_dashboard_puts_a_waiting_customer_in_the_inbox_every_agent_reads(
     wired: DynamoSessionStore, ddb_client: Any
 ) -> None:
     # Given the workflow's broadcast that a customer waits (no agent is known yet)
-    waiting = {"session_id": "s-2", "handoff_id": "h-2", "event_type": "handoff_waiting", "reason": "billing"}
+    sid = wired.create_session("c-2").session_id
+    wired.put_handoff(sid, reason="billing", status=HandoffStatus.QUEUED, handoff_id="h-2")
+    waiting = {"session_id": sid, "handoff_id": "h-2", "event_type": "handoff_waiting", "reason": "billing"}
     # When consumed
     assert dashboard.handler(sqs_event(waiting), CONTEXT)["batchItemFailures"] == []
     # Then it is in the shared waiting inbox
     got = ddb_client.get_item(TableName=wired.table_name, Key={"PK": {"S": "AGENT#_waiting"}, "SK": {"S": "INBOX#h-2"}})
-    assert unmarshal_item(got["Item"])["session_id"] == "s-2"
+    assert unmarshal_item(got["Item"])["session_id"] == sid
     # And any other message without an agent is refused alone (reported, then the DLQ)
     stray = {"session_id": "s-3", "handoff_id": "h-3", "event_type": "handoff"}
     event = sqs_event(waiting, stray)

@@ -173,7 +173,9 @@ def test_summaries_expire_with_the_stage_ttl(prod: DynamoSessionStore) -> None:
 
 def test_agent_inbox_items_expire_with_the_stage_ttl(prod: DynamoSessionStore) -> None:
     before = time.time()
-    body = {"session_id": "s-1", "handoff_id": "h-1", "event_type": EVENT_HANDOFF_WAITING, "reason": "billing"}
+    session_id = prod.create_session("c-1").session_id
+    prod.put_handoff(session_id, reason="billing", status="queued", handoff_id="h-1")  # what the item stands for
+    body = {"session_id": session_id, "handoff_id": "h-1", "event_type": EVENT_HANDOFF_WAITING, "reason": "billing"}
     assert dashboard.record_handler(SQSRecord(sqs_record(body))) == "h-1"
     low, high = _ttl_window(before)
     assert low <= _raw(prod, keys.agent_inbox_key(keys.WAITING_INBOX, "h-1"))["ttl"] <= high

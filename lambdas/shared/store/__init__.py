@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from lambdas.shared.store.agents import MAX_AGENT_SKILLS, Agents
 from lambdas.shared.store.connections import Connections
-from lambdas.shared.store.handoff_life import CLOSE_OUTCOMES, Closed, HandoffClosed, HandoffLife
+from lambdas.shared.store.handoff_life import CLOSE_OUTCOMES, Abandoned, Closed, HandoffClosed, HandoffLife
 from lambdas.shared.store.handoffs import (
     WAITING_FOR_AGENT,
     WAITING_FOR_REPLY,
@@ -32,7 +32,7 @@ from lambdas.shared.store.handoffs import (
     HandoffConflict,
     SessionNotActive,
 )
-from lambdas.shared.store.inbox import Inbox
+from lambdas.shared.store.inbox import Inbox, InboxItem, InboxWrite
 from lambdas.shared.store.limits import ADMITTED, Admission, Limits
 from lambdas.shared.store.table import (
     BATCH_SIZE,
@@ -61,12 +61,15 @@ __all__ = [
     "MAX_PAGE_SIZE",
     "WAITING_FOR_AGENT",
     "WAITING_FOR_REPLY",
+    "Abandoned",
     "Admission",
     "Begun",
     "Closed",
     "DynamoSessionStore",
     "HandoffClosed",
     "HandoffConflict",
+    "InboxItem",
+    "InboxWrite",
     "Page",
     "SessionNotActive",
     "TableCore",

@@ -6,6 +6,10 @@
   being ``n`` (read just before), so the number is unique and the counter exact; when a
   concurrent ``add_turn`` moves the counter first, the transaction is cancelled and re-read
   (at most :data:`MAX_BEGIN_READS` times).
+* Inbox items (:mod:`.inbox`): every transaction that moves a ``HANDOFF#`` record to another
+  status or agent also deletes the inbox items the new state makes untrue (assignment: the
+  waiting and managers items; re-queueing: the agent's item; any other status: see
+  :meth:`Handoffs.update_handoff`).
 * The current handoff: the session's META carries ``current_handoff_id``, written in the same
   transaction that creates or assigns a handoff, so "current" is a recorded fact and never depends
   on how a handoff id (an execution name, possibly the client's ``Idempotency-Key``) sorts.
@@ -28,6 +32,7 @@ from lambdas.shared.errors import Conflict, HandoffNotFound, InvalidInput, Sessi
 from lambdas.shared.records import Handoff, HandoffStatus, Role, SessionStatus, Turn
 from lambdas.shared.schema import PARTITION_KEY, TTL_ATTRIBUTE
 from lambdas.shared.serialize import marshal_item
+from lambdas.shared.store.inbox import delete_actions, untrue_after
 from lambdas.shared.store.sessions import Sessions
 from lambdas.shared.store.table import (
     CONDITION_FAILED,
@@ -51,6 +56,8 @@ CURRENT_HANDOFF: Final = "current_handoff_id"
 PREVIOUS_AGENT: Final = "previous_agent_id"
 #: How often begin_handoff re-reads a session whose turn counter moved under it (optimistic locking).
 MAX_BEGIN_READS: Final = 5
+#: How often a status change re-reads a handoff whose agent changed between the read and the write.
+MAX_MOVE_READS: Final = 3
 
 
 class SessionNotActive(Conflict):
@@ -191,9 +198,13 @@ class Handoffs(Sessions):
         execution_arn: str | None = None,
         expected_status: HandoffStatus | str | None = None,
     ) -> Handoff:
-        """Set the given fields of a handoff (None leaves a field alone) in one UpdateItem.
+        """Set the given fields of a handoff (None leaves a field alone).
 
         With ``expected_status`` the write only happens from that status (Conflict otherwise).
+        A new status or agent is one transaction with the deletes of the inbox items it makes
+        untrue (:func:`lambdas.shared.store.inbox.untrue_after`), conditioned on the status and
+        agent just read (re-read up to :data:`MAX_MOVE_READS` times); ``execution_arn`` alone
+        is one UpdateItem.
         """
         require_id(session_id, "session_id")
         require_id(handoff_id, "handoff_id")
@@ -202,6 +213,43 @@ class Handoffs(Sessions):
             raise InvalidInput("update_handoff needs status, agent_id or execution_arn")
         if status is not None:
             changes["status"] = str(parse_enum(HandoffStatus, status, "handoff status"))
+        want = None
+        if expected_status is not None:
+            want = str(parse_enum(HandoffStatus, expected_status, "expected_status"))
+        if status is None and agent_id is None:
+            return self._annotate_handoff(session_id, handoff_id, changes, want)
+        for _ in range(MAX_MOVE_READS):
+            stored = self._get(keys.handoff_key(session_id, handoff_id))
+            if stored is None:
+                raise HandoffNotFound(session_id, handoff_id)
+            if want is not None and stored.get("status") != want:
+                raise Conflict(f"handoff {handoff_id!r} is {stored.get('status')!r}, not {want!r}")
+            now = self._now()
+            expr = Expr()
+            update = Update(expr)
+            for name, value in changes.items():
+                if value is not None:
+                    update.set(name, value)
+            update.set("updated_at", now)
+            previous = stored.get("agent_id")
+            new_status = str(changes["status"] or stored.get("status"))
+            untrue = untrue_after(previous, new_status, agent_id or previous)
+            actions = [
+                self._moved_update(session_id, handoff_id, update, str(stored.get("status")), previous),
+                *delete_actions(self.table_name, handoff_id, untrue),
+            ]
+            try:
+                self.client.transact_write_items(TransactItems=actions)
+            except ClientError as err:
+                if code_of(err) != TRANSACTION_CANCELED:
+                    raise
+                continue  # the record moved between the read and the write: read again
+            written = {name: value for name, value in changes.items() if value is not None}
+            return Handoff.from_item({**stored, **written, "updated_at": now})
+        raise Conflict(f"handoff {handoff_id!r} kept changing; retry")
+
+    def _annotate_handoff(self, session_id: str, handoff_id: str, changes: dict[str, Any], want: str | None) -> Handoff:
+        """One UpdateItem of fields that move the handoff between no inboxes (``execution_arn``)."""
         expr = Expr()
         update = Update(expr)
         for name, value in changes.items():
@@ -209,9 +257,7 @@ class Handoffs(Sessions):
                 update.set(name, value)
         update.set("updated_at", self._now())
         condition = f"attribute_exists({expr.n(PARTITION_KEY)})"
-        want = None
-        if expected_status is not None:
-            want = str(parse_enum(HandoffStatus, expected_status, "expected_status"))
+        if want is not None:
             condition += f" AND {expr.n('status')} = {expr.v(want)}"
         try:
             item = self._update(keys.handoff_key(session_id, handoff_id), update, condition)
@@ -223,6 +269,27 @@ class Handoffs(Sessions):
                 raise HandoffNotFound(session_id, handoff_id) from None
             raise Conflict(f"handoff {handoff_id!r} is {old.get('status')!r}, not {want!r}") from None
         return Handoff.from_item(item)
+
+    def _moved_update(
+        self, session_id: str, handoff_id: str, update: Update, status: str, agent_id: Any
+    ) -> dict[str, Any]:
+        """The transaction item of ``update``, conditioned on the status and agent just read."""
+        expr = update.expr
+        agent = (
+            f"{expr.n('agent_id')} = {expr.v(str(agent_id))}"
+            if agent_id
+            else f"attribute_not_exists({expr.n('agent_id')})"
+        )
+        condition = f"attribute_exists({expr.n(PARTITION_KEY)}) AND {expr.n('status')} = {expr.v(status)} AND {agent}"
+        return {
+            "Update": {
+                "TableName": self.table_name,
+                "Key": marshal_item(keys.handoff_key(session_id, handoff_id)),
+                "UpdateExpression": update.expression(),
+                "ConditionExpression": condition,
+                **expr.params(),
+            }
+        }
 
     def begin_handoff(
         self,
@@ -335,6 +402,8 @@ class Handoffs(Sessions):
                     **turn_expr.params(),
                 }
             },
+            # Assigned: no console offers it as waiting (or escalated) any more.
+            *delete_actions(self.table_name, handoff.handoff_id, untrue_after(None, HandoffStatus.ASSIGNED)),
         ]
 
     def queue_handoff(
@@ -408,25 +477,34 @@ class Handoffs(Sessions):
         """Put an assigned handoff back to ``queued`` without an agent (reassignment).
 
         Only from ``assigned``: a handoff closed meanwhile (by its agent, an admin or the
-        customer's disconnect) raises HandoffConflict and stays closed.
+        customer's disconnect) raises HandoffConflict and stays closed. The agent's inbox item
+        is deleted in the same transaction.
         """
-        expr = Expr()
-        update = Update(expr)
-        update.set("status", str(HandoffStatus.QUEUED))
-        update.set("updated_at", self._now())
-        for name in ("agent_id", "callback_token", "waiting_for"):
-            update.remove(name)
-        if previous_agent_id:
-            update.set(PREVIOUS_AGENT, previous_agent_id)
-        condition = (
-            f"attribute_exists({expr.n(PARTITION_KEY)}) AND {expr.n('status')} = {expr.v(str(HandoffStatus.ASSIGNED))}"
-        )
-        try:
-            self._update(keys.handoff_key(session_id, handoff_id), update, condition, return_values="NONE")
-        except ClientError as err:
-            if code_of(err) != CONDITION_FAILED:
-                raise
-            old = old_item(err)
-            if old is None:
-                raise HandoffNotFound(session_id, handoff_id) from None
-            raise HandoffConflict(f"handoff {handoff_id!r} is {old.get('status')}; it is not re-queued") from None
+        for _ in range(MAX_MOVE_READS):
+            stored = self._get(keys.handoff_key(session_id, handoff_id))
+            if stored is None:
+                raise HandoffNotFound(session_id, handoff_id)
+            if stored.get("status") != str(HandoffStatus.ASSIGNED):
+                raise HandoffConflict(f"handoff {handoff_id!r} is {stored.get('status')}; it is not re-queued")
+            expr = Expr()
+            update = Update(expr)
+            update.set("status", str(HandoffStatus.QUEUED))
+            update.set("updated_at", self._now())
+            for name in ("agent_id", "callback_token", "waiting_for"):
+                update.remove(name)
+            if previous_agent_id:
+                update.set(PREVIOUS_AGENT, previous_agent_id)
+            agent = stored.get("agent_id")
+            actions = [
+                self._moved_update(session_id, handoff_id, update, str(HandoffStatus.ASSIGNED), agent),
+                # The agent's item goes; the next WaitForAgent puts the handoff into the waiting inbox.
+                *delete_actions(self.table_name, handoff_id, untrue_after(agent, HandoffStatus.QUEUED)),
+            ]
+            try:
+                self.client.transact_write_items(TransactItems=actions)
+            except ClientError as err:
+                if code_of(err) != TRANSACTION_CANCELED:
+                    raise
+                continue  # closed or changed between the read and the write: read again
+            return
+        raise Conflict(f"handoff {handoff_id!r} kept changing; not re-queued, retry")
