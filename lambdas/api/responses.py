@@ -1,7 +1,8 @@
 """JSON responses and the error mapping of every REST handler, in one place.
 
 Every error answers ``{"error": {"code", "message", "request_id"}}``: the code names the kind of
-error (``ValidationError``, ``Forbidden``, ``NotFound``, a store error's class), the message says
+error (``Forbidden``, ``NotFound``, a store error's class; a validation error has the code API
+Gateway's own validator answers with, ``BAD_REQUEST_BODY`` or ``BAD_REQUEST_PARAMETERS``), the message says
 what to fix, the request id lets support find the log line. Nothing internal is ever in a 5xx
 body. A handler raises :class:`~lambdas.api.validation.ValidationError` (400), :class:`Forbidden`
 (403) or a store error (its own 4xx status) and registers :func:`register_error_handlers` once.
@@ -45,7 +46,7 @@ def register_error_handlers(resolver: APIGatewayRestResolver, logger: Logger) ->
 
     @resolver.exception_handler(ValidationError)
     def on_validation(err: ValidationError) -> Response:
-        return error_response(resolver, 400, "ValidationError", str(err))
+        return error_response(resolver, 400, err.code, str(err))
 
     @resolver.exception_handler(Forbidden)
     def on_forbidden(err: Forbidden) -> Response:

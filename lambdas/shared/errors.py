@@ -111,6 +111,34 @@ class AgentUnavailable(Conflict):
         self.agent_id = agent_id
 
 
+class AgentExists(Conflict):
+    """An agent with this id is registered already (retired ones included: their id stays taken)."""
+
+    def __init__(self, agent_id: str, status: str) -> None:
+        super().__init__(f"agent {agent_id!r} is already registered (status {status!r})")
+        self.agent_id = agent_id
+
+
+class AgentRetired(Conflict):
+    """The agent was retired from the registry: it takes no handoffs and changes no presence."""
+
+    def __init__(self, agent_id: str) -> None:
+        super().__init__(f"agent {agent_id!r} is retired; an admin must register an active agent id")
+        self.agent_id = agent_id
+
+
+class AgentBusy(Conflict):
+    """The agent holds a live assignment (a reserved or assigned handoff); it cannot be retired now."""
+
+    def __init__(self, agent_id: str, session_id: str | None) -> None:
+        super().__init__(
+            f"agent {agent_id!r} holds the handoff of session {session_id!r}; close that handoff "
+            "(POST /handoffs/{session_id}/close) or wait for it to end, then retire the agent"
+        )
+        self.agent_id = agent_id
+        self.session_id = session_id
+
+
 class BatchWriteIncomplete(StoreError):
     """BatchWriteItem still returned UnprocessedItems after the retry bound.
 
