@@ -56,6 +56,14 @@ class AgentNotFound(NotFound):
         self.agent_id = agent_id
 
 
+class AgentNotRegistered(AgentNotFound):
+    """The caller acts as an agent but no agent with its id is in the registry."""
+
+    def __init__(self, agent_id: str) -> None:
+        super().__init__(agent_id)
+        self.args = (f"agent {agent_id!r} is not registered; an admin registers agents with POST /admin/agents",)
+
+
 class Conflict(StoreError):
     """A conditional write lost: the record exists already or changed under the caller."""
 
