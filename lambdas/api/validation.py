@@ -311,18 +311,7 @@ def compiled(schema: Mapping[str, Any]) -> Validator:
     return validator
 
 
-def _sub_schema(schema: Mapping[str, Any], path: list[str]) -> Mapping[str, Any]:
-    """The sub-schema at a fastjsonschema error path (``["data", "skills", "1"]``)."""
-    current = schema
-    for part in path[1:]:
-        if "properties" in current and part in current["properties"]:
-            current = current["properties"][part]
-        elif "items" in current:
-            current = current["items"]
-    return current
-
-
-def _message(err: JsonSchemaValueException, schema: Mapping[str, Any], where: str) -> str:
+def _message(err: JsonSchemaValueException, where: str) -> str:
     """The project's message for ``err``: the field, then the rule it breaks, in plain words."""
     field = where + (err.name or "data").removeprefix("data")
     rule, expected, value = err.rule, err.rule_definition, err.value
@@ -330,7 +319,7 @@ def _message(err: JsonSchemaValueException, schema: Mapping[str, Any], where: st
         missing = [str(name) for name in expected if name not in value]
         return f"{field}.{missing[0]} is required" if missing else f"{field} misses a required property"
     if rule == "additionalProperties" and isinstance(value, dict):
-        known = _sub_schema(schema, [str(p) for p in err.path or []]).get("properties", {})
+        known = err.definition.get("properties", {}) if isinstance(err.definition, dict) else {}
         extra = sorted(str(k) for k in value if k not in known)
         return f"{field} has unknown properties: {', '.join(extra)[:200]}"
     if rule == "enum":
@@ -363,7 +352,7 @@ def validate(value: Any, schema: Mapping[str, Any], where: str = "body", code: s
     try:
         compiled(schema)(value)
     except JsonSchemaValueException as err:
-        raise ValidationError(_message(err, schema, where), code) from None
+        raise ValidationError(_message(err, where), code) from None
     except RecursionError:
         raise ValidationError(f"{where} is nested too deeply", code) from None
 

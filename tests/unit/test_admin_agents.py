@@ -240,15 +240,18 @@ def test_fails_to_list_with_bad_query_parameters(
 
 
 def test_a_cursor_of_another_listing_is_refused(store: DynamoSessionStore) -> None:
-    register()
-    register(BEN)
-    foreign = store.add_turn(store.create_session("alice").session_id, "user", "hi")
-    turns_cursor = store.list_turns(foreign.session_id, limit=1).next_cursor
+    # Given a real cursor of a session's turns
+    session_id = store.create_session("alice").session_id
+    for text in ("one", "two"):
+        store.add_turn(session_id, "user", text)
+    turns_cursor = store.list_turns(session_id, limit=1).next_cursor
+    assert turns_cursor is not None
 
-    status, body = admin("GET", "/admin/agents", "/admin/agents", query={"cursor": turns_cursor or "x"})
+    # When it is used on the agent listing, it is refused as a parameter error
+    status, body = admin("GET", "/admin/agents", "/admin/agents", query={"cursor": turns_cursor})
 
-    assert status == 400
-    assert "cursor" in body["error"]["message"]
+    assert (status, body["error"]["code"]) == (400, "BAD_REQUEST_PARAMETERS")
+    assert body["error"]["message"].startswith("invalid cursor: it was issued for another listing")
     with pytest.raises(InvalidCursor):
         store.list_agents(cursor="bm90LWEtY3Vyc29y")
 
