@@ -66,6 +66,10 @@ _SCHEMA_KEYWORDS = {
     "maximum": "maximum",
     "required": "required",
     "additionalProperties": "additional_properties",
+    "minProperties": "min_properties",
+    "minItems": "min_items",
+    "maxItems": "max_items",
+    "uniqueItems": "unique_items",
 }
 
 
@@ -84,6 +88,8 @@ def json_schema(schema: Mapping[str, Any]) -> apigw.JsonSchema:
             kwargs["type"] = _SCHEMA_TYPES[value]
         elif key == "properties":
             kwargs["properties"] = {name: json_schema(sub) for name, sub in value.items()}
+        elif key == "items":
+            kwargs["items"] = json_schema(value)
         elif key in _SCHEMA_KEYWORDS:
             kwargs[_SCHEMA_KEYWORDS[key]] = list(value) if isinstance(value, (list, tuple)) else value
         else:
@@ -174,7 +180,7 @@ class HardenedRestApi(Construct):
             cloud_watch_role_removal_policy=RemovalPolicy.RETAIN,
             default_cors_preflight_options=apigw.CorsOptions(
                 allow_origins=origins,
-                allow_methods=["GET", "POST", "DELETE", "OPTIONS"],
+                allow_methods=["GET", "POST", "PATCH", "DELETE", "OPTIONS"],
                 allow_headers=["Authorization", "Content-Type", "Idempotency-Key"],
             ),
             deploy_options=apigw.StageOptions(

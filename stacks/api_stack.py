@@ -58,6 +58,7 @@ class ApiStack(Stack):
         self.session_function: lambda_.Function = rest.session_function
         self.start_integrations: dict[str, StepFunctionsStartExecution] = rest.start_integrations
         self.agent_function: lambda_.Function = rest.agent_function
+        self.registry_function: lambda_.Function = rest.registry_function
         if rest.web_acl is not None:
             self.web_acl: RegionalWebAcl = rest.web_acl
 

@@ -11,7 +11,7 @@ Sources, so the document cannot drift from the API:
 * request bodies: the method's request model, described by the schema dict it was built from
   (:data:`lambdas.api.validation.BODY_MODELS`, with the Lambda-only rules such as
   ``format: uuid`` that API Gateway's model omits);
-* parameter rules: :data:`PARAMETERS` below, the same schema dicts the handlers validate with;
+* parameter rules: :data:`QUERIES` and :data:`PATH_PARAMETERS` below, the same schema dicts the handlers validate with;
   a parameter the template has and the table lacks fails the generation;
 * roles: :data:`lambdas.api.access.ROUTES` (``x-roles``); the authorizer: ``security``.
 """
@@ -28,7 +28,7 @@ from typing import Any, Final
 
 from aws_cdk import App
 
-from lambdas.api import access, validation
+from lambdas.api import access, inbox, validation
 from stacks.config import load_stage_config
 from stacks.stage import MangaAssistStage
 
@@ -36,25 +36,37 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCUMENT = ROOT / "docs" / "openapi.json"
 TITLE: Final = "MangaAssist REST API"
 
-#: Path and query parameters, by (resource path, location, name): the handlers' schema dicts.
-PARAMETERS: Final[Mapping[tuple[str, str, str], Mapping[str, Any]]] = {
-    ("/sessions/{id}", "path", "id"): validation.SESSION_ID,
-    ("/sessions/{id}/turns", "path", "id"): validation.SESSION_ID,
-    ("/sessions/{id}/turns", "querystring", "limit"): validation.TURNS_QUERY["properties"]["limit"],
-    ("/sessions/{id}/turns", "querystring", "cursor"): validation.CURSOR,
-    ("/sessions/{id}/handoff", "path", "id"): validation.SESSION_ID,
-    ("/customers/{id}/sessions", "path", "id"): validation.CUSTOMER_ID,
-    ("/customers/{id}/sessions", "querystring", "limit"): validation.CUSTOMER_SESSIONS_QUERY["properties"]["limit"],
-    ("/customers/{id}/sessions", "querystring", "cursor"): validation.CURSOR,
-    ("/executions/{id}", "path", "id"): validation.EXECUTION_ID,
-    ("/handoffs/{session_id}/accept", "path", "session_id"): validation.SESSION_ID,
-    ("/handoffs/{session_id}/messages", "path", "session_id"): validation.SESSION_ID,
-    ("/handoffs/{session_id}/close", "path", "session_id"): validation.SESSION_ID,
-    # The review links' id; the link's ``exp`` and ``sig`` query fields are checked by the gate's
-    # decision function (its HMAC signature is the credential), not declared at the gateway.
-    ("/reviews/{id}/approve", "path", "id"): {"type": "string", "minLength": 1, "maxLength": 128},
-    ("/reviews/{id}/reject", "path", "id"): {"type": "string", "minLength": 1, "maxLength": 128},
+#: Query strings by resource path: the object schemas the handlers validate them with.
+QUERIES: Final[Mapping[str, Mapping[str, Any]]] = {
+    "/sessions/{id}/turns": validation.TURNS_QUERY,
+    "/customers/{id}/sessions": validation.CUSTOMER_SESSIONS_QUERY,
+    "/admin/agents": validation.AGENTS_QUERY,
+    "/agents/me/inbox": inbox.INBOX_QUERY,
 }
+
+#: Path parameters by name: the schema dicts the handlers validate them with.
+PATH_PARAMETERS: Final[Mapping[str, Mapping[str, Any]]] = {
+    "/sessions/{id}": validation.SESSION_ID,
+    "/customers/{id}": validation.CUSTOMER_ID,
+    "/executions/{id}": validation.EXECUTION_ID,
+    "/handoffs/{session_id}": validation.SESSION_ID,
+    "/admin/agents/{agent_id}": validation.AGENT_ID,
+    # The review links' id; the link's ``exp`` and ``sig`` are checked by the gate's decision
+    # function (the HMAC signature is the credential), not declared at the gateway.
+    "/reviews/{id}": {"type": "string", "minLength": 1, "maxLength": 128},
+}
+
+
+def _rule(path: str, location: str, name: str) -> tuple[str, Mapping[str, Any]] | None:
+    """The table key and schema of one parameter: the query object's property, or the path prefix naming it."""
+    if location == "querystring":
+        properties: Mapping[str, Any] = QUERIES.get(path, {}).get("properties", {})
+        return (path, properties[name]) if name in properties else None
+    for prefix, schema in PATH_PARAMETERS.items():
+        if (path == prefix or path.startswith(prefix + "/")) and prefix.endswith("{" + name + "}"):
+            return prefix, schema
+    return None
+
 
 _ERROR: Final[dict[str, Any]] = {
     "type": "object",
@@ -114,18 +126,17 @@ def _schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     return result
 
 
-def _parameters(
-    path: str, request_parameters: Mapping[str, Any], used: set[tuple[str, str, str]]
-) -> list[dict[str, Any]]:
+def _parameters(path: str, request_parameters: Mapping[str, Any], used: set[str]) -> list[dict[str, Any]]:
     parameters = []
     for key, required in sorted(request_parameters.items()):
         _, _, location, name = key.split(".", 3)  # method.request.<location>.<name>
         if location == "header":
             continue  # Authorization / Idempotency-Key are described by security and the route docs
-        rule = PARAMETERS.get((path, location, name))
-        if rule is None:
-            raise OpenApiError(f"{path}: {location} parameter {name!r} has no schema in tools/openapi.py PARAMETERS")
-        used.add((path, location, name))
+        found = _rule(path, location, name)
+        if found is None:
+            raise OpenApiError(f"{path}: {location} parameter {name!r} has no schema in tools/openapi.py")
+        key, rule = found
+        used.add(key)
         parameters.append(
             {
                 "name": name,
@@ -160,7 +171,7 @@ def build(template: Mapping[str, Any], *, cors_origins: Sequence[str] = ()) -> d
         if res["Type"] == "AWS::ApiGateway::Model"
     }
     used_models: set[str] = set()
-    used_parameters: set[tuple[str, str, str]] = set()
+    used_parameters: set[str] = set()
     paths: dict[str, dict[str, Any]] = {}
     for res in resources.values():
         if res["Type"] != "AWS::ApiGateway::Method":
@@ -194,9 +205,9 @@ def build(template: Mapping[str, Any], *, cors_origins: Sequence[str] = ()) -> d
                 "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{name}"}}},
             }
         paths.setdefault(path, {})[method.lower()] = operation
-    unused = sorted(set(PARAMETERS) - used_parameters)
+    unused = sorted((set(QUERIES) | set(PATH_PARAMETERS)) - used_parameters)
     if unused:
-        raise OpenApiError(f"PARAMETERS names parameters no route declares: {unused}")
+        raise OpenApiError(f"tools/openapi.py describes parameters no route declares: {unused}")
     return {
         "openapi": "3.0.3",
         "info": {

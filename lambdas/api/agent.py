@@ -18,9 +18,13 @@
   gets a ``handoff_closed`` frame. 200, 409 when it is closed already (nothing changes).
   A released agent becomes available again, unless it chose ``away`` meanwhile.
 * ``POST /agents/me/presence`` ``{"status": "available"|"away"}``: the calling agent's presence,
-  in the AvailableAgentsIndex at once; a busy agent's choice applies when it is released.
+  in the AvailableAgentsIndex at once; a busy agent's choice applies when it is released. Only
+  the caller's own (``me`` is the token's ``sub``; the body names no agent).
 * ``GET /agents/me/inbox`` ``?limit&cursor``: the calling agent's inbox page (its own, the
   waiting and, for a manager, the managers inbox; see :mod:`lambdas.api.inbox`).
+
+An agent the registry does not know (``lambdas.api.admin_agents``) gets 404 ``NotFound`` on accept
+and presence; a retired one gets 409 ``AgentRetired``.
 
 Errors answer ``{"error": {"code", "message", "request_id"}}`` (400, 403, 404, 409, 500), mapped
 by :func:`lambdas.api.responses.register_error_handlers` like every REST route.
@@ -49,7 +53,14 @@ from lambdas.api.responses import Forbidden, json_response, register_error_handl
 from lambdas.api.validation import ValidationError
 from lambdas.shared import aws, env, keys
 from lambdas.shared.connections import DeliveryError, management_endpoint, post_to_connection
-from lambdas.shared.errors import AgentNotFound, AgentUnavailable, Conflict, NotFound
+from lambdas.shared.errors import (
+    AgentNotFound,
+    AgentNotRegistered,
+    AgentRetired,
+    AgentUnavailable,
+    Conflict,
+    NotFound,
+)
 from lambdas.shared.records import AgentStatus, Handoff, HandoffStatus, Role, Session, SessionStatus
 from lambdas.shared.settings import store as store
 from lambdas.shared.store import WAITING_FOR_AGENT, WAITING_FOR_REPLY
@@ -127,7 +138,9 @@ def accept(session_id: str, agent_id: str) -> dict[str, Any]:
         raise Conflict(f"no handoff of session {session_id!r} is waiting for an agent")
     agent = store().get_agent(agent_id)
     if agent is None:
-        raise Forbidden(NOT_THE_AGENT)
+        raise AgentNotRegistered(agent_id)
+    if agent.status == AgentStatus.RETIRED:
+        raise AgentRetired(agent_id)
     if handoff.reason not in agent.skills:
         # The reason is the skill the workflow matches agents on; the handoff stays queued.
         raise Conflict(
@@ -137,7 +150,7 @@ def accept(session_id: str, agent_id: str) -> dict[str, Any]:
     try:
         store().reserve_agent(agent_id, session_id)
     except AgentNotFound:
-        raise Forbidden(NOT_THE_AGENT) from None
+        raise AgentNotRegistered(agent_id) from None
     except AgentUnavailable:
         raise Conflict("you are not available (busy or offline); finish or release your current session") from None
     try:
@@ -268,7 +281,7 @@ def app() -> APIGatewayRestResolver:
         try:
             agent = store().set_presence(agent_id, str(body["status"]))
         except AgentNotFound:
-            raise Forbidden(NOT_THE_AGENT) from None
+            raise AgentNotRegistered(agent_id) from None
         after = str(body["status"]) if agent.status == AgentStatus.BUSY else str(agent.status)
         return json_response(200, {"agent_id": agent_id, "status": str(agent.status), "after_release": after})
 

@@ -1,7 +1,8 @@
 """JSON responses and the error mapping of every REST handler, in one place.
 
 Every error answers ``{"error": {"code", "message", "request_id"}}``: the code names the kind of
-error (``ValidationError``, ``Forbidden``, ``NotFound``, a store error's class), the message says
+error (``Forbidden``, ``NotFound``, a store error's class; a validation error has the code API
+Gateway's own validator answers with, ``BAD_REQUEST_BODY`` or ``BAD_REQUEST_PARAMETERS``), the message says
 what to fix, the request id lets support find the log line. Nothing internal is ever in a 5xx
 body. A handler raises :class:`~lambdas.api.validation.ValidationError` (400), :class:`Forbidden`
 (403) or a store error (its own 4xx status) and registers :func:`register_error_handlers` once.
@@ -15,8 +16,8 @@ from typing import Any, Final
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 
-from lambdas.api.validation import ValidationError
-from lambdas.shared.errors import NotFound, StoreError
+from lambdas.api.validation import BODY_ERROR, PARAMETERS_ERROR, ValidationError
+from lambdas.shared.errors import InvalidCursor, InvalidInput, NotFound, StoreError
 
 INTERNAL_ERROR: Final = "internal error; quote the request id"
 FORBIDDEN: Final = "this role may not do that"
@@ -45,7 +46,7 @@ def register_error_handlers(resolver: APIGatewayRestResolver, logger: Logger) ->
 
     @resolver.exception_handler(ValidationError)
     def on_validation(err: ValidationError) -> Response:
-        return error_response(resolver, 400, "ValidationError", str(err))
+        return error_response(resolver, 400, err.code, str(err))
 
     @resolver.exception_handler(Forbidden)
     def on_forbidden(err: Forbidden) -> Response:
@@ -57,6 +58,10 @@ def register_error_handlers(resolver: APIGatewayRestResolver, logger: Logger) ->
 
     @resolver.exception_handler(StoreError)
     def on_store_error(err: StoreError) -> Response:
+        if isinstance(err, InvalidInput):  # bad input the store caught: the same 400 codes as validation
+            return error_response(
+                resolver, 400, PARAMETERS_ERROR if isinstance(err, InvalidCursor) else BODY_ERROR, str(err)
+            )
         if 400 <= err.http_status < 500:
             return error_response(resolver, err.http_status, type(err).__name__, str(err))
         logger.exception("store error")

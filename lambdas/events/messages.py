@@ -31,7 +31,7 @@ EVENT_ASSIGNED: Final = "assigned"
 #: The router: a HANDOFF# record's status became ``escalated`` (no agent accepted in time).
 EVENT_ESCALATED: Final = "escalated"
 #: The router: a HANDOFF# record's status became ``completed`` (its agent or an admin closed it).
-EVENT_CLOSED: Final = "closed"
+EVENT_CLOSED: Final = "completed"
 #: The handoff workflow: a customer waits for any agent (no agent_id yet).
 EVENT_HANDOFF_WAITING: Final = "handoff_waiting"
 #: The handoff workflow: the transcript and summary for the assigned agent.

@@ -56,6 +56,14 @@ class AgentNotFound(NotFound):
         self.agent_id = agent_id
 
 
+class AgentNotRegistered(AgentNotFound):
+    """The caller acts as an agent but no agent with its id is in the registry."""
+
+    def __init__(self, agent_id: str) -> None:
+        super().__init__(agent_id)
+        self.args = (f"agent {agent_id!r} is not registered; an admin registers agents with POST /admin/agents",)
+
+
 class Conflict(StoreError):
     """A conditional write lost: the record exists already or changed under the caller."""
 
@@ -109,6 +117,34 @@ class AgentUnavailable(Conflict):
     def __init__(self, agent_id: str, reason: str) -> None:
         super().__init__(f"agent {agent_id!r} {reason}")
         self.agent_id = agent_id
+
+
+class AgentExists(Conflict):
+    """An agent with this id is registered already (retired ones included: their id stays taken)."""
+
+    def __init__(self, agent_id: str, status: str) -> None:
+        super().__init__(f"agent {agent_id!r} is already registered (status {status!r})")
+        self.agent_id = agent_id
+
+
+class AgentRetired(Conflict):
+    """The agent was retired from the registry: it takes no handoffs and changes no presence."""
+
+    def __init__(self, agent_id: str) -> None:
+        super().__init__(f"agent {agent_id!r} is retired; an admin must register an active agent id")
+        self.agent_id = agent_id
+
+
+class AgentBusy(Conflict):
+    """The agent holds a live assignment (a reserved or assigned handoff); it cannot be retired now."""
+
+    def __init__(self, agent_id: str, session_id: str | None) -> None:
+        super().__init__(
+            f"agent {agent_id!r} holds the handoff of session {session_id!r}; close that handoff "
+            "(POST /handoffs/{session_id}/close) or wait for it to end, then retire the agent"
+        )
+        self.agent_id = agent_id
+        self.session_id = session_id
 
 
 class BatchWriteIncomplete(StoreError):

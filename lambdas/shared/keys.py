@@ -123,6 +123,16 @@ def agent_skill_key(agent_id: str, skill: str) -> Key:
     return key(agent_pk(agent_id), f"{SKILL_PREFIX}{skill}")
 
 
+#: The registry's directory: one row per registered agent in one partition, so that listing the
+#: agents is one paginated Query (agent ids never contain ``#``).
+AGENT_DIRECTORY_PK: Final = "DIRECTORY#AGENTS"
+
+
+def agent_directory_key(agent_id: str) -> Key:
+    """Key of an agent's row in the registry directory (written only by registry operations)."""
+    return key(AGENT_DIRECTORY_PK, f"{AGENT_PREFIX}{agent_id}")
+
+
 def agent_inbox_key(agent_id: str, handoff_id: str) -> Key:
     """Key of one handoff in an agent's inbox (written by the dashboard updater)."""
     return key(agent_pk(agent_id), f"{INBOX_PREFIX}{handoff_id}")

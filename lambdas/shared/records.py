@@ -80,6 +80,7 @@ class AgentStatus(StrEnum):
     BUSY = "busy"
     OFFLINE = "offline"
     AWAY = "away"  # signed in but taking no handoffs (the agent's own choice)
+    RETIRED = "retired"  # removed from the registry by an admin; kept for the handoffs it served
 
 
 def _int(value: Any) -> int:
@@ -321,8 +322,10 @@ class Agent:
 
     While available, the agent also owns one ``SKILL#<skill>`` row per skill that carries the
     sparse AvailableAgentsIndex keys (see :meth:`skill_items`). ``available_since``,
-    ``updated_at``, ``ttl`` and ``revision`` are set by the store on every write; ``revision`` is
-    an opaque token that changes on every write (optimistic concurrency for reservations).
+    ``updated_at`` and ``revision`` are set by the store on every write; ``revision`` is an
+    opaque token that changes on every write (optimistic concurrency for reservations). An
+    agent is a registry entry, not session data: it has no ``ttl`` unless one was written
+    before the registry existed (such an item keeps it until it is written again).
     """
 
     agent_id: str
@@ -333,8 +336,9 @@ class Agent:
     name: str | None = None
     available_since: int | None = None
     updated_at: int = 0
-    ttl: int = 0
+    ttl: int | None = None
     revision: str = ""
+    retired_at: int | None = None
 
     def to_item(self) -> dict[str, Any]:
         return _with_key(
@@ -350,6 +354,7 @@ class Agent:
                 "updated_at": self.updated_at,
                 "ttl": self.ttl,
                 "revision": self.revision,
+                "retired_at": self.retired_at,
             },
         )
 
@@ -382,8 +387,9 @@ class Agent:
             name=_opt_str(item.get("name")),
             available_since=_opt_int(item.get("available_since")),
             updated_at=_int(item.get("updated_at", 0)),
-            ttl=_int(item.get("ttl", 0)),
+            ttl=_opt_int(item.get("ttl")),
             revision=str(item.get("revision", "")),
+            retired_at=_opt_int(item.get("retired_at")),
         )
 
 

@@ -44,6 +44,7 @@ class RestApiParts:
     start_integrations: dict[str, StepFunctionsStartExecution]
     agent_function: lambda_.Function
     web_acl: RegionalWebAcl | None
+    registry_function: lambda_.Function
 
 
 class _Routes:
@@ -141,6 +142,7 @@ def build_rest_api(
     starts = _start_routes(stack, routes, config, orchestration, session)
     agent_function = _agent_routes(routes, storage, orchestration, function)
     _review_routes(routes, orchestration)
+    registry_function = _registry_routes(routes, storage, function)
     ssm.StringParameter(
         stack,
         "RestApiUrl",
@@ -157,6 +159,7 @@ def build_rest_api(
         start_integrations=starts,
         agent_function=agent_function,
         web_acl=web_acl,
+        registry_function=registry_function,
     )
 
 
@@ -284,6 +287,26 @@ def _agent_routes(
     inbox = routes.root.resource_for_path("/agents/me/inbox")
     routes.add(inbox, "GET", agent_api, parameters=routes.params(query=("limit", "cursor")))
     return agent_function
+
+
+def _registry_routes(routes: _Routes, storage: StorageStack, function: FunctionFactory) -> lambda_.Function:
+    """The agent registry (admins): register, list, read, update, retire. Its own function, with
+    the table only (no workflow or WebSocket permissions, which the agent routes need)."""
+    registry_function = function(
+        "AgentRegistryApi", "lambdas.api.admin_agents.handler", {"TABLE_NAME": storage.table.table_name}
+    )
+    storage.sessions.grant_read_write_data(registry_function)
+    registry_api = apigw.LambdaIntegration(registry_function, allow_test_invoke=False)
+    add, params = routes.add, routes.params
+    admin = routes.root.get_resource("admin") or routes.root.add_resource("admin")
+    agents = admin.add_resource("agents")
+    add(agents, "POST", registry_api, models=routes.json_body("RegisterAgentRequest"))
+    add(agents, "GET", registry_api, parameters=params(query=("limit", "cursor", "status")))
+    agent = agents.add_resource("{agent_id}")
+    add(agent, "GET", registry_api, parameters=params("agent_id"))
+    add(agent, "PATCH", registry_api, parameters=params("agent_id"), models=routes.json_body("UpdateAgentRequest"))
+    add(agent.add_resource("retire"), "POST", registry_api, parameters=params("agent_id"))
+    return registry_function
 
 
 # ------------------------------------------------------------------ review links

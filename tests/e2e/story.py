@@ -13,6 +13,7 @@ deterministic) and summarisation requests with :data:`STUB_SUMMARY`, and records
 
 from __future__ import annotations
 
+import base64
 import html
 import json
 import re
@@ -23,7 +24,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lambdas.events import summary as summary_generator
-from lambdas.shared.records import Agent, AgentStatus
 from lambdas.shared.store import DynamoSessionStore
 from lambdas.shared.tokens import mint
 from stacks.config import StageConfig
@@ -36,10 +36,18 @@ from tests.e2e.story_cleanup import CleanupSteps
 from tests.e2e.story_handoff import HandoffLifeSteps
 from tests.e2e.story_inbox import InboxSteps
 from tests.e2e.story_limits import LimitSteps
+from tests.e2e.story_registry import RegistrySteps
 
 #: What the stubbed model answers to every summarisation request.
 STUB_SUMMARY = "Alice is looking for Frieren and asked about it five times; nothing is decided yet."
 _ROLES = ("user", "assistant", "agent", "system")
+
+
+def token_subject(token: str) -> str:
+    """The ``sub`` claim of a JWT (read, not verified: the stage's authorizer verifies it)."""
+    payload = token.split(".")[1]
+    claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    return str(claims["sub"])
 
 
 def stub_answer(request: dict[str, Any]) -> str:
@@ -58,7 +66,7 @@ def transcript_lines(call: ConverseCall) -> list[str]:
 
 
 @dataclass
-class Story(CleanupSteps, LimitSteps, HandoffLifeSteps, InboxSteps):
+class Story(CleanupSteps, LimitSteps, HandoffLifeSteps, InboxSteps, RegistrySteps):
     """The state the steps share (the cleanup steps come from :class:`CleanupSteps`)."""
 
     stage: EmbeddedStage
@@ -257,8 +265,7 @@ class Story(CleanupSteps, LimitSteps, HandoffLifeSteps, InboxSteps):
 
     def request_handoff(self) -> None:
         started, step = time.monotonic(), self.step("Request a handoff (REST -> Step Functions, request template)")
-        self.seed_agent(available=False)
-        step.changes.append("agent-7 exists, offline")
+        self.register_agent(step, "agent-7", display_name="Agent Seven")
         response = self.rest(
             step,
             "POST",
@@ -290,7 +297,7 @@ class Story(CleanupSteps, LimitSteps, HandoffLifeSteps, InboxSteps):
 
     def agent_accepts(self) -> None:
         started, step = time.monotonic(), self.step("The agent comes online and accepts through the API")
-        self.seed_agent(available=True)
+        self.set_presence(step, "agent-7", "available")
         response = self.rest(step, "POST", f"/handoffs/{self.session_id}/accept", "agent-7")
         expect(response.status == 200, f"accept answered {response.status}: {response.body}")
         store = self.store()
@@ -527,14 +534,43 @@ class Story(CleanupSteps, LimitSteps, HandoffLifeSteps, InboxSteps):
         )
         self.done(step, started)
 
-    def seed_agent(self, *, available: bool) -> None:
-        agent = Agent(
-            agent_id="agent-7",
-            skills=("general",),
-            status=AgentStatus.AVAILABLE if available else AgentStatus.OFFLINE,
-            name="Agent Seven",
-        )
-        self.store().put_agent(agent)
+    def register_agent(
+        self,
+        step: Step,
+        who: str,
+        *,
+        skills: tuple[str, ...] = ("general",),
+        display_name: str | None = None,
+        is_manager: bool = False,
+        available: bool = False,
+    ) -> str:
+        """Register ``who`` as an agent the way an admin onboards one: ``POST /admin/agents`` as root.
+
+        The agent id is the subject of ``who``'s token (whatever the identity provider issues),
+        so the registry and the agent's own requests name the same agent.
+        """
+        token = self.tokens.get(who) or self.sign_in(who, "agent")
+        agent_id = token_subject(token)
+        body = {
+            "agent_id": agent_id,
+            "display_name": display_name or who,
+            "skills": list(skills),
+            "is_manager": is_manager,
+        }
+        response = self.rest(step, "POST", "/admin/agents", "root", body=body)
+        expect(response.status == 201, f"registering {who} answered {response.status}: {response.body}")
+        expect(response.json()["status"] == "offline", f"a new agent is not offline: {response.body}")
+        step.changes.append(f"{who} registered by root (agent {agent_id}, skills {', '.join(skills)}), offline")
+        if available:
+            self.set_presence(step, who, "available")
+        return agent_id
+
+    def set_presence(self, step: Step, who: str, status: str) -> dict[str, Any]:
+        response = self.rest(step, "POST", "/agents/me/presence", who, body={"status": status})
+        expect(response.status == 200, f"{who}'s presence {status!r} answered {response.status}: {response.body}")
+        answer: dict[str, Any] = response.json()
+        step.changes.append(f"{who} presence {status} (now {answer['status']})")
+        return answer
 
     def dump(self) -> str:
         return json.dumps([s.__dict__ for s in self.steps], default=str)
@@ -571,6 +607,7 @@ STEPS: tuple[str, ...] = (
     "poison_record_to_dlq",
     "burst_is_refused",
     "customer_leaves_while_queued",
+    "agent_registry",
 )
 
 

@@ -58,5 +58,22 @@ class StoryParts:
     def rest(self, step: Step, method: str, path: str, who: str | None, **kwargs: Any) -> Any:
         raise NotImplementedError
 
+    def register_agent(
+        self,
+        step: Step,
+        who: str,
+        *,
+        skills: tuple[str, ...] = ("general",),
+        display_name: str | None = None,
+        is_manager: bool = False,
+        available: bool = False,
+    ) -> str:
+        """Register ``who`` as an agent through the admin route (as ``root``); its agent id."""
+        raise NotImplementedError
+
+    def set_presence(self, step: Step, who: str, status: str) -> dict[str, Any]:
+        """``who`` sets its own presence through ``POST /agents/me/presence`` (200 expected)."""
+        raise NotImplementedError
+
     def frames(self) -> list[Any]:
         raise NotImplementedError

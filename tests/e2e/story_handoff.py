@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 
-from lambdas.shared.records import Agent, AgentStatus, HandoffStatus, SessionStatus
+from lambdas.shared.records import AgentStatus, HandoffStatus, SessionStatus
 from tests.e2e.story_base import Step, StoryError, StoryParts, expect
 
 #: The second handoff's Idempotency-Key (its execution name and handoff id): it sorts before
@@ -79,10 +79,8 @@ class HandoffLifeSteps(StoryParts):
         store = self.store()
         first_id = str(self.values["handoff_id"])
         expect(first_id > SECOND_HANDOFF_ID, f"{SECOND_HANDOFF_ID!r} does not sort before {first_id!r}")
-        store.put_agent(Agent(agent_id="agent-7", skills=("general",), status=AgentStatus.OFFLINE, name="Agent Seven"))
-        store.put_agent(Agent(agent_id="agent-8", skills=("general",), name="Agent Eight"))
-        self.sign_in("agent-8", "agent")
-        step.changes.append("agent-7 goes offline; agent-8 available")
+        self.set_presence(step, "agent-7", "away")
+        self.register_agent(step, "agent-8", display_name="Agent Eight", available=True)
         response = self.rest(
             step,
             "POST",

@@ -24,6 +24,7 @@ LAMBDA_HANDLERS = {
     "/handoffs": "lambdas.api.agent.handler",
     "/agents": "lambdas.api.agent.handler",  # an agent's own presence
     "/reviews": "gate_runtime.decide.handler",  # the approval gate's own decision function
+    "/admin/agents": "lambdas.api.admin_agents.handler",  # the agent registry
 }
 
 
@@ -170,10 +171,9 @@ def test_lambda_routes_reach_the_right_handlers(any_stage: SynthesizedStage) -> 
             continue
         integration = props["Integration"]
         assert integration["Type"] == "AWS_PROXY", (method, path)
-        prefix = "/" + path.split("/")[1]
-        assert _function_handler(any_stage, integration["Uri"]) == LAMBDA_HANDLERS.get(
-            prefix, "lambdas.api.rest.handler"
-        ), (method, path)
+        prefixes = [p for p in LAMBDA_HANDLERS if path == p or path.startswith(p + "/")]
+        expected = LAMBDA_HANDLERS[max(prefixes, key=len)] if prefixes else "lambdas.api.rest.handler"
+        assert _function_handler(any_stage, integration["Uri"]) == expected, (method, path)
 
 
 def test_session_lambda_settings(any_stage: SynthesizedStage) -> None:

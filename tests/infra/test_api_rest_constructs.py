@@ -151,7 +151,11 @@ def test_json_schema_translates_every_keyword() -> None:
         "type": "object",
         "required": ["a"],
         "additionalProperties": False,
-        "properties": {"a": {"type": "string", "pattern": "^x$", "minLength": 1, "maxLength": 2, "enum": ["x"]}},
+        "minProperties": 1,
+        "properties": {
+            "a": {"type": "string", "pattern": "^x$", "minLength": 1, "maxLength": 2, "enum": ["x"]},
+            "b": {"type": "array", "minItems": 1, "maxItems": 3, "uniqueItems": True, "items": {"type": "boolean"}},
+        },
     }
     # Given the schema as a model of the API / Then the template holds it unchanged
     stack = Stack(App(), "S")

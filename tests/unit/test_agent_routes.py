@@ -91,7 +91,8 @@ def test_fails_on_a_session_id_that_is_not_a_session_id(store: DynamoSessionStor
     # The one session-id rule of REST, WebSocket and the workflows (lambdas.shared.keys)
     status, body = call(action, bad, {"text": "hi"})
     assert status == 400
-    assert body["error"]["code"] == "ValidationError"
+    assert body["error"]["code"] == "BAD_REQUEST_PARAMETERS"  # the code API Gateway uses for a parameter
+    assert body["error"]["message"].startswith("path.session_id ")
 
 
 def test_accept_of_an_expired_request_releases_the_agent_again(store: DynamoSessionStore) -> None:
@@ -176,7 +177,7 @@ def test_malformed_message_bodies_are_400(store: DynamoSessionStore, body: str) 
     session_id = _handed_over(store)
     status, answer = call("messages", session_id, body)
     assert status == 400
-    assert answer["error"]["code"] == "ValidationError"
+    assert answer["error"]["code"] == "BAD_REQUEST_BODY"
 
 
 def test_accept_without_the_skill_is_409_naming_it_and_the_handoff_stays_queued(store: DynamoSessionStore) -> None:

@@ -129,7 +129,7 @@ def test_create_session_answers_201_with_the_new_session(api: Invoke) -> None:
 def test_fails_to_create_with_an_invalid_body(api: Invoke, body: str | None) -> None:
     response = api("POST", "/sessions", "/sessions", body=body)
     assert response["statusCode"] == 400
-    assert response["json"]["error"]["code"] == "ValidationError"
+    assert response["json"]["error"]["code"] == "BAD_REQUEST_BODY"  # as API Gateway's own validator
     assert response["json"]["error"]["request_id"] == "req-1234"
 
 

@@ -192,13 +192,14 @@ def test_handoff_steps_write_with_the_stage_ttl(prod: DynamoSessionStore) -> Non
     begin = handoff_steps.begin.__wrapped__
     reserved = check(event, None)
     begin({**event, "agent_id": reserved["agent_id"], "execution_arn": None}, None)
-    # Then the handoff, its system turn, the session and the agent all carry the 72 h TTL
+    # Then the handoff, its system turn and the session carry the 72 h TTL; the agent's registry
+    # record, which only its retirement ends, carries none
     low, high = _ttl_window(before)
     handoff = prod.get_handoff(session.session_id, "h-1")
     agent = prod.get_agent("agent-1")
     assert handoff is not None
     assert agent is not None
     assert low <= handoff.ttl <= high
-    assert low <= agent.ttl <= high
+    assert agent.ttl is None
     assert low <= _raw(prod, keys.session_key(session.session_id))["ttl"] <= high
     assert all(low <= t.ttl <= high for t in prod.list_turns(session.session_id).items)

@@ -42,9 +42,11 @@ def test_put_agent_indexes_an_available_agent_under_each_skill(
     agent = store.put_agent(Agent("a-1", ("billing", "manga"), name="Aiko"))
 
     assert agent.available_since == START_TIME
-    assert agent.ttl == START_TIME + 24 * 3600
+    assert agent.ttl is None  # a registry entry: the table's TTL never removes an agent
     assert agent.revision
     assert store.get_agent("a-1") == agent
+    raw = store.client.get_item(TableName=store.table_name, Key={"PK": {"S": "AGENT#a-1"}, "SK": {"S": "META"}})
+    assert "ttl" not in raw["Item"]
     assert _index_rows(store, "billing") == ["a-1"]
     assert _index_rows(store, "manga") == ["a-1"]
 

@@ -132,7 +132,7 @@ def test_cursor_codec_is_strict() -> None:
         cursors.decode(token, "turns:s-1", {"PK": str, "SK": int})
 
 
-def test_every_record_type_is_written_with_a_ttl(store: DynamoSessionStore) -> None:
+def test_every_record_type_is_written_with_a_ttl_except_the_agent_registry(store: DynamoSessionStore) -> None:
     # Given one record of every type, written through the store
     session_id = store.create_session("cust-1").session_id
     store.add_turn(session_id, "user", "hi")
@@ -141,10 +141,12 @@ def test_every_record_type_is_written_with_a_ttl(store: DynamoSessionStore) -> N
     # (reviews are the approval gate's, written by its own code with the layout the app gives it)
     ReviewStore(store.table_name, layout=APP_REVIEW_LAYOUT, client=store.client).put_review("{}", requested_by="ops")
     store.put_agent(Agent("a-1", ("manga",)))
+    store.register_agent("a-2", name="Agent Two", skills=("manga",))
     store.put_connection("conn-1", session_id=session_id, customer_id="cust-1", domain_name="d", stage="dev")
     # When the whole (test) table is read
     items = store.client.scan(TableName=store.table_name)["Items"]
-    # Then every item, skill rows included, carries a numeric ttl in the future
+    # Then every item carries a numeric ttl in the future, except the registry's: an agent stays
+    # registered however long it is idle (META, its skill rows and its directory row)
     kinds = {(item["PK"]["S"].split("#")[0], item["SK"]["S"].split("#")[0]) for item in items}
     assert kinds == {
         ("SESSION", "META"),
@@ -155,9 +157,13 @@ def test_every_record_type_is_written_with_a_ttl(store: DynamoSessionStore) -> N
         ("AGENT", "META"),
         ("AGENT", "SKILL"),
         ("CONN", "META"),
+        ("DIRECTORY", "AGENT"),
     }
     for item in items:
-        assert int(item["ttl"]["N"]) > START_TIME, item["SK"]
+        if item["PK"]["S"].startswith(("AGENT#", "DIRECTORY#")):
+            assert "ttl" not in item, item
+        else:
+            assert int(item["ttl"]["N"]) > START_TIME, item["SK"]
     # And the table itself has TTL enabled on that attribute
     ttl = store.client.describe_time_to_live(TableName=store.table_name)
     assert ttl["TimeToLiveDescription"]["AttributeName"] == "ttl"
