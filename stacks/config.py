@@ -29,6 +29,7 @@ _REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 _KEY_PREFIX = re.compile(r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$")
 _SKILL = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_DOMAIN = re.compile(r"^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$")
 _ORIGIN = re.compile(r"^https?://[A-Za-z0-9.-]+(:\d{1,5})?$")
 
 
@@ -123,6 +124,11 @@ class StageConfig:
     reviewer_email: str | None = None
     # Who is paged when a handoff escalates (an e-mail subscription on the managers topic); unset: nobody.
     managers_email: str | None = None
+    # Who sends notices by e-mail (SES: customers away from the chat, export requesters); unset:
+    # nobody is mailed and notices stay in the app. A stage that is not production must list the
+    # recipient domains it may mail, so it is safe in the SES sandbox and never mails a customer.
+    notice_sender: str | None = None
+    notice_recipient_domains: tuple[str, ...] = ()
 
     # Lambda defaults.
     lambda_memory_mb: int = 256
@@ -182,10 +188,20 @@ def _validate(c: StageConfig) -> None:
         raise _fail(n, "audit_object_lock_mode", "must be 'governance' or 'compliance'", c.audit_object_lock_mode)
     if c.log_retention_days not in LOG_RETENTION_DAYS:
         raise _fail(n, "log_retention_days", f"must be one of {list(LOG_RETENTION_DAYS)}", c.log_retention_days)
-    for key in ("alarm_email", "reviewer_email", "managers_email"):
+    for key in ("alarm_email", "reviewer_email", "managers_email", "notice_sender"):
         value = getattr(c, key)
         if value is not None and not _EMAIL.fullmatch(value):
             raise _fail(n, key, "must be an e-mail address", value)
+    for domain in c.notice_recipient_domains:
+        if not isinstance(domain, str) or not _DOMAIN.fullmatch(domain):
+            raise _fail(n, "notice_recipient_domains", "must hold domains like example.com", domain)
+    if c.notice_sender is not None and not c.notice_recipient_domains and not c.is_production:
+        raise _fail(
+            n,
+            "notice_recipient_domains",
+            "must list the domains a stage that is not production may mail (SES sandbox safety)",
+            c.notice_recipient_domains,
+        )
     if not c.cors_allowed_origins:
         raise _fail(n, "cors_allowed_origins", "must list at least one origin", c.cors_allowed_origins)
     for origin in c.cors_allowed_origins:
@@ -285,6 +301,11 @@ def load_stage_config(stages: Any, name: str) -> StageConfig:
         if not isinstance(origins, list) or not all(isinstance(o, str) for o in origins):
             raise _fail(name, "cors_allowed_origins", "must be a list of strings", origins)
         values["cors_allowed_origins"] = tuple(origins)
+    if "notice_recipient_domains" in values:
+        domains = values["notice_recipient_domains"]
+        if not isinstance(domains, list) or not all(isinstance(d, str) for d in domains):
+            raise _fail(name, "notice_recipient_domains", "must be a list of strings", domains)
+        values["notice_recipient_domains"] = tuple(domains)
     if "tags" in values and not (
         isinstance(values["tags"], dict) and all(isinstance(v, str) for v in values["tags"].values())
     ):

@@ -28,6 +28,7 @@ from lambdas.events import messages, routing
 from lambdas.shared import keys
 from stacks.config import StageConfig
 from stacks.functions import grant_invoke_model, log_retention, stage_function
+from stacks.mail import NoticeMail
 from stacks.operations import watch_stack
 from stacks.storage_stack import StorageStack
 
@@ -88,6 +89,7 @@ class EventsStack(Stack):
         self.config = config
         self.storage = storage
         self._build_keys()
+        self.notice_mail = NoticeMail(self, "NoticeMail", config=config)
         self._build_bus()
         self._build_fanout()
         self._build_delivery_streams()

@@ -26,7 +26,15 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from lambdas.api.access import routes_for
-from lambdas.shared.tokens import TokenError, VerifierSettings, bearer, signing_secret, verifier_settings, verify
+from lambdas.shared.tokens import (
+    TokenError,
+    VerifierSettings,
+    bearer,
+    signing_secret,
+    verified_email,
+    verifier_settings,
+    verify,
+)
 
 logger = Logger()
 
@@ -55,11 +63,12 @@ def policy(
     return document
 
 
-def allow(sub: str, role: str, method_arn: str) -> dict[str, Any]:
-    """Allow exactly the routes ``role`` may call, on this API and stage."""
+def allow(sub: str, role: str, method_arn: str, email: str | None = None) -> dict[str, Any]:
+    """Allow exactly the routes ``role`` may call, on this API and stage; ``email`` joins the context."""
     prefix = api_prefix(method_arn)
     resources = [f"{prefix}/{route.arn_suffix()}" for route in routes_for(role)]
-    return policy(sub, "Allow", resources, {"sub": sub, "role": role})
+    context = {"sub": sub, "role": role, **({"email": email} if email else {})}
+    return policy(sub, "Allow", resources, context)
 
 
 def deny(method_arn: str) -> dict[str, Any]:
@@ -87,7 +96,7 @@ def authorize(event: dict[str, Any], secret: str, config: VerifierSettings) -> d
     except TokenError as err:
         logger.info("token refused", extra={"reason": err.reason})
         return deny(method_arn)
-    return allow(claims.sub, claims.role, method_arn)
+    return allow(claims.sub, claims.role, method_arn, verified_email(claims))
 
 
 @logger.inject_lambda_context(clear_state=True)

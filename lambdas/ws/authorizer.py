@@ -14,7 +14,14 @@ from typing import Any
 
 from aws_lambda_powertools import Logger, Tracer
 
-from lambdas.shared.tokens import TokenError, VerifierSettings, signing_secret, verifier_settings, verify
+from lambdas.shared.tokens import (
+    TokenError,
+    VerifierSettings,
+    signing_secret,
+    verified_email,
+    verifier_settings,
+    verify,
+)
 
 logger = Logger()
 tracer = Tracer()
@@ -54,7 +61,11 @@ def authorize(event: dict[str, Any], secret: str, config: VerifierSettings) -> d
     if claims.role != CHAT_ROLE:
         logger.info("connection refused", extra={"reason": "role", "role": claims.role})
         return policy(claims.sub, "Deny", method_arn)
-    return policy(claims.sub, "Allow", method_arn, {"customer_id": claims.sub, "role": claims.role})
+    context = {"customer_id": claims.sub, "role": claims.role}
+    email = verified_email(claims)
+    if email:
+        context["email"] = email
+    return policy(claims.sub, "Allow", method_arn, context)
 
 
 @logger.inject_lambda_context(clear_state=True)

@@ -224,3 +224,21 @@ def test_a_misconfigured_secret_fails_loudly_instead_of_denying() -> None:
     # Given a signing secret too short for HS256 / Then the invocation fails (API Gateway: 500)
     with pytest.raises(ValueError, match="at least 32 bytes"):
         authorizer.authorize(token_authorizer_event(f"Bearer {_token()}", METHOD_ARN), "short", CONFIG)
+
+
+@pytest.mark.parametrize(
+    ("claims", "expected"),
+    [
+        ({"email": "root@example.com"}, "root@example.com"),
+        ({"email": "root@example.com", "email_verified": True}, "root@example.com"),
+        ({"email": "root@example.com", "email_verified": False}, None),
+        ({"email": "root@example.com", "email_verified": "false"}, None),
+        ({"email": "not an address"}, None),
+        ({"email": ["root@example.com"]}, None),
+        ({}, None),
+    ],
+)
+def test_only_a_verified_address_reaches_the_context(claims: dict[str, Any], expected: str | None) -> None:
+    response = _authorize(f"Bearer {_token(extra=claims)}")
+    assert response["policyDocument"]["Statement"][0]["Effect"] == "Allow"
+    assert response["context"].get("email") == expected

@@ -210,6 +210,8 @@ def deploy(templates: dict[str, Any]) -> Deployed:
                 refs[(part, f"{lid}.Arn")] = arn
             elif kind == "AWS::IAM::Role":  # moto enforces no IAM: an ARN is all a function is given
                 refs[(part, f"{lid}.Arn")] = f"arn:aws:iam::{ACCOUNT}:role/{lid}"
+            elif kind == "AWS::SES::ConfigurationSet":  # functions get only its name
+                refs[(part, lid)] = f"{lid[:40]}-{uuid.uuid4().hex[:8]}"
             elif kind == "AWS::Scheduler::ScheduleGroup":  # the test creates the group it uses
                 name = str(res.get("Properties", {}).get("Name") or lid)
                 refs[(part, lid)] = name
