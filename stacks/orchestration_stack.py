@@ -8,6 +8,7 @@ from aws_cdk import Duration, Stack
 from aws_cdk import aws_events as eventbridge
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_scheduler as scheduler
@@ -17,7 +18,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
-from constructs_lib import SecureQueue, ServiceAlarms
+from constructs_lib import EncryptionKey, FanoutTopic, SecureQueue, ServiceAlarms
 from constructs_lib.approval_gate import HumanApprovalGate
 from constructs_lib.nag_findings import acknowledge_policy, resource_finding
 from constructs_lib.workflow_defaults import WorkflowOptions
@@ -336,6 +337,42 @@ class OrchestrationStack(Stack):
         self.export.workflow.acknowledge_invokes([self.approval_gate.request_function.function])
         acknowledge_policy(self.approval_gate.request_function.role, table_findings)
         self.export_state_machine: sfn.StateMachine = self.export.state_machine
+        self._export_notices(config, events, function, key, table_findings)
+
+    def _export_notices(
+        self,
+        config: StageConfig,
+        events: EventsStack,
+        function: Callable[..., lambda_.Function],
+        topic_key: kms.IKey,
+        table_findings: dict[str, str],
+    ) -> None:
+        """The requester hears of a completed or rejected export: the topic's queue and its notifier.
+
+        The queue needs a key of this stack: SNS's delivery statement on a queue key names the
+        topic, and on a Storage or Events key that would make those stacks depend on this one.
+        """
+        self.notices_key = EncryptionKey(
+            self,
+            "NoticesKey",
+            description=f"MangaAssist {config.name}: the export-notification queue and its DLQ",
+            service_principals=["sns"],
+            removal_policy=config.resource_removal_policy,
+            pending_window=config.key_pending_window,
+        )
+        notices = FanoutTopic(
+            self,
+            "ExportNotices",
+            encryption_key=topic_key,
+            queue_encryption_key=self.notices_key.key,
+            existing_topic=self.export.topic,
+        )
+        self.export_notifier = function(
+            "ExportNotifier", "lambdas.orchestration.export_notifier.handler", events.notice_mail.environment
+        )
+        events.notice_mail.grant_send(self.export_notifier)
+        notices.add_queue_subscriber("ExportNotificationQueue", consumer=self.export_notifier)
+        acknowledge_policy(self.export_notifier.role, table_findings)  # type: ignore[arg-type]
 
     def _cleanup_target(self, dlq: SecureQueue, trigger: str) -> targets.SfnStateMachine:
         return targets.SfnStateMachine(

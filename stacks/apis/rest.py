@@ -237,7 +237,12 @@ def _start_routes(
                 **caller,
             },
         ),
-        "StartExport": (orchestration.export_state_machine, {"reason": InputField.body("reason"), **caller}),
+        "StartExport": (
+            orchestration.export_state_machine,
+            # The requester's verified e-mail (empty when the token has none) is where the export
+            # notifier writes; it comes from the authorizer, never from the body.
+            {"reason": InputField.body("reason"), **caller, "requested_by_email": InputField.authorizer("email")},
+        ),
     }
     integrations = {
         construct_id: StepFunctionsStartExecution(

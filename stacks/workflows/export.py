@@ -20,8 +20,10 @@ States (execution input ``{"requested_by": str, ...}``; the execution name names
          otherwise -> WaitForExport
     a Task error -> ExportErrored (Fail)
 
-The table needs point-in-time recovery (DynamoDB exports from it). The requester's notification
-carries a ``requested_by`` message attribute, so subscriptions can filter per requester.
+The table needs point-in-time recovery (DynamoDB exports from it). Both notices carry
+``event_type``, ``execution`` (the execution ARN) and ``request`` (the execution input, e.g. the
+requester's ``requested_by_email``), and a ``requested_by`` message attribute, so subscriptions can
+filter per requester; the completed one adds ``export_arn`` and ``s3_location``.
 """
 
 from __future__ import annotations
@@ -193,6 +195,8 @@ class ExportWorkflow(Construct):
                     {
                         "event_type": "export_completed",
                         "requested_by": sfn.JsonPath.string_at("$.requested_by"),
+                        "execution": sfn.JsonPath.string_at("$$.Execution.Id"),
+                        "request": sfn.JsonPath.object_at("$$.Execution.Input"),
                         "export_arn": sfn.JsonPath.string_at("$.export.arn"),
                         "s3_location": sfn.JsonPath.format(
                             "s3://{}/{}/",
@@ -252,6 +256,7 @@ class ExportWorkflow(Construct):
                                 "event_type": "export_rejected",
                                 "requested_by": sfn.JsonPath.string_at("$.requested_by"),
                                 "execution": sfn.JsonPath.string_at("$$.Execution.Id"),
+                                "request": sfn.JsonPath.object_at("$$.Execution.Input"),
                             }
                         ),
                         message_attributes={

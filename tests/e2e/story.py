@@ -33,6 +33,7 @@ from tests.e2e.harness.fanout import published
 from tests.e2e.harness.intrinsics import Deployed
 from tests.e2e.story_base import Step, StoryError, expect
 from tests.e2e.story_cleanup import CleanupSteps
+from tests.e2e.story_export import REQUESTER_EMAIL, ExportNoticeSteps
 from tests.e2e.story_handoff import HandoffLifeSteps
 from tests.e2e.story_inbox import InboxSteps
 from tests.e2e.story_limits import LimitSteps
@@ -66,7 +67,7 @@ def transcript_lines(call: ConverseCall) -> list[str]:
 
 
 @dataclass
-class Story(CleanupSteps, LimitSteps, HandoffLifeSteps, InboxSteps, RegistrySteps):
+class Story(CleanupSteps, LimitSteps, HandoffLifeSteps, InboxSteps, RegistrySteps, ExportNoticeSteps):
     """The state the steps share (the cleanup steps come from :class:`CleanupSteps`)."""
 
     stage: EmbeddedStage
@@ -144,8 +145,9 @@ class Story(CleanupSteps, LimitSteps, HandoffLifeSteps, InboxSteps, RegistryStep
 
     def mint_tokens(self) -> None:
         started, step = time.monotonic(), self.step("Sign in a customer, a second customer, an agent and an admin")
-        for who, role in (("alice", "customer"), ("mallory", "customer"), ("agent-7", "agent"), ("root", "admin")):
+        for who, role in (("alice", "customer"), ("mallory", "customer"), ("agent-7", "agent")):
             self.sign_in(who, role)
+        self.sign_in("root", "admin", email=REQUESTER_EMAIL)
         step.changes.append(f"tokens for {', '.join(self.tokens)}")
         self.done(step, started)
 
@@ -604,6 +606,8 @@ STEPS: tuple[str, ...] = (
     "archive_holds_every_turn",
     "audit_trail_holds_every_change",
     "export_approved",
+    "requester_is_told_where_the_export_is",
+    "rejected_export_tells_the_requester",
     "poison_record_to_dlq",
     "burst_is_refused",
     "customer_leaves_while_queued",

@@ -9,8 +9,6 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-import pytest
-
 from tests.infra.test_invariants import _dead_letter_queues, _fail_if, _of_type, _props, _refs, _resolve
 from tests.support.synth import PARTS, SynthesizedStage
 
@@ -85,11 +83,6 @@ def test_every_queue_has_a_consumer(any_stage: SynthesizedStage) -> None:
     _fail_if(check_every_queue_has_a_consumer(any_stage), "every queue is read by something real")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the export notification topic has no subscription yet: "
-    "requesters are not told of approved exports or rejections",
-)
 def test_every_topic_has_a_subscription(any_stage: SynthesizedStage) -> None:
     _fail_if(check_every_topic_has_a_subscription(any_stage), "every topic reaches someone")
 

@@ -17,6 +17,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from lambdas.orchestration import export_notifier
 from lambdas.shared import env as lambda_env
 from stacks.config import with_overrides
 from tests.support.ddb import atomic_requests
@@ -115,7 +116,8 @@ def world(templates: dict[str, Any]) -> Iterator[World]:
 
 def test_approved_export_runs_the_native_export_and_notifies_the_requester(world: World) -> None:
     # Given an export request waiting for approval
-    execution = world.d.start(world.machine, {"requested_by": "admin-1", "reason": "quarterly audit"}, name="exp-1")
+    request = {"requested_by": "admin-1", "reason": "quarterly audit", "requested_by_email": "a1@example.com"}
+    execution = world.d.start(world.machine, request, name="exp-1")
     links = links_of(world.next_message("reviewer"))
     assert "StartExport" not in world.d.states_entered(execution)
 
@@ -132,6 +134,9 @@ def test_approved_export_runs_the_native_export_and_notifies_the_requester(world
     assert notice["event_type"] == "export_completed"
     assert notice["requested_by"] == "admin-1"
     assert notice["s3_location"] == f"s3://{bucket}/exports/exp-1/"
+    # what the export notifier needs to mail the requester: the execution and its input
+    parsed = export_notifier.parse(json.dumps(notice))
+    assert (parsed.execution, parsed.email) == (execution, "a1@example.com")
     assert len(_exports(world)) == 1
 
 
@@ -148,6 +153,8 @@ def test_rejected_export_never_starts_and_tells_the_requester(world: World) -> N
     notice = json.loads(world.next_message("requester"))
     assert notice["event_type"] == "export_rejected"
     assert notice["requested_by"] == "admin-2"
+    parsed = export_notifier.parse(json.dumps(notice))
+    assert (parsed.execution, parsed.email) == (execution, None)  # started without an address
     assert _exports(world) == []
 
 
