@@ -60,6 +60,10 @@ def test_fails_on_unknown_key(stages: dict[str, Any]) -> None:
         ("account", "123", r"account must be a 12-digit AWS account id"),
         ("audit_object_lock_mode", "strict", r"audit_object_lock_mode must be 'governance' or 'compliance'"),
         ("bedrock_model_id", " ", r"bedrock_model_id must be a model id or null"),
+        ("notice_sender", "notices", r"notice_sender must be an e-mail address"),
+        ("notice_recipient_domains", "example.com", r"notice_recipient_domains must be a list of strings"),
+        ("notice_recipient_domains", ["https://x.test"], r"notice_recipient_domains must hold domains"),
+        ("notice_recipient_domains", [], r"notice_recipient_domains must list the domains a stage"),
     ],
 )
 def test_fails_on_bad_value(stages: dict[str, Any], key: str, value: Any, message: str) -> None:
