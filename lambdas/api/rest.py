@@ -75,6 +75,7 @@ def app() -> APIGatewayRestResolver:
 class Caller:
     sub: str
     role: str
+    email: str | None = None
 
 
 def _caller(resolver: APIGatewayRestResolver, method: str, path: str) -> Caller:
@@ -83,7 +84,8 @@ def _caller(resolver: APIGatewayRestResolver, method: str, path: str) -> Caller:
     sub, role = context.get("sub"), context.get("role")
     if not isinstance(sub, str) or not sub or role not in access.route(method, path).roles:
         raise Forbidden()
-    return Caller(sub, str(role))
+    email = context.get("email")
+    return Caller(sub, str(role), email if isinstance(email, str) and email else None)
 
 
 def _can_read(caller: Caller, session: Session) -> bool:
@@ -126,7 +128,9 @@ def _register(resolver: APIGatewayRestResolver) -> None:
         body = validation.parse_body(resolver.current_event.body, validation.CREATE_SESSION)
         if caller.role == access.CUSTOMER and body["customer_id"] != caller.sub:
             raise Forbidden()
-        session = store().create_session(body["customer_id"], metadata=body.get("metadata") or {})
+        # The customer's own address goes with the session (an admin's would be the wrong person).
+        email = caller.email if caller.role == access.CUSTOMER else None
+        session = store().create_session(body["customer_id"], metadata=body.get("metadata") or {}, email=email)
         return json_response(201, public(session))
 
     @resolver.get("/sessions/<session_id>")

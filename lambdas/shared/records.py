@@ -124,6 +124,9 @@ class Session:
     # Set only while the session waits for cleanup (status disconnected or deleted).
     cleanup_shard: str | None = None
     cleanup_at: int | None = None
+    # The customer's verified e-mail from their token when the session began: where notices go
+    # while they are away from the chat. Never shown by the API (serialize.INTERNAL_ATTRIBUTES).
+    customer_email: str | None = None
 
     def to_item(self) -> dict[str, Any]:
         return _with_key(
@@ -144,6 +147,7 @@ class Session:
                 "archive_key": self.archive_key,
                 CLEANUP.partition_key: self.cleanup_shard,
                 CLEANUP.sort_key: self.cleanup_at,
+                "customer_email": self.customer_email,
             },
         )
 
@@ -165,6 +169,7 @@ class Session:
             archive_key=_opt_str(item.get("archive_key")),
             cleanup_shard=_opt_str(item.get(CLEANUP.partition_key)),
             cleanup_at=_opt_int(item.get(CLEANUP.sort_key)),
+            customer_email=_opt_str(item.get("customer_email")),
         )
 
 

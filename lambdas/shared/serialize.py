@@ -38,6 +38,8 @@ INTERNAL_ATTRIBUTES = frozenset(
         CLEANUP.sort_key,
         AVAILABLE_AGENTS.partition_key,
         "revision",
+        # The customer's address: notices use it; no API response shows it (agents read sessions).
+        "customer_email",
         # A waiting workflow task's token (handoff records): whoever holds it can resume the task.
         "callback_token",
     }

@@ -55,7 +55,7 @@ def execution_name(ctx: RouteContext) -> str:
 
 
 def onboarding_input(ctx: RouteContext, customer_id: str, session_id: str | None) -> dict[str, Any]:
-    return {
+    started = {
         "connection_id": ctx.connection_id,
         "customer_id": customer_id,
         "session_id": session_id,
@@ -63,6 +63,9 @@ def onboarding_input(ctx: RouteContext, customer_id: str, session_id: str | None
         "stage": ctx.stage,
         "request_id": ctx.request_id,
     }
+    if ctx.email:  # the customer's verified address: a new session keeps it for notices
+        started["customer_email"] = ctx.email
+    return started
 
 
 @logger.inject_lambda_context(clear_state=True)

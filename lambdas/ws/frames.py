@@ -141,6 +141,7 @@ class RouteContext:
     request_id: str
     customer_id: str | None
     role: str | None
+    email: str | None = None
 
 
 def route_context(event: dict[str, Any]) -> RouteContext:
@@ -160,4 +161,5 @@ def route_context(event: dict[str, Any]) -> RouteContext:
         request_id=str(ctx.get("requestId", "")),
         customer_id=str(customer_id) if customer_id else None,
         role=str(authorizer["role"]) if authorizer.get("role") else None,
+        email=str(authorizer["email"]) if authorizer.get("email") else None,
     )

@@ -96,7 +96,11 @@ def onboard(event: Mapping[str, Any]) -> dict[str, Any]:
             raise ForeignSession(f"session {requested!r} cannot be resumed by this customer")
         resumed, greet = True, True
     else:
-        session = store.create_session(customer_id, metadata={"channel": "websocket"})
+        request = event.get("request")
+        email = request.get("customer_email") if isinstance(request, Mapping) else None
+        session = store.create_session(
+            customer_id, metadata={"channel": "websocket"}, email=email if isinstance(email, str) else None
+        )
         resumed, greet = False, True
     if session is None:
         raise ForeignSession(f"the session of connection {connection_id!r} no longer exists")

@@ -129,6 +129,8 @@ class OnboardingWorkflow(Construct):
                     "step": "onboard",
                     **connection,
                     "customer_id": sfn.JsonPath.string_at("$.customer_id"),
+                    # The whole input too: optional fields (the customer's e-mail) need no default here.
+                    "request": sfn.JsonPath.object_at("$$.Execution.Input"),
                     "session_id": sfn.JsonPath.string_at("$.session_id"),
                 }
             ),

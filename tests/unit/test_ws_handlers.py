@@ -157,6 +157,13 @@ def test_authorizer_denies_every_refused_token(token: str | None) -> None:
 # ------------------------------------------------------------------ $connect
 
 
+def test_connect_passes_the_customers_verified_email_to_onboarding(ws: DynamoSessionStore) -> None:
+    authorizer = {**ALICE, "email": "alice@example.com"}
+    assert connect.handler(ws_event("$connect", connection_id=CONN, authorizer=authorizer), CTX) == {"statusCode": 200}
+    [execution] = executions()
+    assert json.loads(execution["input"])["customer_email"] == "alice@example.com"
+
+
 def test_connect_starts_onboarding_for_a_new_session(ws: DynamoSessionStore) -> None:
     response = connect.handler(ws_event("$connect", connection_id=CONN, authorizer=ALICE), CTX)
     assert response == {"statusCode": 200}

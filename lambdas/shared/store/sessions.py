@@ -60,8 +60,14 @@ from lambdas.shared.store.table import (
 class Sessions(TableCore):
     """Session META operations and whole-partition operations."""
 
-    def create_session(self, customer_id: str, *, metadata: Mapping[str, Any] | None = None) -> Session:
-        """A new active session with a uuid4 id; one conditional PutItem that never overwrites."""
+    def create_session(
+        self, customer_id: str, *, metadata: Mapping[str, Any] | None = None, email: str | None = None
+    ) -> Session:
+        """A new active session with a uuid4 id; one conditional PutItem that never overwrites.
+
+        ``email``: the customer's verified address (from their token), where notices go while they
+        are away from the chat.
+        """
         require_id(customer_id, "customer_id")
         if metadata is not None and not isinstance(metadata, Mapping):
             raise InvalidInput("metadata must be an object")
@@ -75,6 +81,7 @@ class Sessions(TableCore):
             updated_at=now,
             ttl=now + self.ttl_seconds,
             metadata=dict(metadata or {}),
+            customer_email=email or None,
         )
         try:
             self._put_new(session.to_item())
