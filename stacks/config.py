@@ -110,6 +110,8 @@ class StageConfig:
     # Workflows: every timeout is configurable so tests can run them in seconds.
     map_max_concurrency: int = 10
     handoff_agent_wait_seconds: int = 300
+    # How long an escalated handoff waits for a paged manager before it fails.
+    handoff_manager_wait_seconds: int = 900
     handoff_idle_seconds: int = 120
     handoff_max_reassignments: int = 2
     # The agent skill that marks a manager (escalations go to an available agent with it).
@@ -239,6 +241,7 @@ def _validate(c: StageConfig) -> None:
         "firehose_buffer_mb": (1, 128),
         "map_max_concurrency": (1, 40),
         "handoff_agent_wait_seconds": (1, 86400),
+        "handoff_manager_wait_seconds": (1, 86400),
         "handoff_idle_seconds": (1, 86400),
         "handoff_max_reassignments": (0, 10),
         "cleanup_grace_seconds": (0, 7 * 86400),

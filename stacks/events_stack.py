@@ -55,13 +55,15 @@ AGENT_DASHBOARD_FILTER: list[dict[str, Any]] = [
     {messages.ATTR_AGENT_ID: [{"exists": True}]},
     {messages.ATTR_EVENT_TYPE: list(messages.AGENT_BROADCAST_EVENTS)},
 ]
-# "All handoffs": the router's events for HANDOFF# records, never the agent-only messages
-# (handoff_assigned, handoff_context with the transcript, handoff_waiting). The customer's in-chat
-# notices come from the handoff workflow alone (docs/workflows.md), so these carry no text.
+# The router's handoff changes the customer is told of and the workflow does not tell (escalated,
+# completed); never the agent-only messages (handoff_assigned, handoff_context with the
+# transcript, handoff_waiting). The workflow sends "started" and "failed" to the queue itself.
 CUSTOMER_NOTIFICATION_FILTER = {
     messages.ATTR_EVENT_TYPE: sns.SubscriptionFilter.string_filter(allowlist=list(messages.CUSTOMER_EVENTS))
 }
-ESCALATION_FILTER = {messages.ATTR_REASON: sns.SubscriptionFilter.string_filter(allowlist=[messages.REASON_ESCALATED])}
+ESCALATION_FILTER = {
+    messages.ATTR_EVENT_TYPE: sns.SubscriptionFilter.string_filter(allowlist=[messages.EVENT_ESCALATED])
+}
 
 
 def status_changed_pattern(new_status: str) -> events.EventPattern:

@@ -141,6 +141,7 @@ class OrchestrationStack(Stack):
                 visibility_timeout=Duration.seconds(6 * config.lambda_timeout_seconds)
             ),
             agent_wait=Duration.seconds(config.handoff_agent_wait_seconds),
+            manager_wait=Duration.seconds(config.handoff_manager_wait_seconds),
             idle_timeout=Duration.seconds(config.handoff_idle_seconds),
             options=options,
         )

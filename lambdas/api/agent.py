@@ -15,7 +15,8 @@
 * ``POST /handoffs/{session_id}/close`` ``{"resolution", "outcome": "resume"|"end"}``: the agent
   of the handoff or an admin. The handoff is completed, its agent released and the session back
   to ``active`` (the assistant answers) or ended, in one conditional transaction; the customer
-  gets a ``handoff_closed`` frame. 200, 409 when it is closed already (nothing changes).
+  is told once by the customer notifier (the ``handoff_closed`` frame, or e-mail, or the
+  transcript). 200, 409 when it is closed already (nothing changes).
   A released agent becomes available again, unless it chose ``away`` meanwhile.
 * ``POST /agents/me/presence`` ``{"status": "available"|"away"}``: the calling agent's presence,
   in the AvailableAgentsIndex at once; a busy agent's choice applies when it is released. Only
@@ -132,16 +133,23 @@ def accept(session_id: str, agent_id: str) -> dict[str, Any]:
     handoff = store().current_handoff(session_id)
     if handoff is None:
         raise NotFound("handoff for session", session_id)
-    if handoff.status != HandoffStatus.QUEUED or store().waiting_for(session_id, handoff.handoff_id) != (
-        WAITING_FOR_AGENT
-    ):
+    escalated = handoff.status == HandoffStatus.ESCALATED
+    if handoff.status not in (HandoffStatus.QUEUED, HandoffStatus.ESCALATED) or store().waiting_for(
+        session_id, handoff.handoff_id
+    ) != (WAITING_FOR_AGENT):
         raise Conflict(f"no handoff of session {session_id!r} is waiting for an agent")
     agent = store().get_agent(agent_id)
     if agent is None:
         raise AgentNotRegistered(agent_id)
     if agent.status == AgentStatus.RETIRED:
         raise AgentRetired(agent_id)
-    if handoff.reason not in agent.skills:
+    if escalated and not inbox.reads_managers_inbox(agent):
+        # No agent took it in time: it waits for a manager now, as the managers were paged.
+        raise Conflict(
+            "this handoff was escalated and waits for a manager (the stage's manager skill or the "
+            "registry's manager flag), which you are not"
+        )
+    if not escalated and handoff.reason not in agent.skills:
         # The reason is the skill the workflow matches agents on; the handoff stays queued.
         raise Conflict(
             f"this handoff needs the skill {handoff.reason!r}, which you do not have; "
@@ -164,7 +172,8 @@ def accept(session_id: str, agent_id: str) -> dict[str, Any]:
     if not completed:
         store().release_agent(agent_id, session_id=session_id)
         raise Conflict(f"the handoff of session {session_id!r} was taken or expired meanwhile")
-    store().remove_inbox_item(keys.WAITING_INBOX, handoff.handoff_id)  # no other console offers it any more
+    # no other console offers it any more
+    store().remove_inbox_item(keys.MANAGERS_INBOX if escalated else keys.WAITING_INBOX, handoff.handoff_id)
     logger.info("handoff accepted", extra={"session_id": session_id, "agent_id": agent_id})
     return {"session_id": session_id, "handoff_id": handoff.handoff_id, "agent_id": agent_id, "status": "accepted"}
 
@@ -209,10 +218,6 @@ def send_message(session_id: str, agent_id: str, text: str) -> dict[str, Any]:
 
 
 _OUTCOMES: Final = {"resume": SessionStatus.ACTIVE, "end": SessionStatus.DISCONNECTED}
-CLOSED_TEXT: Final = {
-    "resume": "The support agent has finished; the assistant is here to help again.",
-    "end": "The support agent has closed this conversation.",
-}
 
 
 def close(session_id: str, caller: str, role: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -238,12 +243,8 @@ def close(session_id: str, caller: str, role: str, body: dict[str, Any]) -> dict
     token = store().claim_callback(session_id, handoff.handoff_id, WAITING_FOR_REPLY)
     if token is not None:
         _complete(token, {"agent_id": handoff.agent_id, "closed": True, "outcome": outcome})
-    session = store().get_session(session_id)
-    if session is not None:
-        _push(
-            session,
-            {"type": "handoff_closed", "session_id": session_id, "outcome": outcome, "text": CLOSED_TEXT[outcome]},
-        )
+    # The customer is told by the customer notifier, from the router's "completed" event: over the
+    # WebSocket when connected, else by e-mail or in the conversation (once, whichever it is).
     logger.info("handoff closed", extra={"session_id": session_id, "outcome": outcome, "by": role})
     return {
         "session_id": session_id,

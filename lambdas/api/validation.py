@@ -34,8 +34,8 @@ CUSTOMER_ID_PATTERN: Final = "^[a-zA-Z0-9-]{1,64}$"
 LANGUAGE_PATTERN: Final = "^[a-z]{2}(-[A-Z]{2})?$"
 SOURCES: Final = ("web", "mobile", "voice")
 PRIORITIES: Final = ("low", "normal", "high", "urgent")
-#: Reasons with a meaning inside the system, never chosen by a caller: ``escalated`` routes a
-#: handoff to the managers (SNS filter), ``manager`` is the skill that reserves a manager directly.
+#: Reasons with a meaning inside the system, never chosen by a caller: ``escalated`` is the status
+#: of a handoff the managers were paged for, ``manager`` is the skill that reserves a manager directly.
 RESERVED_REASONS: Final = (REASON_ESCALATED, "manager")
 #: A handoff reason doubles as the skill an agent needs (the workflow matches agents on it).
 #: The lookahead refuses the reserved ones; API Gateway's (Java) and Python's regex engines both support it.

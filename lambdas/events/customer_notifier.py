@@ -1,30 +1,48 @@
-"""Customer-notification queue consumer (deployed in ApiStack): tells the customer about a handoff.
+"""Customer-notification queue consumer (deployed in ApiStack): tells the customer about their handoff.
 
-Body: ``{"session_id", "event_type", "text", ...}`` (the handoff message, or a message the
-handoff workflow sends straight to the queue). A message without ``text`` is not for the
-customer (the queue gets every message of the handoff topic, e.g. the workflow's
-``handoff_context`` for the agent) and is skipped. When the session has a live WebSocket connection
-the text goes to it as a frame, through ``WEBSOCKET_ENDPOINT`` (the management endpoint, set by
-ApiStack) or else the endpoint the connection record names; when it has none, or the client is gone (410), the text is
-recorded as a ``system`` turn of the conversation, so the customer reads it on return (and a
-gone connection is cleared). A closed session (disconnected, archived, deleted) is only logged.
-SQS is at-least-once: a redelivered message may post or record the text twice; the frame
-carries ``event_id`` so a client can drop a repeat.
+What arrives, one source per notice so the customer hears each once:
+
+* from the handoff workflow, straight to the queue: ``handoff_started`` and ``handoff_failed``,
+  with the ``text`` to show and an ``event_id`` made of the execution and the notice;
+* from the stream router, through the handoff topic (filter ``event_type`` escalated or
+  completed): the handoff escalated to a manager, or the handoff closed (with its
+  ``resolution`` and ``outcome``). This module writes their text (:func:`notice_for`).
+
+Where it goes, in this order:
+
+1. the session's live WebSocket connection, as a frame (``notification``; a closed handoff is the
+   ``handoff_closed`` frame of the WebSocket protocol), through ``WEBSOCKET_ENDPOINT`` or the
+   endpoint the connection record names;
+2. when the customer is not connected (or the client is gone: 410, and the stale connection is
+   cleared), by e-mail to the address recorded on the session, if the stage may mail it
+   (:mod:`lambdas.shared.mail`: a sender is set, the domain is allowed, SES accepts it);
+3. otherwise as a ``system`` turn of the conversation, which the customer reads on return (only
+   while the session accepts turns; a closed session's notice is only logged).
+
+Exactly once: a message with an ``event_id`` is handled under Powertools' idempotency utility on
+the stage's table, keyed on that id, so an SQS redelivery neither posts, mails nor records twice.
+A crash after delivering but before the record completes can repeat that one notice after the
+function's timeout (a duplicate, never a loss); the frame carries ``event_id`` so a client can
+drop it.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
 
 from aws_lambda_powertools import Logger, Tracer
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from lambdas.events.messages import HandoffMessage, parse_body
-from lambdas.shared import connections, env
-from lambdas.shared.records import TURN_ACCEPTING, Role
+from lambdas.events.messages import EVENT_CLOSED, EVENT_ESCALATED, HandoffMessage, parse_body
+from lambdas.shared import connections, env, idempotency, mail
+from lambdas.shared.records import TURN_ACCEPTING, Role, SessionStatus
 from lambdas.shared.settings import optional_resource
 from lambdas.shared.settings import store as store
 from lambdas.shared.store import DynamoSessionStore
@@ -33,25 +51,61 @@ logger = Logger()
 tracer = Tracer()
 processor = BatchProcessor(event_type=EventType.SQS)
 
+ESCALATED_TEXT: Final = (
+    "No support agent was free in time, so a manager has been asked to take over. They will answer you here."
+)
+#: The closed handoff's text by how the session goes on (the close route's ``outcome``).
+CLOSED_TEXT: Final = {
+    "resume": "The support agent has finished; the assistant is here to help again.",
+    "end": "The support agent has closed this conversation.",
+}
+SUBJECT: Final = "MangaAssist: an update on your support request"
+#: A notice is remembered for a week, far longer than any SQS redelivery.
+NOTICE_MEMORY_SECONDS: Final = 7 * 86400
+
 
 @env.once
 def configured_endpoint() -> str | None:
     return optional_resource("WEBSOCKET_ENDPOINT")
 
 
-def frame(message: HandoffMessage) -> dict[str, Any]:
-    return {
-        "type": "notification",
-        "event_type": message.event_type,
-        "session_id": message.session_id,
-        "text": message.text,
-        "event_id": message.event_id,
-    }
+@dataclass(frozen=True)
+class Notice:
+    """What the customer is told: the text, and the frame that carries it over the WebSocket."""
+
+    text: str
+    frame: dict[str, Any]
 
 
-def notify(session_store: DynamoSessionStore, message: HandoffMessage, endpoint: str | None = None) -> str:
-    """delivered | recorded | skipped | dropped (see the module docstring)."""
-    if not message.text:
+def notice_for(message: HandoffMessage) -> Notice | None:
+    """The notice a queue message carries; None for a message that is not for the customer."""
+    base = {"session_id": message.session_id, "event_id": message.event_id}
+    if message.text:
+        frame = {"type": "notification", "event_type": message.event_type, "text": message.text, **base}
+        return Notice(message.text, frame)
+    if message.event_type == EVENT_ESCALATED:
+        frame = {"type": "notification", "event_type": message.event_type, "text": ESCALATED_TEXT, **base}
+        return Notice(ESCALATED_TEXT, frame)
+    if message.event_type == EVENT_CLOSED:
+        outcome = "end" if message.outcome == str(SessionStatus.DISCONNECTED) else "resume"
+        text = CLOSED_TEXT[outcome]
+        frame = {"type": "handoff_closed", "outcome": outcome, "text": text, **base}
+        if message.resolution:
+            frame["resolution"] = message.resolution
+            text = f"{text}\n\nWhat was done: {message.resolution}"
+        return Notice(text, frame)
+    return None
+
+
+def notify(
+    session_store: DynamoSessionStore,
+    message: HandoffMessage,
+    endpoint: str | None = None,
+    send: Callable[[str, str, str], mail.MailOutcome] | None = None,
+) -> str:
+    """delivered | mailed | recorded | skipped | dropped (see the module docstring)."""
+    notice = notice_for(message)
+    if notice is None:
         return "skipped"
     session = session_store.get_session(message.session_id)
     if session is None:
@@ -60,18 +114,40 @@ def notify(session_store: DynamoSessionStore, message: HandoffMessage, endpoint:
         connection = session_store.get_connection(session.connection_id)
         if connection is not None:
             target = endpoint or connections.management_endpoint(connection.domain_name, connection.stage)
-            if connections.post_to_connection(target, connection.connection_id, frame(message)):
+            if connections.post_to_connection(target, connection.connection_id, notice.frame):
                 return "delivered"
         session_store.clear_connection(session.session_id, session.connection_id)
+    if session.customer_email:
+        outcome = (send or mail.send_mail)(session.customer_email, SUBJECT, notice.text)
+        if outcome is mail.MailOutcome.SENT:
+            return "mailed"
+        logger.info("notice not mailed", extra={"outcome": outcome.value, "session_id": session.session_id})
     if session.status not in TURN_ACCEPTING:
         return "dropped"
-    session_store.add_turn(session.session_id, Role.SYSTEM, message.text)
+    session_store.add_turn(session.session_id, Role.SYSTEM, notice.text)
     return "recorded"
+
+
+IDEMPOTENCY: Final = IdempotencyConfig(event_key_jmespath="event_id", expires_after_seconds=NOTICE_MEMORY_SECONDS)
+
+
+@functools.cache
+def _notify_once() -> Callable[..., str]:
+    """``notify`` under the idempotency store, built on first use (the store needs ``TABLE_NAME``)."""
+
+    @idempotent_function(data_keyword_argument="body", persistence_store=idempotency.store(), config=IDEMPOTENCY)
+    def notify_once(body: dict[str, Any]) -> str:
+        return notify(store(), HandoffMessage(**body), configured_endpoint())
+
+    return notify_once
 
 
 def record_handler(record: SQSRecord) -> str:
     message = parse_body(record.body)
-    outcome = notify(store(), message, configured_endpoint())
+    if message.event_id:
+        outcome = str(_notify_once()(body=message.__dict__))
+    else:  # a sender that names no event: delivered at least once, as SQS does
+        outcome = notify(store(), message, configured_endpoint())
     logger.info("customer notification", extra={"session_id": message.session_id, "outcome": outcome})
     return outcome
 
@@ -79,4 +155,5 @@ def record_handler(record: SQSRecord) -> str:
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
+    IDEMPOTENCY.register_lambda_context(context)
     return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)

@@ -1,14 +1,21 @@
-"""Escalation queue consumer: marks an escalated handoff and tells the managers.
+"""Escalation queue consumer: pages the managers when a handoff escalates.
 
-Queue filter: ``reason`` = escalated. Only the creation message (``event_type`` handoff) acts;
-the later "assigned" message of the same handoff is ignored, so an assignment never turns an
-assigned handoff back into an escalated one.
+Queue filter: ``event_type`` = escalated, the router's event for a ``HANDOFF#`` record whose
+status became ``escalated`` (no agent accepted in time; the handoff workflow now waits for a
+manager, see docs/workflows.md). The workflow sets the status; this consumer only tells people:
 
-Managers are told on their own SNS topic (``MANAGERS_TOPIC_ARN``), not on the handoff topic: a
-message there would carry ``reason`` escalated again and loop back into this queue. Order:
-publish first, then mark the handoff; a crash in between re-publishes on redelivery (managers
-may see a duplicate, never nothing), and a redelivery after both steps sees the handoff already
-escalated and does nothing.
+1. the managers' shared inbox (``keys.MANAGERS_INBOX``), which every manager's console reads
+   through ``GET /agents/me/inbox`` on every stage. The write is conditional on the handoff still
+   being escalated, and on the item not existing yet, so it is also this page's record: a
+   redelivered message finds it PRESENT and pages nobody again.
+2. the managers' SNS topic (``MANAGERS_TOPIC_ARN``; prod subscribes ``managers_email``), with
+   how to take the handoff. It is a topic of its own: a message on the handoff topic would be
+   routed again.
+
+If the publish fails, the inbox item is removed again and the message retried, so the e-mail is
+never skipped by a redelivery; a crash between the two steps leaves the inbox item without the
+e-mail (the managers' consoles still show it). A handoff taken, closed or failed meanwhile is
+left alone (``moved_on``).
 """
 
 from __future__ import annotations
@@ -22,18 +29,15 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from lambdas.events.messages import ATTR_EVENT_TYPE, EVENT_ESCALATION, EVENT_HANDOFF, InvalidMessage, parse_body
-from lambdas.shared import aws
-from lambdas.shared.records import HandoffStatus
+from lambdas.events.messages import ATTR_EVENT_TYPE, EVENT_ESCALATED, EVENT_ESCALATION, InvalidMessage, parse_body
+from lambdas.shared import aws, keys
 from lambdas.shared.settings import resource
 from lambdas.shared.settings import store as store
+from lambdas.shared.store import InboxWrite
 
 logger = Logger()
 tracer = Tracer()
 processor = BatchProcessor(event_type=EventType.SQS)
-
-# A handoff in one of these states is over or done: escalating it again means nothing.
-_FINAL = frozenset({HandoffStatus.ESCALATED, HandoffStatus.COMPLETED, HandoffStatus.FAILED})
 
 
 def managers_topic() -> str:
@@ -44,37 +48,44 @@ def sns() -> Any:
     return aws.client("sns")
 
 
+def page_text(session_id: str, handoff_id: str, reason: str, priority: str) -> str:
+    return (
+        f"No agent took a {priority}-priority handoff ({reason}) in time; it waits for a manager.\n\n"
+        f"Session: {session_id}\nHandoff: {handoff_id}\n\n"
+        f"Take it from your console's inbox, or: POST /handoffs/{session_id}/accept"
+    )
+
+
 def record_handler(record: SQSRecord) -> str:
     message = parse_body(record.body)
+    if message.event_type != EVENT_ESCALATED:
+        return "ignored"
     if message.handoff_id is None:
         raise InvalidMessage("an escalation message needs handoff_id")
-    if message.event_type != EVENT_HANDOFF:
-        return "ignored"
-    handoff = store().get_handoff(message.session_id, message.handoff_id)
-    if handoff is None:
-        logger.warning("handoff gone", extra={"session_id": message.session_id, "handoff_id": message.handoff_id})
-        return "gone"
-    if handoff.status in _FINAL:
-        return "done"
-    sns().publish(
-        TopicArn=managers_topic(),
-        Subject="MangaAssist escalation",
-        Message=json.dumps(
-            {
-                "session_id": handoff.session_id,
-                "handoff_id": handoff.handoff_id,
-                "reason": handoff.reason,
-                "priority": handoff.priority,
-                "agent_id": handoff.agent_id,
-            },
-            separators=(",", ":"),
-            sort_keys=True,
-        ),
-        MessageAttributes={ATTR_EVENT_TYPE: {"DataType": "String", "StringValue": EVENT_ESCALATION}},
+    session_id, handoff_id = message.session_id, message.handoff_id
+    reason, priority = message.reason or "unspecified", message.priority
+    written = store().put_inbox_item(
+        keys.MANAGERS_INBOX, session_id=session_id, handoff_id=handoff_id, reason=reason, priority=priority
     )
-    store().update_handoff(message.session_id, message.handoff_id, status=HandoffStatus.ESCALATED)
-    logger.info("escalated", extra={"session_id": message.session_id, "handoff_id": message.handoff_id})
-    return "escalated"
+    if written is InboxWrite.STALE:
+        return "moved_on"
+    if written is InboxWrite.PRESENT:
+        return "paged_already"
+    try:
+        sns().publish(
+            TopicArn=managers_topic(),
+            Subject="MangaAssist escalation: a customer waits for a manager",
+            Message=page_text(session_id, handoff_id, reason, priority),
+            MessageAttributes={
+                ATTR_EVENT_TYPE: {"DataType": "String", "StringValue": EVENT_ESCALATION},
+                "handoff": {"DataType": "String", "StringValue": json.dumps([session_id, handoff_id])},
+            },
+        )
+    except Exception:
+        store().remove_inbox_item(keys.MANAGERS_INBOX, handoff_id)  # so the retry pages again
+        raise
+    logger.info("managers paged", extra={"session_id": session_id, "handoff_id": handoff_id})
+    return "paged"
 
 
 @logger.inject_lambda_context(clear_state=True)

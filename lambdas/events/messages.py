@@ -2,9 +2,10 @@
 
 Body (JSON), also the customer-notification contract ``{"session_id", "event_type", "text", ...}``:
 ``session_id``, ``handoff_id``, ``event_type`` (handoff | assigned), ``agent_id`` (or null),
-``reason``, ``priority``, ``event_id`` (the stream record's id). ``text`` (what to tell the
-customer) is present only in notices the handoff workflow sends to the customer queue; the
-router's handoff events carry none, and the customer notifier skips bodies without text.
+``reason``, ``priority``, ``event_id`` (the stream record's id), and for ``completed`` the
+``resolution`` and ``outcome``. ``text`` (what to tell the customer) is present in the notices the
+handoff workflow sends to the customer queue itself; for the router's events the customer
+notifier writes the text.
 Queues subscribe with raw message delivery, so the SQS body is this JSON; an SNS envelope
 (``Type: Notification``) is unwrapped too, so a subscription without raw delivery also works.
 
@@ -43,11 +44,13 @@ EVENT_HANDOFF_STARTED: Final = "handoff_started"
 EVENT_HANDOFF_FAILED: Final = "handoff_failed"
 #: The escalation consumer, on the managers' own topic.
 EVENT_ESCALATION: Final = "escalation"
-#: The reason that routes a handoff to the escalation queue.
+#: A reason no caller may give: it is the status an escalated handoff takes, and a handoff whose
+#: reason read like its status would be ambiguous in every listing.
 REASON_ESCALATED: Final = "escalated"
 
-#: What the customer-notification queue receives: the router's events for HANDOFF# records.
-CUSTOMER_EVENTS: Final = (EVENT_HANDOFF, EVENT_ASSIGNED)
+#: What the customer-notification queue receives from the router: the changes of a handoff the
+#: customer is told of that the workflow does not tell (it sends started and failed itself).
+CUSTOMER_EVENTS: Final = (EVENT_ESCALATED, EVENT_CLOSED)
 #: Broadcasts to every agent's console (no agent_id), besides messages that carry an agent_id.
 AGENT_BROADCAST_EVENTS: Final = (EVENT_HANDOFF_WAITING,)
 
@@ -66,6 +69,8 @@ class HandoffMessage:
     reason: str | None = None
     priority: str = "normal"
     event_id: str | None = None
+    resolution: str | None = None
+    outcome: str | None = None
 
 
 def parse_body(body: str) -> HandoffMessage:
@@ -96,4 +101,6 @@ def parse_body(body: str) -> HandoffMessage:
         reason=opt("reason"),
         priority=str(data.get("priority") or "normal"),
         event_id=opt("event_id"),
+        resolution=opt("resolution"),
+        outcome=opt("outcome"),
     )

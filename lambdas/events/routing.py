@@ -11,10 +11,12 @@ Routing, by the item's sort key:
   for the other turns.
 * ``META`` of a session: INSERT (a new session, ``old_status`` "none") or MODIFY with a status
   change -> ``SessionStatusChanged`` on the bus.
-* ``HANDOFF#`` INSERT -> handoff topic (``event_type`` handoff); MODIFY that assigns a new agent
-  -> handoff topic (``event_type`` assigned). Attributes ``event_type``, ``agent_id`` (only when an
-  agent is set, so the "agent_id exists" filter means something), ``reason``. These messages
-  carry no customer text: the customer's notices come from the handoff workflow alone.
+* ``HANDOFF#`` INSERT -> handoff topic (``event_type`` handoff); MODIFY whose status becomes
+  ``escalated`` -> ``escalated`` (the escalation branch pages the managers, the customer is told);
+  MODIFY whose status becomes ``completed`` -> ``completed`` with the ``resolution`` and
+  ``outcome`` (the customer is told); any other MODIFY that assigns a new agent -> ``assigned``.
+  Attributes ``event_type``, ``agent_id`` (only when an agent is set, so the "agent_id exists"
+  filter means something), ``reason``.
 * REMOVE made by TTL (``userIdentity`` is the DynamoDB service) -> audited as ``expired``.
 * Every record -> analytics and audit. Neither carries message content (turn text, summaries):
   the audit bucket is WORM, so it holds keys, the change, changed attribute names and SHA-256
@@ -40,8 +42,17 @@ from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import 
 )
 from boto3.dynamodb.types import Binary
 
-from lambdas.events.messages import ATTR_AGENT_ID, ATTR_EVENT_TYPE, ATTR_REASON, EVENT_ASSIGNED, EVENT_HANDOFF
+from lambdas.events.messages import (
+    ATTR_AGENT_ID,
+    ATTR_EVENT_TYPE,
+    ATTR_REASON,
+    EVENT_ASSIGNED,
+    EVENT_CLOSED,
+    EVENT_ESCALATED,
+    EVENT_HANDOFF,
+)
 from lambdas.shared import keys
+from lambdas.shared.records import HandoffStatus
 from lambdas.shared.schema import PARTITION_KEY, SORT_KEY
 from lambdas.shared.summaries import closes_window
 
@@ -256,8 +267,17 @@ def _status_event(change: Change, bus_name: str) -> dict[str, Any] | None:
 def _handoff_message(change: Change) -> dict[str, Any] | None:
     new, old = change.new_image, change.old_image
     agent_id = _opt_str(new.get("agent_id"))
+    new_status = _opt_str(new.get("status"))
+    status_changed = change.event_name == "MODIFY" and new_status != _opt_str(old.get("status"))
+    extra: dict[str, Any] = {}
     if change.event_name == "INSERT":
         event_type = EVENT_HANDOFF
+    elif status_changed and new_status == str(HandoffStatus.ESCALATED):
+        event_type = EVENT_ESCALATED
+    elif status_changed and new_status == str(HandoffStatus.COMPLETED):
+        # What the customer is told: how it ended and whether the assistant answers again.
+        event_type = EVENT_CLOSED
+        extra = {"resolution": _opt_str(new.get("resolution")), "outcome": _opt_str(new.get("outcome"))}
     elif change.event_name == "MODIFY" and agent_id is not None and agent_id != _opt_str(old.get("agent_id")):
         event_type = EVENT_ASSIGNED
     else:
@@ -270,9 +290,8 @@ def _handoff_message(change: Change) -> dict[str, Any] | None:
         "agent_id": agent_id,
         "reason": reason,
         "priority": _opt_str(new.get("priority")) or "normal",
-        # No customer text: the handoff workflow owns the customer's in-chat notices, so the
-        # notifier, which skips bodies without text, never tells the customer twice.
         "event_id": change.event_id,
+        **extra,
     }
     attributes = {
         ATTR_EVENT_TYPE: {"DataType": "String", "StringValue": event_type},

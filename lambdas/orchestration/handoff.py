@@ -5,18 +5,20 @@ Handlers (``lambdas.orchestration.handoff.<name>``) and what they get from the s
 * ``check_agent``: ``{session_id, handoff_id, reason, priority}`` -> ``{available, agent_id?}``;
   finds the longest-waiting available agent with the reason as skill and reserves it (conditional
   write; a lost race tries the next candidate).
-* ``escalate``: same input; takes WaitForAgent's dead token (late accepts get 409), reserves a
-  manager or raises ``NoManagerAvailable``.
+* ``escalate``: same input; takes WaitForAgent's dead token (late accepts get 409), marks the
+  handoff escalated (only from queued) and reserves a free manager: ``{available, agent_id?}``.
 * ``begin``: ``{..., agent_id, execution_arn}``; the handoff transaction (the store's ``begin_handoff``)
   or ``ConditionalCheckFailed`` when the session is no longer active.
-* ``await_reply``: ``{..., agent_id, task_token}``; MonitorHandoff's token onto the handoff record.
+* ``await_reply``: ``{..., task_token, waiting_for?}``; MonitorHandoff's token (``reply``) or
+  WaitForManager's (``agent``, only while escalated) onto the handoff record.
 * ``transfer_context``: latest summary + the newest turns that fit SNS, published to the agent topic.
 * ``reassign``: ``{state, handoff_id}``; re-queues the handoff (only while still assigned),
   releases the idle agent, restores the session to active, counts; raises
   ``ReassignmentLimitReached`` past ``MAX_REASSIGNMENTS``. A handoff closed meanwhile answers
   ``{"closed": true}`` and the workflow finishes (HandoffComplete).
-* ``fail``: ``{state, handoff_id}``; releases the reserved agent, marks the handoff failed,
-  restores the session to active if this handoff had moved it; returns the reason.
+* ``fail``: ``{state, handoff_id}``; releases the reserved agent, marks the handoff failed unless
+  it is over (completed or failed already: conditional on the status read), restores the session
+  to active if this handoff had moved it; returns the reason.
 * ``queue_consumer``: SQS batch of the agent-assignment queue; stores WaitForAgent's token on the
   (queued) handoff record and tells agents that a customer waits (SNS ``handoff_waiting``).
 
@@ -48,6 +50,7 @@ from lambdas.shared import aws
 from lambdas.shared.errors import (
     AgentNotFound,
     AgentUnavailable,
+    Conflict,
     HandoffNotFound,
     InvalidTransition,
 )
@@ -66,10 +69,6 @@ SYSTEM_TEXT: Final = "The conversation was handed over to a human support agent.
 
 class ConditionalCheckFailed(Exception):
     """The handoff transaction's condition failed: the session is not (or no longer) active."""
-
-
-class NoManagerAvailable(Exception):
-    """No agent accepted in time and no manager could take over."""
 
 
 class ReassignmentLimitReached(Exception):
@@ -112,15 +111,25 @@ def check_agent(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler(capture_response=False)
 def escalate(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """No agent accepted in time: the handoff becomes ``escalated`` and a free manager is reserved.
+
+    ``{available: false}`` when no manager is free: the workflow then waits for one
+    (WaitForManager), and the escalation branch pages the managers on the status change.
+    """
     session_id, handoff_id = str(event["session_id"]), str(event["handoff_id"])
     store().claim_callback(session_id, handoff_id, WAITING_FOR_AGENT)  # a late accept now gets 409
-    with contextlib.suppress(HandoffNotFound):  # the consumer never stored it (its message in the DLQ)
-        store().update_handoff(session_id, handoff_id, status=HandoffStatus.ESCALATED)
+    # Not found: the assignment consumer never stored it (its message in the DLQ); a free manager
+    # may still take over, but nobody can be paged for a record that does not exist.
+    with contextlib.suppress(HandoffNotFound):
+        store().update_handoff(
+            session_id, handoff_id, status=HandoffStatus.ESCALATED, expected_status=HandoffStatus.QUEUED
+        )
     agent_id = _reserve_first(str(event["reason"]), session_id, managers_only=True) or _reserve_first(
         settings().manager_skill, session_id, managers_only=True
     )
     if agent_id is None:
-        raise NoManagerAvailable(f"no agent accepted handoff {handoff_id} and no manager is available")
+        logger.info("no manager free; waiting for one", extra={"session_id": session_id, "handoff_id": handoff_id})
+        return {"available": False}
     logger.info("manager takes over", extra={"agent_id": agent_id, "session_id": session_id})
     return {"available": True, "agent_id": agent_id}
 
@@ -150,10 +159,19 @@ def begin(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler(capture_response=False)
 def await_reply(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    store().await_callback(
-        str(event["session_id"]), str(event["handoff_id"]), WAITING_FOR_REPLY, str(event["task_token"])
-    )
-    return {"waiting_for": WAITING_FOR_REPLY}
+    """Store a waiting task's token on the handoff: MonitorHandoff's (``reply``) or WaitForManager's (``agent``).
+
+    A manager's wait is stored only while the handoff is still escalated (a customer who left
+    meanwhile failed it), so no accept can complete a handoff that is over.
+    """
+    waiting_for = str(event.get("waiting_for") or WAITING_FOR_REPLY)
+    session_id, handoff_id = str(event["session_id"]), str(event["handoff_id"])
+    if waiting_for == WAITING_FOR_AGENT:
+        handoff = store().get_handoff(session_id, handoff_id)
+        if handoff is None or handoff.status != HandoffStatus.ESCALATED:
+            raise HandoffConflict(f"handoff {handoff_id!r} is no longer escalated; no manager can take it")
+    store().await_callback(session_id, handoff_id, waiting_for, str(event["task_token"]))
+    return {"waiting_for": waiting_for}
 
 
 @logger.inject_lambda_context
@@ -234,7 +252,9 @@ def reassign(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 
 _REASONS: Final = {
     "ConditionalCheckFailed": "the session was no longer active when the handoff was written",
-    "NoManagerAvailable": "no agent accepted in time and no manager was available",
+    "NoManagerTookOver": "no agent accepted in time and no manager took the escalated handoff in time",
+    "CustomerLeft": "the customer left before an agent took the handoff",
+    "HandoffConflict": "the handoff ended (or was never recorded) before a manager could take it",
     "ReassignmentLimitReached": "the assigned agents stayed idle and the reassignment limit was reached",
 }
 
@@ -250,6 +270,25 @@ def _failure_reason(state: dict[str, Any]) -> str:
     return f"the session is {status}, not active"
 
 
+#: A handoff in one of these states is over: a failure arriving late leaves it as it is.
+_OVER: Final = frozenset({HandoffStatus.COMPLETED, HandoffStatus.FAILED})
+
+
+def _mark_failed(session_id: str, handoff_id: str) -> bool:
+    """Fail the handoff unless it is over; conditioned on the status read, so a close racing
+    this failure keeps its completion. Whether this call failed it."""
+    for _ in range(3):
+        handoff = store().get_handoff(session_id, handoff_id)
+        if handoff is None or handoff.status in _OVER:
+            return False
+        try:
+            store().update_handoff(session_id, handoff_id, status=HandoffStatus.FAILED, expected_status=handoff.status)
+        except Conflict:
+            continue  # it moved meanwhile: read it again
+        return True
+    return False
+
+
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler(capture_response=False)
 def fail(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
@@ -258,16 +297,17 @@ def fail(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     handoff = store().get_handoff(session_id, handoff_id)
     released = _release((state.get("agent") or {}).get("agent_id"), session_id)
     restored = False
+    failed = False
     if handoff is not None:
         moved_by_us = handoff.status == HandoffStatus.ASSIGNED
         store().claim_callback(session_id, handoff_id, WAITING_FOR_AGENT)
         store().claim_callback(session_id, handoff_id, WAITING_FOR_REPLY)
-        store().update_handoff(session_id, handoff_id, status=HandoffStatus.FAILED)
-        if moved_by_us:
+        failed = _mark_failed(session_id, handoff_id)
+        if moved_by_us and failed:
             restored = _restore(session_id)
     reason = _failure_reason(state)
     logger.info("handoff failed", extra={"reason": reason, "released": released, "restored": restored})
-    return {"reason": reason, "released": released, "restored": restored}
+    return {"reason": reason, "released": released, "restored": restored, "marked_failed": failed}
 
 
 processor = BatchProcessor(event_type=EventType.SQS)

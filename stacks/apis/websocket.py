@@ -154,13 +154,14 @@ def _customer_notifier(
     session_env: dict[str, str],
     function: FunctionFactory,
 ) -> lambda_.Function:
-    """The consumer of the events stack's customer notification queue: it posts notices to the chat."""
+    """The consumer of the events stack's customer notification queue: the chat, else e-mail, else the transcript."""
     notifier = function(
         "CustomerNotifier",
         "lambdas.events.customer_notifier.handler",
-        {**session_env, "WEBSOCKET_ENDPOINT": chat_api.management_endpoint},
+        {**session_env, **events.notice_mail.environment, "WEBSOCKET_ENDPOINT": chat_api.management_endpoint},
     )
     storage.sessions.grant_read_write_data(notifier)
+    events.notice_mail.grant_send(notifier)
     chat_api.grant_manage_connections(notifier)
     notifier.add_event_source(
         lambda_events.SqsEventSource(events.customer_notification_queue, batch_size=10, report_batch_item_failures=True)

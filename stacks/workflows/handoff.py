@@ -23,7 +23,13 @@ CheckSessionActive also requires the requester to own the session or hold a priv
            available -> AssignAgent
            none      -> WaitForAgent (SQS send .waitForTaskToken to the agent-assignment queue)
                           accepted -> AssignAgent
-                          timeout  -> EscalateToManager (Lambda) -> AssignAgent | HandoffFailed
+                          timeout  -> EscalateToManager (Lambda: escalated; reserve a free manager)
+                                        -> IsManagerAvailable
+                                             yes -> AssignAgent
+                                             no  -> WaitForManager (Lambda .waitForTaskToken; the
+                                                    escalation branch pages the managers)
+                                                      accepted -> AssignAgent
+                                                      timeout  -> NoManagerTookOver -> HandoffFailed
       AssignAgent -> UpdateDynamoDB (Lambda: ONE TransactWriteItems)
       -> NotifyParties (Parallel: NotifyCustomer = SQS send, NotifyAgent = SNS publish)
       -> TransferConversationContext (Lambda) -> MonitorHandoff (Lambda .waitForTaskToken)
@@ -36,7 +42,8 @@ CheckSessionActive also requires the requester to own the session or hold a priv
 Who sends which notification (each exactly once per assignment):
 
 * customer "handoff_started" and "handoff_failed": this workflow, direct SQS SendMessage to the
-  customer-notification queue (``NotifyCustomer``, ``NotifyCustomerHandoffFailed``).
+  customer-notification queue (``NotifyCustomer``, ``NotifyCustomerHandoffFailed``), each with an
+  ``event_id`` the notifier de-duplicates on; "escalated" and "completed" come from the router.
 * agent "handoff_assigned": this workflow, SNS publish with attributes event_type/agent_id/reason
   (``NotifyAgent``); the conversation context follows from ``TransferConversationContext``.
 * agents "a customer is waiting": whoever consumes the agent-assignment queue (WaitForAgent's
@@ -72,7 +79,7 @@ from lambdas.events import messages
 
 #: Error names the Lambdas raise on purpose (their exception class names).
 CONDITIONAL_CHECK_FAILED = "ConditionalCheckFailed"
-NO_MANAGER_AVAILABLE = "NoManagerAvailable"
+NO_MANAGER_TOOK_OVER = "NoManagerTookOver"
 REASSIGNMENT_LIMIT_REACHED = "ReassignmentLimitReached"
 _TIMEOUTS = ["States.Timeout", "States.HeartbeatTimeout"]
 
@@ -85,13 +92,14 @@ class HandoffFunctions:
 
     * ``check_agent_availability``: ``{session_id, handoff_id, reason, priority}`` ->
       ``{available: bool, agent_id?: str}``; must reserve the agent it returns.
-    * ``escalate_to_manager``: same input -> ``{available: true, agent_id}`` or raises
-      ``NoManagerAvailable``.
+    * ``escalate_to_manager``: same input -> ``{available: bool, agent_id?}``; marks the handoff
+      escalated and must reserve the manager it returns.
     * ``update_handoff``: ``{session_id, handoff_id, execution_arn, agent_id, reason, priority}``;
       moves the session into handoff in one transaction or raises ``ConditionalCheckFailed``.
     * ``transfer_context``: ``{session_id, handoff_id, agent_id, reason}`` -> anything.
-    * ``await_reply``: ``{session_id, handoff_id, agent_id, task_token}``; stores the token where
-      the agent's first message finds it (invoked with ``.waitForTaskToken``).
+    * ``await_reply``: ``{session_id, handoff_id, task_token, waiting_for?}``; stores the token where
+      the agent's first message (``reply``, MonitorHandoff) or a manager's accept (``agent``,
+      WaitForManager) finds it (invoked with ``.waitForTaskToken``).
     * ``reassign_agent``: the whole state -> ``{count: int, closed: bool}``; ``closed`` when the
       handoff was closed meanwhile (the execution then succeeds); raises ``ReassignmentLimitReached``.
     * ``handoff_failed``: the whole state -> ``{reason: str}``; releases and restores.
@@ -116,6 +124,16 @@ class HandoffFunctions:
             self.reassign_agent,
             self.handoff_failed,
         ]
+
+
+def _notice_id(event_type: str) -> str:
+    """A customer notice's id: the same for every retry of its send, new for each time the state is entered
+    (a reassigned handoff starts again), so the notifier de-duplicates redeliveries and nothing else."""
+    return sfn.JsonPath.format(
+        f"{{}}#{event_type}#{{}}",
+        sfn.JsonPath.string_at("$$.Execution.Id"),
+        sfn.JsonPath.string_at("$$.State.EnteredTime"),
+    )
 
 
 @dataclass(frozen=True)
@@ -155,6 +173,8 @@ class HandoffWorkflow(Construct):
             message after 5 receives.
         assignment_queue_props: further properties of the new queue (not with ``existing_assignment_queue``).
         agent_wait: how long WaitForAgent waits for an agent to accept. Defaults to 5 minutes.
+        manager_wait: how long WaitForManager waits for a paged manager to accept an escalated
+            handoff. Defaults to 15 minutes.
         idle_timeout: how long MonitorHandoff waits for the agent's first reply. Defaults to 2 minutes.
         started_text / failed_text: what the customer is told. Default to short English notices.
     """
@@ -177,6 +197,7 @@ class HandoffWorkflow(Construct):
         existing_assignment_queue: sqs.IQueue | None = None,
         assignment_queue_props: sqs.QueueProps | None = None,
         agent_wait: Duration | None = None,
+        manager_wait: Duration | None = None,
         idle_timeout: Duration | None = None,
         started_text: str = "You are being connected to a member of our support team.",
         failed_text: str = "We could not reach a support agent right now; the assistant will keep helping you.",
@@ -190,8 +211,9 @@ class HandoffWorkflow(Construct):
         )
         errors.check(bool(session_key), "session_key must name the key attributes of the session record (given none)")
         agent_wait = agent_wait or Duration.minutes(5)
+        manager_wait = manager_wait or Duration.minutes(15)
         idle_timeout = idle_timeout or Duration.minutes(2)
-        for name, value in (("agent_wait", agent_wait), ("idle_timeout", idle_timeout)):
+        for name, value in (("agent_wait", agent_wait), ("manager_wait", manager_wait), ("idle_timeout", idle_timeout)):
             if not value.is_unresolved():
                 errors.check_range(name, value.to_seconds(), 1, 86400 * 365, unit="s")
         self._retry: RetryPolicy = options.retry
@@ -224,7 +246,7 @@ class HandoffWorkflow(Construct):
         }
         self._agent_id = sfn.JsonPath.string_at("$.agent.agent_id")
         failed = self._failure_path()
-        check_agent = self._find_agent(failed, agent_wait)
+        check_agent = self._find_agent(failed, agent_wait, manager_wait)
         hand_over = self._hand_over(failed, check_agent, idle_timeout)
         check_agent.next(self._is_available(hand_over))
         session = _SessionRecord(session_key, status_attribute, active_status, owner_attribute, privileged_roles)
@@ -316,6 +338,7 @@ class HandoffWorkflow(Construct):
                         messages.ATTR_EVENT_TYPE: messages.EVENT_HANDOFF_FAILED,
                         "text": self._texts[1],
                         "handoff_id": self._request["handoff_id"],
+                        "event_id": _notice_id(messages.EVENT_HANDOFF_FAILED),
                     }
                 ),
                 result_path=sfn.JsonPath.DISCARD,
@@ -342,10 +365,11 @@ class HandoffWorkflow(Construct):
         validate.add_catch(failed, errors=["States.ALL"], result_path="$.error")
         return validate
 
-    def _find_agent(self, failed: sfn.IChainable, agent_wait: Duration) -> tasks.LambdaInvoke:
+    def _find_agent(self, failed: sfn.IChainable, agent_wait: Duration, manager_wait: Duration) -> tasks.LambdaInvoke:
         """CheckAgentAvailability, and the wait for an agent (or a manager) when none is free.
 
-        Builds WaitForAgent and EscalateToManager too; :meth:`_is_available` joins them.
+        Builds WaitForAgent, EscalateToManager and WaitForManager too; :meth:`_is_available`
+        joins them.
         """
         check_agent = self._invoke(
             "CheckAgentAvailability",
@@ -377,14 +401,37 @@ class HandoffWorkflow(Construct):
             self._functions.escalate_to_manager,
             sfn.TaskInput.from_object(self._request),
             "$.agent",
-            "No agent accepted in time: a manager takes over, or the handoff fails",
+            "No agent accepted in time: the handoff escalates and a free manager is reserved",
         )
         wait_for_agent.add_catch(escalate, errors=_TIMEOUTS, result_path="$.wait_error")
         wait_for_agent.add_catch(failed, errors=["States.ALL"], result_path="$.error")
-        escalate.add_catch(failed, errors=[NO_MANAGER_AVAILABLE], result_path="$.error")
         escalate.add_catch(failed, errors=["States.ALL"], result_path="$.error")
+        wait_for_manager = tasks.LambdaInvoke(
+            self,
+            "WaitForManager",
+            lambda_function=self._functions.await_reply,
+            integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
+            payload=sfn.TaskInput.from_object(
+                {**self._request, "waiting_for": "agent", "task_token": sfn.JsonPath.task_token}
+            ),
+            retry_on_service_exceptions=False,
+            task_timeout=sfn.Timeout.duration(manager_wait),
+            result_path="$.agent",
+            comment="The managers are paged; a manager's accept completes the token with their agent id",
+        )
+        self._retry.apply(wait_for_manager)
+        nobody = sfn.Pass(
+            self,
+            "NoManagerTookOver",
+            parameters={"Error": NO_MANAGER_TOOK_OVER, "Cause": "no manager took the escalated handoff in time"},
+            result_path="$.error",
+        )
+        nobody.next(failed)
+        wait_for_manager.add_catch(nobody, errors=_TIMEOUTS, result_path="$.wait_error")
+        wait_for_manager.add_catch(failed, errors=["States.ALL"], result_path="$.error")
         self._wait_for_agent: tasks.SqsSendMessage = wait_for_agent
         self._escalate: tasks.LambdaInvoke = escalate
+        self._wait_for_manager: tasks.LambdaInvoke = wait_for_manager
         return check_agent
 
     def _is_available(self, assign: sfn.IChainable) -> sfn.Choice:
@@ -394,7 +441,10 @@ class HandoffWorkflow(Construct):
             self._wait_for_agent
         )
         self._wait_for_agent.next(assign)
-        self._escalate.next(assign)
+        manager = sfn.Choice(self, "IsManagerAvailable")
+        manager.when(sfn.Condition.boolean_equals("$.agent.available", True), assign).otherwise(self._wait_for_manager)
+        self._escalate.next(manager)
+        self._wait_for_manager.next(assign)
         return is_available
 
     def _hand_over(self, failed: sfn.IChainable, check_agent: sfn.IChainable, idle_timeout: Duration) -> sfn.Pass:
@@ -451,6 +501,7 @@ class HandoffWorkflow(Construct):
                         messages.ATTR_EVENT_TYPE: messages.EVENT_HANDOFF_STARTED,
                         "text": self._texts[0],
                         "handoff_id": self._request["handoff_id"],
+                        "event_id": _notice_id(messages.EVENT_HANDOFF_STARTED),
                         "agent_id": agent_id,
                     }
                 ),

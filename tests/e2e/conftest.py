@@ -19,6 +19,7 @@ def e2e_config() -> StageConfig:
     return with_overrides(
         stage_config("dev"),
         handoff_agent_wait_seconds=10,
+        handoff_manager_wait_seconds=10,
         handoff_idle_seconds=10,
         export_poll_seconds=1,
         export_max_polls=5,

@@ -13,7 +13,6 @@ deterministic) and summarisation requests with :data:`STUB_SUMMARY`, and records
 
 from __future__ import annotations
 
-import base64
 import html
 import json
 import re
@@ -31,24 +30,20 @@ from tests.e2e.harness import EmbeddedStage
 from tests.e2e.harness.bedrock import ConverseCall, echo_answer
 from tests.e2e.harness.fanout import published
 from tests.e2e.harness.intrinsics import Deployed
-from tests.e2e.story_base import Step, StoryError, expect
+from tests.e2e.story_base import Step, StoryError, expect, token_subject
 from tests.e2e.story_cleanup import CleanupSteps
+from tests.e2e.story_escalation import EscalationSteps
 from tests.e2e.story_export import REQUESTER_EMAIL, ExportNoticeSteps
 from tests.e2e.story_handoff import HandoffLifeSteps
 from tests.e2e.story_inbox import InboxSteps
 from tests.e2e.story_limits import LimitSteps
 from tests.e2e.story_registry import RegistrySteps
 
+__all__ = ["STEPS", "Step", "Story", "StoryError", "run_story", "token_subject"]
+
 #: What the stubbed model answers to every summarisation request.
 STUB_SUMMARY = "Alice is looking for Frieren and asked about it five times; nothing is decided yet."
 _ROLES = ("user", "assistant", "agent", "system")
-
-
-def token_subject(token: str) -> str:
-    """The ``sub`` claim of a JWT (read, not verified: the stage's authorizer verifies it)."""
-    payload = token.split(".")[1]
-    claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
-    return str(claims["sub"])
 
 
 def stub_answer(request: dict[str, Any]) -> str:
@@ -67,7 +62,7 @@ def transcript_lines(call: ConverseCall) -> list[str]:
 
 
 @dataclass
-class Story(CleanupSteps, LimitSteps, HandoffLifeSteps, InboxSteps, RegistrySteps, ExportNoticeSteps):
+class Story(CleanupSteps, LimitSteps, HandoffLifeSteps, InboxSteps, RegistrySteps, ExportNoticeSteps, EscalationSteps):
     """The state the steps share (the cleanup steps come from :class:`CleanupSteps`)."""
 
     stage: EmbeddedStage
@@ -596,6 +591,9 @@ STEPS: tuple[str, ...] = (
     "closed_handoff_leaves_the_inbox",
     "assistant_answers_again",
     "second_handoff_reaches_a_new_agent",
+    "escalation_pages_the_managers",
+    "manager_takes_the_escalated_handoff",
+    "customer_away_is_told_by_email",
     "other_customer_is_refused",
     "malformed_request_is_rejected",
     "disconnect",

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import base64
+import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from moto.ses.models import ses_backends
 
 if TYPE_CHECKING:
     from lambdas.shared.store import DynamoSessionStore
@@ -30,6 +34,13 @@ def expect(condition: bool, message: str) -> None:
         raise StoryError(message)
 
 
+def token_subject(token: str) -> str:
+    """The ``sub`` claim of a JWT (read, not verified: the stage's authorizer verifies it)."""
+    payload = token.split(".")[1]
+    claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    return str(claims["sub"])
+
+
 class StoryParts:
     """What the story's step mixins use of :class:`tests.e2e.story.Story`, declared once for the type checker.
 
@@ -54,6 +65,11 @@ class StoryParts:
 
     def sign_in(self, who: str, role: str, *, email: str | None = None) -> str:
         raise NotImplementedError
+
+    def mail_to(self, address: str) -> list[Any]:
+        """Every message the stage's mailer got SES to accept for ``address`` so far, oldest first."""
+        backend = ses_backends[self.stage.cloud.account][self.stage.cloud.region]
+        return [m for m in backend.sent_messages if address in m.destinations.get("ToAddresses", [])]
 
     def rest(self, step: Step, method: str, path: str, who: str | None, **kwargs: Any) -> Any:
         raise NotImplementedError

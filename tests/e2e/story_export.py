@@ -12,8 +12,6 @@ import time
 import urllib.parse
 from typing import Any
 
-from moto.ses.models import ses_backends
-
 from tests.e2e.harness.fanout import published
 from tests.e2e.story_base import Step, StoryParts, expect
 
@@ -23,11 +21,6 @@ REQUESTER_EMAIL = "root@example.com"
 
 class ExportNoticeSteps(StoryParts):
     """E-mails to the export's requester (see the module docstring)."""
-
-    def mail_to(self, address: str) -> list[Any]:
-        """Every message SES accepted for ``address`` so far, oldest first."""
-        backend = ses_backends[self.stage.cloud.account][self.stage.cloud.region]
-        return [m for m in backend.sent_messages if address in m.destinations.get("ToAddresses", [])]
 
     def _await_mail(self, step: Step, address: str, count: int) -> Any:
         self.stage.settle(until=lambda: len(self.mail_to(address)) >= count, timeout=30, wait_executions=False)

@@ -30,8 +30,15 @@ class HandoffLifeSteps(StoryParts):
             (answer["session_status"], answer["released_agent_id"]) == ("active", agent_id),
             f"close did not resume the session and release {agent_id}: {answer}",
         )
+        # The customer notifier tells the customer from the router's "completed" event, once.
+        self.stage.settle(
+            until=lambda: any(f.get("type") == "handoff_closed" for f in self.frames()[before:]),
+            timeout=20,
+            wait_executions=False,
+        )
+        self.stage.settle(timeout=5, wait_executions=False)
         new = [f.get("type") for f in self.frames()[before:]]
-        expect("handoff_closed" in new, f"the customer was not told the handoff closed: {new}")
+        expect(new.count("handoff_closed") == 1, f"the customer was not told once that the handoff closed: {new}")
         again = self.rest(step, "POST", f"/handoffs/{self.session_id}/close", agent_id, body=RESOLVED)
         expect(again.status == 409, f"a second close answered {again.status}: {again.body}")
         agent = self.store().get_agent(agent_id)

@@ -211,10 +211,12 @@ def test_filter_policies_are_the_seeds_table(any_stage: SynthesizedStage) -> Non
         "$or": [{"agent_id": [{"exists": True}]}, {"event_type": ["handoff_waiting"]}]
     }
     assert subs["AgentDashboard"]["FilterPolicyScope"] == "MessageAttributes"
-    # "All handoffs" = the router's handoff-record events; agent-only messages never reach customers
-    assert subs["CustomerNotification"]["FilterPolicy"] == {"event_type": ["handoff", "assigned"]}
+    # The router's handoff changes the customer is told of (the workflow tells started and failed
+    # itself); agent-only messages never reach customers
+    assert subs["CustomerNotification"]["FilterPolicy"] == {"event_type": ["escalated", "completed"]}
     assert subs["CustomerNotification"]["RawMessageDelivery"] is True
-    assert subs["Escalation"]["FilterPolicy"] == {"reason": ["escalated"]}
+    # The escalation branch hears the router's event for a handoff that became escalated
+    assert subs["Escalation"]["FilterPolicy"] == {"event_type": ["escalated"]}
     assert all("RedrivePolicy" in s for s in subs.values())
 
 
@@ -234,13 +236,15 @@ def test_topics_are_encrypted_and_ssl_only(any_stage: SynthesizedStage) -> None:
     assert set(topics) <= secured
 
 
-def _stream_handoff(records: StreamRecords, *, reason: str, agent_id: str | None, assigned: bool) -> dict[str, Any]:
-    def item(agent: str | None) -> dict[str, Any]:
-        return Handoff(
-            "s-1", f"h-{reason}-{agent_id}", reason, "normal", HandoffStatus.REQUESTED, 1, 1, 2, agent
-        ).to_item()
+def _stream_handoff(
+    records: StreamRecords, name: str, old: HandoffStatus | None, new: HandoffStatus, **attrs: Any
+) -> dict[str, Any]:
+    """The router's message for one HANDOFF# change (``old`` None: the record's creation)."""
 
-    record = records.modify(item(None), item(agent_id)) if assigned else records.insert(item(agent_id))
+    def item(status: HandoffStatus, **extra: Any) -> dict[str, Any]:
+        return {**Handoff("s-1", f"h-{name}", "billing", "normal", status, 1, 1, 2).to_item(), **extra}
+
+    record = records.insert(item(new, **attrs)) if old is None else records.modify(item(old), item(new, **attrs))
     from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 
     actions = routing.classify(DynamoDBRecord(record), summary_interval=10, bus_name="bus")
@@ -264,19 +268,22 @@ def test_the_templates_filter_policies_route_the_routers_messages_on_moto(dev: S
             if "FilterPolicy" in props:
                 attributes["FilterPolicy"] = json.dumps(props["FilterPolicy"])
             sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=arn, Attributes=attributes)
-        # When the router publishes four handoff messages built from stream records
+        # When the router publishes one message for each kind of handoff change
         records = StreamRecords()
+        queued, escalated = HandoffStatus.QUEUED, HandoffStatus.ESCALATED
+        assigned, completed = HandoffStatus.ASSIGNED, HandoffStatus.COMPLETED
         messages = {
-            "plain": _stream_handoff(records, reason="customer_request", agent_id=None, assigned=False),
-            "escalated": _stream_handoff(records, reason="escalated", agent_id=None, assigned=False),
-            "assigned": _stream_handoff(records, reason="billing", agent_id="a-1", assigned=True),
-            "escalated-assigned": _stream_handoff(records, reason="escalated", agent_id="a-2", assigned=True),
+            "created": _stream_handoff(records, "created", None, queued),
+            "escalated": _stream_handoff(records, "escalated", queued, escalated),
+            "assigned": _stream_handoff(records, "assigned", queued, assigned, agent_id="a-1"),
+            "manager-assigned": _stream_handoff(records, "manager-assigned", escalated, assigned, agent_id="a-2"),
+            "completed": _stream_handoff(records, "completed", assigned, completed, agent_id="a-1", outcome="active"),
         }
         writer = TopicWriter(sns, topic, Backoff(sleep=lambda _: None))
         assert writer.write([Entry(name, message, 0) for name, message in messages.items()]) == set()
 
         def received(queue: str) -> set[str]:
-            got = sqs.receive_message(QueueUrl=urls[queue], MaxNumberOfMessages=10)["Messages"]
+            got = sqs.receive_message(QueueUrl=urls[queue], MaxNumberOfMessages=10).get("Messages", [])
             return {json.loads(m["Body"])["handoff_id"] for m in got}
 
         def ids(*names: str) -> set[str]:
@@ -297,9 +304,9 @@ def test_the_templates_filter_policies_route_the_routers_messages_on_moto(dev: S
 
         # Then each queue got exactly what the seed's table says, and no agent-only message
         # reached the customer (whose notices the workflow sends straight to the queue)
-        assert received("CustomerNotification") == ids("plain", "escalated", "assigned", "escalated-assigned")
-        assert received("AgentDashboard") == ids("assigned", "escalated-assigned") | set(agent_only)
-        assert received("Escalation") == ids("escalated", "escalated-assigned")
+        assert received("CustomerNotification") == ids("escalated", "completed")
+        assert received("AgentDashboard") == ids("assigned", "manager-assigned", "completed") | set(agent_only)
+        assert received("Escalation") == ids("escalated")
 
 
 # -- bus --------------------------------------------------------------------------------------

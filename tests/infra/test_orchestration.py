@@ -25,6 +25,9 @@ HANDOFF_STATES = {
     "IsAgentAvailable",
     "WaitForAgent",
     "EscalateToManager",
+    "IsManagerAvailable",
+    "WaitForManager",
+    "NoManagerTookOver",
     "AssignAgent",
     "UpdateDynamoDB",
     "NotifyParties",
@@ -105,10 +108,15 @@ def test_handoff_has_exactly_the_specified_states_and_transitions(dev: Synthesiz
         "ResultPath": "$.wait_error",
         "Next": "EscalateToManager",
     }
-    assert states["EscalateToManager"]["Next"] == "AssignAgent"
-    assert {"ErrorEquals": ["NoManagerAvailable"], "ResultPath": "$.error", "Next": "HandoffFailed"} in states[
-        "EscalateToManager"
-    ]["Catch"]
+    # An escalation takes a free manager at once, or waits for a paged one until manager_wait
+    assert states["EscalateToManager"]["Next"] == "IsManagerAvailable"
+    assert states["IsManagerAvailable"]["Choices"][0]["Next"] == "AssignAgent"
+    assert states["IsManagerAvailable"]["Default"] == "WaitForManager"
+    assert states["WaitForManager"]["Resource"] == "arn:aws:states:::lambda:invoke.waitForTaskToken"
+    assert states["WaitForManager"]["Parameters"]["Payload"]["waiting_for"] == "agent"
+    assert states["WaitForManager"]["Next"] == "AssignAgent"
+    assert states["WaitForManager"]["Catch"][0]["Next"] == "NoManagerTookOver"
+    assert states["NoManagerTookOver"]["Next"] == "HandoffFailed"
     assert states["UpdateDynamoDB"]["Catch"][0]["ErrorEquals"] == ["ConditionalCheckFailed"]
     assert [b["StartAt"] for b in states["NotifyParties"]["Branches"]] == ["NotifyCustomer", "NotifyAgent"]
     assert states["NotifyCustomer"]["Resource"] == "arn:aws:states:::sqs:sendMessage"
@@ -129,6 +137,7 @@ def test_timeouts_come_from_the_stage_config(any_stage: SynthesizedStage) -> Non
     machines = _machines(any_stage)
     handoff = _states(machines["Handoff"]["definition"])
     assert handoff["WaitForAgent"]["TimeoutSeconds"] == config.handoff_agent_wait_seconds
+    assert handoff["WaitForManager"]["TimeoutSeconds"] == config.handoff_manager_wait_seconds
     assert handoff["MonitorHandoff"]["TimeoutSeconds"] == config.handoff_idle_seconds
     assert machines["Handoff"]["definition"]["TimeoutSeconds"] == config.workflow_timeout_minutes * 60
     assert machines["Cleanup"]["definition"]["TimeoutSeconds"] == config.workflow_timeout_minutes * 60

@@ -8,11 +8,12 @@ from typing import Any
 
 import boto3
 import pytest
+from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
 
 from lambdas.events import customer_notifier, dashboard, escalation, metrics
-from lambdas.shared import connections, env, keys
+from lambdas.shared import connections, env, keys, mail
 from lambdas.shared.records import HandoffStatus, Role, SessionStatus
-from lambdas.shared.serialize import unmarshal_item
+from lambdas.shared.serialize import public, unmarshal_item
 from lambdas.shared.store import DynamoSessionStore, InboxWrite
 from tests.support.events import lambda_context, sns_notification, sqs_event
 
@@ -121,31 +122,69 @@ def _drain(url: str) -> list[dict[str, Any]]:
     ]
 
 
-def test_escalation_marks_the_handoff_and_tells_managers_once(wired: DynamoSessionStore, managers: str) -> None:
-    # Given a new escalated handoff
+def _texts(url: str) -> list[str]:
+    sqs = boto3.client("sqs", region_name="us-east-1")
+    return [m["Body"] for m in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])]
+
+
+def test_escalation_pages_the_managers_once_in_their_inbox_and_on_their_topic(
+    wired: DynamoSessionStore, managers: str
+) -> None:
+    # Given a handoff the workflow escalated (no agent took it in time)
     session = wired.create_session("cust-1")
-    handoff = wired.put_handoff(session.session_id, reason="escalated", priority="high")
-    body = handoff_body(session.session_id, handoff.handoff_id)
-    # When its message is consumed twice (at-least-once delivery)
+    handoff = wired.put_handoff(session.session_id, reason="billing", priority="high", status=HandoffStatus.ESCALATED)
+    body = handoff_body(session.session_id, handoff.handoff_id, event_type="escalated", priority="high")
+    # When the router's escalated event is consumed twice (at-least-once delivery)
     assert escalation.handler(sqs_event(body), CONTEXT)["batchItemFailures"] == []
     assert escalation.handler(sqs_event(body), CONTEXT)["batchItemFailures"] == []
-    # Then the handoff is escalated and managers heard about it once
+    # Then the managers heard of it once, with how to take it, and their shared inbox holds it
+    told = _texts(managers)
+    assert len(told) == 1
+    assert f"POST /handoffs/{session.session_id}/accept" in told[0]
+    items = wired.list_inbox("manager-1", managers=True).items
+    assert [i.handoff_id for i in items] == [handoff.handoff_id]
+    # and the consumer did not touch the handoff (the workflow owns its status)
     stored = wired.get_handoff(session.session_id, handoff.handoff_id)
     assert stored is not None
     assert stored.status == HandoffStatus.ESCALATED
-    told = _drain(managers)
-    assert [m["handoff_id"] for m in told] == [handoff.handoff_id]
 
 
-def test_escalation_ignores_the_assignment_of_an_escalated_handoff(wired: DynamoSessionStore, managers: str) -> None:
+def test_escalation_of_a_handoff_taken_meanwhile_pages_nobody(wired: DynamoSessionStore, managers: str) -> None:
     session = wired.create_session("cust-1")
-    handoff = wired.put_handoff(session.session_id, reason="escalated", status=HandoffStatus.ASSIGNED, agent_id="a-1")
+    handoff = wired.put_handoff(session.session_id, reason="billing", status=HandoffStatus.ASSIGNED, agent_id="a-1")
+    body = handoff_body(session.session_id, handoff.handoff_id, event_type="escalated")
+    assert escalation.handler(sqs_event(body), CONTEXT)["batchItemFailures"] == []
+    assert _texts(managers) == []
+    assert wired.list_inbox("manager-1", managers=True).items == []
+
+
+def test_escalation_ignores_other_events(wired: DynamoSessionStore, managers: str) -> None:
+    session = wired.create_session("cust-1")
+    handoff = wired.put_handoff(session.session_id, reason="billing", status=HandoffStatus.ESCALATED)
     body = handoff_body(session.session_id, handoff.handoff_id, event_type="assigned", agent_id="a-1")
     assert escalation.handler(sqs_event(body), CONTEXT)["batchItemFailures"] == []
-    stored = wired.get_handoff(session.session_id, handoff.handoff_id)
-    assert stored is not None
-    assert stored.status == HandoffStatus.ASSIGNED
-    assert _drain(managers) == []
+    assert _texts(managers) == []
+
+
+def test_a_failed_page_takes_the_inbox_item_back_so_the_retry_pages_again(
+    wired: DynamoSessionStore, managers: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session = wired.create_session("cust-1")
+    handoff = wired.put_handoff(session.session_id, reason="billing", status=HandoffStatus.ESCALATED)
+    body = handoff_body(session.session_id, handoff.handoff_id, event_type="escalated")
+
+    class Down:
+        def publish(self, **_: Any) -> None:
+            raise RuntimeError("SNS is down")
+
+    working = escalation.sns
+    monkeypatch.setattr(escalation, "sns", Down)
+    with pytest.raises(BatchProcessingError):  # the one record failed: SQS delivers it again
+        escalation.handler(sqs_event(body), CONTEXT)
+    assert wired.list_inbox("manager-1", managers=True).items == []
+    monkeypatch.setattr(escalation, "sns", working)
+    assert escalation.handler(sqs_event(body), CONTEXT)["batchItemFailures"] == []
+    assert len(_texts(managers)) == 1
 
 
 # -- customer notifier -------------------------------------------------------------------------
@@ -244,6 +283,94 @@ def test_customer_notifier_drops_notifications_of_closed_or_unknown_sessions(
     assert response["batchItemFailures"] == [{"itemIdentifier": event["Records"][2]["messageId"]}]
     assert poster.posts == []
     assert wired.list_turns(closed.session_id).items == []
+
+
+@pytest.fixture
+def noticing(wired: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, str, str]]]:
+    """The notifier as deployed: idempotency on the table, a mailer that records what it sends."""
+    monkeypatch.setenv("TABLE_NAME", wired.table_name)
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "CustomerNotifier")
+    monkeypatch.setenv("NOTICE_SENDER", "notices@dev.mangaassist.example")
+    monkeypatch.setenv("NOTICE_RECIPIENT_DOMAINS", "example.com")
+    env.reset()
+    customer_notifier._notify_once.cache_clear()
+    sent: list[tuple[str, str, str]] = []
+
+    def send(to: str, subject: str, text: str) -> mail.MailOutcome:
+        if not mail.may_mail(to):
+            return mail.MailOutcome.NOT_ALLOWED
+        sent.append((to, subject, text))
+        return mail.MailOutcome.SENT
+
+    monkeypatch.setattr(mail, "send_mail", send)
+    yield sent
+    customer_notifier._notify_once.cache_clear()
+
+
+def _closed(session_id: str, event_id: str = "ev-closed", outcome: str = "active") -> dict[str, Any]:
+    return {
+        "session_id": session_id,
+        "handoff_id": "h-1",
+        "event_type": "completed",
+        "agent_id": "agent-7",
+        "reason": "billing",
+        "resolution": "Volume 3 ships on the 14th.",
+        "outcome": outcome,
+        "event_id": event_id,
+    }
+
+
+def test_a_closed_handoff_reaches_the_connected_customer_once_as_the_closed_frame(
+    wired: DynamoSessionStore, noticing: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session_id, connection_id = _connected_session(wired)
+    poster = FakePoster(delivered=True)
+    monkeypatch.setattr(connections, "post_to_connection", poster)
+    # When the router's "completed" event arrives twice (SQS redelivers)
+    for _ in range(2):
+        assert customer_notifier.handler(sqs_event(_closed(session_id)), CONTEXT)["batchItemFailures"] == []
+    # Then one handoff_closed frame, with how it ended; nothing mailed or recorded
+    ((_, to, frame),) = poster.posts
+    assert to == connection_id
+    assert (frame["type"], frame["outcome"], frame["resolution"]) == (
+        "handoff_closed",
+        "resume",
+        "Volume 3 ships on the 14th.",
+    )
+    assert frame["event_id"] == "ev-closed"
+    assert noticing == []
+    assert wired.list_turns(session_id).items == []
+
+
+def test_a_customer_away_from_the_chat_is_mailed_once(wired: DynamoSessionStore, noticing: list[Any]) -> None:
+    session = wired.create_session("cust-1", email="cust-1@example.com")
+    for _ in range(2):
+        body = _closed(session.session_id, outcome="disconnected")
+        assert customer_notifier.handler(sqs_event(body), CONTEXT)["batchItemFailures"] == []
+    ((to, subject, text),) = noticing
+    assert to == "cust-1@example.com"
+    assert "closed this conversation" in text
+    assert "Volume 3 ships on the 14th." in text
+    assert subject == customer_notifier.SUBJECT
+
+
+def test_an_address_the_stage_may_not_mail_gets_the_notice_in_the_conversation(
+    wired: DynamoSessionStore, noticing: list[Any]
+) -> None:
+    session = wired.create_session("cust-1", email="cust-1@customer.test")
+    escalated = {**_closed(session.session_id, event_id="ev-esc"), "event_type": "escalated"}
+    assert customer_notifier.handler(sqs_event(escalated), CONTEXT)["batchItemFailures"] == []
+    assert noticing == []
+    (turn,) = wired.list_turns(session.session_id).items
+    assert (turn.role, turn.content) == (Role.SYSTEM, customer_notifier.ESCALATED_TEXT)
+
+
+def test_the_session_keeps_the_address_from_no_api_response(wired: DynamoSessionStore) -> None:
+    session = wired.create_session("cust-1", email="cust-1@example.com")
+    stored = wired.get_session(session.session_id)
+    assert stored is not None
+    assert stored.customer_email == "cust-1@example.com"
+    assert "customer_email" not in public(stored)
 
 
 # -- metrics -----------------------------------------------------------------------------------

@@ -303,6 +303,35 @@ def test_routes_every_prefix_and_sends_every_record_to_analytics_and_audit(
     assert "Is volume 3 out?" not in json.dumps(downstream.analytics_lines()) + json.dumps(audit)
 
 
+def _with_status(item: dict, status: HandoffStatus, **extra: object) -> dict:
+    return {**item, "status": str(status), **extra}
+
+
+def test_a_handoff_that_escalates_or_completes_is_its_own_event_and_no_other_modify_is(
+    downstream: Downstream, records: StreamRecords
+) -> None:
+    queued = _with_status(handoff_item(reason="billing"), HandoffStatus.QUEUED)
+    escalated = _with_status(queued, HandoffStatus.ESCALATED)
+    assigned = _with_status(escalated, HandoffStatus.ASSIGNED, agent_id="manager-1")
+    completed = _with_status(assigned, HandoffStatus.COMPLETED, resolution="Refund issued.", outcome="active")
+    batch = [
+        records.modify(queued, escalated),  # no agent took it -> escalated
+        records.modify(escalated, assigned),  # a manager took it -> assigned
+        records.modify(assigned, completed),  # closed -> completed, with how it ended
+        records.modify(completed, {**completed, "updated_at": NOW + 9}),  # nothing the fan-out cares about
+        records.modify(queued, {**queued, "callback_token": "t"}),  # nor this
+    ]
+    assert failures(downstream.route(batch_event(*batch))) == []
+    messages = downstream.handoff_messages()
+    bodies = [json.loads(m["Body"]) for m in messages]
+    assert [b["event_type"] for b in bodies] == ["escalated", "assigned", "completed"]
+    attributes = {b["event_type"]: m["MessageAttributes"] for b, m in zip(bodies, messages, strict=True)}
+    assert attributes["escalated"]["event_type"]["StringValue"] == "escalated"
+    assert "agent_id" not in attributes["escalated"]
+    assert (bodies[2]["resolution"], bodies[2]["outcome"]) == ("Refund issued.", "active")
+    assert all(b["event_id"] == r["eventID"] for b, r in zip(bodies, batch, strict=False))
+
+
 def test_turn_at_the_interval_triggers_one_summary_of_exactly_that_window(
     downstream: Downstream, records: StreamRecords
 ) -> None:

@@ -44,6 +44,7 @@ CONFIG = with_overrides(
     stage_config("dev"),
     name="test",
     handoff_agent_wait_seconds=4,
+    handoff_manager_wait_seconds=4,
     handoff_idle_seconds=3,
     handoff_max_reassignments=1,
     workflow_timeout_minutes=5,

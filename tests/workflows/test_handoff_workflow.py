@@ -153,22 +153,63 @@ def test_wait_timeout_without_manager_fails_restores_nothing_and_tells_the_custo
     # Given no agent and no manager
     session_id = world.session()
 
-    # When the wait times out
+    # When the wait times out, and nobody takes the escalated handoff within the manager wait
     execution = world.start(session_id)
+    world.d.wait_for_state(execution, "WaitForAgent")
+    world.pump_assignments()
     done = world.d.wait_done(execution, timeout=120)
 
-    # Then the execution failed after the escalation, with the reason as cause
+    # Then the execution failed after the escalation and the manager wait, with the reason as cause
     assert done["status"] == "FAILED"
     assert done["error"] == "HandoffFailed"
-    assert "no manager" in _cause(done)
+    assert "no manager took the escalated handoff in time" in _cause(done)
     states = world.d.states_entered(execution)
-    assert "EscalateToManager" in states
+    assert states.index("EscalateToManager") < states.index("WaitForManager") < states.index("NoManagerTookOver")
     assert "UpdateDynamoDB" not in states
-    # and the session never moved; the customer was told once
+    # and the handoff ended failed, the session never moved; the customer was told once
+    handoff = world.store.current_handoff(session_id)
+    assert handoff is not None
+    assert handoff.status == HandoffStatus.FAILED
     session = world.store.get_session(session_id)
     assert session is not None
     assert session.status == SessionStatus.ACTIVE
     assert [n["event_type"] for n in world.customer_notices()] == ["handoff_failed"]
+
+
+def test_an_escalated_handoff_waits_for_a_manager_and_only_a_manager_takes_it(world: World) -> None:
+    # Given a handoff nobody takes in time, and no manager free when it escalates
+    session_id = world.session()
+    execution = world.start(session_id)
+    world.d.wait_for_state(execution, "WaitForAgent")
+    world.pump_assignments()
+    world.d.wait_for_state(execution, "WaitForManager", timeout=30)
+    handoff = world.store.current_handoff(session_id)
+    assert handoff is not None
+    assert handoff.status == HandoffStatus.ESCALATED
+    deadline = time.monotonic() + 10
+    while world.store.waiting_for(session_id, handoff.handoff_id) != "agent" and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+    # When an agent with the reason's skill, but no manager, tries to take it
+    world.agent("agent-9")
+    refused = world.route("accept", session_id, "agent-9", {})
+    # Then it is refused and the handoff still waits for a manager
+    assert refused["statusCode"] == 409
+    assert "waits for a manager" in json.loads(refused["body"])["error"]["message"]
+
+    # When a manager who came online takes it
+    world.agent("manager-2", skill="general", manager=True)
+    accepted = world.route("accept", session_id, "manager-2", {})
+    assert accepted["statusCode"] == 200, accepted
+    world.d.wait_for_state(execution, "MonitorHandoff", timeout=30)
+
+    # Then the session is handed to the manager
+    handoff = world.store.current_handoff(session_id)
+    assert handoff is not None
+    assert (handoff.status, handoff.agent_id) == (HandoffStatus.ASSIGNED, "manager-2")
+    states = world.d.states_entered(execution)
+    assert states.index("WaitForManager") < states.index("AssignAgent") < states.index("UpdateDynamoDB")
+    boto3.client("stepfunctions", region_name=REGION).stop_execution(executionArn=execution)
 
 
 def test_inactive_session_fails_without_touching_agents(world: World) -> None:
