@@ -152,7 +152,9 @@ AGENT_ID_PATTERN: Final = "^[A-Za-z0-9-]{1,64}$"
 #: The stage's skill rule (``StageConfig.manager_skill`` obeys the same one).
 SKILL_PATTERN: Final = "^[A-Za-z0-9_-]{1,64}$"
 #: A display name: printable text, no control characters (it is shown in consoles and logs).
-DISPLAY_NAME_PATTERN: Final = "^[^\u0000-\u001f\u007f]{1,100}$"
+#: Written with regex escapes (not the characters themselves): a template holding a raw control
+#: character is not valid YAML, and API Gateway's (Java) and Python's engines both read ``\uXXXX``.
+DISPLAY_NAME_PATTERN: Final = r"^[^\u0000-\u001f\u007f]{1,100}$"
 MAX_AGENT_SKILLS: Final = 40
 #: What ``GET /admin/agents?status=`` may filter on (every agent status, retired included).
 AGENT_STATUSES: Final = ("available", "busy", "away", "offline", "retired")
