@@ -65,6 +65,7 @@ from lambdas.shared.errors import (
 from lambdas.shared.records import AgentStatus, Handoff, HandoffStatus, Role, Session, SessionStatus
 from lambdas.shared.settings import store as store
 from lambdas.shared.store import WAITING_FOR_AGENT, WAITING_FOR_REPLY
+from lambdas.ws import frames
 
 logger = Logger()
 tracer = Tracer()
@@ -209,7 +210,8 @@ def send_message(session_id: str, agent_id: str, text: str) -> dict[str, Any]:
     if session is None or session.status != SessionStatus.HANDOFF:
         raise Conflict(f"session {session_id!r} is not handed over to an agent")
     turn = store().add_turn(session_id, Role.AGENT, text)
-    frame = {"type": "agent_message", "session_id": session_id, "turn_number": turn.turn_number, "text": text}
+    # The same frame the chat sends for every stored reply, with the agent as its author.
+    frame = frames.message_frame(role=str(Role.AGENT), session_id=session_id, turn_number=turn.turn_number, text=text)
     delivered = _push(session, frame)
     token = store().claim_callback(session_id, handoff.handoff_id, WAITING_FOR_REPLY)
     if token is not None:

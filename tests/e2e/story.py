@@ -346,10 +346,13 @@ class Story(CleanupSteps, LimitSteps, HandoffLifeSteps, InboxSteps, RegistryStep
         )
         expect(response.status == 201, f"agent message answered {response.status}: {response.body}")
         new = self.frames()[before:]
-        expect(any(f.get("type") == "agent_message" for f in new), f"customer got no agent frame: {new}")
+        expect(
+            any(f.get("type") == "message" and f.get("role") == "agent" for f in new),
+            f"customer got no agent frame: {new}",
+        )
         done = self.stage.wait_execution(self.values["handoff_execution"], timeout=20)
         expect(done["status"] == "SUCCEEDED", f"handoff execution ended {done['status']}")
-        step.changes.append(f"customer frame agent_message; handoff execution {done['status']}")
+        step.changes.append(f"customer frame message (role agent); handoff execution {done['status']}")
         self.done(step, started)
 
     def disconnect(self) -> None:
