@@ -246,3 +246,27 @@ def test_a_stored_callback_token_never_leaves_through_public(
     assert item["callback_token"] == "secret-token"
     assert "callback_token" not in public(item)
     assert public(item)["waiting_for"] == "agent"
+
+
+@pytest.mark.parametrize(
+    ("status", "after"),
+    [
+        (HandoffStatus.COMPLETED, HandoffStatus.COMPLETED),  # closed meanwhile: its completion stays
+        (HandoffStatus.FAILED, HandoffStatus.FAILED),
+        (HandoffStatus.QUEUED, HandoffStatus.FAILED),
+        (HandoffStatus.ESCALATED, HandoffStatus.FAILED),
+    ],
+)
+def test_a_late_failure_never_overwrites_a_handoff_that_is_over(
+    store: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch, status: HandoffStatus, after: HandoffStatus
+) -> None:
+    monkeypatch.setattr(handoff_steps, "store", lambda: store)
+    session = store.create_session("cust-1")
+    store.put_handoff(session.session_id, reason="billing", status=status, handoff_id="h-1")
+    state = {"session_id": session.session_id, "error": {"Error": "CustomerLeft"}}
+    result = handoff_steps.fail.__wrapped__({"state": state, "handoff_id": "h-1"}, None)
+    handoff = store.get_handoff(session.session_id, "h-1")
+    assert handoff is not None
+    assert handoff.status == after
+    assert result["marked_failed"] is (status != after)
+    assert result["reason"] == "the customer left before an agent took the handoff"
