@@ -33,6 +33,14 @@ REJECTED = {
 }
 
 
+@pytest.fixture(autouse=True)
+def no_leftover_metrics() -> Iterator[None]:
+    """Powertools keeps metrics in a buffer shared by every Metrics object of the process: a test
+    that calls ``tell`` outside the handler (which flushes) must not leave its metric to the next."""
+    yield
+    export_notifier.metrics.clear_metrics()
+
+
 @pytest.fixture
 def sent(table_name: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
     """The stage's mail set up on moto (inside the table fixture's mock); the list of sent messages."""
