@@ -19,6 +19,7 @@ from constructs_lib.shared_function import LambdaCode, SharedFunction
 from constructs_lib.single_table import GlobalIndex, SingleTable
 from constructs_lib.stream_consumer import StreamConsumer
 from constructs_lib.token_authorizer import JwtTokenAuthorizer
+from constructs_lib.user_pool import HardenedUserPool
 from constructs_lib.web_acl import RegionalWebAcl
 from constructs_lib.websocket_api import SecureWebSocketApi
 from constructs_lib.workflow_defaults import RetryPolicy, WorkflowOptions, WorkflowStateMachine
@@ -29,6 +30,7 @@ __all__ = [
     "FanoutTopic",
     "GlobalIndex",
     "HardenedRestApi",
+    "HardenedUserPool",
     "HumanApprovalGate",
     "InputField",
     "JwtTokenAuthorizer",

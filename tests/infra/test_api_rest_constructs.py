@@ -21,6 +21,7 @@ from constructs_lib import (
     StepFunctionsStartExecution,
 )
 from constructs_lib.rest_api import json_schema
+from constructs_lib.token_authorizer import BEARER_JWT
 
 PROBE = Path(__file__).resolve().parents[1] / "fixtures" / "probe_pkg"
 
@@ -99,13 +100,17 @@ def test_start_integration_role_starts_only_the_test_machine(template: Template)
     ]
 
 
-def test_authorizer_cache_and_secret_grant(template: Template) -> None:
+def test_authorizer_cache_and_no_secret(template: Template) -> None:
     template.has_resource_properties(
-        "AWS::ApiGateway::Authorizer", {"Type": "TOKEN", "AuthorizerResultTtlInSeconds": 120}
+        "AWS::ApiGateway::Authorizer",
+        {
+            "Type": "TOKEN",
+            "AuthorizerResultTtlInSeconds": 120,
+            "IdentitySource": "method.request.header.Authorization",
+            "IdentityValidationExpression": BEARER_JWT,
+        },
     )
-    function = template.find_resources("AWS::Lambda::Function")
-    variables = next(iter(function.values()))["Properties"]["Environment"]["Variables"]
-    assert variables["JWT_SECRET_ARN"] == {"Ref": _only(template, "AuthSecret")}
+    template.resource_count_is("AWS::SecretsManager::Secret", 0)
 
 
 def test_defaults_are_hardened(template: Template) -> None:
@@ -203,21 +208,13 @@ def test_fails_on_bad_web_acl_props(kwargs: dict[str, Any], message: str) -> Non
         Template.from_stack(stack)
 
 
-def test_fails_on_both_existing_secret_and_a_key() -> None:
-    from aws_cdk import aws_kms as kms
-    from aws_cdk import aws_secretsmanager as secretsmanager
-
+def test_fails_on_a_cache_longer_than_an_hour() -> None:
     stack = Stack(App(), "S")
     fn = SharedFunction(stack, "Fn", code_root=PROBE, handler="probe_pkg.handler.handler").function
-    secret = secretsmanager.Secret(stack, "Existing")
-    both = JwtTokenAuthorizer(
-        stack, "Auth", function=fn, existing_secret=secret, secret_encryption_key=kms.Key(stack, "K")
-    )
-    long_cache = JwtTokenAuthorizer(stack, "Auth2", function=fn, cache_ttl=Duration.hours(2))
+    long_cache = JwtTokenAuthorizer(stack, "Auth", function=fn, cache_ttl=Duration.hours(2))
     api = apigw.RestApi(stack, "Api")  # an authorizer synthesizes only when a method uses it
-    for path, auth in (("a", both), ("b", long_cache)):
-        api.root.add_resource(path).add_method("GET", apigw.MockIntegration(), authorizer=auth.authorizer)
-    with pytest.raises(RuntimeError, match=r"(?s)\[S/Auth\] give existing_secret .*not both.*\[S/Auth2\] cache_ttl"):
+    api.root.add_resource("a").add_method("GET", apigw.MockIntegration(), authorizer=long_cache.authorizer)
+    with pytest.raises(RuntimeError, match=r"\[S/Auth\] cache_ttl must be 0..3600 seconds \(given 7200\)"):
         Template.from_stack(stack)
 
 
