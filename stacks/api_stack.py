@@ -13,7 +13,6 @@ from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from constructs_lib import OpsDashboard, SecureWebSocketApi, ServiceAlarms
@@ -47,13 +46,12 @@ class ApiStack(Stack):
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)  # type: ignore[arg-type]
         self.config = config
-        # First the REST API: it creates the token signing secret both APIs verify with.
+        # First the REST API: the WebSocket part wires the agent routes' function it makes.
         rest = build_rest_api(
             self, config=config, storage=storage, orchestration=orchestration, function=self._function
         )
         self.rest: HardenedRestApi = rest.rest
         self.rest_api: apigw.RestApi = rest.rest.api
-        self.jwt_secret: secretsmanager.ISecret = rest.jwt_secret
         self.rest_authorizer_function: lambda_.Function = rest.rest_authorizer_function
         self.session_function: lambda_.Function = rest.session_function
         self.start_integrations: dict[str, StepFunctionsStartExecution] = rest.start_integrations
@@ -67,7 +65,6 @@ class ApiStack(Stack):
             config=config,
             storage=storage,
             events=events,
-            jwt_secret=rest.jwt_secret,
             agent_function=rest.agent_function,
             function=self._function,
         )

@@ -31,10 +31,110 @@ _KEY_PREFIX = re.compile(r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$")
 _SKILL = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _DOMAIN = re.compile(r"^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$")
 _ORIGIN = re.compile(r"^https?://[A-Za-z0-9.-]+(:\d{1,5})?$")
+_HTTPS_URL = re.compile(r"^https://[A-Za-z0-9.-]+(:\d{1,5})?(/[A-Za-z0-9._~%!$&'()*+,;=:@/-]*)?$")
 
 
 class ConfigError(ValueError):
     """A stage configuration that cannot be deployed; the message says what to fix."""
+
+
+IdentityProvider = Literal["cognito", "oidc"]
+ThreatProtection = Literal["off", "audit", "enforced"]
+MfaMode = Literal["off", "optional", "required"]
+
+#: Signature algorithms a token may use: asymmetric only, so a public key never verifies an HMAC.
+TOKEN_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512")
+_CLAIM = re.compile(r"^[A-Za-z0-9_:./-]{1,256}$")  # cognito:groups, roles, https://example.com/roles
+_CLIENT_ID = re.compile(r"^[\x21-\x7e]{1,256}$")
+
+
+@dataclass(frozen=True)
+class IdentityConfig:
+    """Who signs callers in. ``cognito``: the stage creates a user pool with an app client and
+    the groups ``customer``, ``agent``, ``admin`` as roles. ``oidc``: an external issuer whose
+    tokens carry the role in ``role_claim``; the stage creates no pool.
+
+    The Cognito fields shape the pool; the OIDC fields (``issuer``, ``audiences``, ``jwks_url``)
+    are required for ``oidc`` and refused for ``cognito``, whose issuer is the pool itself.
+    """
+
+    provider: IdentityProvider = "cognito"
+    # Cognito: who may create an account, how strong it is, what protects it.
+    self_sign_up: bool = True
+    password_min_length: int = 12
+    mfa: MfaMode = "optional"
+    # Threat protection (Cognito's Plus plan): compromised credentials and adaptive sign-in risk.
+    threat_protection: ThreatProtection = "enforced"
+    # Let the app client sign in with a plain password (USER_PASSWORD_AUTH: curl, scripts).
+    # Browsers and apps use SRP; a production stage should leave this off.
+    password_auth: bool = False
+    # How long ID and access tokens live (minutes) and refresh tokens (days).
+    token_validity_minutes: int = 60
+    refresh_token_validity_days: int = 30
+    # External OIDC issuer.
+    issuer: str | None = None
+    audiences: tuple[str, ...] = ()
+    jwks_url: str | None = None
+    algorithms: tuple[str, ...] = ("RS256",)
+    # Both: the claim that carries the role (a list of groups or one string), and the role of a
+    # token whose claim names none (only "customer" may be given; null refuses such a token).
+    role_claim: str = "cognito:groups"
+    default_role: str | None = "customer"
+
+    def validate(self, stage: str) -> None:
+        """Raise ConfigError naming ``identity.<key>`` when anything is off."""
+        if self.provider not in ("cognito", "oidc"):
+            raise _fail(stage, "identity.provider", "must be 'cognito' or 'oidc'", self.provider)
+        for key in ("self_sign_up", "password_auth"):
+            if not isinstance(getattr(self, key), bool):
+                raise _fail(stage, f"identity.{key}", "must be true or false", getattr(self, key))
+        if self.mfa not in ("off", "optional", "required"):
+            raise _fail(stage, "identity.mfa", "must be 'off', 'optional' or 'required'", self.mfa)
+        if self.threat_protection not in ("off", "audit", "enforced"):
+            raise _fail(
+                stage, "identity.threat_protection", "must be 'off', 'audit' or 'enforced'", self.threat_protection
+            )
+        for key, (low, high) in {
+            "password_min_length": (8, 99),
+            "token_validity_minutes": (5, 1440),
+            "refresh_token_validity_days": (1, 3650),
+        }.items():
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise _fail(stage, f"identity.{key}", f"must be a whole number in {low}..{high}", value)
+        if not isinstance(self.role_claim, str) or not _CLAIM.fullmatch(self.role_claim):
+            raise _fail(
+                stage,
+                "identity.role_claim",
+                "must be a claim name like cognito:groups or https://example.com/roles",
+                self.role_claim,
+            )
+        if self.default_role not in (None, "customer"):
+            raise _fail(
+                stage,
+                "identity.default_role",
+                "must be 'customer' or null (a token never gets agent or admin by default)",
+                self.default_role,
+            )
+        weak = [a for a in self.algorithms if a not in TOKEN_ALGORITHMS]
+        if not self.algorithms or weak:
+            raise _fail(
+                stage, "identity.algorithms", f"must list asymmetric algorithms from {list(TOKEN_ALGORITHMS)}", weak
+            )
+        external = {"issuer": self.issuer, "audiences": self.audiences, "jwks_url": self.jwks_url}
+        if self.provider == "cognito":
+            given = sorted(key for key, value in external.items() if value)
+            if given:
+                raise _fail(stage, "identity", "names the issuer only for provider 'oidc' (cognito is its own)", given)
+            return
+        for key in ("issuer", "jwks_url"):
+            value = getattr(self, key)
+            if not isinstance(value, str) or not _HTTPS_URL.fullmatch(value):
+                raise _fail(stage, f"identity.{key}", "must be an https:// URL for provider 'oidc'", value)
+        if not self.audiences or not all(isinstance(a, str) and _CLIENT_ID.fullmatch(a) for a in self.audiences):
+            raise _fail(
+                stage, "identity.audiences", "must list the client ids (aud) tokens are issued to", self.audiences
+            )
 
 
 @dataclass(frozen=True)
@@ -66,8 +166,8 @@ class StageConfig:
     cors_allowed_origins: tuple[str, ...] = ("http://localhost:3000",)
     waf_enabled: bool = False
     authorizer_cache_seconds: int = 300
-    jwt_issuer: str = "https://auth.mangaassist.example"
-    jwt_audience: str = "mangaassist-api"
+    # Who signs in callers: the stage's own Cognito user pool, or an external OIDC issuer.
+    identity: IdentityConfig = field(default_factory=IdentityConfig)
 
     # Chat limits (the whole defence of the WebSocket API: WAF cannot be attached to one).
     # Per-connection and per-customer message buckets: a burst, refilled at a rate per minute.
@@ -92,8 +192,6 @@ class StageConfig:
     # The chat context sent to the model: the last N turns, within a token budget.
     context_turns: int = 20
     context_max_tokens: int = 3000
-    # How long a function keeps the token signing secret before reading it again.
-    secret_cache_seconds: int = 300
 
     # Sessions and the stream.
     session_ttl_hours: int = 24
@@ -262,7 +360,6 @@ def _validate(c: StageConfig) -> None:
         "bedrock_attempts": (1, 10),
         "context_turns": (1, 100),
         "context_max_tokens": (100, 100_000),
-        "secret_cache_seconds": (0, 3600),
         "lambda_memory_mb": (128, 10240),
         "lambda_timeout_seconds": (1, 900),
     }
@@ -283,6 +380,9 @@ def _validate(c: StageConfig) -> None:
     for key in ("deletion_protection", "point_in_time_recovery", "log_execution_data", "waf_enabled"):
         if not isinstance(getattr(c, key), bool):
             raise _fail(n, key, "must be true or false", getattr(c, key))
+    if not isinstance(c.identity, IdentityConfig):
+        raise _fail(n, "identity", "must be an object", c.identity)
+    c.identity.validate(n)
 
 
 def load_stage_config(stages: Any, name: str) -> StageConfig:
@@ -309,11 +409,30 @@ def load_stage_config(stages: Any, name: str) -> StageConfig:
         if not isinstance(domains, list) or not all(isinstance(d, str) for d in domains):
             raise _fail(name, "notice_recipient_domains", "must be a list of strings", domains)
         values["notice_recipient_domains"] = tuple(domains)
+    if "identity" in values:
+        values["identity"] = _identity(name, values["identity"])
     if "tags" in values and not (
         isinstance(values["tags"], dict) and all(isinstance(v, str) for v in values["tags"].values())
     ):
         raise _fail(name, "tags", "must be an object of string values", values["tags"])
     return StageConfig(name=name, **values)
+
+
+def _identity(stage: str, raw: Any) -> IdentityConfig:
+    """The ``identity`` block of a stage entry as an IdentityConfig (validated with the stage)."""
+    if not isinstance(raw, dict):
+        raise _fail(stage, "identity", "must be an object", raw)
+    known = {f.name for f in fields(IdentityConfig)}
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise ConfigError(f"stage {stage!r}: unknown identity keys {unknown}; allowed keys are {sorted(known)}")
+    values = dict(raw)
+    for key in ("audiences", "algorithms"):
+        if key in values:
+            if not isinstance(values[key], list) or not all(isinstance(v, str) for v in values[key]):
+                raise _fail(stage, f"identity.{key}", "must be a list of strings", values[key])
+            values[key] = tuple(values[key])
+    return IdentityConfig(**values)
 
 
 def with_overrides(config: StageConfig, **changes: Any) -> StageConfig:

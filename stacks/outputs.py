@@ -40,7 +40,15 @@ OUTPUTS: Final[Mapping[str, Output]] = {
     "OpsTopicArn": Output("Storage", "Alarm notifications topic (subscribe on-call here)"),
     "TableName": Output("Storage", "The single DynamoDB table"),
     "ArchiveBucketName": Output("Storage", "Session archives and table exports"),
+    "TokenIssuerUrl": Output("Storage", "Issuer of the tokens both APIs accept (iss; its JWKS is below it)"),
+    "UserPoolId": Output("Storage", "Cognito user pool of the stage's users (absent with an external OIDC issuer)"),
+    "UserPoolClientId": Output(
+        "Storage", "App client id for web and mobile sign-in (absent with an external OIDC issuer)"
+    ),
 }
+
+#: Outputs only a stage with its own Cognito user pool has.
+COGNITO_OUTPUTS: Final = frozenset({"UserPoolId", "UserPoolClientId"})
 
 
 def add_stage_outputs(stage: MangaAssistStage) -> None:
@@ -64,7 +72,15 @@ def add_stage_outputs(stage: MangaAssistStage) -> None:
         "TableName": (storage, storage.table.table_name),
         "ArchiveBucketName": (storage, storage.archive.bucket.bucket_name),
     }
-    missing = set(OUTPUTS) ^ set(values)
+    users = storage.users
+    if users is not None:
+        values["TokenIssuerUrl"] = (storage, users.issuer_url)
+        values["UserPoolId"] = (storage, users.user_pool.user_pool_id)
+        values["UserPoolClientId"] = (storage, users.client.user_pool_client_id)
+    else:
+        values["TokenIssuerUrl"] = (storage, str(stage.config.identity.issuer))
+    expected = set(OUTPUTS) - (set() if users is not None else COGNITO_OUTPUTS)
+    missing = expected ^ set(values)
     if missing:  # the table and the values are edited together
         raise ValueError(f"outputs without a value or a description: {sorted(missing)}")
     for name, (stack, value) in values.items():

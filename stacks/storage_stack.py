@@ -1,4 +1,4 @@
-"""StorageStack: the single table, its key, and the archive, audit, analytics and access-log buckets."""
+"""StorageStack: the single table, its key, the archive, audit, analytics and access-log buckets, and the users."""
 
 from __future__ import annotations
 
@@ -9,9 +9,18 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from constructs_lib import AlarmTopic, EncryptionKey, GlobalIndex, SecureBucket, ServiceAlarms, SingleTable
+from constructs_lib import (
+    AlarmTopic,
+    EncryptionKey,
+    GlobalIndex,
+    HardenedUserPool,
+    SecureBucket,
+    ServiceAlarms,
+    SingleTable,
+)
 from lambdas.shared import schema
 from stacks.config import StageConfig
+from stacks.identity import build_user_pool
 from stacks.operations import watch_stack
 
 
@@ -117,6 +126,10 @@ class StorageStack(Stack):
             ],
             removal_policy=removal,
             auto_delete_objects=disposable,
+        )
+        #: The stage's user pool (None when the stage names an external OIDC issuer instead).
+        self.users: HardenedUserPool | None = (
+            build_user_pool(self, config) if config.identity.provider == "cognito" else None
         )
         # Every alarm of the stage notifies this topic (created here: every stack depends on Storage).
         self.ops_topic: sns.ITopic = AlarmTopic(

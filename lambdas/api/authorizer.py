@@ -1,4 +1,4 @@
-"""REST API TOKEN authorizer: verifies the HS256 bearer token, answers a least-privilege policy.
+"""REST API TOKEN authorizer: verifies the identity provider's bearer token, answers a least-privilege policy.
 
 A valid token gets an Allow policy for exactly the routes its role may call
 (:data:`lambdas.api.access.ROUTES`), on this API and stage only, plus the context ``{sub, role}``
@@ -9,13 +9,11 @@ covers every route of the role, not only the method of the first call.
 Any refused token gets an explicit Deny of the whole API: the caller sees 403, as for
 any invalid token. A request without the header, or with one that is not ``Bearer
 <token>``, is answered 401 by API Gateway itself (identity source and validation expression)
-and never reaches this function. A failure to read the signing secret raises, so API Gateway
-answers 500 and nobody is let in.
+and never reaches this function. When the issuer's key set cannot be fetched, every token is
+denied and the failure is logged as an error (``JwksUnavailable``): nobody is let in unchecked.
 
-Environment:
-    JWT_SECRET_ARN: Secrets Manager secret holding the signing key (required).
-    JWT_ISSUER, JWT_AUDIENCE: the expected ``iss`` and ``aud`` (required).
-    SECRET_CACHE_SECONDS: how long a container keeps the secret, 0..3600 (default 300).
+Environment: the ``TOKEN_*`` variables of :func:`lambdas.shared.tokens.issuer_settings` (the
+issuer, its key set URL, the accepted clients, algorithms, token uses and the role claim).
 """
 
 from __future__ import annotations
@@ -27,12 +25,14 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from lambdas.api.access import routes_for
 from lambdas.shared.tokens import (
+    Issuer,
+    JwksUnavailable,
+    KeySet,
     TokenError,
-    VerifierSettings,
     bearer,
-    signing_secret,
+    issuer_settings,
+    key_set,
     verified_email,
-    verifier_settings,
     verify,
 )
 
@@ -80,8 +80,8 @@ def deny(method_arn: str) -> dict[str, Any]:
     return policy("anonymous", "Deny", [resource])
 
 
-def authorize(event: dict[str, Any], secret: str, config: VerifierSettings) -> dict[str, Any]:
-    """The response for one TOKEN authorizer event (pure: tests call it without AWS)."""
+def authorize(event: dict[str, Any], issuer: Issuer, keys: KeySet) -> dict[str, Any]:
+    """The response for one TOKEN authorizer event (tests call it with their own issuer and keys)."""
     method_arn = str(event.get("methodArn") or "")
     try:
         api_prefix(method_arn)
@@ -90,17 +90,16 @@ def authorize(event: dict[str, Any], secret: str, config: VerifierSettings) -> d
         return deny(method_arn)
     token = bearer(event.get("authorizationToken"))
     try:
-        # A secret too short for HS256 raises ValueError here: a configuration error that must
-        # surface as a failed invocation (API Gateway answers 500), not as a quiet deny.
-        claims = verify(token, secret, issuer=config.issuer, audience=config.audience)
+        claims = verify(token, issuer, keys)
     except TokenError as err:
         logger.info("token refused", extra={"reason": err.reason})
+        return deny(method_arn)
+    except JwksUnavailable as err:
+        logger.error("token refused: the issuer's key set is unavailable", extra={"error": str(err)})
         return deny(method_arn)
     return allow(claims.sub, claims.role, method_arn, verified_email(claims))
 
 
 @logger.inject_lambda_context(clear_state=True)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    config = verifier_settings()
-    secret = signing_secret(config.secret_arn, max_age=config.secret_cache_seconds)
-    return authorize(event, secret, config)
+    return authorize(event, issuer_settings(), key_set())

@@ -53,9 +53,6 @@ STAGE_VARIABLES: Final[Mapping[str, Variable]] = MappingProxyType(
         "MAX_REASSIGNMENTS": Variable("max_reassignments", 0, 10, 2),
         "CLEANUP_GRACE_SECONDS": Variable("cleanup_grace_seconds", 0, 7 * 86400, 3600),
         "CORS_ALLOWED_ORIGINS": Variable("cors_allowed_origins"),
-        "JWT_ISSUER": Variable("jwt_issuer"),
-        "JWT_AUDIENCE": Variable("jwt_audience"),
-        "SECRET_CACHE_SECONDS": Variable("secret_cache_seconds", 0, 3600, 300),
         "CHAT_CONNECTION_MESSAGES_PER_MINUTE": Variable("chat_connection_messages_per_minute", 1, 600, 20),
         "CHAT_CONNECTION_BURST": Variable("chat_connection_burst", 1, 100, 10),
         "CHAT_CUSTOMER_MESSAGES_PER_MINUTE": Variable("chat_customer_messages_per_minute", 1, 600, 30),
@@ -72,8 +69,8 @@ class Settings:
     """The stage settings (see :data:`STAGE_VARIABLES` for the variable of each field).
 
     ``bedrock_model_id`` None means the echo responder and the extractive summary.
-    ``cors_allowed_origins``, ``jwt_issuer`` and ``jwt_audience`` are needed by the API and
-    authorizer functions only; :meth:`need` reads one and names its variable when it is absent.
+    ``cors_allowed_origins`` is needed by the API functions only; :meth:`need` reads a text
+    setting and names its variable when it is absent.
     """
 
     session_ttl_hours: int
@@ -87,9 +84,6 @@ class Settings:
     max_reassignments: int
     cleanup_grace_seconds: int
     cors_allowed_origins: tuple[str, ...]
-    jwt_issuer: str | None
-    jwt_audience: str | None
-    secret_cache_seconds: int
     chat_connection_messages_per_minute: int
     chat_connection_burst: int
     chat_customer_messages_per_minute: int
@@ -139,9 +133,6 @@ def settings() -> Settings:
         max_reassignments=_integer("MAX_REASSIGNMENTS"),
         cleanup_grace_seconds=_integer("CLEANUP_GRACE_SECONDS"),
         cors_allowed_origins=tuple(part.strip() for part in origins.split(",") if part.strip()),
-        jwt_issuer=_text("JWT_ISSUER"),
-        jwt_audience=_text("JWT_AUDIENCE"),
-        secret_cache_seconds=_integer("SECRET_CACHE_SECONDS"),
         chat_connection_messages_per_minute=_integer("CHAT_CONNECTION_MESSAGES_PER_MINUTE"),
         chat_connection_burst=_integer("CHAT_CONNECTION_BURST"),
         chat_customer_messages_per_minute=_integer("CHAT_CUSTOMER_MESSAGES_PER_MINUTE"),

@@ -2,7 +2,7 @@
 
 Browsers cannot set headers on a WebSocket handshake, so the token travels in the query string
 (``wss://.../dev?token=<jwt>``); the access log format leaves query strings out. Verification is
-:func:`lambdas.shared.tokens.verify`, the same code and rules as the REST authorizer. Only the
+:func:`lambdas.shared.tokens.verify`, the same code, issuer and rules as the REST authorizer. Only the
 ``customer`` role may open a chat connection (agents answer through the REST API). The returned
 context (``customer_id``, ``role``) reaches the ``$connect`` handler and every later route of the
 connection as ``requestContext.authorizer``.
@@ -15,11 +15,13 @@ from typing import Any
 from aws_lambda_powertools import Logger, Tracer
 
 from lambdas.shared.tokens import (
+    Issuer,
+    JwksUnavailable,
+    KeySet,
     TokenError,
-    VerifierSettings,
-    signing_secret,
+    issuer_settings,
+    key_set,
     verified_email,
-    verifier_settings,
     verify,
 )
 
@@ -44,19 +46,22 @@ def policy(principal_id: str, effect: str, method_arn: str, context: dict[str, s
     return response
 
 
-def authorize(event: dict[str, Any], secret: str, config: VerifierSettings) -> dict[str, Any]:
-    """The response for one ``$connect`` authorizer event (pure: tests call it without AWS).
+def authorize(event: dict[str, Any], issuer: Issuer, keys: KeySet) -> dict[str, Any]:
+    """The response for one ``$connect`` authorizer event (tests call it with their own issuer and keys).
 
-    Anything the token carries that ``verify`` refuses is a Deny; only a too-short secret (a
-    configuration error) raises, so the connection fails rather than being let in.
+    Anything the token carries that ``verify`` refuses is a Deny, and so is every token while the
+    issuer's key set cannot be fetched (logged as an error).
     """
     method_arn = str(event.get("methodArn", ""))
     params = event.get("queryStringParameters")
     token = params.get(TOKEN_PARAMETER) if isinstance(params, dict) else None
     try:
-        claims = verify(token, secret, issuer=config.issuer, audience=config.audience)
+        claims = verify(token, issuer, keys)
     except TokenError as err:
         logger.info("connection refused", extra={"reason": err.reason})
+        return policy("anonymous", "Deny", method_arn)
+    except JwksUnavailable as err:
+        logger.error("connection refused: the issuer's key set is unavailable", extra={"error": str(err)})
         return policy("anonymous", "Deny", method_arn)
     if claims.role != CHAT_ROLE:
         logger.info("connection refused", extra={"reason": "role", "role": claims.role})
@@ -71,5 +76,4 @@ def authorize(event: dict[str, Any], secret: str, config: VerifierSettings) -> d
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    config = verifier_settings()
-    return authorize(event, signing_secret(config.secret_arn, max_age=config.secret_cache_seconds), config)
+    return authorize(event, issuer_settings(), key_set())

@@ -14,12 +14,10 @@ from aws_cdk import Acknowledgment, ArnFormat, Duration, Stack, Validations
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_ssm as ssm
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from constructs_lib.encryption_key import EncryptionKey
 from constructs_lib.nag_findings import acknowledge_policy, resource_finding
 from constructs_lib.rest_api import HardenedRestApi
 from constructs_lib.sfn_start_integration import InputField, StepFunctionsStartExecution
@@ -29,6 +27,7 @@ from lambdas.api import access
 from lambdas.api.validation import BODY_MODELS, gateway_schema
 from stacks.config import StageConfig
 from stacks.functions import FunctionFactory, log_retention
+from stacks.identity import token_environment
 from stacks.orchestration_stack import OrchestrationStack, rest_api_url_parameter
 from stacks.storage_stack import StorageStack
 
@@ -38,7 +37,6 @@ class RestApiParts:
     """What the REST API builder made, for the stack to expose and the WebSocket part to wire."""
 
     rest: HardenedRestApi
-    jwt_secret: secretsmanager.ISecret
     rest_authorizer_function: lambda_.Function
     session_function: lambda_.Function
     start_integrations: dict[str, StepFunctionsStartExecution]
@@ -102,7 +100,7 @@ def build_rest_api(
     orchestration: OrchestrationStack,
     function: FunctionFactory,
 ) -> RestApiParts:
-    """The REST API in ``stack``; it also creates the token signing secret both APIs verify with."""
+    """The REST API in ``stack``, behind the authorizer that verifies the stage's identity tokens."""
     removal = config.resource_removal_policy
     rest = HardenedRestApi(
         stack,
@@ -118,22 +116,13 @@ def build_rest_api(
         log_removal_policy=removal,
         cloud_watch_role=True,
     )
-    authorizer_function = function("RestAuthorizer", "lambdas.api.authorizer.handler", {})
-    # A key of this stack: granting the authorizers decrypt on the storage key from here would
-    # put their roles into that key's policy and make Storage depend on Api.
-    secret_key = EncryptionKey(
-        stack,
-        "SecretsKey",
-        description=f"MangaAssist {config.name}: API token signing secret",
-        removal_policy=removal,
-        pending_window=config.key_pending_window,
+    authorizer_function = function(
+        "RestAuthorizer", "lambdas.api.authorizer.handler", token_environment(config, storage.users)
     )
     token_authorizer = JwtTokenAuthorizer(
         stack,
         "JwtAuthorizer",
         function=authorizer_function,
-        secret_encryption_key=secret_key.key,
-        secret_removal_policy=removal,
         cache_ttl=Duration.seconds(config.authorizer_cache_seconds),
     )
     session_function = _session_function(stack, storage, orchestration, function)
@@ -153,7 +142,6 @@ def build_rest_api(
     web_acl = _gateway_checks(stack, config, rest)
     return RestApiParts(
         rest=rest,
-        jwt_secret=token_authorizer.secret,
         rest_authorizer_function=authorizer_function,
         session_function=session_function,
         start_integrations=starts,
@@ -359,8 +347,10 @@ def _gateway_checks(stack: Stack, config: StageConfig, rest: HardenedRestApi) ->
     Validations.of(api).acknowledge(
         Acknowledgment(
             id="AwsSolutions-COG4",
-            reason="Callers authenticate with HS256 bearer tokens verified by the Lambda TOKEN "
-            "authorizer (least-privilege policy per role); the product has no Cognito user pool.",
+            reason="Callers present the stage's identity tokens (its Cognito pool or OIDC issuer), "
+            "verified against the issuer's JWKS by the Lambda TOKEN authorizer, which answers a "
+            "least-privilege policy per role (the routes of the access table) and passes sub, role and "
+            "verified e-mail to the integrations; a Cognito authorizer cannot map groups to routes.",
         )
     )
     if config.waf_enabled:

@@ -1,8 +1,9 @@
 """The app's WebSocket chat API: $connect (authorizer + onboarding workflow), $disconnect, sendMessage, $default.
 
-Tokens are verified with the REST part's signing secret (one secret, one JWT implementation);
-the agent routes get the WebSocket endpoint and the right to post to connections. Constructs keep
-the ids and the parent (the given stack) they always had.
+Tokens are verified against the stage's issuer exactly as the REST authorizer does (one
+verifier, one ``TOKEN_*`` environment); the agent routes get the WebSocket endpoint and the
+right to post to connections. Constructs keep the ids and the parent (the given stack) they
+always had.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as lambda_events
 from aws_cdk import aws_logs as logs
-from aws_cdk import aws_secretsmanager as secretsmanager
 
 from constructs_lib import SecureWebSocketApi
 from constructs_lib.workflow_defaults import WorkflowOptions
@@ -22,6 +22,7 @@ from lambdas.ws.frames import SEND_MESSAGE
 from stacks.config import StageConfig
 from stacks.events_stack import EventsStack
 from stacks.functions import FunctionFactory, grant_invoke_model, log_retention
+from stacks.identity import token_environment
 from stacks.storage_stack import StorageStack
 from stacks.workflows import APP_RETRY, OnboardingWorkflow
 
@@ -56,7 +57,6 @@ def build_websocket_api(
     config: StageConfig,
     storage: StorageStack,
     events: EventsStack,
-    jwt_secret: secretsmanager.ISecret,
     agent_function: lambda_.Function,
     function: FunctionFactory,
 ) -> WebSocketParts:
@@ -64,8 +64,7 @@ def build_websocket_api(
     retention = log_retention(config.log_retention_days)
     session_env = {"TABLE_NAME": storage.table.table_name}
 
-    authorizer = function("WsAuthorizer", "lambdas.ws.authorizer.handler", {"JWT_SECRET_ARN": jwt_secret.secret_arn})
-    jwt_secret.grant_read(authorizer)
+    authorizer = function("WsAuthorizer", "lambdas.ws.authorizer.handler", token_environment(config, storage.users))
 
     prepare = function("OnboardingPrepare", "lambdas.ws.onboarding.handler", session_env)
     deliver = function("OnboardingDeliver", "lambdas.ws.onboarding.deliver", {})

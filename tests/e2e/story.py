@@ -24,17 +24,18 @@ from typing import Any
 
 from lambdas.events import summary as summary_generator
 from lambdas.shared.store import DynamoSessionStore
-from lambdas.shared.tokens import mint
 from stacks.config import StageConfig
 from tests.e2e.harness import EmbeddedStage
 from tests.e2e.harness.bedrock import ConverseCall, echo_answer
 from tests.e2e.harness.fanout import published
+from tests.e2e.harness.identity import Directory, SignedIn
 from tests.e2e.harness.intrinsics import Deployed
 from tests.e2e.story_base import Step, StoryError, expect, token_subject
 from tests.e2e.story_cleanup import CleanupSteps
 from tests.e2e.story_escalation import EscalationSteps
 from tests.e2e.story_export import REQUESTER_EMAIL, ExportNoticeSteps
 from tests.e2e.story_handoff import HandoffLifeSteps
+from tests.e2e.story_identity import IdentitySteps
 from tests.e2e.story_inbox import InboxSteps
 from tests.e2e.story_limits import LimitSteps
 from tests.e2e.story_registry import RegistrySteps
@@ -62,7 +63,16 @@ def transcript_lines(call: ConverseCall) -> list[str]:
 
 
 @dataclass
-class Story(CleanupSteps, LimitSteps, HandoffLifeSteps, InboxSteps, RegistrySteps, ExportNoticeSteps, EscalationSteps):
+class Story(
+    CleanupSteps,
+    LimitSteps,
+    HandoffLifeSteps,
+    InboxSteps,
+    RegistrySteps,
+    ExportNoticeSteps,
+    EscalationSteps,
+    IdentitySteps,
+):
     """The state the steps share (the cleanup steps come from :class:`CleanupSteps`)."""
 
     stage: EmbeddedStage
@@ -73,9 +83,13 @@ class Story(CleanupSteps, LimitSteps, HandoffLifeSteps, InboxSteps, RegistryStep
     session_id: str = ""
     connection_id: str = ""
     values: dict[str, Any] = field(default_factory=dict)
+    #: Who is signed in, by the story's name for them (the app client's tokens).
+    signed_in: dict[str, SignedIn] = field(default_factory=dict)
+    directory: Directory = field(init=False)
 
     def __post_init__(self) -> None:
         self.stage.bedrock.answer = stub_answer
+        self.directory = Directory.of(self.stage)
 
     # ------------------------------------------------------------------ plumbing
 
@@ -96,6 +110,10 @@ class Story(CleanupSteps, LimitSteps, HandoffLifeSteps, InboxSteps, RegistryStep
         return DynamoSessionStore(self.table.ref, client=self.stage.client("dynamodb"), clock=self.stage.clock)
 
     def auth(self, who: str) -> dict[str, str]:
+        """``who``'s bearer header, refreshed first when the stage's clock nears the token's expiry."""
+        if who in self.signed_in:
+            self.signed_in[who] = self.directory.fresh(self.signed_in[who])
+            self.tokens[who] = self.signed_in[who].id_token
         return {"Authorization": f"Bearer {self.tokens[who]}"}
 
     def rest(self, step: Step, method: str, path: str, who: str | None, **kwargs: Any) -> Any:
@@ -119,23 +137,16 @@ class Story(CleanupSteps, LimitSteps, HandoffLifeSteps, InboxSteps, RegistryStep
     # ------------------------------------------------------------------ steps
 
     def sign_in(self, who: str, role: str, *, email: str | None = None) -> str:
-        """A token for ``who`` in ``role`` from the stage's identity provider, kept in ``tokens``.
+        """``who`` signs in to the stage's user pool (created in ``role``'s group on first use); its ID token.
 
-        Every step that needs a caller gets its token here, so the way tokens are issued
-        changes in this one method.
+        Every step that needs a caller gets its token here, so the way tokens are issued changes
+        in this one method. ``email`` is a verified address the notices may be mailed to; without
+        it the user's address (``<who>@example.com``) stays unverified, so no notice is mailed.
         """
-        secret_arn = self.stage.function("lambdas.api.authorizer.handler").environment["JWT_SECRET_ARN"]
-        secret = self.stage.client("secretsmanager").get_secret_value(SecretId=secret_arn)["SecretString"]
-        self.tokens[who] = mint(
-            sub=who,
-            role=role,
-            secret=secret,
-            issuer=self.config.jwt_issuer,
-            audience=self.config.jwt_audience,
-            now=self.stage.clock(),
-            ttl_seconds=4 * 3600,  # the story spans the injected hour
-            extra={"email": email} if email else None,
-        )
+        address = email or f"{who}@example.com"
+        self.directory.ensure_user(address, role=role, verified=email is not None)
+        self.signed_in[who] = self.directory.sign_in(address)
+        self.tokens[who] = self.signed_in[who].id_token
         return self.tokens[who]
 
     def mint_tokens(self) -> None:
@@ -143,12 +154,18 @@ class Story(CleanupSteps, LimitSteps, HandoffLifeSteps, InboxSteps, RegistryStep
         for who, role in (("alice", "customer"), ("mallory", "customer"), ("agent-7", "agent")):
             self.sign_in(who, role)
         self.sign_in("root", "admin", email=REQUESTER_EMAIL)
-        step.changes.append(f"tokens for {', '.join(self.tokens)}")
+        step.calls.append(
+            f"cognito-idp:InitiateAuth USER_PASSWORD_AUTH x{len(self.tokens)} (pool {self.directory.pool_id})"
+        )
+        step.changes.append(f"ID tokens (RS256, the pool's JWKS) for {', '.join(self.tokens)}")
+        self.values["early_tokens"] = dict(self.tokens)  # expired by the time the refusals step runs
         self.done(step, started)
 
     def create_session(self) -> None:
         started, step = time.monotonic(), self.step("Create a session over REST")
-        response = self.rest(step, "POST", "/sessions", "alice", body={"customer_id": "alice"})
+        response = self.rest(
+            step, "POST", "/sessions", "alice", body={"customer_id": token_subject(self.tokens["alice"])}
+        )
         expect(response.status == 201, f"POST /sessions answered {response.status}: {response.body}")
         body = response.json()
         self.session_id = str(body.get("session_id") or body.get("id"))
@@ -481,7 +498,7 @@ class Story(CleanupSteps, LimitSteps, HandoffLifeSteps, InboxSteps, RegistryStep
         started, step = time.monotonic(), self.step("Bad path: a customer reads another customer's session")
         response = self.rest(step, "GET", f"/sessions/{self.session_id}", "mallory")
         expect(response.status in (403, 404), f"mallory read alice's session: {response.status} {response.body}")
-        expect("alice" not in response.body, "the refusal leaks the owner")
+        expect(token_subject(self.tokens["alice"]) not in response.body, "the refusal leaks the owner")
         step.changes.append(f"refused with {response.status}")
         self.done(step, started)
 
@@ -603,6 +620,7 @@ STEPS: tuple[str, ...] = (
     "session_cleanup_scheduled",
     "grace_ends_session_cleanup",
     "hour_passes_cleanup",
+    "refused_tokens",
     "hourly_sweep_is_the_safety_net",
     "archive_holds_every_turn",
     "audit_trail_holds_every_change",

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from lambdas.shared.store import DynamoSessionStore
     from stacks.config import StageConfig
     from tests.e2e.harness import EmbeddedStage
+    from tests.e2e.harness.identity import Directory, SignedIn
 
 
 @dataclass
@@ -50,6 +51,8 @@ class StoryParts:
     stage: EmbeddedStage
     config: StageConfig
     tokens: dict[str, str]
+    signed_in: dict[str, SignedIn]
+    directory: Directory
     session_id: str
     connection_id: str
     values: dict[str, Any]
@@ -65,6 +68,14 @@ class StoryParts:
 
     def sign_in(self, who: str, role: str, *, email: str | None = None) -> str:
         raise NotImplementedError
+
+    def auth(self, who: str) -> dict[str, str]:
+        """``who``'s ``Authorization`` header, its token refreshed first when it nears expiry."""
+        raise NotImplementedError
+
+    def subject(self, who: str) -> str:
+        """The identity provider's id (``sub``) of ``who``, signed in before: a customer or agent id."""
+        return token_subject(self.tokens[who])
 
     def mail_to(self, address: str) -> list[Any]:
         """Every message the stage's mailer got SES to accept for ``address`` so far, oldest first."""

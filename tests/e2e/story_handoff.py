@@ -20,15 +20,15 @@ RESOLVED = {"resolution": "Volume 3 ships on the 14th; pre-order placed.", "outc
 class HandoffLifeSteps(StoryParts):
     """A handoff's whole life on the deployed stage (see the module docstring)."""
 
-    def _close(self, step: Step, agent_id: str) -> None:
-        """``agent_id`` closes the current handoff (resume); the customer is told; a second close is 409."""
-        before = len(self.frames())
-        response = self.rest(step, "POST", f"/handoffs/{self.session_id}/close", agent_id, body=RESOLVED)
+    def _close(self, step: Step, who: str) -> None:
+        """``who`` closes the current handoff (resume); the customer is told; a second close is 409."""
+        before, agent_id = len(self.frames()), self.subject(who)
+        response = self.rest(step, "POST", f"/handoffs/{self.session_id}/close", who, body=RESOLVED)
         expect(response.status == 200, f"close answered {response.status}: {response.body}")
         answer = response.json()
         expect(
             (answer["session_status"], answer["released_agent_id"]) == ("active", agent_id),
-            f"close did not resume the session and release {agent_id}: {answer}",
+            f"close did not resume the session and release {who}: {answer}",
         )
         # The customer notifier tells the customer from the router's "completed" event, once.
         self.stage.settle(
@@ -39,10 +39,10 @@ class HandoffLifeSteps(StoryParts):
         self.stage.settle(timeout=5, wait_executions=False)
         new = [f.get("type") for f in self.frames()[before:]]
         expect(new.count("handoff_closed") == 1, f"the customer was not told once that the handoff closed: {new}")
-        again = self.rest(step, "POST", f"/handoffs/{self.session_id}/close", agent_id, body=RESOLVED)
+        again = self.rest(step, "POST", f"/handoffs/{self.session_id}/close", who, body=RESOLVED)
         expect(again.status == 409, f"a second close answered {again.status}: {again.body}")
         agent = self.store().get_agent(agent_id)
-        expect(agent is not None and agent.status == AgentStatus.AVAILABLE, f"{agent_id} not released: {agent}")
+        expect(agent is not None and agent.status == AgentStatus.AVAILABLE, f"{who} not released: {agent}")
 
     def agent_closes_handoff(self) -> None:
         started, step = (
@@ -109,13 +109,20 @@ class HandoffLifeSteps(StoryParts):
             raise StoryError(f"second handoff not assigned: {self.stage.execution_errors(execution)}") from None
         handoff = store.current_handoff(self.session_id)
         expect(
-            handoff is not None and (handoff.handoff_id, handoff.agent_id) == (SECOND_HANDOFF_ID, "agent-8"),
+            handoff is not None
+            and (handoff.handoff_id, handoff.agent_id) == (SECOND_HANDOFF_ID, self.subject("agent-8")),
             f"the current handoff is {handoff}",
         )
         reads = [
             self.rest(step, "GET", f"/sessions/{self.session_id}/turns", who).status for who in ("agent-8", "agent-7")
         ]
         expect(reads == [200, 404], f"turns: agent-8 {reads[0]}, agent-7 {reads[1]} (want 200, 404)")
+        # agent-7 holds a valid agent token, but this handoff is agent-8's: it may neither write nor close
+        intruder = [
+            self.rest(step, "POST", f"/handoffs/{self.session_id}/messages", "agent-7", body={"text": "me too"}).status,
+            self.rest(step, "POST", f"/handoffs/{self.session_id}/close", "agent-7", body=RESOLVED).status,
+        ]
+        expect(intruder == [403, 403], f"agent-7 on agent-8's handoff: message {intruder[0]}, close {intruder[1]}")
         reply = self.rest(
             step, "POST", f"/handoffs/{self.session_id}/messages", "agent-8", body={"text": "Agent Eight here."}
         )

@@ -23,12 +23,12 @@ LEAVING_CUSTOMER = "dave"
 class InboxSteps(StoryParts):
     """What an agent's console reads, and a customer who leaves while waiting (see the module docstring)."""
 
-    def _inbox(self, step: Step, agent_id: str, **query: str) -> list[dict[str, Any]]:
-        """``GET /agents/me/inbox`` as ``agent_id``: every item, following ``next_cursor`` to the end."""
+    def _inbox(self, step: Step, who: str, **query: str) -> list[dict[str, Any]]:
+        """``GET /agents/me/inbox`` as ``who``: every item, following ``next_cursor`` to the end."""
         items: list[dict[str, Any]] = []
         params = dict(query)
         while True:
-            response = self.rest(step, "GET", "/agents/me/inbox", agent_id, query=params)
+            response = self.rest(step, "GET", "/agents/me/inbox", who, query=params)
             expect(response.status == 200, f"GET /agents/me/inbox answered {response.status}: {response.body}")
             body = response.json()
             items += body["items"]
@@ -36,9 +36,9 @@ class InboxSteps(StoryParts):
                 return items
             params["cursor"] = body["next_cursor"]
 
-    def _settle_inbox(self, agent_id: str, wanted: set[tuple[str, str]], *, managers: bool = False) -> None:
-        """Pump the stage until the dashboard consumer has brought the store's inbox to ``wanted``."""
-        store = self.store()
+    def _settle_inbox(self, who: str, wanted: set[tuple[str, str]], *, managers: bool = False) -> None:
+        """Pump the stage until the dashboard consumer has brought ``who``'s inbox in the store to ``wanted``."""
+        store, agent_id = self.store(), self.subject(who)
 
         def reached() -> bool:
             items = store.list_inbox(agent_id, managers=managers, limit=100).items
@@ -48,7 +48,7 @@ class InboxSteps(StoryParts):
             self.stage.settle(until=reached, timeout=20, wait_executions=False)
         except TimeoutError:
             items = store.list_inbox(agent_id, managers=managers, limit=100).items
-            raise StoryError(f"{agent_id}'s inbox never became {wanted}: {items}") from None
+            raise StoryError(f"{who}'s inbox never became {wanted}: {items}") from None
 
     def agent_reads_the_waiting_inbox(self) -> None:
         started, step = time.monotonic(), self.step("The agent's console reads its inbox: the customer waits there")
@@ -95,10 +95,11 @@ class InboxSteps(StoryParts):
         store = self.store()
         # The only agent with the skill steps away, so the handoff has to wait.
         self.sign_in(LEAVING_CUSTOMER, "customer")
-        self.sign_in("agent-8", "agent")  # the story's clock has moved on by hours
         away = self.rest(step, "POST", "/agents/me/presence", "agent-8", body={"status": "away"})
         expect(away.status == 200, f"agent-8's presence answered {away.status}: {away.body}")
-        created = self.rest(step, "POST", "/sessions", LEAVING_CUSTOMER, body={"customer_id": LEAVING_CUSTOMER})
+        created = self.rest(
+            step, "POST", "/sessions", LEAVING_CUSTOMER, body={"customer_id": self.subject(LEAVING_CUSTOMER)}
+        )
         expect(created.status == 201, f"POST /sessions answered {created.status}: {created.body}")
         body = created.json()
         session_id = str(body.get("session_id") or body.get("id"))
@@ -147,7 +148,7 @@ class InboxSteps(StoryParts):
         back = self.rest(step, "POST", "/agents/me/presence", "agent-8", body={"status": "available"})
         accept = self.rest(step, "POST", f"/handoffs/{session_id}/accept", "agent-8")
         expect((back.status, accept.status) == (200, 409), f"presence {back.status}, accept {accept.status}")
-        agent = store.get_agent("agent-8")
+        agent = store.get_agent(self.subject("agent-8"))
         expect(agent is not None and agent.status == "available", f"agent-8 after the refused accept: {agent}")
         self.stage.settle(timeout=30)  # the workflow's last writes reach the stream's consumers too
         left = self._inbox(step, "agent-8")

@@ -12,6 +12,7 @@ from aws_cdk.assertions import Match
 from constructs_lib.sfn_start_integration import InputField, start_execution_template
 from lambdas.api import access
 from lambdas.api.validation import BODY_MODELS, gateway_schema
+from lambdas.shared.tokens import ISSUER_VARIABLES
 from tests.support.synth import SynthesizedStage
 
 #: Direct StartExecution routes -> (integration construct id, Orchestration output name fragment, model)
@@ -105,25 +106,18 @@ def test_token_authorizer_settings(any_stage: SynthesizedStage) -> None:
             "AuthorizerResultTtlInSeconds": any_stage.stage.config.authorizer_cache_seconds,
         },
     )
+    # The issuer's settings reach the authorizer from the stage's identity (tests/infra/test_identity.py)
     function = _resources(any_stage, "AWS::Lambda::Function")
     authorizer = next(v for v in function.values() if v["Properties"]["Handler"] == "lambdas.api.authorizer.handler")
     variables = authorizer["Properties"]["Environment"]["Variables"]
-    assert variables["JWT_ISSUER"] == any_stage.stage.config.jwt_issuer
-    assert variables["JWT_AUDIENCE"] == any_stage.stage.config.jwt_audience
-    assert variables["JWT_SECRET_ARN"] == {
-        "Ref": _logical_id(any_stage, "AWS::SecretsManager::Secret", "JwtAuthorizer")
-    }
+    assert {name for name in variables if name.startswith("TOKEN_")} == set(ISSUER_VARIABLES)
 
 
-def test_jwt_secret_is_generated_and_encrypted_with_a_customer_key(any_stage: SynthesizedStage) -> None:
-    any_stage.template("Api").has_resource_properties(
-        "AWS::SecretsManager::Secret",
-        {
-            "GenerateSecretString": {"PasswordLength": 64, "ExcludePunctuation": True},
-            "KmsKeyId": {"Fn::GetAtt": [Match.string_like_regexp("^SecretsKey"), "Arn"]},
-        },
-    )
-    assert any_stage.stage.api.jwt_secret is not None
+def test_no_shared_signing_secret_exists(any_stage: SynthesizedStage) -> None:
+    # Tokens are verified with the issuer's public keys: the API holds no secret to sign them with
+    assert _resources(any_stage, "AWS::SecretsManager::Secret") == {}
+    function = _resources(any_stage, "AWS::Lambda::Function")
+    assert not any("JWT_SECRET_ARN" in json.dumps(f["Properties"].get("Environment", {})) for f in function.values())
 
 
 def test_every_method_with_input_is_validated(any_stage: SynthesizedStage) -> None:

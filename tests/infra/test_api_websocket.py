@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from lambdas.shared.tokens import ISSUER_VARIABLES
 from tests.support.synth import SynthesizedStage
 
 Template = dict[str, Any]
@@ -121,20 +122,21 @@ def test_default_route_returns_its_error_frame_to_the_client(any_stage: Synthesi
     )
 
 
-def test_authorizer_reads_the_shared_jwt_secret(any_stage: SynthesizedStage) -> None:
+def test_authorizer_verifies_with_the_rest_authorizers_issuer(any_stage: SynthesizedStage) -> None:
+    # One issuer for both APIs: the same TOKEN_* variables, and no secret to read
     template = api(any_stage)
-    fn = template["Resources"][function_id(template, "lambdas.ws.authorizer.handler")]
-    env = fn["Properties"]["Environment"]["Variables"]
-    config = any_stage.stage.config
-    assert (env["JWT_ISSUER"], env["JWT_AUDIENCE"]) == (config.jwt_issuer, config.jwt_audience)
-    rest_env = template["Resources"][function_id(template, "lambdas.api.authorizer.handler")]["Properties"]
-    assert env["JWT_SECRET_ARN"] == rest_env["Environment"]["Variables"]["JWT_SECRET_ARN"]
-    read = [
-        s
+
+    def issuer_of(handler: str) -> dict[str, Any]:
+        variables = template["Resources"][function_id(template, handler)]["Properties"]["Environment"]["Variables"]
+        return {k: v for k, v in variables.items() if k.startswith("TOKEN_")}
+
+    assert issuer_of("lambdas.ws.authorizer.handler") == issuer_of("lambdas.api.authorizer.handler")
+    assert set(issuer_of("lambdas.ws.authorizer.handler")) == set(ISSUER_VARIABLES)
+    assert not any(
+        a.startswith("secretsmanager:")
         for s in statements_of(template, "lambdas.ws.authorizer.handler")
-        if "secretsmanager:GetSecretValue" in actions(s)
-    ]
-    assert [s["Resource"] for s in read] == [env["JWT_SECRET_ARN"]]
+        for a in actions(s)
+    )
 
 
 # ------------------------------------------------------------------ stage

@@ -118,3 +118,52 @@ def test_fails_on_a_bad_function_setting(stages: dict[str, Any], key: str, value
     raw = {**stages, "dev": {**stages["dev"], key: value}}
     with pytest.raises(ConfigError, match=rf"stage 'dev': {message}"):
         load_stage_config(raw, "dev")
+
+
+# ------------------------------------------------------------------ identity
+
+_OIDC = {
+    "provider": "oidc",
+    "issuer": "https://login.example.com/",
+    "jwks_url": "https://login.example.com/.well-known/jwks.json",
+    "audiences": ["web-app"],
+    "role_claim": "roles",
+}
+
+
+def test_identity_is_cognito_by_default_and_an_oidc_issuer_loads(stages: dict[str, Any]) -> None:
+    dev = load_stage_config(stages, "dev")
+    assert (dev.identity.provider, dev.identity.self_sign_up, dev.identity.default_role) == (
+        "cognito",
+        True,
+        "customer",
+    )
+    oidc = load_stage_config({**stages, "qa": {"identity": _OIDC}}, "qa").identity
+    assert (oidc.provider, oidc.audiences, oidc.role_claim) == ("oidc", ("web-app",), "roles")
+
+
+@pytest.mark.parametrize(
+    ("identity", "message"),
+    [
+        ({"provider": "saml"}, r"identity.provider must be 'cognito' or 'oidc' \(given 'saml'\)"),
+        ({"mfa": "sometimes"}, r"identity.mfa must be 'off', 'optional' or 'required'"),
+        ({"threat_protection": "max"}, r"identity.threat_protection must be 'off', 'audit' or 'enforced'"),
+        ({"password_min_length": 6}, r"identity.password_min_length must be a whole number in 8..99 \(given 6\)"),
+        ({"token_validity_minutes": 2000}, r"identity.token_validity_minutes must be a whole number in 5..1440"),
+        ({"self_sign_up": "yes"}, r"identity.self_sign_up must be true or false"),
+        ({"default_role": "admin"}, r"identity.default_role must be 'customer' or null"),
+        ({"algorithms": ["HS256"]}, r"identity.algorithms must list asymmetric algorithms .*\(given \['HS256'\]\)"),
+        ({"algorithms": ["RS256", "none"]}, r"identity.algorithms must list asymmetric algorithms"),
+        ({"role_claim": "a b"}, r"identity.role_claim must be a claim name"),
+        ({"issuer": "https://login.example.com/"}, r"identity names the issuer only for provider 'oidc'"),
+        ({**_OIDC, "issuer": "http://login.example.com/"}, r"identity.issuer must be an https:// URL"),
+        ({**_OIDC, "jwks_url": None}, r"identity.jwks_url must be an https:// URL for provider 'oidc'"),
+        ({**_OIDC, "audiences": []}, r"identity.audiences must list the client ids"),
+        ({**_OIDC, "audiences": "web-app"}, r"identity.audiences must be a list of strings"),
+        ({"pool": "x"}, r"unknown identity keys \['pool'\]; allowed keys are"),
+        ("cognito", r"identity must be an object"),
+    ],
+)
+def test_fails_on_a_bad_identity(stages: dict[str, Any], identity: Any, message: str) -> None:
+    with pytest.raises(ConfigError, match=r"stage '?qa'?:? .*" + message):
+        load_stage_config({**stages, "qa": {"identity": identity}}, "qa")

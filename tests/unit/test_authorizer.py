@@ -1,4 +1,4 @@
-"""REST TOKEN authorizer: policies per role, every refusal, generated tokens, the handler on moto."""
+"""REST TOKEN authorizer: policies per role, every refusal, generated tokens, the handler with its variables."""
 
 from __future__ import annotations
 
@@ -9,33 +9,30 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from moto import mock_aws
 
 from lambdas.api import access, authorizer
-from lambdas.shared import env
-from lambdas.shared.tokens import VerifierSettings, mint
+from lambdas.shared import env, tokens
 from tests.support.events import lambda_context, token_authorizer_event
+from tests.support.identity import TokenIssuer
 
-SECRET = "k" * 64
-ISS = "https://auth.test"
-AUD = "test-api"
+ISSUER = TokenIssuer()
+IMPOSTOR = TokenIssuer(key_name="impostor")
+OTHER_POOL = TokenIssuer(issuer="https://cognito-idp.us-east-1.amazonaws.com/us-east-1_OtherPool")
 PREFIX = "arn:aws:execute-api:us-east-1:123456789012:abc123/dev"
 METHOD_ARN = f"{PREFIX}/GET/sessions/123"
-CONFIG = VerifierSettings(secret_arn="unused", issuer=ISS, audience=AUD, secret_cache_seconds=300)
+KEYS = ISSUER.key_set()
 
 
-def _token(**overrides: Any) -> str:
-    args: dict[str, Any] = {"sub": "alice", "role": "customer", "secret": SECRET, "issuer": ISS, "audience": AUD}
-    args.update(overrides)
-    return mint(**args)
+def _token(*, role: str = "customer", sub: str = "alice", issuer: TokenIssuer = ISSUER, **options: Any) -> str:
+    options.setdefault("groups", [role])
+    return issuer.token(sub, **options)
 
 
 def _authorize(header: str | None) -> dict[str, Any]:
-    return authorizer.authorize(token_authorizer_event(header, METHOD_ARN), SECRET, CONFIG)
+    return authorizer.authorize(token_authorizer_event(header, METHOD_ARN), ISSUER.settings(), KEYS)
 
 
 def _allowed(response: dict[str, Any], method: str, path: str) -> bool:
@@ -115,11 +112,17 @@ NOW = int(time.time())
         pytest.param(f"Basic {_token()}", id="other-scheme"),
         pytest.param("Bearer not-a-jwt", id="malformed"),
         pytest.param("Bearer a.b.c", id="malformed-segments"),
-        pytest.param(f"Bearer {_token(now=NOW - 7200, ttl_seconds=60)}", id="expired"),
+        pytest.param(f"Bearer {_token(now=NOW - 7200, ttl=60)}", id="expired"),
         pytest.param(f"Bearer {_token(now=NOW + 3600)}", id="not-yet-valid"),
-        pytest.param(f"Bearer {_token(audience='other-api')}", id="wrong-audience"),
-        pytest.param(f"Bearer {_token(issuer='https://evil.test')}", id="wrong-issuer"),
-        pytest.param(f"Bearer {_token(secret='x' * 64)}", id="wrong-secret"),
+        pytest.param(f"Bearer {_token(aud='other-client')}", id="wrong-audience"),
+        pytest.param(f"Bearer {_token(issuer=OTHER_POOL)}", id="another-pool"),
+        pytest.param(f"Bearer {_token(issuer=IMPOSTOR)}", id="another-key"),
+        pytest.param(f"Bearer {_token(token_use='refresh')}", id="wrong-token-use"),
+        pytest.param(f"Bearer {_token(groups=['agent', 'admin'])}", id="two-roles"),
+        pytest.param(
+            f"Bearer {ISSUER.hs256_with_public_key(ISSUER.claims('alice', groups=['admin']))}",
+            id="hs256-with-the-public-key",
+        ),
     ],
 )
 def test_refused_tokens_get_a_deny_of_everything(header: str | None) -> None:
@@ -129,7 +132,7 @@ def test_refused_tokens_get_a_deny_of_everything(header: str | None) -> None:
 def test_tampered_payload_is_denied() -> None:
     head, payload, sig = _token().split(".")
     claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
-    claims["role"] = "admin"
+    claims["cognito:groups"] = ["admin"]
     assert _is_deny_all(_authorize(f"Bearer {head}.{_b64(json.dumps(claims).encode())}.{sig}"))
 
 
@@ -139,16 +142,16 @@ def test_tampered_signature_is_denied() -> None:
     assert _is_deny_all(_authorize(f"Bearer {head}.{payload}.{tampered}"))
 
 
-@pytest.mark.parametrize("alg", ["none", "HS512", "RS256"])
+@pytest.mark.parametrize("alg", ["none", "HS256", "HS512", "ES256"])
 def test_other_algorithms_are_denied(alg: str) -> None:
     _, payload, sig = _token().split(".")
-    head = _b64(json.dumps({"alg": alg, "typ": "JWT"}).encode())
+    head = _b64(json.dumps({"alg": alg, "typ": "JWT", "kid": ISSUER.kid}).encode())
     assert _is_deny_all(_authorize(f"Bearer {head}.{payload}."))
     assert _is_deny_all(_authorize(f"Bearer {head}.{payload}.{sig}"))
 
 
 def test_malformed_method_arn_is_denied_everywhere() -> None:
-    response = authorizer.authorize(token_authorizer_event(f"Bearer {_token()}", "garbage"), SECRET, CONFIG)
+    response = authorizer.authorize(token_authorizer_event(f"Bearer {_token()}", "garbage"), ISSUER.settings(), KEYS)
     assert response["policyDocument"]["Statement"] == [
         {"Action": "execute-api:Invoke", "Effect": "Deny", "Resource": ["*"]}
     ]
@@ -158,7 +161,7 @@ def test_malformed_method_arn_is_denied_everywhere() -> None:
 
 _b64_segment = st.binary(max_size=80).map(_b64)
 _json_segment = st.dictionaries(
-    st.sampled_from(["alg", "typ", "sub", "role", "iss", "aud", "exp", "nbf", "kid"]),
+    st.sampled_from(["alg", "typ", "sub", "cognito:groups", "iss", "aud", "exp", "nbf", "kid", "token_use"]),
     st.none() | st.booleans() | st.integers() | st.text(max_size=20),
     max_size=8,
 ).map(lambda d: _b64(json.dumps(d).encode()))
@@ -166,7 +169,9 @@ _random_tokens = st.one_of(
     st.text(max_size=300),
     st.tuples(_json_segment | _b64_segment, _json_segment | _b64_segment, _b64_segment).map(".".join),
     st.tuples(
-        st.just(_b64(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())),
+        st.sampled_from(
+            [_b64(json.dumps({"alg": alg, "typ": "JWT", "kid": ISSUER.kid}).encode()) for alg in ("HS256", "RS256")]
+        ),
         _json_segment,
         _b64_segment,
     ).map(".".join),
@@ -180,65 +185,73 @@ def test_no_generated_token_is_allowed(token: str, scheme: str) -> None:
     assert [s["Effect"] for s in response["policyDocument"]["Statement"]] == ["Deny"]
 
 
-# ---------------------------------------------------------------- the handler on moto
+# ---------------------------------------------------------------- the handler and its variables
 
 
 CONTEXT = lambda_context("Authorizer", aws_request_id="lambda-request-1", memory_limit_in_mb=128)
 
 
 @pytest.fixture
-def secret_arn(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    with mock_aws():
-        arn = boto3.client("secretsmanager").create_secret(Name="jwt", SecretString=SECRET)["ARN"]
-        monkeypatch.setenv("JWT_SECRET_ARN", arn)
-        monkeypatch.setenv("JWT_ISSUER", ISS)
-        monkeypatch.setenv("JWT_AUDIENCE", AUD)
-        env.reset()
-        yield arn
-        env.reset()
-
-
-def test_handler_reads_the_secret_and_allows(secret_arn: str) -> None:
-    response = authorizer.handler(token_authorizer_event(f"Bearer {_token(role='agent')}", METHOD_ARN), CONTEXT)
-    assert response["context"] == {"sub": "alice", "role": "agent"}
-    assert response["policyDocument"]["Statement"][0]["Effect"] == "Allow"
-
-
-def test_handler_fails_loudly_when_the_secret_is_unreadable(secret_arn: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    # Given a secret id that does not exist: API Gateway must answer 500, never allow
-    monkeypatch.setenv("JWT_SECRET_ARN", secret_arn + "-gone")
+def issuer_variables(monkeypatch: pytest.MonkeyPatch) -> Iterator[TokenIssuer]:
+    """The TOKEN_* variables of a Cognito stage, its key set served by the test issuer."""
+    issuer = TokenIssuer()
+    for name, value in {
+        "TOKEN_ISSUER": issuer.issuer,
+        "TOKEN_JWKS_URL": issuer.jwks_url,
+        "TOKEN_AUDIENCES": issuer.client_id,
+        "TOKEN_ALGORITHMS": "RS256",
+        "TOKEN_USES": "id,access",
+        "TOKEN_ROLE_CLAIM": "cognito:groups",
+        "TOKEN_DEFAULT_ROLE": "customer",
+    }.items():
+        monkeypatch.setenv(name, value)
     env.reset()
-    with pytest.raises(Exception, match=r"(?i)secret"):
-        authorizer.handler(token_authorizer_event(f"Bearer {_token()}", METHOD_ARN), CONTEXT)
-
-
-def test_handler_fails_on_missing_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("JWT_SECRET_ARN", raising=False)
+    restore = tokens.use_transport(issuer.fetch)
+    yield issuer
+    restore()
     env.reset()
-    with pytest.raises(env.MissingSetting, match="JWT_SECRET_ARN"):
+
+
+def test_handler_fetches_the_key_set_once_and_allows(issuer_variables: TokenIssuer) -> None:
+    for _ in range(3):
+        response = authorizer.handler(token_authorizer_event(f"Bearer {_token(role='agent')}", METHOD_ARN), CONTEXT)
+        assert response["context"] == {"sub": "alice", "role": "agent"}
+        assert response["policyDocument"]["Statement"][0]["Effect"] == "Allow"
+    assert issuer_variables.fetches == 1
+
+
+def test_handler_denies_and_logs_when_the_key_set_is_unreachable(
+    issuer_variables: TokenIssuer, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Given a key set URL nothing answers: every token is denied, nobody let in unchecked
+    monkeypatch.setenv("TOKEN_JWKS_URL", "https://cognito-idp.example.invalid/jwks.json")
+    env.reset()
+    response = authorizer.handler(token_authorizer_event(f"Bearer {_token(role='admin')}", METHOD_ARN), CONTEXT)
+    assert [s["Effect"] for s in response["policyDocument"]["Statement"]] == ["Deny"]
+    assert "key set is unavailable" in caplog.text
+
+
+def test_handler_fails_on_missing_settings(issuer_variables: TokenIssuer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TOKEN_ISSUER", raising=False)
+    env.reset()
+    with pytest.raises(env.MissingSetting, match="TOKEN_ISSUER"):
         authorizer.handler(token_authorizer_event("Bearer x", METHOD_ARN), CONTEXT)
-    env.reset()
-
-
-def test_a_misconfigured_secret_fails_loudly_instead_of_denying() -> None:
-    # Given a signing secret too short for HS256 / Then the invocation fails (API Gateway: 500)
-    with pytest.raises(ValueError, match="at least 32 bytes"):
-        authorizer.authorize(token_authorizer_event(f"Bearer {_token()}", METHOD_ARN), "short", CONFIG)
 
 
 @pytest.mark.parametrize(
     ("claims", "expected"),
     [
-        ({"email": "root@example.com"}, "root@example.com"),
         ({"email": "root@example.com", "email_verified": True}, "root@example.com"),
+        ({"email": "root@example.com", "email_verified": "true"}, "root@example.com"),
+        ({"email": "root@example.com"}, None),
         ({"email": "root@example.com", "email_verified": False}, None),
         ({"email": "root@example.com", "email_verified": "false"}, None),
-        ({"email": "not an address"}, None),
-        ({"email": ["root@example.com"]}, None),
+        ({"email": "not an address", "email_verified": True}, None),
+        ({"email": ["root@example.com"], "email_verified": True}, None),
         ({}, None),
     ],
 )
 def test_only_a_verified_address_reaches_the_context(claims: dict[str, Any], expected: str | None) -> None:
-    response = _authorize(f"Bearer {_token(extra=claims)}")
+    response = _authorize(f"Bearer {ISSUER.sign({**ISSUER.claims('alice'), **claims})}")
     assert response["policyDocument"]["Statement"][0]["Effect"] == "Allow"
     assert response["context"].get("email") == expected

@@ -19,6 +19,7 @@ import jsonschema
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from jwt.algorithms import RSAAlgorithm
 
 from lambdas.api import access, admin_agents, rest
 from lambdas.api import agent as agent_api
@@ -27,14 +28,13 @@ from lambdas.api.validation import REGISTER_AGENT, gateway_schema
 from lambdas.shared import cursor, env
 from lambdas.shared.errors import InvalidCursor
 from lambdas.shared.store import DynamoSessionStore
-from lambdas.shared.tokens import VerifierSettings, mint
 from lambdas.ws import authorizer as ws_authorizer
 from tests.support.events import DEFAULT_API, authorizer_context, lambda_context, rest_proxy_event, ws_authorizer_event
+from tests.support.identity import TokenIssuer
 
-SECRET = "k" * 64
-ISS = "https://auth.test"
-AUD = "test-api"
-CONFIG = VerifierSettings(secret_arn="unused", issuer=ISS, audience=AUD, secret_cache_seconds=300)
+ISSUER = TokenIssuer()
+ISS, AUD = ISSUER.issuer, ISSUER.client_id
+CONFIG, KEYS = ISSUER.settings(), ISSUER.key_set()
 SESSION = "0b7c5f2e-1d3a-4c8b-9e6f-2a1b3c4d5e6f"
 CONTEXT = lambda_context("HostileInput")
 HYPOTHESIS = settings(
@@ -258,32 +258,45 @@ def _b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
 
-def _signed(payload: bytes, header: bytes = b'{"alg":"HS256","typ":"JWT"}') -> str:
-    """A token correctly signed with the stage's secret over raw (possibly hostile) bytes."""
+_HEADER = json.dumps({"alg": "RS256", "kid": ISSUER.kid}).encode()
+
+
+def _signed(payload: bytes, header: bytes = _HEADER) -> str:
+    """A token correctly signed with the issuer's key over raw (possibly hostile) bytes."""
     head, body = _b64(header), _b64(payload)
-    sig = hmac.new(SECRET.encode(), f"{head}.{body}".encode(), hashlib.sha256).digest()
+    sig = RSAAlgorithm(RSAAlgorithm.SHA256).sign(f"{head}.{body}".encode(), ISSUER.private_key)
     return f"{head}.{body}.{_b64(sig)}"
 
 
 def _claims_with(name: str, raw: str) -> bytes:
-    claims = {"sub": "alice", "role": "customer", "iss": ISS, "aud": AUD, "exp": 0}
+    claims = {"sub": "alice", "cognito:groups": ["customer"], "iss": ISS, "aud": AUD, "token_use": "id", "exp": 0}
     text = json.dumps(claims).replace('"exp": 0', '"exp": 4102444800') if name != "exp" else json.dumps(claims)
     return text.replace(f'"{name}": ' + json.dumps(claims.get(name, 0)), f'"{name}": {raw}').encode(
         "utf-8", "surrogatepass"
     )
 
 
+def _hs256_with_public_key(payload: bytes) -> str:
+    """The key-confusion attack over raw bytes: HS256 whose HMAC secret is the issuer's public key."""
+    head = _b64(json.dumps({"alg": "HS256", "kid": ISSUER.kid}).encode())
+    body = _b64(payload)
+    return f"{head}.{body}.{_b64(hmac.new(ISSUER.public_pem(), f'{head}.{body}'.encode(), hashlib.sha256).digest())}"
+
+
 HOSTILE_PAYLOAD = st.one_of(
-    st.tuples(st.sampled_from(["exp", "nbf", "iat", "sub", "aud", "role"]), st.one_of(NUMBERS, NESTING)).map(
-        lambda pair: _claims_with(*pair)
-    ),
+    st.tuples(
+        st.sampled_from(["exp", "nbf", "iat", "sub", "aud", "cognito:groups", "token_use"]), st.one_of(NUMBERS, NESTING)
+    ).map(lambda pair: _claims_with(*pair)),
     NESTING.map(str.encode),
     st.binary(max_size=80),  # invalid UTF-8 among them
-    NASTY_TEXT.map(lambda sub: json.dumps({"sub": sub, "role": "customer", "iss": ISS, "aud": AUD}).encode()),
+    NASTY_TEXT.map(
+        lambda sub: json.dumps({"sub": sub, "token_use": "id", "iss": ISS, "aud": AUD, "exp": 4102444800}).encode()
+    ),
 )
 HOSTILE_TOKEN = st.one_of(
     HOSTILE_PAYLOAD.map(_signed),
     HOSTILE_PAYLOAD.map(lambda header: _signed(b'{"sub":"alice"}', header)),
+    HOSTILE_PAYLOAD.map(_hs256_with_public_key),
     NASTY_TEXT,
     st.text(alphabet="ABCDEFabcdef0123456789-_.=+/", max_size=200),
 )
@@ -297,15 +310,15 @@ def _allows(response: dict[str, Any]) -> bool:
 @given(token=HOSTILE_TOKEN)
 def test_the_rest_authorizer_denies_every_hostile_token(token: str) -> None:
     event = {"type": "TOKEN", "methodArn": DEFAULT_API.method_arn("GET", "/sessions"), "authorizationToken": token}
-    assert not _allows(rest_authorizer.authorize(event, SECRET, CONFIG))
+    assert not _allows(rest_authorizer.authorize(event, CONFIG, KEYS))
     event["authorizationToken"] = f"Bearer {token}"
-    assert not _allows(rest_authorizer.authorize(event, SECRET, CONFIG))
+    assert not _allows(rest_authorizer.authorize(event, CONFIG, KEYS))
 
 
 @HYPOTHESIS
 @given(token=HOSTILE_TOKEN)
 def test_the_websocket_authorizer_denies_every_hostile_token(token: str) -> None:
-    assert not _allows(ws_authorizer.authorize(ws_authorizer_event(query={"token": token}), SECRET, CONFIG))
+    assert not _allows(ws_authorizer.authorize(ws_authorizer_event(query={"token": token}), CONFIG, KEYS))
 
 
 @pytest.mark.parametrize("exp", ["1e400", "-1e400", "NaN", "Infinity", "1" + "0" * 400])
@@ -313,13 +326,13 @@ def test_both_authorizers_deny_a_signed_token_whose_exp_is_huge_or_not_finite(ex
     token = _signed(_claims_with("exp", exp))
     rest_event = {"type": "TOKEN", "methodArn": DEFAULT_API.method_arn("GET", "/sessions"), "authorizationToken": ""}
     rest_event["authorizationToken"] = f"Bearer {token}"
-    assert not _allows(rest_authorizer.authorize(rest_event, SECRET, CONFIG))
-    assert not _allows(ws_authorizer.authorize(ws_authorizer_event(query={"token": token}), SECRET, CONFIG))
+    assert not _allows(rest_authorizer.authorize(rest_event, CONFIG, KEYS))
+    assert not _allows(ws_authorizer.authorize(ws_authorizer_event(query={"token": token}), CONFIG, KEYS))
 
 
 def test_a_valid_token_is_still_allowed_by_both() -> None:
-    token = mint(sub="alice", role="customer", secret=SECRET, issuer=ISS, audience=AUD)
+    token = ISSUER.token("alice")
     rest_event = {"type": "TOKEN", "methodArn": DEFAULT_API.method_arn("GET", "/sessions"), "authorizationToken": ""}
     rest_event["authorizationToken"] = f"Bearer {token}"
-    assert _allows(rest_authorizer.authorize(rest_event, SECRET, CONFIG))
-    assert _allows(ws_authorizer.authorize(ws_authorizer_event(query={"token": token}), SECRET, CONFIG))
+    assert _allows(rest_authorizer.authorize(rest_event, CONFIG, KEYS))
+    assert _allows(ws_authorizer.authorize(ws_authorizer_event(query={"token": token}), CONFIG, KEYS))

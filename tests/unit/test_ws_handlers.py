@@ -10,15 +10,15 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from lambdas.shared import connections, env
+from lambdas.shared import connections, env, tokens
 from lambdas.shared.errors import ConnectionSuperseded
 from lambdas.shared.records import Role, SessionStatus, Summary, Turn
 from lambdas.shared.responder import BedrockResponder
 from lambdas.shared.store import DynamoSessionStore
-from lambdas.shared.tokens import mint
 from lambdas.ws import authorizer, connect, default, disconnect, message, onboarding
 from lambdas.ws.frames import MAX_TEXT_CHARS
 from tests.support.events import authorizer_context, lambda_context, ws_authorizer_event, ws_event
+from tests.support.identity import TokenIssuer
 from tests.support.websocket import DOMAIN, ENDPOINT, STAGE, sent_frames
 from tests.unit.test_responder import converse_response
 
@@ -32,9 +32,8 @@ def customer_context(customer_id: str, role: str = "customer") -> dict[str, Any]
 
 ALICE = customer_context("alice")
 OTHER_CONN = "M1TN0dPGwIdDJix="
-SECRET = "s" * 64
-ISSUER = "https://auth.test"
-AUDIENCE = "chat-test"
+ISSUER = TokenIssuer()
+OTHER_POOL = TokenIssuer(issuer="https://cognito-idp.us-east-1.amazonaws.com/us-east-1_OtherPool")
 
 
 CTX = lambda_context("ws-test")
@@ -103,18 +102,26 @@ def roles(turns: Sequence[Turn]) -> list[str]:
 
 @pytest.fixture
 def jwt_secret(ddb_client: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    arn = boto3.client("secretsmanager", region_name="us-east-1").create_secret(Name="jwt", SecretString=SECRET)["ARN"]
-    for key, value in {"JWT_SECRET_ARN": arn, "JWT_ISSUER": ISSUER, "JWT_AUDIENCE": AUDIENCE}.items():
+    """The TOKEN_* variables of a Cognito stage; the test issuer serves the key set."""
+    for key, value in {
+        "TOKEN_ISSUER": ISSUER.issuer,
+        "TOKEN_JWKS_URL": ISSUER.jwks_url,
+        "TOKEN_AUDIENCES": ISSUER.client_id,
+        "TOKEN_ALGORITHMS": "RS256",
+        "TOKEN_USES": "id,access",
+        "TOKEN_ROLE_CLAIM": "cognito:groups",
+        "TOKEN_DEFAULT_ROLE": "customer",
+    }.items():
         monkeypatch.setenv(key, value)
     env.reset()
+    restore = tokens.use_transport(ISSUER.fetch)
     yield
+    restore()
     env.reset()
 
 
-def _token(role: str = "customer", **overrides: Any) -> str:
-    args: dict[str, Any] = {"sub": "alice", "role": role, "secret": SECRET, "issuer": ISSUER, "audience": AUDIENCE}
-    args.update(overrides)
-    return mint(**args)
+def _token(role: str = "customer", *, issuer: TokenIssuer = ISSUER, **options: Any) -> str:
+    return issuer.token("alice", groups=[role], **options)
 
 
 @pytest.mark.usefixtures("jwt_secret")
@@ -135,7 +142,8 @@ def test_authorizer_allows_a_customer_token_from_the_query_string() -> None:
         None,
         "not-a-jwt",
         "eyJhbGciOiJub25lIn0.eyJzdWIiOiJhbGljZSJ9.",
-        "WRONG_SECRET",
+        "HS256_PUBLIC_KEY",
+        "OTHER_POOL",
         "EXPIRED",
         "OTHER_AUDIENCE",
         "AGENT",
@@ -143,10 +151,11 @@ def test_authorizer_allows_a_customer_token_from_the_query_string() -> None:
 )
 def test_authorizer_denies_every_refused_token(token: str | None) -> None:
     special = {
-        "WRONG_SECRET": lambda: _token(secret="x" * 64),
-        "EXPIRED": lambda: _token(now=1_000, ttl_seconds=60),
-        "OTHER_AUDIENCE": lambda: _token(audience="other"),
+        "OTHER_POOL": lambda: _token(issuer=OTHER_POOL),
+        "EXPIRED": lambda: _token(now=1_000, ttl=60),
+        "OTHER_AUDIENCE": lambda: _token(aud="other"),
         "AGENT": lambda: _token(role="agent"),
+        "HS256_PUBLIC_KEY": lambda: ISSUER.hs256_with_public_key(ISSUER.claims("alice")),
     }
     value = special[token]() if token in special else token
     response = authorizer.handler(ws_authorizer_event(query={"token": value} if value else None), CTX)

@@ -28,6 +28,7 @@ from tests.e2e.harness.bedrock import BedrockStub
 from tests.e2e.harness.clock import Clock
 from tests.e2e.harness.deploy import DeployedStack, deploy_stack
 from tests.e2e.harness.eventbridge import EventLog, delivering, fire_schedule
+from tests.e2e.harness.identity import jwks_transport
 from tests.e2e.harness.intrinsics import Deployed
 from tests.e2e.harness.loaders import Cloud, EventSourceMapping
 from tests.e2e.harness.queues import SqsPump
@@ -307,6 +308,7 @@ def embedded_stage(
         calls = stack.enter_context(in_process())
         stack.enter_context(clock.installed())
         stack.enter_context(bedrock.installed())
+        stack.enter_context(jwks_transport())
         account = boto3.client("sts", region_name=region).get_caller_identity()["Account"]
         cloud = Cloud(region=region, account=str(account))
         log = stack.enter_context(delivering(cloud))
