@@ -73,8 +73,8 @@ bench: install ## Benchmarks; writes docs/performance.md
 demo: install ## The whole story on embedded AWS (moto), step by step
 	$(PY) -m tests.e2e.demo
 
-mint-token: install ## Mint a dev JWT: make mint-token SUB=alice ROLE=customer SECRET=...
-	$(PY) -m tools.mint_token --sub "$(SUB)" --role "$(ROLE)" --secret "$(SECRET)"
+mint-token: install ## A deployed dev pool's token: make mint-token EMAIL=a@example.com ROLE=customer [CREATE=1] (password in env DEV_USER_PASSWORD)
+	$(PY) -m tools.mint_token --stage $(STAGE) --email "$(EMAIL)" $(if $(ROLE),--role "$(ROLE)") $(if $(CREATE),--create)
 
 openapi: install ## Regenerate docs/openapi.json from the synthesized dev stage (a test fails when it is stale)
 	$(PY) -m tools.openapi
