@@ -6,7 +6,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-DOC = ROOT / "docs" / "websocket.md"
+DOC = ROOT / "docs" / "websocket-api.md"
 #: Everything that sends frames to a customer's connection, or answers its handshake.
 SENDERS = [*sorted((ROOT / "lambdas" / "ws").glob("*.py")), ROOT / "lambdas/events/customer_notifier.py"]
 #: Calls whose first string argument is an error code on the wire (connect answers ``_answer(status, code, ...)``).
@@ -47,4 +47,4 @@ def test_every_frame_type_and_error_code_is_documented() -> None:
     assert {"welcome", "message", "ack", "error", "notification", "handoff_closed"} <= types
     assert {"invalid_frame", "rate_limited", "forbidden", "too_many_connections", "session_closed"} <= codes
     undocumented = sorted(w for w in types | codes if f'"{w}"' not in doc and f"`{w}`" not in doc)
-    assert undocumented == [], f"docs/websocket.md does not name: {undocumented}"
+    assert undocumented == [], f"docs/websocket-api.md does not name: {undocumented}"
