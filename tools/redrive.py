@@ -519,6 +519,8 @@ def _no_source(dlq: Queue, kinds: set[Kind]) -> str:
     lines += [ADVICE[kind] for kind in (Kind.STREAM_FAILURE, Kind.INVOCATION_RECORD, Kind.EVENTBRIDGE) if kind in kinds]
     if sns := [sender for sender in dlq.senders if sender.startswith("SNS")]:
         lines.append(f"Its queue policy lets {', '.join(sns)} send to it: it is an SNS subscription's DLQ.")
+    if not kinds:
+        lines.append("A dry run (without --apply) shows what its messages are and what to do with them.")
     if not kinds or kinds - NOT_MOVABLE:
         lines.append(
             "To move its messages to a queue of your choice, give --to QUEUE (failure records stay where they are)."
@@ -873,8 +875,9 @@ def dead_letter_queues(queues: Sequence[tuple[str, Queue]]) -> list[tuple[str, Q
 
     A queue is one when another queue's redrive policy names it or its RedriveAllowPolicy says
     ``byQueue``; and when it has no DLQ of its own: the construct library gives every work queue a
-    DLQ and leaves it out only on failure destinations (``SecureQueue(dead_letter_queue=False)``).
-    A RedriveAllowPolicy of ``denyAll`` says it is none.
+    DLQ and leaves it out only on failure destinations (``SecureQueue(dead_letter_queue=False)``),
+    and tests/infra/test_invariants.py holds every stage to that. A RedriveAllowPolicy of
+    ``denyAll`` says it is none.
     """
     sources: dict[str, list[str]] = {}
     for _, queue in queues:

@@ -610,6 +610,16 @@ def test_no_credentials_is_a_clear_error_without_a_traceback(
     )
 
 
+def test_no_region_is_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    assert redrive.main(["some-dlq"]) == 2
+    assert capsys.readouterr().err == "error: no AWS region: give --region, a queue URL or ARN, or set AWS_REGION\n"
+
+
 # --- The pure parts -----------------------------------------------------------------------------
 
 
