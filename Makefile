@@ -22,7 +22,7 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 export AWS_EC2_METADATA_DISABLED := true
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help install synth synth-all test lint typecheck unit cfn-lint bench demo mint-token deploy diff destroy openapi clean
+.PHONY: help install synth synth-all test lint typecheck unit cfn-lint bench demo mint-token deploy diff destroy redrive openapi clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -87,6 +87,11 @@ diff: install ## What a deploy of STAGE would change in its AWS account
 
 destroy: install ## Delete a disposable stage's stacks (refuses a stage that retains its data)
 	$(PY) -m tools.deploy destroy --stage $(STAGE)
+
+# Without QUEUE: the DLQs of STAGE. With QUEUE (name, URL or ARN): a dry run, or the move with APPLY=1.
+redrive: install ## Redrive a DLQ: make redrive QUEUE=... [APPLY=1 TO=... MAX=n RATE=n]; no QUEUE: list STAGE's DLQs
+	$(PY) -m tools.redrive $(strip $(if $(QUEUE),"$(QUEUE)",--stage $(STAGE)) $(if $(APPLY),--apply) \
+		$(if $(TO),--to "$(TO)") $(if $(MAX),--max $(MAX)) $(if $(RATE),--rate $(RATE)) $(ARGS))
 
 clean: ## Remove build output (keeps the installs)
 	rm -rf cdk.out cdk.out.all .pytest_cache .mypy_cache .ruff_cache

@@ -34,8 +34,8 @@ RUNBOOK_FUNCTION = (
     "the request id in an error response leads to the log line."
 )
 RUNBOOK_DLQ = (
-    "Read a message to see what failed and why (its attributes name the source), fix the cause, "
-    "then redrive the queue (SQS StartMessageMoveTask) or replay the stream range it names."
+    "make redrive QUEUE=<this queue> shows what failed and where it would go; fix the cause, then redrive "
+    "it (APPLY=1) or, for failure records, replay what they name (docs/operations.md, Redriving a dead-letter queue)."
 )
 RUNBOOK_WORKFLOW = (
     "Open the failed execution in the Step Functions console: the failing state's error and cause say why."
