@@ -29,7 +29,6 @@ from tests.support.identity import TokenIssuer
 ISSUER = TokenIssuer()
 IMPOSTOR = TokenIssuer(key_name="impostor")
 SETTINGS, KEYS = ISSUER.settings(), ISSUER.key_set()
-NOW = time.time()
 PREFIX = DEFAULT_API.method_arn("GET", "/sessions").rsplit("/", 2)[0]
 EXAMPLES = settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -44,32 +43,39 @@ class Change:
     drop: tuple[str, ...] = ()
 
 
-#: Changes by the claim they touch: a token gets at most one change per claim, so no change
-#: undoes another and the oracle stays exact.
-CHANGES: dict[str, list[Change]] = {
-    "exp": [
-        Change("expired", {"exp": int(NOW) - 3600}, bad=True),
-        Change("valid for two days", {"exp": int(NOW) + 2 * 86400}, bad=True),
-        Change("no exp", {}, bad=True, drop=("exp",)),
-        Change("exp as text", {"exp": str(int(NOW) + 600)}, bad=True),
-        Change("near expiry", {"exp": int(NOW) + 20}, bad=False),
-    ],
-    "nbf": [Change("not yet valid", {"nbf": int(NOW) + 3600}, bad=True)],
-    "iat": [Change("issued in the future", {"iat": int(NOW) + 3600}, bad=True)],
-    "iss": [Change("another pool", {"iss": "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_Other"}, bad=True)],
-    "aud": [Change("another client", {"aud": "another-client"}, bad=True)],
-    "token_use": [Change("a refresh token", {"token_use": "refresh"}, bad=True)],
-    "sub": [
-        Change("no sub", {}, bad=True, drop=("sub",)),
-        Change("a sub with a slash", {"sub": "alice/../bob"}, bad=True),
-    ],
-    "cognito:groups": [
-        Change("two roles", {"cognito:groups": ["agent", "admin"]}, bad=True),
-        Change("a group that is no role", {"cognito:groups": ["vip"]}, bad=False),
-    ],
-    "custom:tier": [Change("an extra claim", {"custom:tier": "gold"}, bad=False)],
-    "email": [Change("a verified address", {"email": "alice@example.com", "email_verified": True}, bad=False)],
-}
+def changes(now: int) -> dict[str, list[Change]]:
+    """Changes by the claim they touch, relative to the token's issue time ``now``.
+
+    A token gets at most one change per claim, so no change undoes another and the oracle stays exact.
+    """
+    return {
+        "exp": [
+            Change("expired", {"exp": now - 3600}, bad=True),
+            Change("valid for two days", {"exp": now + 2 * 86400}, bad=True),
+            Change("no exp", {}, bad=True, drop=("exp",)),
+            Change("exp as text", {"exp": str(now + 600)}, bad=True),
+            Change("near expiry", {"exp": now + 60}, bad=False),
+        ],
+        "nbf": [Change("not yet valid", {"nbf": now + 3600}, bad=True)],
+        "iat": [Change("issued in the future", {"iat": now + 3600}, bad=True)],
+        "iss": [
+            Change("another pool", {"iss": "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_Other"}, bad=True)
+        ],
+        "aud": [Change("another client", {"aud": "another-client"}, bad=True)],
+        "token_use": [Change("a refresh token", {"token_use": "refresh"}, bad=True)],
+        "sub": [
+            Change("no sub", {}, bad=True, drop=("sub",)),
+            Change("a sub with a slash", {"sub": "alice/../bob"}, bad=True),
+        ],
+        "cognito:groups": [
+            Change("two roles", {"cognito:groups": ["agent", "admin"]}, bad=True),
+            Change("a group that is no role", {"cognito:groups": ["vip"]}, bad=False),
+        ],
+        "custom:tier": [Change("an extra claim", {"custom:tier": "gold"}, bad=False)],
+        "email": [Change("a verified address", {"email": "alice@example.com", "email_verified": True}, bad=False)],
+    }
+
+
 ROLES = st.sampled_from(["customer", "agent", "admin", None])
 SIGNERS = st.sampled_from(["issuer", "issuer", "issuer", "impostor", "hs256-public-key", "none", "kid-unknown"])
 
@@ -83,10 +89,12 @@ def tokens(draw: st.DrawFn) -> tuple[str, str | None]:
     """A token and the role it must be allowed with (None: it must be refused)."""
     role = draw(ROLES)
     token_use = draw(st.sampled_from(["id", "access"]))
-    claims = ISSUER.claims("alice-1", groups=[role] if role else None, token_use=token_use)
-    touched = draw(st.lists(st.sampled_from(sorted(CHANGES)), max_size=3, unique=True))
-    changes = [draw(st.sampled_from(CHANGES[claim])) for claim in touched]
-    for change in changes:
+    now = int(time.time())  # each token is verified right after it is made
+    claims = ISSUER.claims("alice-1", groups=[role] if role else None, token_use=token_use, now=now)
+    by_claim = changes(now)
+    touched = draw(st.lists(st.sampled_from(sorted(by_claim)), max_size=3, unique=True))
+    applied = [draw(st.sampled_from(by_claim[claim])) for claim in touched]
+    for change in applied:
         claims.update(change.claims)
         for name in change.drop:
             claims.pop(name, None)
@@ -103,7 +111,7 @@ def tokens(draw: st.DrawFn) -> tuple[str, str | None]:
         token = ISSUER.hs256_with_public_key(claims)
     else:
         token = f"{_b64(json.dumps({'alg': 'none', 'kid': ISSUER.kid}).encode())}.{_b64(json.dumps(claims).encode())}."
-    good = signer == "issuer" and not any(change.bad for change in changes)
+    good = signer == "issuer" and not any(change.bad for change in applied)
     groups = claims.get("cognito:groups") or []
     expected = next((g for g in groups if g in ("customer", "agent", "admin")), "customer") if good else None
     return token, expected
