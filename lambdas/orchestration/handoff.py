@@ -166,11 +166,11 @@ def await_reply(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]
     """
     waiting_for = str(event.get("waiting_for") or WAITING_FOR_REPLY)
     session_id, handoff_id = str(event["session_id"]), str(event["handoff_id"])
-    if waiting_for == WAITING_FOR_AGENT:
-        handoff = store().get_handoff(session_id, handoff_id)
-        if handoff is None or handoff.status != HandoffStatus.ESCALATED:
-            raise HandoffConflict(f"handoff {handoff_id!r} is no longer escalated; no manager can take it")
-    store().await_callback(session_id, handoff_id, waiting_for, str(event["task_token"]))
+    # A manager's wait is stored in the same conditional write that checks the handoff is still
+    # escalated, so a customer who leaves between the check and the write cannot be missed.
+    status = HandoffStatus.ESCALATED if waiting_for == WAITING_FOR_AGENT else None
+    if not store().await_callback(session_id, handoff_id, waiting_for, str(event["task_token"]), while_status=status):
+        raise HandoffConflict(f"handoff {handoff_id!r} is no longer escalated; no manager can take it")
     return {"waiting_for": waiting_for}
 
 
@@ -316,7 +316,7 @@ processor = BatchProcessor(event_type=EventType.SQS)
 def _queue_record(record: SQSRecord) -> None:
     body = json.loads(record.body)
     session_id, handoff_id = str(body["session_id"]), str(body["handoff_id"])
-    store().queue_handoff(
+    queued = store().queue_handoff(
         session_id,
         handoff_id=handoff_id,
         reason=str(body["reason"]),
@@ -324,6 +324,9 @@ def _queue_record(record: SQSRecord) -> None:
         execution_arn=body.get("execution_arn"),
         task_token=str(body["task_token"]),
     )
+    if queued is None:  # a late or redriven copy: the handoff is past waiting, its token spent
+        logger.warning("assignment message for a handoff that no longer waits", extra={"handoff_id": handoff_id})
+        return
     sns().publish(
         TopicArn=topic_arn(),
         Message=json.dumps(

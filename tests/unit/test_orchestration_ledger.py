@@ -10,6 +10,7 @@ import pytest
 
 from lambdas.orchestration import handoff as handoff_steps
 from lambdas.shared import env as lambda_env
+from lambdas.shared.errors import HandoffNotFound
 from lambdas.shared.records import Agent, HandoffStatus, Role, SessionStatus
 from lambdas.shared.store import DynamoSessionStore, HandoffConflict, SessionNotActive
 
@@ -270,3 +271,54 @@ def test_a_late_failure_never_overwrites_a_handoff_that_is_over(
     assert handoff.status == after
     assert result["marked_failed"] is (status != after)
     assert result["reason"] == "the customer left before an agent took the handoff"
+
+
+def _queue(ledger: DynamoSessionStore, session_id: str, token: str) -> Any:
+    return ledger.queue_handoff(
+        session_id, handoff_id="h-1", reason="billing", priority="normal", execution_arn="arn:exec", task_token=token
+    )
+
+
+def test_a_late_assignment_message_never_replaces_the_live_wait(
+    store: DynamoSessionStore, ledger: DynamoSessionStore
+) -> None:
+    # Given a handoff that was queued with its token, then assigned, and now waits for the reply
+    session = store.create_session("c-1")
+    queued = _queue(ledger, session.session_id, "token-agent")
+    assert queued is not None
+    assert queued.status == HandoffStatus.QUEUED
+    _begin(ledger, session.session_id)
+    ledger.await_callback(session.session_id, "h-1", "reply", "token-reply")
+
+    # When the assignment message comes again (a redelivery, or a redrive from its DLQ)
+    again = _queue(ledger, session.session_id, "token-agent")
+
+    # Then nothing is written: the live wait's token and what it waits for are untouched
+    assert again is None
+    assert ledger.waiting_for(session.session_id, "h-1") == "reply"
+    assert ledger.claim_callback(session.session_id, "h-1", "reply") == "token-reply"
+    handoff = store.get_handoff(session.session_id, "h-1")
+    assert handoff is not None
+    assert handoff.status == HandoffStatus.ASSIGNED
+
+
+def test_a_redelivered_assignment_message_of_a_waiting_handoff_is_stored_again(
+    store: DynamoSessionStore, ledger: DynamoSessionStore
+) -> None:
+    session = store.create_session("c-1")
+    assert _queue(ledger, session.session_id, "token-1") is not None
+    assert _queue(ledger, session.session_id, "token-1") is not None
+    assert ledger.claim_callback(session.session_id, "h-1", "agent") == "token-1"
+
+
+def test_a_managers_wait_is_stored_only_while_the_handoff_is_escalated(
+    store: DynamoSessionStore, ledger: DynamoSessionStore
+) -> None:
+    session = store.create_session("c-1")
+    store.put_handoff(session.session_id, reason="billing", handoff_id="h-1")
+    assert not ledger.await_callback(
+        session.session_id, "h-1", "agent", "token-1", while_status=HandoffStatus.ESCALATED
+    )
+    assert ledger.waiting_for(session.session_id, "h-1") is None
+    with pytest.raises(HandoffNotFound):
+        ledger.await_callback(session.session_id, "h-9", "agent", "token-1", while_status=HandoffStatus.ESCALATED)

@@ -415,8 +415,13 @@ class Handoffs(Sessions):
         priority: str,
         execution_arn: str | None,
         task_token: str,
-    ) -> Handoff:
-        """Record that the handoff waits for an agent, with WaitForAgent's token (idempotent)."""
+    ) -> Handoff | None:
+        """Record that the handoff waits for an agent, with WaitForAgent's token (idempotent).
+
+        None when the handoff has moved on (assigned, escalated or over): the message is a late
+        or redriven copy whose token is spent, and storing it would let an accept resume a
+        wait that no longer exists, so nothing is written.
+        """
         with contextlib.suppress(Conflict):  # a redelivered message, or a re-queue after reassignment
             self.put_handoff(
                 session_id,
@@ -426,14 +431,30 @@ class Handoffs(Sessions):
                 execution_arn=execution_arn,
                 handoff_id=handoff_id,
             )
-        self.await_callback(session_id, handoff_id, WAITING_FOR_AGENT, task_token)
+        if not self.await_callback(
+            session_id, handoff_id, WAITING_FOR_AGENT, task_token, while_status=HandoffStatus.QUEUED
+        ):
+            return None
         handoff = self.get_handoff(session_id, handoff_id)
         if handoff is None:
             raise HandoffNotFound(session_id, handoff_id)
         return handoff
 
-    def await_callback(self, session_id: str, handoff_id: str, waiting_for: str, task_token: str) -> None:
-        """Store the token of the task that waits for ``waiting_for`` (``agent`` or ``reply``)."""
+    def await_callback(
+        self,
+        session_id: str,
+        handoff_id: str,
+        waiting_for: str,
+        task_token: str,
+        *,
+        while_status: HandoffStatus | None = None,
+    ) -> bool:
+        """Store the token of the task that waits for ``waiting_for`` (``agent`` or ``reply``).
+
+        With ``while_status`` the token is stored only while the handoff has that status, in the
+        same conditional write; False when it no longer has (nothing is written). HandoffNotFound
+        when there is no such handoff.
+        """
         if waiting_for not in _WAITING:
             raise ValueError(f"waiting_for must be one of {sorted(_WAITING)} (given {waiting_for!r})")
         if not task_token:
@@ -444,12 +465,17 @@ class Handoffs(Sessions):
         update.set("waiting_for", waiting_for)
         update.set("updated_at", self._now())
         condition = f"attribute_exists({expr.n(PARTITION_KEY)})"
+        if while_status is not None:
+            condition += f" AND {expr.n('status')} = {expr.v(str(while_status))}"
         try:
             self._update(keys.handoff_key(session_id, handoff_id), update, condition, return_values="NONE")
         except ClientError as err:
-            if code_of(err) == CONDITION_FAILED:
+            if code_of(err) != CONDITION_FAILED:
+                raise
+            if while_status is None or self.get_handoff(session_id, handoff_id) is None:
                 raise HandoffNotFound(session_id, handoff_id) from None
-            raise
+            return False
+        return True
 
     def claim_callback(self, session_id: str, handoff_id: str, waiting_for: str) -> str | None:
         """Take the stored token if the handoff waits for ``waiting_for``; exactly one caller gets it."""
