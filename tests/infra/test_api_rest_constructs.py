@@ -119,7 +119,13 @@ def test_defaults_are_hardened(template: Template) -> None:
     template.has_resource_properties("AWS::ApiGateway::RestApi", {"EndpointConfiguration": {"Types": ["REGIONAL"]}})
     template.has_resource_properties(
         "AWS::WAFv2::WebACL",
-        {"Rules": [{"Priority": 0, "Name": "AWSManagedRulesCommonRuleSet"} | _any(), _rate(500)]},
+        {
+            "Rules": [
+                {"Priority": 0, "Name": "AWSManagedRulesCommonRuleSet"} | _any(),
+                _rate(500),
+                {"Priority": 2, "Name": "AWSManagedRulesKnownBadInputsRuleSet"} | _any(),
+            ]
+        },
     )
 
 
