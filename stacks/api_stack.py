@@ -47,6 +47,8 @@ class ApiStack(Stack):
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)  # type: ignore[arg-type]
         self.config = config
+        # Every function's log group is encrypted with the Storage key, as the workflows' are.
+        self._log_key = storage.key
         # First the REST API: it creates the token signing secret both APIs verify with.
         rest = build_rest_api(
             self, config=config, storage=storage, orchestration=orchestration, function=self._function
@@ -101,7 +103,10 @@ class ApiStack(Stack):
     def _function(
         self, construct_id: str, handler: str, environment: dict[str, str], **options: Any
     ) -> lambda_.Function:
-        """A function of this stack, built the app's one way; its service name is ``mangaassist-<id>``."""
+        """A function of this stack, built the app's one way; its service name is ``mangaassist-<id>``.
+
+        Its log group is encrypted with the Storage key, as every function's of the stage.
+        """
         return stage_function(
             self,
             construct_id,
@@ -109,5 +114,6 @@ class ApiStack(Stack):
             handler=handler,
             environment=environment,
             service_name=f"mangaassist-{construct_id}",
+            log_encryption_key=self._log_key,
             **options,
         ).function

@@ -292,6 +292,8 @@ def check_every_data_store_and_channel_uses_a_customer_managed_key(stage: Synthe
                 violations.append(f"{where}: delivery stream not encrypted with a customer key")
         elif type_ == "AWS::Events::Archive" and "KmsKeyIdentifier" not in props:
             violations.append(f"{where}: event archive not encrypted with a customer key")
+        elif type_ == "AWS::Logs::LogGroup" and "KmsKeyId" not in props:
+            violations.append(f"{where}: log group not encrypted with a customer key")
         elif type_ == "AWS::StepFunctions::StateMachine":
             key = props.get("EncryptionConfiguration", {}).get("Type")
             if key not in (None, "CUSTOMER_MANAGED_KMS_KEY"):
@@ -686,6 +688,7 @@ def _broken_stage() -> Any:
             [
                 "Storage/Archive: event archive not encrypted",
                 "Storage/Bucket: bucket not encrypted",
+                "Storage/Logs: log group not encrypted",
                 "Storage/Queue: queue not encrypted",
                 "Storage/Table: table not encrypted",
             ],
