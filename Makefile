@@ -1,5 +1,5 @@
 # MangaAssist backend. Quick start: `make synth`, `make test`. Everything installs into the repo
-# (.venv, node_modules) from pinned versions; nothing needs AWS credentials or Docker.
+# (.venv, .venv-checkov, node_modules) from pinned versions; nothing needs AWS credentials or Docker.
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -8,6 +8,8 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
+# checkov pins dependencies (boto3, networkx, ...) that conflict with the app's: a venv of its own.
+CHECKOV_VENV := .venv-checkov
 STAGE ?= dev
 # The app runs on the repo's virtual environment; cdk.json's "app" (python3 app.py) is for a
 # user whose own virtual environment is active.
@@ -22,7 +24,7 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 export AWS_EC2_METADATA_DISABLED := true
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help install synth synth-all test lint typecheck unit cfn-lint bench demo mint-token deploy diff destroy redrive openapi clean
+.PHONY: help install synth synth-all test lint typecheck unit cfn-lint checkov bench demo mint-token deploy diff destroy redrive openapi clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -31,6 +33,12 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-input \
 		-r requirements-dev.txt -c constraints.txt
+	@touch $@
+
+$(CHECKOV_VENV)/.installed: requirements-checkov.txt
+	@test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-input \
+		-r requirements-checkov.txt
 	@touch $@
 
 node_modules/.installed: package.json package-lock.json
@@ -64,8 +72,12 @@ cfn-lint: synth-all ## cdk-nag (during synth) and cfn-lint over every template o
 	@# cfn-lint is single-threaded: two processes of four templates each halve its wall time.
 	ls cdk.out.all/assembly-MangaAssist-*/*.template.json | xargs -n 4 -P 2 $(VENV)/bin/cfn-lint
 
-test: install ## Every check: lint, types, tests, cdk-nag and cfn-lint over both stages
-	$(MAKE) --no-print-directory lint typecheck unit cfn-lint
+checkov: synth-all $(CHECKOV_VENV)/.installed ## checkov over every template of dev and prod; fails on a finding checkov-skips.yaml does not accept
+	@# One offline checkov process per stage on the two cores (tools/checkov_gate.py says how).
+	$(PY) -m tools.checkov_gate cdk.out.all --checkov $(CHECKOV_VENV)/bin/checkov --skips checkov-skips.yaml
+
+test: install ## Every check: lint, types, tests, cdk-nag, cfn-lint and checkov over both stages
+	$(MAKE) --no-print-directory lint typecheck unit cfn-lint checkov
 
 bench: install ## Benchmarks; writes docs/performance.md
 	$(PY) -m bench

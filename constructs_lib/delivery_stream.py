@@ -29,8 +29,9 @@ class S3DeliveryStream(Construct):
         stream.grant_put_records(producer_function)
 
     Objects land under ``<prefix>year=YYYY/month=MM/day=DD/``; records Firehose cannot deliver land
-    under ``<error_prefix><error type>/year=.../``. The stream itself (server-side encryption),
-    the objects and the error log group are encrypted with the customer key.
+    under ``<error_prefix><error type>/year=.../``. The stream itself (server-side encryption) and
+    the objects are encrypted with the customer key; the delivery-error log group with
+    ``log_encryption_key`` when given.
 
     Args:
         bucket: destination bucket. Required.
@@ -42,6 +43,8 @@ class S3DeliveryStream(Construct):
         buffering_interval: deliver at least this often, 0..900 s. Defaults to 60 seconds.
         buffering_size: or when this much is buffered, 1..128 MiB. Defaults to 5 MiB.
         log_retention: retention of the delivery-error log group. Defaults to one week.
+        log_encryption_key: KMS key of the delivery-error log group; its key policy must let
+            CloudWatch Logs use it. Defaults to CloudWatch Logs' own encryption.
     """
 
     def __init__(
@@ -57,6 +60,7 @@ class S3DeliveryStream(Construct):
         buffering_interval: Duration | None = None,
         buffering_size: Size | None = None,
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_WEEK,
+        log_encryption_key: kms.IKey | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         errors = PropErrors(self)
@@ -78,7 +82,13 @@ class S3DeliveryStream(Construct):
                 f"{name} must be a relative prefix ending in '/' (given {value!r})",
             )
         errors.check(prefix != error_prefix, f"prefix and error_prefix must differ (given {prefix!r} twice)")
-        self.log_group = logs.LogGroup(self, "LogGroup", retention=log_retention, removal_policy=RemovalPolicy.DESTROY)
+        self.log_group = logs.LogGroup(
+            self,
+            "LogGroup",
+            retention=log_retention,
+            encryption_key=log_encryption_key,
+            removal_policy=RemovalPolicy.DESTROY,
+        )
         self.destination = firehose.S3Bucket(
             bucket,
             data_output_prefix=f"{prefix}{DATE_PARTITIONS}",

@@ -103,7 +103,7 @@ class HardenedRestApi(Construct):
     What it sets up: JSON access logs into a log group with a retention (and a KMS key when
     given); execution logging at INFO for every method with request/response data only when
     ``log_execution_data`` is true, into an explicitly created execution log group with the same
-    retention; X-Ray tracing; detailed metrics; stage throttling; a usage plan with the same
+    retention and key; X-Ray tracing; detailed metrics; stage throttling; a usage plan with the same
     limits; CORS preflight for the given origins; DEFAULT_4XX/5XX gateway responses as JSON
     with CORS headers; request validators for body+parameters and parameters only.
 
@@ -115,7 +115,8 @@ class HardenedRestApi(Construct):
         throttle_rate: steady-state requests per second of the stage. Defaults to 50.
         throttle_burst: burst of the stage. Defaults to 100.
         log_retention: retention of the access and execution log groups. Defaults to one week.
-        log_encryption_key: KMS key of the access log group. Defaults to CloudWatch Logs' own encryption.
+        log_encryption_key: KMS key of the access and execution log groups; its key policy must let
+            CloudWatch Logs use it. Defaults to CloudWatch Logs' own encryption.
         log_execution_data: log full requests and responses in execution logs. Defaults to
             false (never in production: they hold personal data and tokens).
         log_removal_policy: defaults to DESTROY (logs age out by retention anyway).
@@ -202,6 +203,7 @@ class HardenedRestApi(Construct):
             "ExecutionLogs",
             log_group_name=f"API-Gateway-Execution-Logs_{self.api.rest_api_id}/{stage_name}",
             retention=log_retention,
+            encryption_key=log_encryption_key,
             removal_policy=log_removal_policy,
         )
         self.usage_plan: apigw.UsagePlan = self.api.add_usage_plan(

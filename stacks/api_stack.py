@@ -46,6 +46,8 @@ class ApiStack(Stack):
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)  # type: ignore[arg-type]
         self.config = config
+        # Every function's log group is encrypted with the Storage key, as the workflows' are.
+        self._log_key = storage.key
         # First the REST API: the WebSocket part wires the agent routes' function it makes.
         rest = build_rest_api(
             self, config=config, storage=storage, orchestration=orchestration, function=self._function
@@ -98,7 +100,10 @@ class ApiStack(Stack):
     def _function(
         self, construct_id: str, handler: str, environment: dict[str, str], **options: Any
     ) -> lambda_.Function:
-        """A function of this stack, built the app's one way; its service name is ``mangaassist-<id>``."""
+        """A function of this stack, built the app's one way; its service name is ``mangaassist-<id>``.
+
+        Its log group is encrypted with the Storage key, as every function's of the stage.
+        """
         return stage_function(
             self,
             construct_id,
@@ -106,5 +111,6 @@ class ApiStack(Stack):
             handler=handler,
             environment=environment,
             service_name=f"mangaassist-{construct_id}",
+            log_encryption_key=self._log_key,
             **options,
         ).function

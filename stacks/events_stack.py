@@ -103,7 +103,10 @@ class EventsStack(Stack):
         )
 
     def _function(self, construct_id: str, handler: str, environment: dict[str, str], **extra: Any) -> SharedFunction:
-        """A function of this stack; its service name is its id, its metrics share one namespace."""
+        """A function of this stack; its service name is its id, its metrics share one namespace.
+
+        Its log group is encrypted with the Storage key, as every function's of the stage.
+        """
         return stage_function(
             self,
             construct_id,
@@ -112,6 +115,7 @@ class EventsStack(Stack):
             environment=environment,
             service_name=construct_id,
             metrics_namespace="MangaAssist",
+            log_encryption_key=self.storage.key,
             **extra,
         )
 
@@ -226,6 +230,7 @@ class EventsStack(Stack):
                 buffering_interval=Duration.seconds(config.firehose_buffer_seconds),
                 buffering_size=Size.mebibytes(config.firehose_buffer_mb),
                 log_retention=log_retention(config.log_retention_days),
+                log_encryption_key=storage.key,
             )
 
         self.analytics = delivery_stream("AnalyticsDeliveryStream", storage.analytics.bucket, "sessions/", "errors/")

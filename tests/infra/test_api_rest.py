@@ -372,6 +372,17 @@ def test_waf_only_where_configured(dev: SynthesizedStage, prod: SynthesizedStage
                     }
                 ),
                 Match.object_like({"Action": {"Block": {}}, "Statement": {"RateBasedStatement": Match.any_value()}}),
+                Match.object_like(
+                    {
+                        "OverrideAction": {"None": {}},
+                        "Statement": {
+                            "ManagedRuleGroupStatement": {
+                                "VendorName": "AWS",
+                                "Name": "AWSManagedRulesKnownBadInputsRuleSet",
+                            }
+                        },
+                    }
+                ),
             ],
         },
     )

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from aws_cdk import Acknowledgment, App, Duration, Stack, Stage, Validations
 from aws_cdk import aws_apigateway as apigw
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk.assertions import Template
 from cdk_nag import AwsSolutionsChecks
@@ -124,8 +125,28 @@ def test_defaults_are_hardened(template: Template) -> None:
     template.has_resource_properties("AWS::ApiGateway::RestApi", {"EndpointConfiguration": {"Types": ["REGIONAL"]}})
     template.has_resource_properties(
         "AWS::WAFv2::WebACL",
-        {"Rules": [{"Priority": 0, "Name": "AWSManagedRulesCommonRuleSet"} | _any(), _rate(500)]},
+        {
+            "Rules": [
+                {"Priority": 0, "Name": "AWSManagedRulesCommonRuleSet"} | _any(),
+                _rate(500),
+                {"Priority": 2, "Name": "AWSManagedRulesKnownBadInputsRuleSet"} | _any(),
+            ]
+        },
     )
+
+
+def test_a_log_key_encrypts_the_access_and_the_execution_log_groups() -> None:
+    # Given an API with a log key
+    stack = Stack(App(), "Keyed")
+    key = kms.Key(stack, "LogsKey")
+    HardenedRestApi(stack, "Api", cors_allowed_origins=["https://app.example.com"], log_encryption_key=key)
+
+    groups = Template.from_stack(stack).find_resources("AWS::Logs::LogGroup")
+
+    # Then both of its log groups are encrypted with it
+    key_arn = {"Fn::GetAtt": [stack.get_logical_id(cast(kms.CfnKey, key.node.default_child)), "Arn"]}
+    assert len(groups) == 2
+    assert all(group["Properties"]["KmsKeyId"] == key_arn for group in groups.values())
 
 
 def _any() -> dict[str, Any]:

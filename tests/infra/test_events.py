@@ -543,3 +543,21 @@ def test_queue_props_shape_the_queue_over_its_defaults(stack: Stack) -> None:
 def test_a_delivery_stream_leaves_no_unused_mapping(stack: Stack) -> None:
     S3DeliveryStream(stack, "D", bucket=s3.Bucket(stack, "B"), encryption_key=kms.Key(stack, "K"))
     assert Template.from_stack(stack).to_json().get("Mappings", {}) == {}
+
+
+def test_a_delivery_stream_error_log_group_uses_the_given_key_and_by_default_none(stack: Stack) -> None:
+    # Given one stream with a log key and one without
+    logs_key = kms.Key(stack, "LogsKey")
+    S3DeliveryStream(
+        stack, "Keyed", bucket=s3.Bucket(stack, "B1"), encryption_key=kms.Key(stack, "K1"), log_encryption_key=logs_key
+    )
+    S3DeliveryStream(stack, "Plain", bucket=s3.Bucket(stack, "B2"), encryption_key=kms.Key(stack, "K2"))
+
+    groups = Template.from_stack(stack).find_resources("AWS::Logs::LogGroup")
+
+    # Then only the first stream's log group is encrypted, with exactly that key
+    keys = {logical_id[:5]: group["Properties"].get("KmsKeyId") for logical_id, group in groups.items()}
+    assert keys == {
+        "Keyed": {"Fn::GetAtt": [stack.resolve(logs_key.node.default_child.logical_id), "Arn"]},
+        "Plain": None,
+    }

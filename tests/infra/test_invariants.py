@@ -292,6 +292,8 @@ def check_every_data_store_and_channel_uses_a_customer_managed_key(stage: Synthe
                 violations.append(f"{where}: delivery stream not encrypted with a customer key")
         elif type_ == "AWS::Events::Archive" and "KmsKeyIdentifier" not in props:
             violations.append(f"{where}: event archive not encrypted with a customer key")
+        elif type_ == "AWS::Logs::LogGroup" and "KmsKeyId" not in props:
+            violations.append(f"{where}: log group not encrypted with a customer key")
         elif type_ == "AWS::StepFunctions::StateMachine":
             key = props.get("EncryptionConfiguration", {}).get("Type")
             if key not in (None, "CUSTOMER_MANAGED_KMS_KEY"):
@@ -344,6 +346,34 @@ def test_every_bucket_queue_and_topic_refuses_plain_http(any_stage: SynthesizedS
         check_every_bucket_queue_and_topic_refuses_plain_http(any_stage),
         "every bucket, queue and topic refuses plain HTTP",
     )
+
+
+#: Words in an environment variable's name that say it may hold a credential.
+SECRET_WORDS = ("SECRET", "PASSWORD", "TOKEN", "CREDENTIAL", "PRIVATE_KEY", "API_KEY")
+
+
+def check_no_function_environment_holds_a_secret(stage: SynthesizedStage) -> list[str]:
+    """A variable named like a secret holds a Secrets Manager secret's reference or a number, never a value.
+
+    Function environments are in the template and readable with lambda:GetFunctionConfiguration,
+    so a secret is read at run time from Secrets Manager by its ARN.
+    """
+    secrets = {logical_id for _, logical_id, _ in _of_type(stage, "AWS::SecretsManager::Secret")}
+    violations = []
+    for part, logical_id, function in _of_type(stage, "AWS::Lambda::Function"):
+        for name, value in _props(function).get("Environment", {}).get("Variables", {}).items():
+            if not any(word in name for word in SECRET_WORDS):
+                continue
+            if isinstance(value, str) and value.isdigit():
+                continue  # a setting such as SECRET_CACHE_SECONDS
+            if isinstance(value, dict) and _refs(value) and _refs(value) <= secrets:
+                continue
+            violations.append(f"{part}/{logical_id}: {name} is neither a secret's reference nor a number")
+    return violations
+
+
+def test_no_function_environment_holds_a_secret(any_stage: SynthesizedStage) -> None:
+    _fail_if(check_no_function_environment_holds_a_secret(any_stage), "no function environment holds a secret")
 
 
 # --- logs, tracing and function settings ---------------------------------------------------------
@@ -618,7 +648,13 @@ def _broken_stage() -> Any:
         "Logs": {"Type": "AWS::Logs::LogGroup", "Properties": {}},
         "Archive": {"Type": "AWS::Events::Archive", "Properties": {}},
         "Role": {"Type": "AWS::IAM::Role", "Properties": {}},
-        "Fn": {"Type": "AWS::Lambda::Function", "Properties": {"Role": {"Fn::GetAtt": ["Role", "Arn"]}}},
+        "Fn": {
+            "Type": "AWS::Lambda::Function",
+            "Properties": {
+                "Role": {"Fn::GetAtt": ["Role", "Arn"]},
+                "Environment": {"Variables": {"SIGNING_SECRET": "hunter2", "TABLE_NAME": "t"}},
+            },
+        },
         "Worker": {"Type": "AWS::Lambda::Function", "Properties": {"Role": {"Fn::GetAtt": ["Role", "Arn"]}}},
         "Policy": {
             "Type": "AWS::IAM::Policy",
@@ -686,6 +722,7 @@ def _broken_stage() -> Any:
             [
                 "Storage/Archive: event archive not encrypted",
                 "Storage/Bucket: bucket not encrypted",
+                "Storage/Logs: log group not encrypted",
                 "Storage/Queue: queue not encrypted",
                 "Storage/Table: table not encrypted",
             ],
@@ -695,6 +732,7 @@ def _broken_stage() -> Any:
             ["Storage/Bucket: no policy", "Storage/Queue: no policy", "Storage/Topic: no policy"],
         ),
         (check_every_log_group_has_a_retention, ["Storage/Logs: log group without RetentionInDays"]),
+        (check_no_function_environment_holds_a_secret, ["Storage/Fn: SIGNING_SECRET is neither"]),
         (
             check_every_alarm_notifies_with_a_runbook,
             [
