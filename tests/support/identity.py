@@ -16,13 +16,16 @@ from __future__ import annotations
 import functools
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import jwt
+import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
+from lambdas.shared import env, tokens
 from lambdas.shared.tokens import Issuer, KeySet
 
 ISSUER_URL = "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_TestPool"
@@ -99,6 +102,31 @@ class TokenIssuer:
         }
         values.update(overrides)
         return Issuer(**values)
+
+    def variables(self) -> dict[str, str]:
+        """The ``TOKEN_*`` variables the stage sets on both authorizers for a Cognito pool like this issuer."""
+        return {
+            "TOKEN_ISSUER": self.issuer,
+            "TOKEN_JWKS_URL": self.jwks_url,
+            "TOKEN_AUDIENCES": self.client_id,
+            "TOKEN_ALGORITHMS": self.alg,
+            "TOKEN_USES": "id,access",
+            "TOKEN_ROLE_CLAIM": "cognito:groups",
+            "TOKEN_DEFAULT_ROLE": "customer",
+        }
+
+    @contextmanager
+    def serving(self, monkeypatch: pytest.MonkeyPatch) -> Iterator[TokenIssuer]:
+        """An authorizer's environment for this issuer, whose key set this issuer serves, inside the block."""
+        for name, value in self.variables().items():
+            monkeypatch.setenv(name, value)
+        env.reset()
+        restore = tokens.use_transport(self.fetch)
+        try:
+            yield self
+        finally:
+            restore()
+            env.reset()
 
     def claims(
         self,

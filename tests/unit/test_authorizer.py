@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lambdas.api import access, authorizer
-from lambdas.shared import env, tokens
+from lambdas.shared import env
 from tests.support.events import lambda_context, token_authorizer_event
 from tests.support.identity import TokenIssuer
 
@@ -194,22 +194,8 @@ CONTEXT = lambda_context("Authorizer", aws_request_id="lambda-request-1", memory
 @pytest.fixture
 def issuer_variables(monkeypatch: pytest.MonkeyPatch) -> Iterator[TokenIssuer]:
     """The TOKEN_* variables of a Cognito stage, its key set served by the test issuer."""
-    issuer = TokenIssuer()
-    for name, value in {
-        "TOKEN_ISSUER": issuer.issuer,
-        "TOKEN_JWKS_URL": issuer.jwks_url,
-        "TOKEN_AUDIENCES": issuer.client_id,
-        "TOKEN_ALGORITHMS": "RS256",
-        "TOKEN_USES": "id,access",
-        "TOKEN_ROLE_CLAIM": "cognito:groups",
-        "TOKEN_DEFAULT_ROLE": "customer",
-    }.items():
-        monkeypatch.setenv(name, value)
-    env.reset()
-    restore = tokens.use_transport(issuer.fetch)
-    yield issuer
-    restore()
-    env.reset()
+    with TokenIssuer().serving(monkeypatch) as issuer:
+        yield issuer
 
 
 def test_handler_fetches_the_key_set_once_and_allows(issuer_variables: TokenIssuer) -> None:

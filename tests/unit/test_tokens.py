@@ -278,15 +278,7 @@ def test_fails_to_describe_an_issuer_that_would_accept_too_much(overrides: dict[
 
 
 def test_issuer_settings_come_from_the_token_variables(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name, value in {
-        "TOKEN_ISSUER": ISSUER.issuer,
-        "TOKEN_JWKS_URL": ISSUER.jwks_url,
-        "TOKEN_AUDIENCES": "web, mobile",
-        "TOKEN_ALGORITHMS": "RS256",
-        "TOKEN_USES": "id,access",
-        "TOKEN_ROLE_CLAIM": "cognito:groups",
-        "TOKEN_DEFAULT_ROLE": "",
-    }.items():
+    for name, value in {**ISSUER.variables(), "TOKEN_AUDIENCES": "web, mobile", "TOKEN_DEFAULT_ROLE": ""}.items():
         monkeypatch.setenv(name, value)
     env.reset()
     issuer = issuer_settings()

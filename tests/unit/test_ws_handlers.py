@@ -10,7 +10,7 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from lambdas.shared import connections, env, tokens
+from lambdas.shared import connections, env
 from lambdas.shared.errors import ConnectionSuperseded
 from lambdas.shared.records import Role, SessionStatus, Summary, Turn
 from lambdas.shared.responder import BedrockResponder
@@ -103,21 +103,8 @@ def roles(turns: Sequence[Turn]) -> list[str]:
 @pytest.fixture
 def jwt_secret(ddb_client: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """The TOKEN_* variables of a Cognito stage; the test issuer serves the key set."""
-    for key, value in {
-        "TOKEN_ISSUER": ISSUER.issuer,
-        "TOKEN_JWKS_URL": ISSUER.jwks_url,
-        "TOKEN_AUDIENCES": ISSUER.client_id,
-        "TOKEN_ALGORITHMS": "RS256",
-        "TOKEN_USES": "id,access",
-        "TOKEN_ROLE_CLAIM": "cognito:groups",
-        "TOKEN_DEFAULT_ROLE": "customer",
-    }.items():
-        monkeypatch.setenv(key, value)
-    env.reset()
-    restore = tokens.use_transport(ISSUER.fetch)
-    yield
-    restore()
-    env.reset()
+    with ISSUER.serving(monkeypatch):
+        yield
 
 
 def _token(role: str = "customer", *, issuer: TokenIssuer = ISSUER, **options: Any) -> str:
