@@ -20,7 +20,7 @@ class JwtTokenAuthorizer(Construct):
     Example::
 
         users = HardenedUserPool(self, "Users", groups=["customer"])
-        verifier = SharedFunction(self, "Verifier", ..., environment={"TOKEN_ISSUER": users.issuer_url})
+        verifier = SharedFunction(self, "Verifier", ..., environment={"ISSUER_URL": users.issuer_url})
         auth = JwtTokenAuthorizer(self, "Authorizer", function=verifier.function)
         resource.add_method("GET", integration, authorizer=auth.authorizer)
 

@@ -21,9 +21,9 @@ class HardenedUserPool(Construct):
     Example::
 
         users = HardenedUserPool(self, "Users", groups=["customer", "admin"], self_sign_up=True)
-        verifier.add_environment("TOKEN_ISSUER", users.issuer_url)
-        verifier.add_environment("TOKEN_JWKS_URL", users.jwks_url)
-        verifier.add_environment("TOKEN_AUDIENCES", users.client.user_pool_client_id)
+        verifier.add_environment("ISSUER_URL", users.issuer_url)
+        verifier.add_environment("ISSUER_JWKS_URL", users.jwks_url)
+        verifier.add_environment("ISSUER_AUDIENCES", users.client.user_pool_client_id)
 
     Hardened defaults: e-mail is the sign-in name and is verified before it counts; passwords of
     at least 12 characters with upper and lower case, digits and symbols; optional TOTP MFA (no

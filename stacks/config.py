@@ -43,7 +43,7 @@ ThreatProtection = Literal["off", "audit", "enforced"]
 MfaMode = Literal["off", "optional", "required"]
 
 #: Signature algorithms a token may use: asymmetric only, so a public key never verifies an HMAC.
-TOKEN_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512")
+ISSUER_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512")
 _CLAIM = re.compile(r"^[A-Za-z0-9_:./-]{1,256}$")  # cognito:groups, roles, https://example.com/roles
 _CLIENT_ID = re.compile(r"^[\x21-\x7e]{1,256}$")
 
@@ -116,10 +116,10 @@ class IdentityConfig:
                 "must be 'customer' or null (a token never gets agent or admin by default)",
                 self.default_role,
             )
-        weak = [a for a in self.algorithms if a not in TOKEN_ALGORITHMS]
+        weak = [a for a in self.algorithms if a not in ISSUER_ALGORITHMS]
         if not self.algorithms or weak:
             raise _fail(
-                stage, "identity.algorithms", f"must list asymmetric algorithms from {list(TOKEN_ALGORITHMS)}", weak
+                stage, "identity.algorithms", f"must list asymmetric algorithms from {list(ISSUER_ALGORITHMS)}", weak
             )
         external = {"issuer": self.issuer, "audiences": self.audiences, "jwks_url": self.jwks_url}
         if self.provider == "cognito":

@@ -2,7 +2,7 @@
 
 The pool lives in the Storage stack (its users outlive every other stack, and both APIs read
 it); :func:`token_environment` is the one place that turns the stage's identity into the
-``TOKEN_*`` variables both authorizers verify with (``lambdas.shared.tokens.issuer_settings``).
+``ISSUER_*`` variables both authorizers verify with (``lambdas.shared.tokens.issuer_settings``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ _THREAT_PROTECTION = {
     "enforced": cognito.StandardThreatProtectionMode.FULL_FUNCTION,
 }
 #: Cognito's tokens: ID tokens carry the verified e-mail, access tokens the client id; both the groups.
-COGNITO_TOKEN_USES = ("id", "access")
+COGNITO_ISSUER_ACCEPTED_USES = ("id", "access")
 
 
 def build_user_pool(scope: Construct, config: StageConfig) -> HardenedUserPool:
@@ -69,24 +69,24 @@ def build_user_pool(scope: Construct, config: StageConfig) -> HardenedUserPool:
 
 
 def token_environment(config: StageConfig, users: HardenedUserPool | None) -> dict[str, str]:
-    """The ``TOKEN_*`` variables of both authorizers: the stage's pool, or its external issuer."""
+    """The ``ISSUER_*`` variables of both authorizers: the stage's pool, or its external issuer."""
     identity = config.identity
     if identity.provider == "cognito":
         if users is None:
             raise ValueError(f"stage {config.name} signs in with Cognito but has no user pool")
         issuer, jwks_url = users.issuer_url, users.jwks_url
         audiences: tuple[str, ...] = (users.client.user_pool_client_id,)
-        token_uses: tuple[str, ...] = COGNITO_TOKEN_USES
+        token_uses: tuple[str, ...] = COGNITO_ISSUER_ACCEPTED_USES
     else:
         issuer, jwks_url, audiences, token_uses = str(identity.issuer), str(identity.jwks_url), identity.audiences, ()
     environment = {
-        "TOKEN_ISSUER": issuer,
-        "TOKEN_JWKS_URL": jwks_url,
-        "TOKEN_AUDIENCES": ",".join(audiences),
-        "TOKEN_ALGORITHMS": ",".join(identity.algorithms),
-        "TOKEN_USES": ",".join(token_uses),
-        "TOKEN_ROLE_CLAIM": identity.role_claim,
-        "TOKEN_DEFAULT_ROLE": identity.default_role or "",
+        "ISSUER_URL": issuer,
+        "ISSUER_JWKS_URL": jwks_url,
+        "ISSUER_AUDIENCES": ",".join(audiences),
+        "ISSUER_ALGORITHMS": ",".join(identity.algorithms),
+        "ISSUER_ACCEPTED_USES": ",".join(token_uses),
+        "ISSUER_ROLE_CLAIM": identity.role_claim,
+        "ISSUER_DEFAULT_ROLE": identity.default_role or "",
     }
     if set(environment) != set(ISSUER_VARIABLES):  # the two sides are edited together
         raise ValueError(

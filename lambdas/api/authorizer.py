@@ -12,7 +12,7 @@ any invalid token. A request without the header, or with one that is not ``Beare
 and never reaches this function. When the issuer's key set cannot be fetched, every token is
 denied and the failure is logged as an error (``JwksUnavailable``): nobody is let in unchecked.
 
-Environment: the ``TOKEN_*`` variables of :func:`lambdas.shared.tokens.issuer_settings` (the
+Environment: the ``ISSUER_*`` variables of :func:`lambdas.shared.tokens.issuer_settings` (the
 issuer, its key set URL, the accepted clients, algorithms, token uses and the role claim).
 """
 

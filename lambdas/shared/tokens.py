@@ -7,7 +7,7 @@ PyJWT may accept and turns the claims into the app's caller: subject, role, veri
 
 Usage::
 
-    issuer = issuer_settings()                       # TOKEN_* variables, once per container
+    issuer = issuer_settings()                       # ISSUER_* variables, once per container
     claims = verify(token, issuer, key_set())        # TokenError, or JwksUnavailable
     claims.sub, claims.role                          # "7d0c...", "customer"
 
@@ -425,13 +425,13 @@ def bearer(header_value: str | None) -> str | None:
 
 #: The variables the deploy side sets on both authorizers (``stacks/identity.py``).
 ISSUER_VARIABLES: Final = (
-    "TOKEN_ISSUER",
-    "TOKEN_JWKS_URL",
-    "TOKEN_AUDIENCES",
-    "TOKEN_ALGORITHMS",
-    "TOKEN_USES",
-    "TOKEN_ROLE_CLAIM",
-    "TOKEN_DEFAULT_ROLE",
+    "ISSUER_URL",
+    "ISSUER_JWKS_URL",
+    "ISSUER_AUDIENCES",
+    "ISSUER_ALGORITHMS",
+    "ISSUER_ACCEPTED_USES",
+    "ISSUER_ROLE_CLAIM",
+    "ISSUER_DEFAULT_ROLE",
 )
 
 
@@ -441,19 +441,19 @@ def _listed(name: str) -> tuple[str, ...]:
 
 @once
 def issuer_settings() -> Issuer:
-    """The stage's issuer from ``TOKEN_*`` (issuer, key set URL and audiences required), once per container."""
+    """The stage's issuer from ``ISSUER_*`` (issuer, key set URL and audiences required), once per container."""
     try:
         return Issuer(
-            issuer=resource("TOKEN_ISSUER"),
-            jwks_url=resource("TOKEN_JWKS_URL"),
-            audiences=_listed("TOKEN_AUDIENCES"),
-            algorithms=_listed("TOKEN_ALGORITHMS") or ("RS256",),
-            token_uses=_listed("TOKEN_USES"),
-            role_claim=optional_resource("TOKEN_ROLE_CLAIM") or "cognito:groups",
-            default_role=optional_resource("TOKEN_DEFAULT_ROLE"),
+            issuer=resource("ISSUER_URL"),
+            jwks_url=resource("ISSUER_JWKS_URL"),
+            audiences=_listed("ISSUER_AUDIENCES"),
+            algorithms=_listed("ISSUER_ALGORITHMS") or ("RS256",),
+            token_uses=_listed("ISSUER_ACCEPTED_USES"),
+            role_claim=optional_resource("ISSUER_ROLE_CLAIM") or "cognito:groups",
+            default_role=optional_resource("ISSUER_DEFAULT_ROLE"),
         )
     except ValueError as error:
-        raise MissingSetting(f"the TOKEN_* variables do not describe an issuer: {error}") from None
+        raise MissingSetting(f"the ISSUER_* variables do not describe an issuer: {error}") from None
 
 
 @once

@@ -1,7 +1,7 @@
 """The app's WebSocket chat API: $connect (authorizer + onboarding workflow), $disconnect, sendMessage, $default.
 
 Tokens are verified against the stage's issuer exactly as the REST authorizer does (one
-verifier, one ``TOKEN_*`` environment); the agent routes get the WebSocket endpoint and the
+verifier, one ``ISSUER_*`` environment); the agent routes get the WebSocket endpoint and the
 right to post to connections. Constructs keep the ids and the parent (the given stack) they
 always had.
 """

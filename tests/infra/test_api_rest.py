@@ -110,7 +110,7 @@ def test_token_authorizer_settings(any_stage: SynthesizedStage) -> None:
     function = _resources(any_stage, "AWS::Lambda::Function")
     authorizer = next(v for v in function.values() if v["Properties"]["Handler"] == "lambdas.api.authorizer.handler")
     variables = authorizer["Properties"]["Environment"]["Variables"]
-    assert {name for name in variables if name.startswith("TOKEN_")} == set(ISSUER_VARIABLES)
+    assert {name for name in variables if name.startswith("ISSUER_")} == set(ISSUER_VARIABLES)
 
 
 def test_no_shared_signing_secret_exists(any_stage: SynthesizedStage) -> None:

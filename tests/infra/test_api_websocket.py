@@ -123,12 +123,12 @@ def test_default_route_returns_its_error_frame_to_the_client(any_stage: Synthesi
 
 
 def test_authorizer_verifies_with_the_rest_authorizers_issuer(any_stage: SynthesizedStage) -> None:
-    # One issuer for both APIs: the same TOKEN_* variables, and no secret to read
+    # One issuer for both APIs: the same ISSUER_* variables, and no secret to read
     template = api(any_stage)
 
     def issuer_of(handler: str) -> dict[str, Any]:
         variables = template["Resources"][function_id(template, handler)]["Properties"]["Environment"]["Variables"]
-        return {k: v for k, v in variables.items() if k.startswith("TOKEN_")}
+        return {k: v for k, v in variables.items() if k.startswith("ISSUER_")}
 
     assert issuer_of("lambdas.ws.authorizer.handler") == issuer_of("lambdas.api.authorizer.handler")
     assert set(issuer_of("lambdas.ws.authorizer.handler")) == set(ISSUER_VARIABLES)

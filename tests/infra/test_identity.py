@@ -32,7 +32,7 @@ def _issuer_variables(stage: SynthesizedStage, handler: str) -> dict[str, Any]:
     functions = _of_type(stage, "Api", "AWS::Lambda::Function").values()
     [function] = [f for f in functions if f["Properties"]["Handler"] == handler]
     variables = function["Properties"]["Environment"]["Variables"]
-    return {k: v for k, v in variables.items() if k.startswith("TOKEN_")}
+    return {k: v for k, v in variables.items() if k.startswith("ISSUER_")}
 
 
 def test_the_pool_signs_in_by_verified_email_with_a_strong_password(any_stage: SynthesizedStage) -> None:
@@ -97,18 +97,23 @@ def test_both_authorizers_trust_the_pool_and_its_client(any_stage: SynthesizedSt
     rest, websocket = (_issuer_variables(any_stage, handler) for handler in AUTHORIZERS)
     assert rest == websocket
     assert set(rest) == set(ISSUER_VARIABLES)
-    assert (rest["TOKEN_ALGORITHMS"], rest["TOKEN_USES"], rest["TOKEN_ROLE_CLAIM"], rest["TOKEN_DEFAULT_ROLE"]) == (
+    assert (
+        rest["ISSUER_ALGORITHMS"],
+        rest["ISSUER_ACCEPTED_USES"],
+        rest["ISSUER_ROLE_CLAIM"],
+        rest["ISSUER_DEFAULT_ROLE"],
+    ) == (
         "RS256",
         "id,access",
         "cognito:groups",
         "customer",
     )
     # The issuer, key set URL and client come from the Storage stack's pool, not from a setting
-    issuer = rest["TOKEN_ISSUER"]["Fn::Join"][1]
+    issuer = rest["ISSUER_URL"]["Fn::Join"][1]
     assert issuer[0] == "https://"
     assert "ProviderURL" in str(issuer[1])
-    assert "/.well-known/jwks.json" in str(rest["TOKEN_JWKS_URL"])
-    assert "UsersClient" in str(rest["TOKEN_AUDIENCES"])
+    assert "/.well-known/jwks.json" in str(rest["ISSUER_JWKS_URL"])
+    assert "UsersClient" in str(rest["ISSUER_AUDIENCES"])
 
 
 # ------------------------------------------------------------------ an external OIDC issuer
@@ -136,13 +141,13 @@ def test_an_oidc_stage_has_no_pool_and_trusts_the_named_issuer() -> None:
     assert _of_type(stage, "Storage", "AWS::Cognito::UserPool") == {}
     for handler in AUTHORIZERS:
         assert _issuer_variables(stage, handler) == {
-            "TOKEN_ISSUER": "https://login.example.com/",
-            "TOKEN_JWKS_URL": "https://login.example.com/.well-known/jwks.json",
-            "TOKEN_AUDIENCES": "web-app,mobile-app",
-            "TOKEN_ALGORITHMS": "RS256,ES256",
-            "TOKEN_USES": "",
-            "TOKEN_ROLE_CLAIM": "https://mangaassist.example/roles",
-            "TOKEN_DEFAULT_ROLE": "",
+            "ISSUER_URL": "https://login.example.com/",
+            "ISSUER_JWKS_URL": "https://login.example.com/.well-known/jwks.json",
+            "ISSUER_AUDIENCES": "web-app,mobile-app",
+            "ISSUER_ALGORITHMS": "RS256,ES256",
+            "ISSUER_ACCEPTED_USES": "",
+            "ISSUER_ROLE_CLAIM": "https://mangaassist.example/roles",
+            "ISSUER_DEFAULT_ROLE": "",
         }
     outputs = {k for k in stage.templates["Storage"].get("Outputs", {}) if k in OUTPUTS}
     assert "TokenIssuerUrl" in outputs

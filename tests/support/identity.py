@@ -104,15 +104,15 @@ class TokenIssuer:
         return Issuer(**values)
 
     def variables(self) -> dict[str, str]:
-        """The ``TOKEN_*`` variables the stage sets on both authorizers for a Cognito pool like this issuer."""
+        """The ``ISSUER_*`` variables the stage sets on both authorizers for a Cognito pool like this issuer."""
         return {
-            "TOKEN_ISSUER": self.issuer,
-            "TOKEN_JWKS_URL": self.jwks_url,
-            "TOKEN_AUDIENCES": self.client_id,
-            "TOKEN_ALGORITHMS": self.alg,
-            "TOKEN_USES": "id,access",
-            "TOKEN_ROLE_CLAIM": "cognito:groups",
-            "TOKEN_DEFAULT_ROLE": "customer",
+            "ISSUER_URL": self.issuer,
+            "ISSUER_JWKS_URL": self.jwks_url,
+            "ISSUER_AUDIENCES": self.client_id,
+            "ISSUER_ALGORITHMS": self.alg,
+            "ISSUER_ACCEPTED_USES": "id,access",
+            "ISSUER_ROLE_CLAIM": "cognito:groups",
+            "ISSUER_DEFAULT_ROLE": "customer",
         }
 
     @contextmanager

@@ -193,7 +193,7 @@ CONTEXT = lambda_context("Authorizer", aws_request_id="lambda-request-1", memory
 
 @pytest.fixture
 def issuer_variables(monkeypatch: pytest.MonkeyPatch) -> Iterator[TokenIssuer]:
-    """The TOKEN_* variables of a Cognito stage, its key set served by the test issuer."""
+    """The ISSUER_* variables of a Cognito stage, its key set served by the test issuer."""
     with TokenIssuer().serving(monkeypatch) as issuer:
         yield issuer
 
@@ -210,7 +210,7 @@ def test_handler_denies_and_logs_when_the_key_set_is_unreachable(
     issuer_variables: TokenIssuer, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     # Given a key set URL nothing answers: every token is denied, nobody let in unchecked
-    monkeypatch.setenv("TOKEN_JWKS_URL", "https://cognito-idp.example.invalid/jwks.json")
+    monkeypatch.setenv("ISSUER_JWKS_URL", "https://cognito-idp.example.invalid/jwks.json")
     env.reset()
     response = authorizer.handler(token_authorizer_event(f"Bearer {_token(role='admin')}", METHOD_ARN), CONTEXT)
     assert [s["Effect"] for s in response["policyDocument"]["Statement"]] == ["Deny"]
@@ -218,9 +218,9 @@ def test_handler_denies_and_logs_when_the_key_set_is_unreachable(
 
 
 def test_handler_fails_on_missing_settings(issuer_variables: TokenIssuer, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("TOKEN_ISSUER", raising=False)
+    monkeypatch.delenv("ISSUER_URL", raising=False)
     env.reset()
-    with pytest.raises(env.MissingSetting, match="TOKEN_ISSUER"):
+    with pytest.raises(env.MissingSetting, match="ISSUER_URL"):
         authorizer.handler(token_authorizer_event("Bearer x", METHOD_ARN), CONTEXT)
 
 

@@ -278,7 +278,7 @@ def test_fails_to_describe_an_issuer_that_would_accept_too_much(overrides: dict[
 
 
 def test_issuer_settings_come_from_the_token_variables(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name, value in {**ISSUER.variables(), "TOKEN_AUDIENCES": "web, mobile", "TOKEN_DEFAULT_ROLE": ""}.items():
+    for name, value in {**ISSUER.variables(), "ISSUER_AUDIENCES": "web, mobile", "ISSUER_DEFAULT_ROLE": ""}.items():
         monkeypatch.setenv(name, value)
     env.reset()
     issuer = issuer_settings()
@@ -289,13 +289,13 @@ def test_issuer_settings_come_from_the_token_variables(monkeypatch: pytest.Monke
         token_uses=("id", "access"),
         default_role=None,
     )
-    monkeypatch.setenv("TOKEN_ALGORITHMS", "HS256")
+    monkeypatch.setenv("ISSUER_ALGORITHMS", "HS256")
     env.reset()
     with pytest.raises(env.MissingSetting, match="asymmetric"):
         issuer_settings()
-    monkeypatch.delenv("TOKEN_ISSUER")
+    monkeypatch.delenv("ISSUER_URL")
     env.reset()
-    with pytest.raises(env.MissingSetting, match="TOKEN_ISSUER"):
+    with pytest.raises(env.MissingSetting, match="ISSUER_URL"):
         issuer_settings()
     env.reset()
 

@@ -102,7 +102,7 @@ def roles(turns: Sequence[Turn]) -> list[str]:
 
 @pytest.fixture
 def jwt_secret(ddb_client: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The TOKEN_* variables of a Cognito stage; the test issuer serves the key set."""
+    """The ISSUER_* variables of a Cognito stage; the test issuer serves the key set."""
     with ISSUER.serving(monkeypatch):
         yield
 
