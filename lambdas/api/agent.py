@@ -52,7 +52,7 @@ from botocore.exceptions import ClientError
 from lambdas.api import inbox, validation
 from lambdas.api.responses import Forbidden, json_response, register_error_handlers
 from lambdas.api.validation import ValidationError
-from lambdas.shared import aws, env, keys
+from lambdas.shared import aws, env, idempotency, keys
 from lambdas.shared.connections import DeliveryError, management_endpoint, post_to_connection
 from lambdas.shared.errors import (
     AgentNotFound,
@@ -303,7 +303,13 @@ def app() -> APIGatewayRestResolver:
     def message_route(session_id: str) -> Response:
         agent_id = _agent_id(resolver)
         sid = _session_id(session_id)
-        return json_response(201, send_message(sid, agent_id, _text(resolver.current_event.body)))
+        text = _text(resolver.current_event.body)
+        # A console that retries with its Idempotency-Key gets the turn it stored, not a second one.
+        key = resolver.current_event.headers.get("Idempotency-Key")
+        answer = idempotency.replay(
+            agent_id, f"POST /handoffs/{sid}/messages", key, {"text": text}, lambda: send_message(sid, agent_id, text)
+        )
+        return json_response(201, answer)
 
     register_error_handlers(resolver, logger)
     return resolver
@@ -312,4 +318,5 @@ def app() -> APIGatewayRestResolver:
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST, clear_state=True)
 @tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    idempotency.REQUESTS.register_lambda_context(context)
     return app().resolve(event, context)

@@ -17,7 +17,7 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 
 from lambdas.api.validation import BODY_ERROR, PARAMETERS_ERROR, ValidationError
-from lambdas.shared.errors import InvalidCursor, InvalidInput, NotFound, StoreError
+from lambdas.shared.errors import InvalidInput, NotFound, StoreError
 
 INTERNAL_ERROR: Final = "internal error; quote the request id"
 FORBIDDEN: Final = "this role may not do that"
@@ -59,9 +59,7 @@ def register_error_handlers(resolver: APIGatewayRestResolver, logger: Logger) ->
     @resolver.exception_handler(StoreError)
     def on_store_error(err: StoreError) -> Response:
         if isinstance(err, InvalidInput):  # bad input the store caught: the same 400 codes as validation
-            return error_response(
-                resolver, 400, PARAMETERS_ERROR if isinstance(err, InvalidCursor) else BODY_ERROR, str(err)
-            )
+            return error_response(resolver, 400, PARAMETERS_ERROR if err.parameter else BODY_ERROR, str(err))
         if 400 <= err.http_status < 500:
             return error_response(resolver, err.http_status, type(err).__name__, str(err))
         logger.exception("store error")

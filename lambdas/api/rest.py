@@ -34,7 +34,7 @@ from botocore.exceptions import ClientError
 
 from lambdas.api import access, validation
 from lambdas.api.responses import Forbidden, json_response, register_error_handlers
-from lambdas.shared import aws, env
+from lambdas.shared import aws, env, idempotency
 from lambdas.shared.errors import NotFound
 from lambdas.shared.records import HandoffStatus, Session, SessionStatus
 from lambdas.shared.serialize import public
@@ -130,8 +130,13 @@ def _register(resolver: APIGatewayRestResolver) -> None:
             raise Forbidden()
         # The customer's own address goes with the session (an admin's would be the wrong person).
         email = caller.email if caller.role == access.CUSTOMER else None
-        session = store().create_session(body["customer_id"], metadata=body.get("metadata") or {}, email=email)
-        return json_response(201, public(session))
+
+        def create() -> dict[str, Any]:
+            return public(store().create_session(body["customer_id"], metadata=body.get("metadata") or {}, email=email))
+
+        # A client that retries with its Idempotency-Key gets the session it created, not a second one.
+        key = resolver.current_event.headers.get("Idempotency-Key")
+        return json_response(201, idempotency.replay(caller.sub, "POST /sessions", key, body, create))
 
     @resolver.get("/sessions/<session_id>")
     @tracer.capture_method(capture_response=False)
@@ -225,4 +230,5 @@ def _execution(caller: Caller, execution_arn: str) -> dict[str, Any]:
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST, clear_state=True)
 @tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    idempotency.REQUESTS.register_lambda_context(context)
     return app().resolve(event, context)

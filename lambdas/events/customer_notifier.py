@@ -28,7 +28,6 @@ drop it.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
@@ -37,7 +36,7 @@ from aws_lambda_powertools import Logger, Tracer
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
+from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from lambdas.events.messages import EVENT_CLOSED, EVENT_ESCALATED, HandoffMessage, parse_body
@@ -131,21 +130,16 @@ def notify(
 IDEMPOTENCY: Final = IdempotencyConfig(event_key_jmespath="event_id", expires_after_seconds=NOTICE_MEMORY_SECONDS)
 
 
-@functools.cache
-def _notify_once() -> Callable[..., str]:
-    """``notify`` under the idempotency store, built on first use (the store needs ``TABLE_NAME``)."""
-
-    @idempotent_function(data_keyword_argument="body", persistence_store=idempotency.store(), config=IDEMPOTENCY)
-    def notify_once(body: dict[str, Any]) -> str:
-        return notify(store(), HandoffMessage(**body), configured_endpoint())
-
-    return notify_once
+#: ``notify`` once per notice, on the stage's table (Powertools idempotency).
+_notify_once = idempotency.once(
+    lambda body: notify(store(), HandoffMessage(**body), configured_endpoint()), config=IDEMPOTENCY
+)
 
 
 def record_handler(record: SQSRecord) -> str:
     message = parse_body(record.body)
     if message.event_id:
-        outcome = str(_notify_once()(body=message.__dict__))
+        outcome = str(_notify_once(message.__dict__))
     else:  # a sender that names no event: delivered at least once, as SQS does
         outcome = notify(store(), message, configured_endpoint())
     logger.info("customer notification", extra={"session_id": message.session_id, "outcome": outcome})

@@ -23,7 +23,6 @@ never a loss. Throttling and 5xx from SES raise, so SQS retries the message (the
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,7 +33,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
+from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from lambdas.shared import idempotency, mail
@@ -141,20 +140,15 @@ def tell(notice: ExportNotice, send: Callable[[str, str, str], mail.MailOutcome]
 IDEMPOTENCY: Final = IdempotencyConfig(event_key_jmespath="notice_id", expires_after_seconds=NOTICE_MEMORY_SECONDS)
 
 
-@functools.cache
-def _tell_once() -> Callable[..., str]:
-    """``tell`` under the idempotency store, built on first use (the store needs ``TABLE_NAME``)."""
-
-    @idempotent_function(data_keyword_argument="notice", persistence_store=idempotency.store(), config=IDEMPOTENCY)
-    def tell_once(notice: dict[str, Any]) -> str:
-        return tell(ExportNotice(**{k: v for k, v in notice.items() if k != "notice_id"}))
-
-    return tell_once
+#: ``tell`` once per notice, on the stage's table (Powertools idempotency).
+_tell_once = idempotency.once(
+    lambda notice: tell(ExportNotice(**{k: v for k, v in notice.items() if k != "notice_id"})), config=IDEMPOTENCY
+)
 
 
 def record_handler(record: SQSRecord) -> str:
     notice = parse(record.body)
-    outcome = _tell_once()(notice={**notice.__dict__, "notice_id": notice.notice_id})
+    outcome = _tell_once({**notice.__dict__, "notice_id": notice.notice_id})
     logger.info("export notice", extra={"event_type": notice.event_type, "outcome": outcome})
     return str(outcome)
 

@@ -18,10 +18,14 @@ class InvalidInput(StoreError, ValueError):
     """An argument is malformed (unknown role, limit out of range, empty id, ...)."""
 
     http_status = 400
+    #: True when the argument came from the request's parameters (path, query, header), not its body.
+    parameter = False
 
 
 class InvalidCursor(InvalidInput):
     """A pagination cursor is malformed, or was minted for another session, customer or list."""
+
+    parameter = True
 
     def __init__(self, reason: str = "the cursor is malformed") -> None:
         super().__init__(f"invalid cursor: {reason}; restart the listing without a cursor")

@@ -10,11 +10,51 @@ they cannot be mistaken for, or indexed as, an application item's ``status``.
 
 from __future__ import annotations
 
-from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
+import re
+from collections.abc import Callable
+from typing import Any, Final, TypeVar
+
+from aws_lambda_powertools.utilities.idempotency import (
+    DynamoDBPersistenceLayer,
+    IdempotencyConfig,
+    idempotent_function,
+)
+from aws_lambda_powertools.utilities.idempotency.exceptions import (
+    IdempotencyAlreadyInProgressError,
+    IdempotencyValidationError,
+)
 
 from lambdas.shared import env
+from lambdas.shared.errors import Conflict, InvalidInput
 from lambdas.shared.schema import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE
 from lambdas.shared.settings import resource
+
+T = TypeVar("T")
+
+#: What a client may send as ``Idempotency-Key``: the rule the workflow routes apply too.
+KEY_PATTERN: Final = re.compile(r"[A-Za-z0-9_-]{1,80}")
+#: How long a request's answer is kept for a retry with the same key.
+REQUEST_MEMORY_SECONDS: Final = 24 * 3600
+#: A request is one per (caller, route, key); its body must be the same on every retry.
+REQUESTS: Final = IdempotencyConfig(
+    event_key_jmespath="[caller, route, key]",
+    payload_validation_jmespath="body",
+    expires_after_seconds=REQUEST_MEMORY_SECONDS,
+)
+
+
+class InvalidKey(InvalidInput):
+    """The ``Idempotency-Key`` header is not 1-80 letters, digits, ``-`` or ``_``."""
+
+    parameter = True
+
+
+class KeyReused(Conflict):
+    """The ``Idempotency-Key`` answered another request (a different body) of this caller and route."""
+
+
+class StillRunning(Conflict):
+    """A request with this ``Idempotency-Key`` is being handled right now."""
 
 
 @env.once
@@ -30,3 +70,54 @@ def store() -> DynamoDBPersistenceLayer:
         data_attr="idempotency_data",
         validation_key_attr="idempotency_validation",
     )
+
+
+def once(function: Callable[..., T], config: IdempotencyConfig) -> Callable[..., T]:
+    """``function(data, **extra)`` under Powertools' idempotency on this store: once per ``config``'s key of ``data``.
+
+    Only ``data`` is hashed and validated; ``extra`` keyword arguments reach the function as they
+    are (collaborators, not part of the request). The wrapped function is built on first call (the
+    store needs ``TABLE_NAME``) and forgotten by ``env.reset()``. ``data`` and the result must be
+    JSON documents.
+    """
+
+    @env.once
+    def build() -> Callable[..., T]:
+        @idempotent_function(data_keyword_argument="data", persistence_store=store(), config=config)
+        def run(data: dict[str, Any], **extra: Any) -> T:
+            return function(data, **extra)
+
+        return run
+
+    def call(data: dict[str, Any], **extra: Any) -> T:
+        return build()(data=data, **extra)
+
+    return call
+
+
+def _answer(request: dict[str, Any], *, act: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    return act()
+
+
+_answer_once = once(_answer, REQUESTS)
+
+
+def replay(caller: str, route: str, key: str | None, body: Any, act: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """``act()``'s answer, computed once per ``(caller, route, key)`` and replayed to a retry.
+
+    Without a key (or an empty one) ``act`` simply runs. A key is 1-80 letters, digits, ``-`` or ``_``
+    (:class:`InvalidKey` otherwise, a 400); the same key with another body is :class:`KeyReused`, and one whose
+    first request is still running is :class:`StillRunning` (both 409). Keys are the caller's own:
+    another caller's identical key is another request.
+    """
+    if not key:  # absent, or sent empty: no key
+        return act()
+    if not KEY_PATTERN.fullmatch(key):
+        raise InvalidKey("header.Idempotency-Key must be 1-80 letters, digits, - or _")
+    request = {"caller": caller, "route": route, "key": key, "body": body}
+    try:
+        return _answer_once(request, act=act)
+    except IdempotencyValidationError:
+        raise KeyReused(f"this Idempotency-Key was used for another {route} request; use a new key") from None
+    except IdempotencyAlreadyInProgressError:
+        raise StillRunning("a request with this Idempotency-Key is still being handled; retry shortly") from None

@@ -189,7 +189,13 @@ def _session_routes(routes: _Routes, session_function: lambda_.Function) -> apig
     session_api = apigw.LambdaIntegration(session_function, allow_test_invoke=False)
     add, params, root = routes.add, routes.params, routes.root
     sessions = root.add_resource("sessions")
-    add(sessions, "POST", session_api, models=routes.json_body("CreateSessionRequest"))
+    add(
+        sessions,
+        "POST",
+        session_api,
+        models=routes.json_body("CreateSessionRequest"),
+        parameters=params(headers=("Idempotency-Key",)),
+    )
     session = sessions.add_resource("{id}")
     add(session, "GET", session_api, parameters=params("id"))
     add(session, "DELETE", session_api, parameters=params("id"))
@@ -267,7 +273,12 @@ def _agent_routes(
     agent_api = apigw.LambdaIntegration(agent_function, allow_test_invoke=False)
     handoff = routes.root.add_resource("handoffs").add_resource("{session_id}")
     routes.add(handoff.add_resource("accept"), "POST", agent_api, parameters=routes.params("session_id"))
-    routes.add(handoff.add_resource("messages"), "POST", agent_api, parameters=routes.params("session_id"))
+    routes.add(
+        handoff.add_resource("messages"),
+        "POST",
+        agent_api,
+        parameters=routes.params("session_id", headers=("Idempotency-Key",)),
+    )
     routes.add(
         handoff.add_resource("close"),
         "POST",

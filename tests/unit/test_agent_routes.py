@@ -38,7 +38,13 @@ AGENT_API = Api(stage="prod")
 
 
 def call(
-    action: str, session_id: str, body: Any, *, sub: str | None = "agent-1", role: str = "agent"
+    action: str,
+    session_id: str,
+    body: Any,
+    *,
+    sub: str | None = "agent-1",
+    role: str = "agent",
+    headers: dict[str, str] | None = None,
 ) -> tuple[int, Any]:
     """POST /handoffs/{session_id}/<action> as API Gateway sends it, with the authorizer's context."""
     authorizer = authorizer_context(sub, role=role, **({"sub": sub} if sub else {}))
@@ -48,7 +54,7 @@ def call(
         f"/handoffs/{session_id}/{action}",
         api=AGENT_API,
         path_parameters={"session_id": session_id},
-        headers={"Content-Type": "application/json"},
+        headers={"Content-Type": "application/json", **(headers or {})},
         body=body if isinstance(body, str) else json.dumps(body),
         authorizer=authorizer,
     )
@@ -266,3 +272,21 @@ def test_a_busy_agent_who_chose_away_is_away_once_its_handoff_closes(store: Dyna
     assert agent is not None
     assert agent.status == AgentStatus.AWAY
     assert store.find_available_agent("billing") is None
+
+
+def test_a_retried_message_with_its_idempotency_key_stores_one_turn(store: DynamoSessionStore) -> None:
+    # Given an agent serving the session whose first send's answer was lost
+    session_id = _handed_over(store)
+    key = {"Idempotency-Key": "console-msg-1"}
+    first = call("messages", session_id, {"text": "Volume 3 ships Friday."}, headers=key)
+    # When the console retries the same message with the same key
+    again = call("messages", session_id, {"text": "Volume 3 ships Friday."}, headers=key)
+    # Then the answer is replayed and the transcript holds the message once
+    assert first == again
+    assert first[0] == 201
+    agent_turns = [t for t in store.list_turns(session_id).items if t.role == Role.AGENT]
+    assert [t.content for t in agent_turns] == ["Volume 3 ships Friday."]
+    # And the same key with other text is refused, storing nothing
+    status, body = call("messages", session_id, {"text": "Something else"}, headers=key)
+    assert (status, body["error"]["code"]) == (409, "KeyReused")
+    assert len([t for t in store.list_turns(session_id).items if t.role == Role.AGENT]) == 1

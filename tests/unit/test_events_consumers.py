@@ -293,7 +293,6 @@ def noticing(wired: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch) -> Iter
     monkeypatch.setenv("NOTICE_SENDER", "notices@dev.mangaassist.example")
     monkeypatch.setenv("NOTICE_RECIPIENT_DOMAINS", "example.com")
     env.reset()
-    customer_notifier._notify_once.cache_clear()
     sent: list[tuple[str, str, str]] = []
 
     def send(to: str, subject: str, text: str) -> mail.MailOutcome:
@@ -304,7 +303,7 @@ def noticing(wired: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch) -> Iter
 
     monkeypatch.setattr(mail, "send_mail", send)
     yield sent
-    customer_notifier._notify_once.cache_clear()
+    env.reset()
 
 
 def _closed(session_id: str, event_id: str = "ev-closed", outcome: str = "active") -> dict[str, Any]:

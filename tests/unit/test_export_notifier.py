@@ -54,9 +54,8 @@ def sent(table_name: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]
     }.items():
         monkeypatch.setenv(name, value)
     env.reset()
-    export_notifier._tell_once.cache_clear()
     yield ses_backends[DEFAULT_ACCOUNT_ID]["us-east-1"].sent_messages
-    export_notifier._tell_once.cache_clear()
+    env.reset()
 
 
 def _handle(*bodies: Any) -> dict[str, Any]:

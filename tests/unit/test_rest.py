@@ -428,3 +428,59 @@ def test_generated_paths_and_queries_never_cause_a_5xx(
     method, resource, template = route
     response = api(method, resource, template.format(segment), query=query or None, role=role)
     assert response["statusCode"] < 500, response["body"]
+
+
+# ---------------------------------------------------------------- Idempotency-Key
+
+
+def _create_with_key(api: Invoke, key: str, *, customer: str = "alice", metadata: Any = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"customer_id": customer, **({"metadata": metadata} if metadata else {})}
+    return api("POST", "/sessions", "/sessions", sub=customer, headers={"Idempotency-Key": key}, body=json.dumps(body))
+
+
+def test_a_retried_create_with_its_idempotency_key_returns_the_same_session(
+    api: Invoke, db: DynamoSessionStore
+) -> None:
+    # Given a create that reached the server, whose answer the client never saw
+    first = _create_with_key(api, "create-1")
+    # When the client retries with the same key and body
+    again = _create_with_key(api, "create-1")
+    # Then it gets the same 201 and session, and the customer has exactly one session
+    assert (first["statusCode"], again["statusCode"]) == (201, 201)
+    assert again["json"] == first["json"]
+    assert len(db.list_customer_sessions("alice", limit=10).items) == 1
+
+
+def test_the_same_key_with_another_body_is_409_and_creates_nothing(api: Invoke, db: DynamoSessionStore) -> None:
+    assert _create_with_key(api, "create-1")["statusCode"] == 201
+    other = _create_with_key(api, "create-1", metadata={"source": "mobile"})
+    assert other["statusCode"] == 409
+    assert other["json"]["error"]["code"] == "KeyReused"
+    assert "Idempotency-Key was used for another POST /sessions request" in other["json"]["error"]["message"]
+    assert len(db.list_customer_sessions("alice", limit=10).items) == 1
+
+
+def test_keys_are_each_callers_own_and_a_new_key_is_a_new_session(api: Invoke, db: DynamoSessionStore) -> None:
+    alice = _create_with_key(api, "k")
+    bob = _create_with_key(api, "k", customer="bob")
+    again = _create_with_key(api, "k-2")
+    assert len({alice["json"]["session_id"], bob["json"]["session_id"], again["json"]["session_id"]}) == 3
+    assert len(db.list_customer_sessions("alice", limit=10).items) == 2
+
+
+def test_an_empty_idempotency_key_is_no_key(api: Invoke, db: DynamoSessionStore) -> None:
+    assert _create_with_key(api, "")["statusCode"] == 201
+    assert _create_with_key(api, "")["statusCode"] == 201
+    assert len(db.list_customer_sessions("alice", limit=10).items) == 2
+
+
+@pytest.mark.parametrize("key", [" ", "a" * 81, "a b", "ключ", "a\n"])
+def test_a_malformed_idempotency_key_is_a_400_naming_the_header(api: Invoke, db: DynamoSessionStore, key: str) -> None:
+    response = _create_with_key(api, key)
+    assert response["statusCode"] == 400
+    assert response["json"]["error"] == {
+        "code": "BAD_REQUEST_PARAMETERS",
+        "message": "header.Idempotency-Key must be 1-80 letters, digits, - or _",
+        "request_id": response["json"]["error"]["request_id"],
+    }
+    assert db.list_customer_sessions("alice", limit=10).items == []
