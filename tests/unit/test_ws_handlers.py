@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -10,7 +11,7 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from lambdas.shared import connections, env, tokens
+from lambdas.shared import aws, connections, env, tokens
 from lambdas.shared.errors import ConnectionSuperseded
 from lambdas.shared.records import Role, SessionStatus, Summary, Turn
 from lambdas.shared.responder import BedrockResponder
@@ -19,6 +20,7 @@ from lambdas.ws import authorizer, connect, default, disconnect, message, onboar
 from lambdas.ws.frames import MAX_TEXT_CHARS
 from tests.support.events import authorizer_context, lambda_context, ws_authorizer_event, ws_event
 from tests.support.identity import TokenIssuer
+from tests.support.round_trips import RoundTrips
 from tests.support.websocket import DOMAIN, ENDPOINT, STAGE, sent_frames
 from tests.unit.test_responder import converse_response
 
@@ -455,6 +457,36 @@ def _emitted_metrics(capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
     """The EMF metrics the handler flushed: name -> value(s)."""
     emitted = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
     return {m["Name"]: e[m["Name"]] for e in emitted for d in e["_aws"]["CloudWatchMetrics"] for m in d["Metrics"]}
+
+
+class TimedResponder:
+    """Echoes, and notes when the model was called (``time.perf_counter``)."""
+
+    def __init__(self) -> None:
+        self.called_at: list[float] = []
+
+    def reply(self, turns: Sequence[Turn], *, summary: Summary | None = None) -> str:
+        self.called_at.append(time.perf_counter())
+        return "answer"
+
+
+def test_a_message_waits_three_round_trips_before_the_model_and_four_in_a_burst(
+    ws: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a chatting customer, and 20 ms of network time per DynamoDB call
+    onboarded()
+    model = TimedResponder()
+    monkeypatch.setattr(message, "responder", lambda: model)
+    # When she writes once, then again at once (her buckets are then in a burst)
+    with RoundTrips(aws.client("dynamodb"), latency=0.02) as first:
+        send("Is Frieren volume 3 out?")
+    with RoundTrips(aws.client("dynamodb"), latency=0.02) as second:
+        send("And volume 4?")
+    # Then the model was called after 3 round trips (7 calls), then after 4 (the burst write of each bucket)
+    assert first.sequential(before=model.called_at[0]) == 3
+    assert len(first.operations(before=model.called_at[0])) == 7
+    assert second.sequential(before=model.called_at[1]) == 4
+    assert [f.get("text") for f in sent_frames(CONN)] == ["answer", "answer"]
 
 
 def test_message_outcome_and_chat_turns_are_metrics(ws: DynamoSessionStore, capsys: pytest.CaptureFixture[str]) -> None:
