@@ -11,14 +11,13 @@ message Lambda; only the order of the calls differs.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
 
 from lambdas.shared import keys
-from lambdas.shared.records import TURN_ACCEPTING, Role, SessionStatus
-from lambdas.shared.responder import Responder
+from lambdas.shared.records import TURN_ACCEPTING, Role, SessionStatus, Summary, Turn
 from lambdas.shared.serialize import marshal, marshal_item, unmarshal_item
 from lambdas.shared.store import DynamoSessionStore, Rate
 from lambdas.shared.store.limits import CONNECTION_SCOPE, CUSTOMER_SCOPE
@@ -27,9 +26,15 @@ from lambdas.ws.frames import ack_frame, error_frame, message_frame, rate_limite
 Send = Callable[[Mapping[str, Any]], bool]
 
 
+class WholeReply(Protocol):
+    """A model answered in one call: the reply arrives whole, as Converse gives it."""
+
+    def reply(self, turns: Sequence[Turn], *, summary: Summary | None = None) -> str: ...
+
+
 def handle_message(
     store: DynamoSessionStore,
-    model: Responder,
+    model: WholeReply,
     connection_id: str,
     customer_id: str,
     text: str,

@@ -30,6 +30,7 @@ from moto import mock_aws
 from bench import baseline_message
 from lambdas.shared import connections, env
 from lambdas.shared.records import Summary, Turn
+from lambdas.shared.responder import ReplyEnd
 from lambdas.shared.settings import settings
 from lambdas.shared.store import DynamoSessionStore, Rate
 from lambdas.ws import message
@@ -61,6 +62,10 @@ class TimedEcho:
     def reply(self, turns: Sequence[Turn], *, summary: Summary | None = None) -> str:
         self.called_at = time.perf_counter()
         return f"You said: {turns[-1].content}"
+
+    def stream(self, turns: Sequence[Turn], *, summary: Summary | None = None) -> Iterator[str | ReplyEnd]:
+        yield self.reply(turns, summary=summary)
+        yield ReplyEnd("end_turn")
 
 
 @contextmanager
@@ -208,6 +213,5 @@ def run() -> list[dict[str, Any]]:
 
 
 if __name__ == "__main__":
-    print(json.dumps(measure(), indent=2))
     for row in run():
         print(row)

@@ -116,8 +116,9 @@ def stage_function(
 INFERENCE_PROFILE_PREFIXES = ("us.", "eu.", "apac.", "us-gov.", "global.")
 
 
-def grant_invoke_model(grantee: iam.IGrantable, model_id: str) -> iam.Grant:
-    """``bedrock:InvokeModel`` (what Converse needs) on exactly this model or inference profile.
+def grant_invoke_model(grantee: iam.IGrantable, model_id: str, *, streaming: bool = False) -> iam.Grant:
+    """Calling exactly this model or inference profile: ``bedrock:InvokeModel`` (Converse), or
+    ``bedrock:InvokeModelWithResponseStream`` with ``streaming`` (ConverseStream).
 
     An inference profile routes a request to its foundation model in any of several regions,
     and Bedrock checks the permission on the profile and on the model in the region that
@@ -125,6 +126,7 @@ def grant_invoke_model(grantee: iam.IGrantable, model_id: str) -> iam.Grant:
     itself bounds where requests go).
     """
     stack = Stack.of(grantee)  # type: ignore[arg-type]
+    action = "bedrock:InvokeModelWithResponseStream" if streaming else "bedrock:InvokeModel"
     if model_id.startswith(INFERENCE_PROFILE_PREFIXES):
         base = model_id.split(".", 1)[1]
         resources = [
@@ -137,4 +139,4 @@ def grant_invoke_model(grantee: iam.IGrantable, model_id: str) -> iam.Grant:
         resources = [
             stack.format_arn(service="bedrock", account="", resource="foundation-model", resource_name=model_id)
         ]
-    return iam.Grant.add_to_principal(grantee=grantee, actions=["bedrock:InvokeModel"], resource_arns=resources)
+    return iam.Grant.add_to_principal(grantee=grantee, actions=[action], resource_arns=resources)

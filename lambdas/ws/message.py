@@ -17,8 +17,13 @@
    a session's turns (``GET /sessions/{id}/turns``) and which the stream carries on; the customer
    gets an ``ack`` frame saying an agent will answer.
 6. Otherwise the :class:`~lambdas.shared.responder.Responder` (Bedrock or echo, per stage) answers
-   from that context; the reply is stored as the next turn, then posted to the connection. 410
-   Gone from the management API disconnects the session.
+   from that context, and the reply is posted as it is written: ``delta`` frames, batched by
+   :class:`~lambdas.ws.deltas.DeltaCoalescer` (far fewer posts than tokens). When the reply is
+   complete it is stored once, as the next turn, and a ``final`` frame names that turn. A reply
+   the stage's guardrail withholds is stored and sent as a fixed notice (``reply_blocked``).
+   A stream that breaks midway gets a ``reply_interrupted`` error frame and stores nothing of
+   the partial text. 410 Gone from the management API stops the stream and disconnects the
+   session.
 
 Every failure after step 4 leaves the user's turn stored and tells the customer so; error frames
 are ``{"type": "error", "code", "message"}`` and never carry internals.
@@ -26,7 +31,7 @@ are ``{"type": "error", "code", "message"}`` and never carry internals.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from typing import Any, Final
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
@@ -37,19 +42,22 @@ from lambdas.shared import env
 from lambdas.shared.connections import DeliveryError, management_endpoint, post_to_connection
 from lambdas.shared.errors import SessionClosed, SessionNotFound
 from lambdas.shared.records import Role, SessionStatus
-from lambdas.shared.responder import Responder, ResponderError, responder_for
+from lambdas.shared.responder import ReplyEnd, Responder, ResponderError, responder_for
 from lambdas.shared.settings import settings
-from lambdas.shared.store import DynamoSessionStore, MessageAdmission, Rate
+from lambdas.shared.store import AcceptedMessage, ChatContext, DynamoSessionStore, MessageAdmission, Rate
 from lambdas.ws import runtime
+from lambdas.ws.deltas import DeltaCoalescer
 from lambdas.ws.disconnect import disconnect_connection
 from lambdas.ws.frames import (
     FrameError,
     RouteContext,
     ack_frame,
+    delta_frame,
     error_frame,
-    message_frame,
+    final_frame,
     parse_message,
     rate_limited_frame,
+    reply_blocked_frame,
     route_context,
 )
 
@@ -74,6 +82,17 @@ NO_REPLY: Final = error_frame(
 )
 REPLY_FAILED: Final = error_frame(
     "internal_error", "Your message is saved, but something went wrong on our side while answering it."
+)
+REPLY_INTERRUPTED: Final = error_frame(
+    "reply_interrupted",
+    "The assistant's reply broke off before it was finished, so discard the part you received. "
+    "Your message is saved; ask again for a complete answer.",
+)
+#: What the customer is told, and the transcript keeps, when a reply is withheld: never the
+#: withheld text, nor the guardrail's own wording, which was written for another audience.
+BLOCKED_REPLY: Final = (
+    "I can't help with that one. I'm happy to help you find manga, compare editions, or answer "
+    "questions about orders, shipping and returns."
 )
 
 
@@ -154,21 +173,7 @@ def handle_message(store: DynamoSessionStore, model: Responder, ctx: RouteContex
                 message=HANDOFF_ACK,
             )
             return "handoff" if send(frame) else "gone"
-        try:
-            reply = model.reply(accepted.context.turns, summary=accepted.context.summary)
-        except ResponderError as err:
-            logger.warning("no reply from the responder", extra={"reason": err.reason})
-            send(NO_REPLY)
-            return f"no_reply:{err.reason}"
-        reply_turn = store.add_turn(session_id, Role.ASSISTANT, reply)
-        metrics.add_metric(name="ChatTurns", unit=MetricUnit.Count, value=1)
-        frame = message_frame(
-            role=str(Role.ASSISTANT),
-            session_id=session_id,
-            turn_number=reply_turn.turn_number,
-            text=reply,
-        )
-        return "replied" if send(frame) else "gone"
+        return stream_reply(store, model, accepted, accepted.context, send)
     except (SessionClosed, SessionNotFound):
         send(SESSION_CLOSED)
         return "session_closed"
@@ -178,6 +183,66 @@ def handle_message(store: DynamoSessionStore, model: Responder, ctx: RouteContex
         logger.exception("reply failed after the user turn was stored")
         send(REPLY_FAILED)
         return "reply_failed"
+
+
+def stream_reply(
+    store: DynamoSessionStore, model: Responder, accepted: AcceptedMessage, context: ChatContext, send: Send
+) -> str:
+    """Post the model's reply as it is written, then store it and send the final frame; returns the outcome.
+
+    Nothing of a reply is stored until the model has finished it: a stream that breaks, or a
+    client that leaves (410) while it is written, leaves the customer's turn alone in the
+    transcript. A finished reply is stored even when the client has just left.
+    """
+    session_id, reply_to = accepted.session.session_id, accepted.turn.turn_number
+    deltas = DeltaCoalescer()
+    end = ReplyEnd("end_turn")
+    pieces = model.stream(context.turns, summary=context.summary)
+    try:
+        for piece in pieces:
+            if isinstance(piece, ReplyEnd):
+                end = piece
+                continue
+            batch = deltas.add(piece)
+            if batch is not None and not send(delta_frame(session_id=session_id, reply_to=reply_to, text=batch)):
+                return "gone"
+    except ResponderError as err:
+        logger.warning("no reply from the responder", extra={"reason": err.reason, "posted": deltas.posts})
+        if deltas.posts:
+            send(REPLY_INTERRUPTED)
+            return "no_reply:interrupted"
+        send(NO_REPLY)
+        return f"no_reply:{err.reason}"
+    finally:
+        _close(pieces)
+    if end.blocked:
+        logger.info("reply withheld", extra={"stop_reason": end.stop_reason, "posted": deltas.posts})
+        notice = store.add_turn(session_id, Role.ASSISTANT, BLOCKED_REPLY)
+        metrics.add_metric(name="ChatTurns", unit=MetricUnit.Count, value=1)
+        frame = reply_blocked_frame(
+            session_id=session_id, reply_to=reply_to, turn_number=notice.turn_number, text=BLOCKED_REPLY
+        )
+        return "blocked" if send(frame) else "gone"
+    if not deltas.text.strip():
+        send(NO_REPLY)
+        return "no_reply:empty"
+    # The customer gets the rest of the text first; the reply, complete, is stored whether or not
+    # they are still there to see the final frame.
+    rest = deltas.rest()
+    delivered = rest is None or send(delta_frame(session_id=session_id, reply_to=reply_to, text=rest))
+    reply_turn = store.add_turn(session_id, Role.ASSISTANT, deltas.text)
+    metrics.add_metric(name="ChatTurns", unit=MetricUnit.Count, value=1)
+    if not delivered:
+        return "gone"
+    metrics.add_metric(name="ReplyPosts", unit=MetricUnit.Count, value=deltas.posts + 1)
+    frame = final_frame(session_id=session_id, reply_to=reply_to, turn_number=reply_turn.turn_number)
+    return "replied" if send(frame) else "gone"
+
+
+def _close(pieces: Iterator[str | ReplyEnd]) -> None:
+    """Release the model's stream when the reply is abandoned early (a generator's close does)."""
+    if isinstance(pieces, Generator):
+        pieces.close()
 
 
 def sender(store: DynamoSessionStore, ctx: RouteContext) -> Send:

@@ -123,13 +123,27 @@ def _bedrock_statements(template: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def _granted(model_id: str) -> tuple[list[str], list[str]]:
+def _granted(model_id: str, **options: Any) -> tuple[list[str], list[str]]:
+    """The actions and resources granted (one statement per action set), in template order."""
     stack = Stack(App(), "Probe", env={"account": "111111111111", "region": "eu-west-1"})
     role = iam.Role(stack, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
-    grant_invoke_model(role, model_id)
-    [statement] = _bedrock_statements(Template.from_stack(stack).to_json())
-    resources = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
-    return sorted(_actions(statement)), [json.dumps(r) for r in resources]
+    grant_invoke_model(role, model_id, **options)
+    actions: list[str] = []
+    resources: list[str] = []
+    for statement in _bedrock_statements(Template.from_stack(stack).to_json()):
+        listed = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+        actions += sorted(_actions(statement))
+        resources += [json.dumps(r) for r in listed]
+    return actions, resources
+
+
+def test_a_streaming_caller_may_stream_and_nothing_else() -> None:
+    actions, resources = _granted("anthropic.claude-3-haiku-20240307-v1:0", streaming=True)
+    assert actions == ["bedrock:InvokeModelWithResponseStream"]
+    assert resources == [
+        '{"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, '
+        '":bedrock:eu-west-1::foundation-model/anthropic.claude-3-haiku-20240307-v1:0"]]}'
+    ]
 
 
 def test_a_foundation_model_id_grants_that_model_in_the_stacks_region() -> None:
