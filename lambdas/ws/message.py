@@ -42,7 +42,7 @@ from lambdas.shared import env
 from lambdas.shared.connections import DeliveryError, management_endpoint, post_to_connection
 from lambdas.shared.errors import SessionClosed, SessionNotFound
 from lambdas.shared.records import Role, SessionStatus
-from lambdas.shared.responder import ReplyEnd, Responder, ResponderError, responder_for
+from lambdas.shared.responder import Guardrail, ReplyEnd, Responder, ResponderError, responder_for
 from lambdas.shared.settings import settings
 from lambdas.shared.store import AcceptedMessage, ChatContext, DynamoSessionStore, MessageAdmission, Rate
 from lambdas.ws import runtime
@@ -105,11 +105,15 @@ def context_turns() -> int:
 def responder() -> Responder:
     """The stage's responder: ``BEDROCK_MODEL_ID`` set chooses Bedrock, absent the echo responder."""
     config = settings()
+    options: dict[str, Any] = {}
+    if config.bedrock_guardrail_id is not None and config.bedrock_guardrail_version is not None:
+        options["guardrail"] = Guardrail(config.bedrock_guardrail_id, config.bedrock_guardrail_version)
     return responder_for(
         config.bedrock_model_id,
         max_context_tokens=config.context_max_tokens,
         attempts=config.bedrock_attempts,
         deadline_seconds=float(config.bedrock_deadline_seconds),
+        **options,
     )
 
 

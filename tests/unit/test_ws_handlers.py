@@ -14,7 +14,7 @@ from botocore.stub import Stubber
 from lambdas.shared import aws, connections, env, tokens
 from lambdas.shared.errors import ConnectionSuperseded
 from lambdas.shared.records import Role, SessionStatus, Summary, Turn
-from lambdas.shared.responder import BedrockResponder, ReplyEnd
+from lambdas.shared.responder import BedrockResponder, Guardrail, ReplyEnd
 from lambdas.shared.store import DynamoSessionStore
 from lambdas.ws import authorizer, connect, default, disconnect, message, onboarding
 from lambdas.ws.frames import MAX_TEXT_CHARS
@@ -631,6 +631,21 @@ def bedrock(ws: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch) -> Any:
     model = BedrockResponder("m", client=client, attempts=1, sleep=lambda _: None)
     monkeypatch.setattr(message, "responder", lambda: model)
     return client
+
+
+def test_the_stages_guardrail_screens_the_chats_replies(
+    ws: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in {
+        "BEDROCK_MODEL_ID": "anthropic.claude-3-haiku-20240307-v1:0",
+        "BEDROCK_GUARDRAIL_ID": "gr0abc123",
+        "BEDROCK_GUARDRAIL_VERSION": "1",
+    }.items():
+        monkeypatch.setenv(name, value)
+    env.reset()
+    model = message.responder()
+    assert isinstance(model, BedrockResponder)
+    assert model.guardrail == Guardrail("gr0abc123", "1")
 
 
 def test_a_streamed_reply_arrives_in_far_fewer_posts_than_tokens_and_is_stored_once(
