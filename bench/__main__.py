@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import message_path
+from bench import message_path, streaming
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = str(ROOT / ".venv" / "bin" / "python")
@@ -235,6 +235,7 @@ def main(argv: Sequence[str]) -> int:
         ("store", store_rows),
         ("router", router_rows),
         ("message path", lambda: [Row(**row) for row in message_path.run()]),
+        ("streamed replies", lambda: [Row(**row) for row in streaming.run()]),
         ("e2e", lambda: e2e_rows(3)),
     ]
     if "--with-suite" in argv or os.environ.get("BENCH_SUITE") == "1":
