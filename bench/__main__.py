@@ -20,6 +20,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench import message_path, streaming
+
 ROOT = Path(__file__).resolve().parents[1]
 PY = str(ROOT / ".venv" / "bin" / "python")
 #: Everything from this heading on in docs/performance.md is hand-written and survives a rerun.
@@ -232,6 +234,8 @@ def main(argv: Sequence[str]) -> int:
         ("imports", lambda: import_rows(runs)),
         ("store", store_rows),
         ("router", router_rows),
+        ("message path", lambda: [Row(**row) for row in message_path.run()]),
+        ("streamed replies", lambda: [Row(**row) for row in streaming.run()]),
         ("e2e", lambda: e2e_rows(3)),
     ]
     if "--with-suite" in argv or os.environ.get("BENCH_SUITE") == "1":

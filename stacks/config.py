@@ -29,6 +29,11 @@ _REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 _KEY_PREFIX = re.compile(r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$")
 _SKILL = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+#: A Bedrock guardrail: its id in the stack's account and region, or its ARN; and a version.
+_GUARDRAIL_ID = re.compile(
+    r"^([a-z0-9]{1,64}|arn:aws(-[a-z]+)*:bedrock:[a-z0-9-]{1,20}:\d{12}:guardrail/[a-z0-9]{1,64})$"
+)
+_GUARDRAIL_VERSION = re.compile(r"^([1-9][0-9]{0,7}|DRAFT)$")
 _DOMAIN = re.compile(r"^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$")
 _ORIGIN = re.compile(r"^https?://[A-Za-z0-9.-]+(:\d{1,5})?$")
 _HTTPS_URL = re.compile(r"^https://[A-Za-z0-9.-]+(:\d{1,5})?(/[A-Za-z0-9._~%!$&'()*+,;=:@/-]*)?$")
@@ -189,6 +194,10 @@ class StageConfig:
     # cross-region inference profile id (``us.``/``eu.``/``apac.``/``us-gov.``/``global.`` prefix).
     bedrock_model_id: str | None = "anthropic.claude-3-haiku-20240307-v1:0"
     bedrock_attempts: int = 3
+    # A Bedrock guardrail that screens chat replies: its id (or ARN) and version, both or neither.
+    # Unset: replies are not screened by a guardrail.
+    bedrock_guardrail_id: str | None = None
+    bedrock_guardrail_version: str | None = None
     # The chat context sent to the model: the last N turns, within a token budget.
     context_turns: int = 20
     context_max_tokens: int = 3000
@@ -320,6 +329,7 @@ def _validate(c: StageConfig) -> None:
         raise _fail(n, "manager_skill", "must be 1-64 letters, digits, '_' or '-'", c.manager_skill)
     if c.bedrock_model_id is not None and not c.bedrock_model_id.strip():
         raise _fail(n, "bedrock_model_id", "must be a model id or null (echo responder)", c.bedrock_model_id)
+    _validate_guardrail(c)
     bounds: dict[str, tuple[float, float]] = {
         "audit_retention_days": (1, 3650),
         "archive_transition_days": (30, 3650),
@@ -383,6 +393,30 @@ def _validate(c: StageConfig) -> None:
     if not isinstance(c.identity, IdentityConfig):
         raise _fail(n, "identity", "must be an object", c.identity)
     c.identity.validate(n)
+
+
+def _validate_guardrail(c: StageConfig) -> None:
+    n, guardrail_id, version = c.name, c.bedrock_guardrail_id, c.bedrock_guardrail_version
+    if (guardrail_id is None) != (version is None):
+        raise _fail(
+            n,
+            "bedrock_guardrail_id/_version",
+            "must be given together (the guardrail and its version)",
+            (guardrail_id, version),
+        )
+    if guardrail_id is None:
+        return
+    if not isinstance(guardrail_id, str) or not _GUARDRAIL_ID.fullmatch(guardrail_id):
+        raise _fail(n, "bedrock_guardrail_id", "must be a guardrail id such as 'abc123xyz9' or its ARN", guardrail_id)
+    if not isinstance(version, str) or not _GUARDRAIL_VERSION.fullmatch(version):
+        raise _fail(n, "bedrock_guardrail_version", "must be a version number such as '1', or 'DRAFT'", version)
+    if c.bedrock_model_id is None:
+        raise _fail(
+            n,
+            "bedrock_guardrail_id",
+            "needs bedrock_model_id (the echo responder has no reply to screen)",
+            guardrail_id,
+        )
 
 
 def load_stage_config(stages: Any, name: str) -> StageConfig:

@@ -49,7 +49,8 @@ def log_retention(days: int) -> logs.RetentionDays:
 def stage_environment(config: StageConfig) -> dict[str, str]:
     """Every stage variable of ``lambdas.shared.settings.STAGE_VARIABLES``, from ``config``.
 
-    ``BEDROCK_MODEL_ID`` is left out when the stage has no model (the echo responder answers).
+    ``BEDROCK_MODEL_ID`` is left out when the stage has no model (the echo responder answers),
+    ``BEDROCK_GUARDRAIL_ID`` and ``_VERSION`` when it names no guardrail.
     """
     environment = {
         "SESSION_TTL_HOURS": str(config.session_ttl_hours),
@@ -72,6 +73,9 @@ def stage_environment(config: StageConfig) -> dict[str, str]:
     }
     if config.bedrock_model_id is not None:
         environment["BEDROCK_MODEL_ID"] = config.bedrock_model_id
+    if config.bedrock_guardrail_id is not None and config.bedrock_guardrail_version is not None:
+        environment["BEDROCK_GUARDRAIL_ID"] = config.bedrock_guardrail_id
+        environment["BEDROCK_GUARDRAIL_VERSION"] = config.bedrock_guardrail_version
     return environment
 
 
@@ -116,15 +120,21 @@ def stage_function(
 INFERENCE_PROFILE_PREFIXES = ("us.", "eu.", "apac.", "us-gov.", "global.")
 
 
-def grant_invoke_model(grantee: iam.IGrantable, model_id: str) -> iam.Grant:
-    """``bedrock:InvokeModel`` (what Converse needs) on exactly this model or inference profile.
+def grant_invoke_model(
+    grantee: iam.IGrantable, model_id: str, *, streaming: bool = False, guardrail_id: str | None = None
+) -> iam.Grant:
+    """Calling exactly this model or inference profile: ``bedrock:InvokeModel`` (Converse), or
+    ``bedrock:InvokeModelWithResponseStream`` with ``streaming`` (ConverseStream).
 
     An inference profile routes a request to its foundation model in any of several regions,
     and Bedrock checks the permission on the profile and on the model in the region that
     answers, so a profile id grants the profile and the model in every region (the profile
-    itself bounds where requests go).
+    itself bounds where requests go). ``guardrail_id`` (an id in the stack's account and region,
+    or an ARN) adds ``bedrock:ApplyGuardrail`` on that guardrail alone, which a call that names
+    it needs; defaults to none.
     """
     stack = Stack.of(grantee)  # type: ignore[arg-type]
+    action = "bedrock:InvokeModelWithResponseStream" if streaming else "bedrock:InvokeModel"
     if model_id.startswith(INFERENCE_PROFILE_PREFIXES):
         base = model_id.split(".", 1)[1]
         resources = [
@@ -137,4 +147,14 @@ def grant_invoke_model(grantee: iam.IGrantable, model_id: str) -> iam.Grant:
         resources = [
             stack.format_arn(service="bedrock", account="", resource="foundation-model", resource_name=model_id)
         ]
-    return iam.Grant.add_to_principal(grantee=grantee, actions=["bedrock:InvokeModel"], resource_arns=resources)
+    grant = iam.Grant.add_to_principal(grantee=grantee, actions=[action], resource_arns=resources)
+    if guardrail_id is None:
+        return grant
+    guardrail_arn = (
+        guardrail_id
+        if guardrail_id.startswith("arn:")
+        else stack.format_arn(service="bedrock", resource="guardrail", resource_name=guardrail_id)
+    )
+    return grant.combine(
+        iam.Grant.add_to_principal(grantee=grantee, actions=["bedrock:ApplyGuardrail"], resource_arns=[guardrail_arn])
+    )

@@ -1,13 +1,16 @@
-"""The one Bedrock client and the one Converse call of the functions (chat replies and summaries).
+"""The one Bedrock client and its calls: Converse (summaries) and ConverseStream (chat replies).
 
 Usage::
 
     text = converse_text(bedrock_client(), model_id, prompt, system="Summarise...")
     response = converse(bedrock_client(), request, backoff=Backoff(attempts=3))
+    for event in converse_stream(bedrock_client(), request, backoff=Backoff(attempts=3)): ...
 
 The client makes one attempt per call and :func:`converse` retries throttling, transient model
 errors and timeouts under the shared retry policy (:mod:`lambdas.shared.retry`), so retries do not
 multiply (botocore's 3 x ours), a caller can bound them by a deadline, and tests see every attempt.
+:func:`converse_stream` retries the same way only until the stream is open: once text may have
+reached a reader, a retry would send it a second, different reply.
 """
 
 from __future__ import annotations
@@ -69,6 +72,30 @@ def converse(
         clock=clock,
     )
     return response
+
+
+def converse_stream(
+    client: Any,
+    request: dict[str, Any],
+    *,
+    backoff: Backoff,
+    deadline_seconds: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> Any:
+    """The open ConverseStream of ``request``: its events, iterable once (a botocore EventStream).
+
+    Opening is retried like :func:`converse`; an error inside the stream (an exception event, a
+    read timeout) is raised by the iteration and never retried. ``close()`` the stream when
+    stopping early, so the connection is released.
+    """
+    response: dict[str, Any] = call_with_retries(
+        lambda: client.converse_stream(**request),
+        backoff,
+        retryable=is_transient,
+        deadline_seconds=deadline_seconds,
+        clock=clock,
+    )
+    return response["stream"]
 
 
 def response_text(response: dict[str, Any]) -> str:

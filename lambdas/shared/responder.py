@@ -1,28 +1,33 @@
-"""The assistant's reply to a conversation: Bedrock (Converse API) or an echo, chosen by stage config.
+"""The assistant's reply to a conversation: Bedrock (ConverseStream) or an echo, chosen by stage config.
 
 Usage::
 
     responder = responder_for(settings.bedrock_model_id)    # None -> EchoResponder
-    text = responder.reply(turns, summary=store.latest_summary(session_id))
+    for piece in responder.stream(turns, summary=summary):  # text pieces as written, then ReplyEnd
+        ...
 
-The context sent to the model is the latest rolling summary plus the newest turns that
-fit a token budget. The call is :func:`lambdas.shared.bedrock.converse` on the one Bedrock client:
-throttling, timeouts and transient model errors are retried under the shared retry policy,
-bounded both by a number of attempts and by a deadline; when the bound is reached
-:class:`ResponderError` is raised and the caller tells the customer (the user's turn is
-stored before any model call, so nothing is lost).
+The context sent to the model is the latest rolling summary plus the newest turns that fit a
+token budget. The reply streams (:func:`lambdas.shared.bedrock.converse_stream` on the one Bedrock
+client), so a customer reads it while it is written. Opening the stream retries throttling,
+timeouts and transient model errors under the shared retry policy, bounded both by a number of
+attempts and by a deadline; when the bound is reached, or the stream breaks midway, or the whole
+reply outlasts the deadline, :class:`ResponderError` is raised and the caller tells the customer
+(the user's turn is stored before any model call, so nothing is lost). A stage may name a Bedrock
+guardrail that screens the replies (:class:`Guardrail`); a reply it withholds ends with a
+:class:`ReplyEnd` whose ``blocked`` is true, which is an outcome, not an error.
 """
 
 from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
-from lambdas.shared.bedrock import TIMEOUTS, bedrock_client, converse, is_transient, response_text
+from lambdas.shared.bedrock import TIMEOUTS, bedrock_client, converse, converse_stream, is_transient, response_text
 from lambdas.shared.records import Role, Summary, Turn
 from lambdas.shared.retry import Backoff, error_code
 
@@ -39,20 +44,52 @@ SYSTEM_PROMPT: Final = (
 #: Rough size of a token for budget purposes (English prose averages ~4 characters per token).
 CHARS_PER_TOKEN: Final = 4
 
+#: Stop reasons of a reply that was withheld: by the stage's guardrail, or by the model's own filter.
+BLOCKED_STOP_REASONS: Final = frozenset({"guardrail_intervened", "content_filtered"})
+
 
 class ResponderError(Exception):
-    """No reply could be produced. ``reason``: ``throttled``, ``timeout``, ``unavailable``, ``empty``."""
+    """No reply could be produced.
+
+    ``reason``: ``throttled``, ``timeout``, ``unavailable``, ``empty``, or ``interrupted`` (the
+    stream broke after it had opened).
+    """
 
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
         self.reason = reason
 
 
-class Responder(Protocol):
-    """Produces the assistant's next message for a conversation."""
+@dataclass(frozen=True)
+class Guardrail:
+    """A Bedrock guardrail that screens the chat's replies: its id (or ARN) and version (a number or ``DRAFT``)."""
 
-    def reply(self, turns: Sequence[Turn], *, summary: Summary | None = None) -> str:
-        """The reply to ``turns`` (chronological, the customer's newest message last)."""
+    identifier: str
+    version: str
+
+
+@dataclass(frozen=True)
+class ReplyEnd:
+    """How a streamed reply ended: the model's ``stopReason`` (``end_turn``, ``max_tokens``, ...)."""
+
+    stop_reason: str
+
+    @property
+    def blocked(self) -> bool:
+        """The reply was withheld (a guardrail intervened, or the model filtered its content)."""
+        return self.stop_reason in BLOCKED_STOP_REASONS
+
+
+class Responder(Protocol):
+    """Produces the assistant's next message for a conversation, as it is written."""
+
+    def stream(self, turns: Sequence[Turn], *, summary: Summary | None = None) -> Iterator[str | ReplyEnd]:
+        """The reply to ``turns`` (chronological, the customer's newest message last).
+
+        Yields the text in pieces as they come, then exactly one :class:`ReplyEnd`. Raises
+        :class:`ResponderError` when there is no reply, before the first piece or midway.
+        Closing the iterator early releases the model's stream.
+        """
         ...
 
 
@@ -102,15 +139,23 @@ class EchoResponder:
     """Repeats the customer's last message: stages without a model, and tests."""
 
     def reply(self, turns: Sequence[Turn], *, summary: Summary | None = None) -> str:
+        """The whole reply at once."""
         last = next((t.content for t in reversed(turns) if t.role == Role.USER), "")
         return f"You said: {last}" if last else "Hello! How can I help you find your next manga?"
 
+    def stream(self, turns: Sequence[Turn], *, summary: Summary | None = None) -> Iterator[str | ReplyEnd]:
+        """The whole reply as one piece: there is nothing to wait for."""
+        yield self.reply(turns, summary=summary)
+        yield ReplyEnd("end_turn")
+
 
 class BedrockResponder:
-    """Replies through the Bedrock Runtime Converse API.
+    """Replies through the Bedrock Runtime: ConverseStream (:meth:`stream`), or Converse (:meth:`reply`).
 
     Args:
         model_id: a foundation model id or inference profile id (stage config).
+        guardrail: screens every reply; defaults to none (stage config). A stream is screened
+            in the guardrail's synchronous mode: no text reaches the customer before it is.
         client: a ``bedrock-runtime`` client. Defaults to the container's one Bedrock client
             (:func:`lambdas.shared.bedrock.bedrock_client`, one attempt per call).
         system_prompt: defaults to :data:`SYSTEM_PROMPT` (a manga shopping assistant).
@@ -118,8 +163,9 @@ class BedrockResponder:
         max_output_tokens: defaults to 512.
         temperature: defaults to 0.3.
         attempts: tries on throttling/timeouts, >= 1; defaults to 3.
-        deadline_seconds: no retry starts after this long since the first try; defaults to 20
-            (leave room under the Lambda timeout).
+        deadline_seconds: no retry starts after this long since the first try, and a streamed
+            reply that is still being written then is given up; defaults to 20 (leave room under
+            the Lambda timeout).
         base_delay / max_delay: backoff ``rand() * min(max_delay, base_delay * 2**n)``;
             default to 0.25 and 4.0 seconds.
         sleep, clock, rand: injectable for tests; default to ``time.sleep``, ``time.monotonic``,
@@ -130,6 +176,7 @@ class BedrockResponder:
         self,
         model_id: str,
         *,
+        guardrail: Guardrail | None = None,
         client: Any | None = None,
         system_prompt: str = SYSTEM_PROMPT,
         max_context_tokens: int = 3000,
@@ -152,6 +199,7 @@ class BedrockResponder:
                 f"token budgets must be >= 1 (given context {max_context_tokens}, output {max_output_tokens})"
             )
         self.model_id = model_id
+        self.guardrail = guardrail
         self.system_prompt = system_prompt
         self.max_context_tokens = max_context_tokens
         self.max_output_tokens = max_output_tokens
@@ -182,34 +230,82 @@ class BedrockResponder:
         messages = build_messages(turns, max_tokens=budget)
         if not messages:
             raise ResponderError("empty", "there is no customer message to reply to")
-        return {
+        request: dict[str, Any] = {
             "modelId": self.model_id,
             "system": system,
             "messages": messages,
             "inferenceConfig": {"maxTokens": self.max_output_tokens, "temperature": self.temperature},
         }
+        if self.guardrail is not None:
+            request["guardrailConfig"] = {
+                "guardrailIdentifier": self.guardrail.identifier,
+                "guardrailVersion": self.guardrail.version,
+            }
+        return request
 
-    def reply(self, turns: Sequence[Turn], *, summary: Summary | None = None) -> str:
+    def stream_request(self, turns: Sequence[Turn], *, summary: Summary | None = None) -> dict[str, Any]:
+        """The ConverseStream request for ``turns``: :meth:`request`, its guardrail screening synchronously."""
         request = self.request(turns, summary=summary)
-        backoff = Backoff(
+        if "guardrailConfig" in request:
+            request["guardrailConfig"]["streamProcessingMode"] = "sync"
+        return request
+
+    def _backoff(self) -> Backoff:
+        return Backoff(
             attempts=self.attempts,
             base_seconds=self._base_delay,
             cap_seconds=self._max_delay,
             sleep=self._sleep,
             rand=self._rand,
         )
+
+    def reply(self, turns: Sequence[Turn], *, summary: Summary | None = None) -> str:
+        """The whole reply in one Converse call (the customer waits for all of it)."""
+        request = self.request(turns, summary=summary)
         try:
             response = converse(
-                self.client, request, backoff=backoff, deadline_seconds=self.deadline_seconds, clock=self._clock
+                self.client, request, backoff=self._backoff(), deadline_seconds=self.deadline_seconds, clock=self._clock
             )
-        except ClientError as err:
-            code = error_code(err)
-            if not is_transient(err):
-                raise ResponderError("unavailable", f"the model refused the request ({code})") from None
-            raise ResponderError("throttled", f"no reply from the model within the retry bound ({code})") from None
-        except TIMEOUTS:
-            raise ResponderError("timeout", "no reply from the model within the retry bound (timeout)") from None
+        except (ClientError, *TIMEOUTS) as err:
+            raise _no_reply(err) from None
         return _text_of(response)
+
+    def stream(self, turns: Sequence[Turn], *, summary: Summary | None = None) -> Iterator[str | ReplyEnd]:
+        """The reply through ConverseStream, piece by piece (see :class:`Responder`)."""
+        started = self._clock()
+        request = self.stream_request(turns, summary=summary)
+        try:
+            events = converse_stream(
+                self.client, request, backoff=self._backoff(), deadline_seconds=self.deadline_seconds, clock=self._clock
+            )
+        except (ClientError, *TIMEOUTS) as err:
+            raise _no_reply(err) from None
+        stop_reason = "end_turn"
+        try:
+            for event in events:
+                if self._clock() - started > self.deadline_seconds:
+                    raise ResponderError("timeout", "the reply was still being written at the deadline")
+                text = event.get("contentBlockDelta", {}).get("delta", {}).get("text")
+                if text:
+                    yield text
+                elif "messageStop" in event:
+                    stop_reason = str(event["messageStop"].get("stopReason") or stop_reason)
+        except (ClientError, BotoCoreError) as err:
+            cause = error_code(err) or type(err).__name__
+            raise ResponderError("interrupted", f"the reply stream broke off ({cause})") from None
+        finally:
+            events.close()
+        yield ReplyEnd(stop_reason)
+
+
+def _no_reply(err: Exception) -> ResponderError:
+    """The ResponderError of a model call that failed for good."""
+    if isinstance(err, TIMEOUTS):
+        return ResponderError("timeout", "no reply from the model within the retry bound (timeout)")
+    code = error_code(err)
+    if not is_transient(err):
+        return ResponderError("unavailable", f"the model refused the request ({code})")
+    return ResponderError("throttled", f"no reply from the model within the retry bound ({code})")
 
 
 def _text_of(response: dict[str, Any]) -> str:

@@ -48,6 +48,8 @@ STAGE_VARIABLES: Final[Mapping[str, Variable]] = MappingProxyType(
         "CONTEXT_TURNS": Variable("context_turns", 1, 100, 20),
         "CONTEXT_MAX_TOKENS": Variable("context_max_tokens", 100, 100_000, 3000),
         "BEDROCK_MODEL_ID": Variable("bedrock_model_id"),
+        "BEDROCK_GUARDRAIL_ID": Variable("bedrock_guardrail_id"),
+        "BEDROCK_GUARDRAIL_VERSION": Variable("bedrock_guardrail_version"),
         "BEDROCK_ATTEMPTS": Variable("bedrock_attempts", 1, 10, 3),
         "BEDROCK_DEADLINE_SECONDS": Variable("bedrock_deadline_seconds", 1, 600, 20),
         "MAX_REASSIGNMENTS": Variable("max_reassignments", 0, 10, 2),
@@ -69,6 +71,7 @@ class Settings:
     """The stage settings (see :data:`STAGE_VARIABLES` for the variable of each field).
 
     ``bedrock_model_id`` None means the echo responder and the extractive summary.
+    ``bedrock_guardrail_id``/``_version``: the guardrail that screens chat replies, both or neither.
     ``cors_allowed_origins`` is needed by the API functions only; :meth:`need` reads a text
     setting and names its variable when it is absent.
     """
@@ -79,6 +82,8 @@ class Settings:
     context_turns: int
     context_max_tokens: int
     bedrock_model_id: str | None
+    bedrock_guardrail_id: str | None
+    bedrock_guardrail_version: str | None
     bedrock_attempts: int
     bedrock_deadline_seconds: int
     max_reassignments: int
@@ -121,6 +126,12 @@ def _text(name: str) -> str | None:
 def settings() -> Settings:
     """The stage settings, read and validated on first use in the container."""
     origins = _text("CORS_ALLOWED_ORIGINS") or ""
+    guardrail = {name: _text(name) for name in ("BEDROCK_GUARDRAIL_ID", "BEDROCK_GUARDRAIL_VERSION")}
+    missing = [name for name, value in guardrail.items() if value is None]
+    if len(missing) == 1:
+        raise env.MissingSetting(
+            f"environment variable {missing[0]} is required when a guardrail is named (the id and its version)"
+        )
     return Settings(
         session_ttl_hours=_integer("SESSION_TTL_HOURS"),
         cleanup_shards=_integer("CLEANUP_SHARDS"),
@@ -128,6 +139,8 @@ def settings() -> Settings:
         context_turns=_integer("CONTEXT_TURNS"),
         context_max_tokens=_integer("CONTEXT_MAX_TOKENS"),
         bedrock_model_id=_text("BEDROCK_MODEL_ID"),
+        bedrock_guardrail_id=guardrail["BEDROCK_GUARDRAIL_ID"],
+        bedrock_guardrail_version=guardrail["BEDROCK_GUARDRAIL_VERSION"],
         bedrock_attempts=_integer("BEDROCK_ATTEMPTS"),
         bedrock_deadline_seconds=_integer("BEDROCK_DEADLINE_SECONDS"),
         max_reassignments=_integer("MAX_REASSIGNMENTS"),

@@ -7,7 +7,10 @@ Client -> server (one route per ``action``)::
 Server -> client, every frame has a ``type``::
 
     {"type": "welcome", "session_id": ..., "resumed": false, "status": "active", "message": ...}
-    {"type": "message", "role": "assistant" | "agent", "session_id": ..., "turn_number": 4, "text": ...}
+    {"type": "delta", "session_id": ..., "reply_to": 3, "text": ...}              (the reply, as written)
+    {"type": "final", "role": "assistant", "session_id": ..., "reply_to": 3, "turn_number": 4}
+    {"type": "reply_blocked", "session_id": ..., "reply_to": 3, "turn_number": 4, "text": ...}
+    {"type": "message", "role": "agent", "session_id": ..., "turn_number": 4, "text": ...}
     {"type": "ack", "session_id": ..., "turn_number": 3, "status": "handoff", "message": ...}
     {"type": "error", "code": "invalid_frame", "message": "..."}
     {"type": "error", "code": "rate_limited", "message": ..., "retry_after_seconds": 6}
@@ -113,6 +116,33 @@ def parse_message(body: str | None) -> ChatMessage:
 
 def message_frame(*, role: str, session_id: str, turn_number: int, text: str) -> dict[str, Any]:
     return {"type": "message", "role": role, "session_id": session_id, "turn_number": turn_number, "text": text}
+
+
+def delta_frame(*, session_id: str, reply_to: int, text: str) -> dict[str, Any]:
+    """The next part of the assistant's reply to turn ``reply_to``, in order: append ``text``."""
+    return {"type": "delta", "session_id": session_id, "reply_to": reply_to, "text": text}
+
+
+def final_frame(*, session_id: str, reply_to: int, turn_number: int) -> dict[str, Any]:
+    """The reply to turn ``reply_to`` is complete: its deltas, joined, are stored as turn ``turn_number``."""
+    return {
+        "type": "final",
+        "role": "assistant",
+        "session_id": session_id,
+        "reply_to": reply_to,
+        "turn_number": turn_number,
+    }
+
+
+def reply_blocked_frame(*, session_id: str, reply_to: int, turn_number: int, text: str) -> dict[str, Any]:
+    """The reply to turn ``reply_to`` was withheld: show ``text`` (stored as ``turn_number``) instead of any deltas."""
+    return {
+        "type": "reply_blocked",
+        "session_id": session_id,
+        "reply_to": reply_to,
+        "turn_number": turn_number,
+        "text": text,
+    }
 
 
 def ack_frame(*, session_id: str, turn_number: int, status: str, message: str) -> dict[str, Any]:

@@ -2,18 +2,28 @@
 
 1. Validate the frame (JSON object, known action, text of 1..4000 characters, no control
    characters); a refused frame gets an error frame and nothing is stored.
-2. The caller must be a customer named by the ``$connect`` authorizer's context and own the
-   connection's session; without a customer id the message is refused (fail closed).
-3. Rate limits: one token from the connection's bucket and one from the customer's (stage
-   settings). A refused message gets a ``rate_limited`` frame with ``retry_after_seconds``; it is
-   not stored and never reaches the model.
-4. Find the session through the connection's ``CONN#`` record and ``add_turn`` the user turn.
+2. The caller must be a customer named by the ``$connect`` authorizer's context (without a
+   customer id the message is refused: fail closed).
+3. Admission, one round trip (:meth:`~lambdas.shared.store.chat.Chat.admit_message`): the
+   connection's ``CONN#`` record must exist and name that customer, and one token is taken from
+   the connection's bucket and one from the customer's (stage settings), all at once. A refused
+   message gets a ``rate_limited`` frame with ``retry_after_seconds``; it is not stored and never
+   reaches the model.
+4. Acceptance, two round trips (:meth:`~lambdas.shared.store.chat.Chat.accept_message`): the turn
+   number is reserved by a conditional write on the session (it must accept turns and be the
+   customer's), then the turn is stored while the model's context (the newest turns and the latest
+   summary) is read.
 5. Session in ``handoff``: no model call. The turn is in the table, where the agent console reads
    a session's turns (``GET /sessions/{id}/turns``) and which the stream carries on; the customer
    gets an ``ack`` frame saying an agent will answer.
 6. Otherwise the :class:`~lambdas.shared.responder.Responder` (Bedrock or echo, per stage) answers
-   from the latest summary and the newest turns; the reply is stored as the next turn, then
-   posted to the connection. 410 Gone from the management API disconnects the session.
+   from that context, and the reply is posted as it is written: ``delta`` frames, batched by
+   :class:`~lambdas.ws.deltas.DeltaCoalescer` (far fewer posts than tokens). When the reply is
+   complete it is stored once, as the next turn, and a ``final`` frame names that turn. A reply
+   the stage's guardrail withholds is stored and sent as a fixed notice (``reply_blocked``).
+   A stream that breaks midway gets a ``reply_interrupted`` error frame and stores nothing of
+   the partial text. 410 Gone from the management API stops the stream and disconnects the
+   session.
 
 Every failure after step 4 leaves the user's turn stored and tells the customer so; error frames
 are ``{"type": "error", "code", "message"}`` and never carry internals.
@@ -21,7 +31,7 @@ are ``{"type": "error", "code", "message"}`` and never carry internals.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from typing import Any, Final
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
@@ -31,21 +41,23 @@ from botocore.exceptions import BotoCoreError, ClientError
 from lambdas.shared import env
 from lambdas.shared.connections import DeliveryError, management_endpoint, post_to_connection
 from lambdas.shared.errors import SessionClosed, SessionNotFound
-from lambdas.shared.records import TURN_ACCEPTING, Role, SessionStatus
-from lambdas.shared.responder import Responder, ResponderError, responder_for
+from lambdas.shared.records import Role, SessionStatus
+from lambdas.shared.responder import Guardrail, ReplyEnd, Responder, ResponderError, responder_for
 from lambdas.shared.settings import settings
-from lambdas.shared.store import Admission, DynamoSessionStore
-from lambdas.shared.store.limits import CONNECTION_SCOPE, CUSTOMER_SCOPE
+from lambdas.shared.store import AcceptedMessage, ChatContext, DynamoSessionStore, MessageAdmission, Rate
 from lambdas.ws import runtime
+from lambdas.ws.deltas import DeltaCoalescer
 from lambdas.ws.disconnect import disconnect_connection
 from lambdas.ws.frames import (
     FrameError,
     RouteContext,
     ack_frame,
+    delta_frame,
     error_frame,
-    message_frame,
+    final_frame,
     parse_message,
     rate_limited_frame,
+    reply_blocked_frame,
     route_context,
 )
 
@@ -71,6 +83,17 @@ NO_REPLY: Final = error_frame(
 REPLY_FAILED: Final = error_frame(
     "internal_error", "Your message is saved, but something went wrong on our side while answering it."
 )
+REPLY_INTERRUPTED: Final = error_frame(
+    "reply_interrupted",
+    "The assistant's reply broke off before it was finished, so discard the part you received. "
+    "Your message is saved; ask again for a complete answer.",
+)
+#: What the customer is told, and the transcript keeps, when a reply is withheld: never the
+#: withheld text, nor the guardrail's own wording, which was written for another audience.
+BLOCKED_REPLY: Final = (
+    "I can't help with that one. I'm happy to help you find manga, compare editions, or answer "
+    "questions about orders, shipping and returns."
+)
 
 
 def context_turns() -> int:
@@ -82,33 +105,29 @@ def context_turns() -> int:
 def responder() -> Responder:
     """The stage's responder: ``BEDROCK_MODEL_ID`` set chooses Bedrock, absent the echo responder."""
     config = settings()
+    options: dict[str, Any] = {}
+    if config.bedrock_guardrail_id is not None and config.bedrock_guardrail_version is not None:
+        options["guardrail"] = Guardrail(config.bedrock_guardrail_id, config.bedrock_guardrail_version)
     return responder_for(
         config.bedrock_model_id,
         max_context_tokens=config.context_max_tokens,
         attempts=config.bedrock_attempts,
         deadline_seconds=float(config.bedrock_deadline_seconds),
+        **options,
     )
 
 
 Send = Callable[[Mapping[str, Any]], bool]
 
 
-def admit(store: DynamoSessionStore, connection_id: str, customer_id: str) -> Admission:
-    """One message from the connection's bucket, then from the customer's; the first refusal wins."""
+def admit(store: DynamoSessionStore, connection_id: str, customer_id: str) -> MessageAdmission:
+    """The caller's connection and a token from its bucket and its customer's, at the stage's rates."""
     config = settings()
-    by_connection = store.take_message_token(
-        CONNECTION_SCOPE,
+    return store.admit_message(
         connection_id,
-        per_minute=config.chat_connection_messages_per_minute,
-        burst=config.chat_connection_burst,
-    )
-    if not by_connection.admitted:
-        return by_connection
-    return store.take_message_token(
-        CUSTOMER_SCOPE,
         customer_id,
-        per_minute=config.chat_customer_messages_per_minute,
-        burst=config.chat_customer_burst,
+        per_connection=Rate(config.chat_connection_messages_per_minute, config.chat_connection_burst),
+        per_customer=Rate(config.chat_customer_messages_per_minute, config.chat_customer_burst),
     )
 
 
@@ -123,61 +142,42 @@ def handle_message(store: DynamoSessionStore, model: Responder, ctx: RouteContex
     if ctx.customer_id is None:
         send(NOT_AUTHORIZED)
         return "refused:forbidden"
-    connection = store.get_connection(ctx.connection_id)
-    if connection is None or connection.customer_id != ctx.customer_id:
-        send(NOT_READY)
-        return "not_ready"
     try:
-        admission = admit(store, ctx.connection_id, ctx.customer_id)
+        gate = admit(store, ctx.connection_id, ctx.customer_id)
     except (ClientError, BotoCoreError):
-        logger.exception("rate limit not checked")
+        logger.exception("message not admitted")
         send(NOT_SAVED)
         return "not_saved"
-    if not admission.admitted:
-        send(rate_limited_frame(admission.retry_after_seconds))
+    if gate.connection is None:
+        send(NOT_READY)
+        return "not_ready"
+    if not gate.admission.admitted:
+        send(rate_limited_frame(gate.admission.retry_after_seconds))
         return "rate_limited"
-    session = store.get_session(connection.session_id)
-    if session is None or session.status not in TURN_ACCEPTING:
-        send(SESSION_CLOSED)
-        return "session_closed"
+    session_id = gate.connection.session_id
     try:
-        user_turn = store.add_turn(session.session_id, Role.USER, message.text)
+        accepted = store.accept_message(session_id, ctx.customer_id, message.text, context_turns=context_turns())
     except (SessionClosed, SessionNotFound):
         send(SESSION_CLOSED)
         return "session_closed"
     except Exception:
-        logger.exception("user turn not stored", extra={"session_id": session.session_id})
+        logger.exception("user turn not stored", extra={"session_id": session_id})
         send(NOT_SAVED)
         return "not_saved"
+    user_turn = accepted.turn
     metrics.add_metric(name="ChatTurns", unit=MetricUnit.Count, value=1)
-    logger.append_keys(session_id=session.session_id, turn_number=user_turn.turn_number)
+    logger.append_keys(session_id=session_id, turn_number=user_turn.turn_number)
 
     try:
-        if session.status == SessionStatus.HANDOFF:
+        if accepted.context is None:  # a handoff: the agent answers
             frame = ack_frame(
-                session_id=session.session_id,
+                session_id=session_id,
                 turn_number=user_turn.turn_number,
-                status=str(session.status),
+                status=str(SessionStatus.HANDOFF),
                 message=HANDOFF_ACK,
             )
             return "handoff" if send(frame) else "gone"
-        turns = store.list_turns(session.session_id, limit=context_turns()).items
-        summary = store.latest_summary(session.session_id)
-        try:
-            reply = model.reply(turns, summary=summary)
-        except ResponderError as err:
-            logger.warning("no reply from the responder", extra={"reason": err.reason})
-            send(NO_REPLY)
-            return f"no_reply:{err.reason}"
-        reply_turn = store.add_turn(session.session_id, Role.ASSISTANT, reply)
-        metrics.add_metric(name="ChatTurns", unit=MetricUnit.Count, value=1)
-        frame = message_frame(
-            role=str(Role.ASSISTANT),
-            session_id=session.session_id,
-            turn_number=reply_turn.turn_number,
-            text=reply,
-        )
-        return "replied" if send(frame) else "gone"
+        return stream_reply(store, model, accepted, accepted.context, send)
     except (SessionClosed, SessionNotFound):
         send(SESSION_CLOSED)
         return "session_closed"
@@ -187,6 +187,66 @@ def handle_message(store: DynamoSessionStore, model: Responder, ctx: RouteContex
         logger.exception("reply failed after the user turn was stored")
         send(REPLY_FAILED)
         return "reply_failed"
+
+
+def stream_reply(
+    store: DynamoSessionStore, model: Responder, accepted: AcceptedMessage, context: ChatContext, send: Send
+) -> str:
+    """Post the model's reply as it is written, then store it and send the final frame; returns the outcome.
+
+    Nothing of a reply is stored until the model has finished it: a stream that breaks, or a
+    client that leaves (410) while it is written, leaves the customer's turn alone in the
+    transcript. A finished reply is stored even when the client has just left.
+    """
+    session_id, reply_to = accepted.session.session_id, accepted.turn.turn_number
+    deltas = DeltaCoalescer()
+    end = ReplyEnd("end_turn")
+    pieces = model.stream(context.turns, summary=context.summary)
+    try:
+        for piece in pieces:
+            if isinstance(piece, ReplyEnd):
+                end = piece
+                continue
+            batch = deltas.add(piece)
+            if batch is not None and not send(delta_frame(session_id=session_id, reply_to=reply_to, text=batch)):
+                return "gone"
+    except ResponderError as err:
+        logger.warning("no reply from the responder", extra={"reason": err.reason, "posted": deltas.posts})
+        if deltas.posts:
+            send(REPLY_INTERRUPTED)
+            return "no_reply:interrupted"
+        send(NO_REPLY)
+        return f"no_reply:{err.reason}"
+    finally:
+        _close(pieces)
+    if end.blocked:
+        logger.info("reply withheld", extra={"stop_reason": end.stop_reason, "posted": deltas.posts})
+        notice = store.add_turn(session_id, Role.ASSISTANT, BLOCKED_REPLY)
+        metrics.add_metric(name="ChatTurns", unit=MetricUnit.Count, value=1)
+        frame = reply_blocked_frame(
+            session_id=session_id, reply_to=reply_to, turn_number=notice.turn_number, text=BLOCKED_REPLY
+        )
+        return "blocked" if send(frame) else "gone"
+    if not deltas.text.strip():
+        send(NO_REPLY)
+        return "no_reply:empty"
+    # The customer gets the rest of the text first; the reply, complete, is stored whether or not
+    # they are still there to see the final frame.
+    rest = deltas.rest()
+    delivered = rest is None or send(delta_frame(session_id=session_id, reply_to=reply_to, text=rest))
+    reply_turn = store.add_turn(session_id, Role.ASSISTANT, deltas.text)
+    metrics.add_metric(name="ChatTurns", unit=MetricUnit.Count, value=1)
+    if not delivered:
+        return "gone"
+    metrics.add_metric(name="ReplyPosts", unit=MetricUnit.Count, value=deltas.posts + 1)
+    frame = final_frame(session_id=session_id, reply_to=reply_to, turn_number=reply_turn.turn_number)
+    return "replied" if send(frame) else "gone"
+
+
+def _close(pieces: Iterator[str | ReplyEnd]) -> None:
+    """Release the model's stream when the reply is abandoned early (a generator's close does)."""
+    if isinstance(pieces, Generator):
+        pieces.close()
 
 
 def sender(store: DynamoSessionStore, ctx: RouteContext) -> Send:

@@ -103,7 +103,7 @@ def build_websocket_api(
     )
     storage.sessions.grant_read_write_data(message)
     if config.bedrock_model_id is not None:
-        grant_invoke_model(message, config.bedrock_model_id)
+        grant_invoke_model(message, config.bedrock_model_id, streaming=True, guardrail_id=config.bedrock_guardrail_id)
 
     default = function("WsDefault", "lambdas.ws.default.handler", {})
 

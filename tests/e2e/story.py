@@ -30,7 +30,7 @@ from tests.e2e.harness.bedrock import ConverseCall, echo_answer
 from tests.e2e.harness.fanout import published
 from tests.e2e.harness.identity import Directory, SignedIn
 from tests.e2e.harness.intrinsics import Deployed
-from tests.e2e.story_base import Step, StoryError, expect, token_subject
+from tests.e2e.story_base import Step, StoryError, expect, streamed_replies, token_subject
 from tests.e2e.story_cleanup import CleanupSteps
 from tests.e2e.story_escalation import EscalationSteps
 from tests.e2e.story_export import REQUESTER_EMAIL, ExportNoticeSteps
@@ -196,30 +196,53 @@ class Story(
         for text in texts:
             self.stage.websocket.send(self.connection_id, {"action": "sendMessage", "text": text})
         step.calls.append(f"sendMessage x{count}")
-        replies = [f for f in self.frames()[before:] if f.get("type") == "message" and f.get("role") == "assistant"]
+        replies = streamed_replies(self.frames()[before:])
         expect(
-            [r.get("text") for r in replies] == [f"You said: {text}" for text in texts],
+            [r.text for r in replies] == [f"You said: {text}" for text in texts]
+            and all(r.end is not None and r.end["type"] == "final" for r in replies),
             f"{count} messages got these assistant replies: {self.frames()[before:]}",
         )
         converse = self.stage.bedrock.calls[calls_before:]
         model_ids = {c.model_id for c in converse}
         expect(
-            len(converse) == count and model_ids == {self.config.bedrock_model_id},
-            f"{count} messages made {len(converse)} Converse calls on {sorted(model_ids)}",
+            len(converse) == count
+            and model_ids == {self.config.bedrock_model_id}
+            and all(c.streamed for c in converse),
+            f"{count} messages made {len(converse)} ConverseStream calls on {sorted(model_ids)}",
         )
         expect(
             [c.prompt for c in converse] == texts,
-            f"Converse was not asked the messages: {[c.prompt for c in converse]}",
+            f"ConverseStream was not asked the messages: {[c.prompt for c in converse]}",
         )
-        step.calls.append(f"bedrock-runtime:Converse x{len(converse)} on {self.config.bedrock_model_id} (stub)")
-        # The transcript by turn number, as the table must hold it: each reply follows its message.
+        # Streamed in batches: each reply took fewer PostToConnection calls (its frames) than its tokens
+        posts = [(r.frames, c.tokens) for r, c in zip(replies, converse, strict=True)]
+        expect(
+            all(frames < model_tokens for frames, model_tokens in posts),
+            f"replies took as many posts as tokens or more (posts, tokens): {posts}",
+        )
+        step.calls.append(
+            f"bedrock-runtime:ConverseStream x{len(converse)} on {self.config.bedrock_model_id} (stub); "
+            f"PostToConnection per reply {max(f for f, _ in posts)} at most, for {min(t for _, t in posts)}+ tokens"
+        )
+        # The transcript by turn number, as the table must hold it: each reply follows its message,
+        # and the deltas, joined, are exactly the stored reply.
         transcript: dict[int, str] = self.values.setdefault("transcript", {})
+        store = self.store()
         for text, reply in zip(texts, replies, strict=True):
-            transcript[int(reply["turn_number"]) - 1] = f"user: {text}"
-            transcript[int(reply["turn_number"])] = f"assistant: {reply['text']}"
+            assert reply.turn_number is not None
+            transcript[reply.reply_to] = f"user: {text}"
+            transcript[reply.turn_number] = f"assistant: {reply.text}"
+            stored = store.turns_between(self.session_id, reply.turn_number, reply.turn_number)
+            expect(
+                [t.content for t in stored] == [reply.text],
+                f"turn {reply.turn_number} does not store the streamed reply {reply.text!r}: {stored}",
+            )
         session = self.store().get_session(self.session_id)
         assert session is not None
-        step.changes.append(f"{len(replies)} assistant frames 'You said: ...'; turn_count={session.turn_count}")
+        step.changes.append(
+            f"{len(replies)} streamed replies 'You said: ...' (deltas + final), each stored once; "
+            f"turn_count={session.turn_count}"
+        )
         self.values["turns_after_chat"] = session.turn_count
         self.done(step, started)
 

@@ -35,6 +35,37 @@ def expect(condition: bool, message: str) -> None:
         raise StoryError(message)
 
 
+@dataclass
+class StreamedReply:
+    """The assistant's reply to one message as the customer received it: deltas, then how it ended."""
+
+    reply_to: int
+    text: str = ""
+    frames: int = 0  # every frame of the reply: one PostToConnection each
+    end: dict[str, Any] | None = None  # the final or reply_blocked frame
+
+    @property
+    def turn_number(self) -> int | None:
+        return int(self.end["turn_number"]) if self.end is not None else None
+
+
+def streamed_replies(frames: list[dict[str, Any]]) -> list[StreamedReply]:
+    """The assistant's replies among ``frames``, in the order they ended (deltas joined by ``reply_to``)."""
+    open_replies: dict[int, StreamedReply] = {}
+    ended: list[StreamedReply] = []
+    for frame in frames:
+        if frame.get("type") not in ("delta", "final", "reply_blocked"):
+            continue
+        reply = open_replies.setdefault(int(frame["reply_to"]), StreamedReply(int(frame["reply_to"])))
+        reply.frames += 1
+        if frame["type"] == "delta":
+            reply.text += str(frame["text"])
+        else:
+            reply.end = frame
+            ended.append(open_replies.pop(reply.reply_to))
+    return ended
+
+
 def token_subject(token: str) -> str:
     """The ``sub`` claim of a JWT (read, not verified: the stage's authorizer verifies it)."""
     payload = token.split(".")[1]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 
 from lambdas.shared.records import AgentStatus, HandoffStatus, SessionStatus
-from tests.e2e.story_base import Step, StoryError, StoryParts, expect
+from tests.e2e.story_base import Step, StoryError, StoryParts, expect, streamed_replies
 
 #: The second handoff's Idempotency-Key (its execution name and handoff id): it sorts before
 #: the first handoff's id, so only a "current" that ignores the spelling reaches its agent.
@@ -70,15 +70,15 @@ class HandoffLifeSteps(StoryParts):
             self.stage.websocket.send(self.connection_id, {"action": "sendMessage", "text": text})
             step.calls.append("sendMessage")
             new = self.frames()[before:]
-            reply = next((f for f in new if f.get("type") == "message" and f.get("role") == "assistant"), None)
+            reply = next(iter(streamed_replies(new)), None)
             limited = next((f for f in new if f.get("code") == "rate_limited"), None)
             if reply is not None or limited is None:
                 break
             # The chat step used this connection's burst: wait (on the stage's clock) as the frame says.
             self.stage.clock.advance(float(limited["retry_after_seconds"]) + 1)
             step.changes.append(f"rate_limited; clock +{limited['retry_after_seconds']}s")
-        expect(reply is not None and reply.get("text") == f"You said: {text}", f"no assistant answer: {new}")
-        step.changes.append(f"assistant frame 'You said: ...' (turn {reply['turn_number'] if reply else '?'})")
+        expect(reply is not None and reply.text == f"You said: {text}", f"no assistant answer: {new}")
+        step.changes.append(f"assistant reply 'You said: ...' streamed (turn {reply.turn_number if reply else '?'})")
         self.done(step, started)
 
     def second_handoff_reaches_a_new_agent(self) -> None:

@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from lambdas.shared.records import Role
-from tests.e2e.story_base import Step, StoryParts, expect
+from tests.e2e.story_base import Step, StoryParts, expect, streamed_replies
 
 #: Messages one connection sends as fast as the client can: well over any stage's burst.
 BURST = 30
@@ -52,11 +52,12 @@ class LimitSteps(StoryParts):
         step.calls.append(f"sendMessage x{BURST} as carol, then x1 as dave ({elapsed:.1f}s)")
 
         frames = ws.frames(carol)[before:]
-        answered = [f for f in frames if f.get("type") == "message"]
+        answered = streamed_replies(frames)
         refused = [f for f in frames if f.get("type") == "error" and f.get("code") == "rate_limited"]
         # The bucket refills while the burst is sent: at most one more message per refill interval.
         most = c.chat_connection_burst + math.ceil(elapsed * c.chat_connection_messages_per_minute / 60)
-        expect(len(frames) == BURST, f"carol's {BURST} messages got {len(frames)} frames: {frames}")
+        reply_frames = sum(r.frames for r in answered)
+        expect(len(frames) == reply_frames + len(refused), f"carol's {BURST} messages got other frames too: {frames}")
         expect(
             c.chat_connection_burst <= len(answered) <= most and len(answered) + len(refused) == BURST,
             f"carol: {len(answered)} answered and {len(refused)} refused (burst {c.chat_connection_burst}, "
@@ -71,12 +72,12 @@ class LimitSteps(StoryParts):
         expect(len(burst_asked) == len(answered), f"the model saw {len(burst_asked)} of carol's messages")
         stored = self._user_texts(carol_session)
         expect(
-            stored == [str(f.get("text", "")).removeprefix("You said: ") for f in answered],
+            stored == [r.text.removeprefix("You said: ") for r in answered],
             f"carol's stored turns are not exactly the answered messages: {stored}",
         )
-        dave_frames = [f for f in ws.frames(dave) if f.get("type") == "message"]
+        dave_replies = streamed_replies(ws.frames(dave))
         expect(
-            [f.get("text") for f in dave_frames] == ["You said: Is Frieren volume 3 out?"],
+            [r.text for r in dave_replies] == ["You said: Is Frieren volume 3 out?"],
             f"dave was not answered during carol's burst: {ws.frames(dave)}",
         )
         expect(self._user_texts(dave_session) == ["Is Frieren volume 3 out?"], "dave's message is not stored")

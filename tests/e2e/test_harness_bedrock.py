@@ -12,7 +12,7 @@ from moto import mock_aws
 from lambdas.shared import env
 from lambdas.shared.bedrock import bedrock_client, converse_text
 from lambdas.shared.records import Role, Turn
-from lambdas.shared.responder import BedrockResponder
+from lambdas.shared.responder import BedrockResponder, ReplyEnd
 from tests.e2e.harness.bedrock import BedrockStub
 
 MODEL = "anthropic.claude-3-haiku-20240307-v1:0"
@@ -52,6 +52,23 @@ def test_the_default_answer_echoes_the_last_customer_message() -> None:
     # Then the reply is the echo responder's
     assert reply == "You said: volume 3?"
     assert stub.calls[0].messages[-1] == ("user", "volume 3?")
+
+
+def test_converse_stream_answers_in_token_sized_deltas_and_is_recorded() -> None:
+    # Given a stub answering with a fixed text, and the Message Lambda's responder (its own client)
+    stub = BedrockStub(answer=lambda request: "Volume 3 of Frieren came out in March.")
+    with mock_aws(), stub.installed():
+        responder = BedrockResponder(MODEL, sleep=lambda _: None)
+        # When it streams a reply
+        pieces = list(responder.stream([_turn(1, Role.USER, "volume 3?")]))
+    # Then the pieces are token-sized, join to the answer, and end the turn; the call is recorded as streamed
+    texts = [p for p in pieces if isinstance(p, str)]
+    assert "".join(texts) == "Volume 3 of Frieren came out in March."
+    assert len(texts) >= 9
+    assert all(len(t.strip()) <= 4 for t in texts)
+    assert pieces[-1] == ReplyEnd("end_turn")
+    (call,) = stub.calls
+    assert (call.streamed, call.tokens, call.prompt) == (True, len(texts), "volume 3?")
 
 
 def test_an_invalid_request_is_rejected_like_the_real_client_does() -> None:

@@ -272,7 +272,7 @@ def test_bedrock_is_scoped_to_the_configured_model(any_stage: SynthesizedStage) 
         for s in statements_of(template, "lambdas.ws.message.handler")
         if any(a.startswith("bedrock:") for a in actions(s))
     ]
-    assert [actions(s) for s in bedrock] == [["bedrock:InvokeModel"]]
+    assert [actions(s) for s in bedrock] == [["bedrock:InvokeModelWithResponseStream"]]  # ConverseStream only
     assert flatten(bedrock[0]["Resource"]) == f"arn:<AWS::Partition>:bedrock:<AWS::Region>::foundation-model/{model}"
 
 

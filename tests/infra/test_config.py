@@ -45,6 +45,45 @@ def test_fails_on_unknown_key(stages: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize(
+    ("guardrail", "message"),
+    [
+        (
+            {"bedrock_guardrail_id": "Not An Id", "bedrock_guardrail_version": "1"},
+            r"bedrock_guardrail_id must be a guardrail id",
+        ),
+        (
+            {"bedrock_guardrail_id": "gr0abc123", "bedrock_guardrail_version": "latest"},
+            r"bedrock_guardrail_version must be a version number such as '1', or 'DRAFT' \(given 'latest'\)",
+        ),
+        ({"bedrock_guardrail_id": "gr0abc123", "bedrock_guardrail_version": "0"}, r"bedrock_guardrail_version must be"),
+        (
+            {"bedrock_guardrail_id": "gr0abc123", "bedrock_guardrail_version": "1", "bedrock_model_id": None},
+            r"bedrock_guardrail_id needs bedrock_model_id",
+        ),
+    ],
+)
+def test_fails_on_a_guardrail_that_cannot_screen_replies(
+    stages: dict[str, Any], guardrail: dict[str, Any], message: str
+) -> None:
+    bad = {**stages, "dev": {**stages["dev"], **guardrail}}
+    with pytest.raises(ConfigError, match=rf"stage 'dev': {message}"):
+        load_stage_config(bad, "dev")
+
+
+def test_a_guardrail_may_be_named_by_id_or_arn(stages: dict[str, Any]) -> None:
+    for guardrail_id in ("gr0abc123", "arn:aws:bedrock:eu-west-1:123456789012:guardrail/gr0abc123"):
+        config = load_stage_config(
+            {
+                **stages,
+                "dev": {**stages["dev"], "bedrock_guardrail_id": guardrail_id, "bedrock_guardrail_version": "DRAFT"},
+            },
+            "dev",
+        )
+        assert (config.bedrock_guardrail_id, config.bedrock_guardrail_version) == (guardrail_id, "DRAFT")
+    assert load_stage_config(stages, "prod").bedrock_guardrail_id is None  # the default: no guardrail
+
+
+@pytest.mark.parametrize(
     ("key", "value", "message"),
     [
         ("log_retention_days", 10, r"log_retention_days must be one of \[1, 3, 5"),
@@ -60,6 +99,8 @@ def test_fails_on_unknown_key(stages: dict[str, Any]) -> None:
         ("account", "123", r"account must be a 12-digit AWS account id"),
         ("audit_object_lock_mode", "strict", r"audit_object_lock_mode must be 'governance' or 'compliance'"),
         ("bedrock_model_id", " ", r"bedrock_model_id must be a model id or null"),
+        ("bedrock_guardrail_id", "gr0abc123", r"bedrock_guardrail_id/_version must be given together"),
+        ("bedrock_guardrail_version", "1", r"bedrock_guardrail_id/_version must be given together"),
         ("notice_sender", "notices", r"notice_sender must be an e-mail address"),
         ("notice_recipient_domains", "example.com", r"notice_recipient_domains must be a list of strings"),
         ("notice_recipient_domains", ["https://x.test"], r"notice_recipient_domains must hold domains"),

@@ -21,6 +21,9 @@ from tests.support.synth import PARTS, SynthesizedStage, stage_config, synthesiz
 #: (passed as a prop), not a session's TTL.
 OWN_RUNTIME = ("Orchestration/ExportApproval",)
 
+#: Set only on a stage that names a guardrail.
+GUARDRAIL_VARIABLES = frozenset({"BEDROCK_GUARDRAIL_ID", "BEDROCK_GUARDRAIL_VERSION"})
+
 #: Actions that let a role create or change items (TransactWriteItems is checked per item action).
 TABLE_WRITES = {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:BatchWriteItem", "dynamodb:TransactWriteItems"}
 
@@ -90,7 +93,7 @@ def test_every_function_that_writes_the_table_keeps_the_stages_session_ttl(
 
 def test_every_function_gets_every_stage_variable_from_the_config(any_stage: SynthesizedStage) -> None:
     expected = stage_environment(any_stage.stage.config)
-    assert set(expected) == STAGE_VARIABLE_NAMES  # this stage has a model
+    assert set(expected) == STAGE_VARIABLE_NAMES - GUARDRAIL_VARIABLES  # this stage has a model, no guardrail
     for part, lid, properties, _ in _functions(any_stage):
         variables = properties.get("Environment", {}).get("Variables", {})
         if f"{part}/{lid}".startswith(OWN_RUNTIME) or not properties["Handler"].startswith("lambdas."):
@@ -99,13 +102,19 @@ def test_every_function_gets_every_stage_variable_from_the_config(any_stage: Syn
 
 
 def test_the_deploy_side_sets_exactly_the_variables_the_lambda_side_reads() -> None:
-    assert set(stage_environment(stage_config("prod"))) == set(STAGE_VARIABLES)
+    guarded = with_overrides(stage_config("prod"), bedrock_guardrail_id="gr0abc123", bedrock_guardrail_version="2")
+    assert set(stage_environment(guarded)) == set(STAGE_VARIABLES)
+    assert {k: stage_environment(guarded)[k] for k in GUARDRAIL_VARIABLES} == {
+        "BEDROCK_GUARDRAIL_ID": "gr0abc123",
+        "BEDROCK_GUARDRAIL_VERSION": "2",
+    }
 
 
 def test_stage_environment_leaves_the_model_out_when_the_stage_has_none() -> None:
     config = with_overrides(stage_config("dev"), bedrock_model_id=None, session_ttl_hours=48)
     environment = stage_environment(config)
     assert "BEDROCK_MODEL_ID" not in environment
+    assert not GUARDRAIL_VARIABLES & set(environment)
     assert environment["SESSION_TTL_HOURS"] == "48"
     assert environment["CORS_ALLOWED_ORIGINS"] == "http://localhost:3000"
 
@@ -123,13 +132,39 @@ def _bedrock_statements(template: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def _granted(model_id: str) -> tuple[list[str], list[str]]:
+def _granted(model_id: str, **options: Any) -> tuple[list[str], list[str]]:
+    """The actions and resources granted (one statement per action set), in template order."""
     stack = Stack(App(), "Probe", env={"account": "111111111111", "region": "eu-west-1"})
     role = iam.Role(stack, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
-    grant_invoke_model(role, model_id)
-    [statement] = _bedrock_statements(Template.from_stack(stack).to_json())
-    resources = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
-    return sorted(_actions(statement)), [json.dumps(r) for r in resources]
+    grant_invoke_model(role, model_id, **options)
+    actions: list[str] = []
+    resources: list[str] = []
+    for statement in _bedrock_statements(Template.from_stack(stack).to_json()):
+        listed = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+        actions += sorted(_actions(statement))
+        resources += [json.dumps(r) for r in listed]
+    return actions, resources
+
+
+def test_a_streaming_caller_may_stream_and_nothing_else() -> None:
+    actions, resources = _granted("anthropic.claude-3-haiku-20240307-v1:0", streaming=True)
+    assert actions == ["bedrock:InvokeModelWithResponseStream"]
+    assert resources == [
+        '{"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, '
+        '":bedrock:eu-west-1::foundation-model/anthropic.claude-3-haiku-20240307-v1:0"]]}'
+    ]
+
+
+def test_a_guardrail_adds_apply_guardrail_on_that_guardrail_only() -> None:
+    actions, resources = _granted("anthropic.claude-3-haiku-20240307-v1:0", streaming=True, guardrail_id="gr0abc123")
+    assert actions == ["bedrock:InvokeModelWithResponseStream", "bedrock:ApplyGuardrail"]
+    assert resources[1] == (
+        '{"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":bedrock:eu-west-1:111111111111:guardrail/gr0abc123"]]}'
+    )
+    arn = "arn:aws:bedrock:us-east-1:222222222222:guardrail/gr0shared1"
+    actions, resources = _granted("anthropic.claude-3-haiku-20240307-v1:0", guardrail_id=arn)
+    assert actions == ["bedrock:InvokeModel", "bedrock:ApplyGuardrail"]
+    assert resources[1] == json.dumps(arn)
 
 
 def test_a_foundation_model_id_grants_that_model_in_the_stacks_region() -> None:
@@ -155,8 +190,14 @@ def test_an_inference_profile_id_grants_the_profile_and_its_model_in_every_regio
 
 @pytest.fixture(scope="module")
 def profile_stage() -> SynthesizedStage:
-    """dev with a cross-region inference profile as its model."""
-    config = with_overrides(stage_config("dev"), name="profile", bedrock_model_id="us.anthropic.claude-3-haiku-v1:0")
+    """dev with a cross-region inference profile as its model, and a guardrail on the chat's replies."""
+    config = with_overrides(
+        stage_config("dev"),
+        name="profile",
+        bedrock_model_id="us.anthropic.claude-3-haiku-v1:0",
+        bedrock_guardrail_id="gr0abc123",
+        bedrock_guardrail_version="DRAFT",
+    )
     return synthesize(config)["profile"]
 
 
@@ -164,7 +205,27 @@ def profile_stage() -> SynthesizedStage:
 def test_chat_and_summary_functions_may_invoke_an_inference_profile(profile_stage: SynthesizedStage) -> None:
     for part, handler in (("Api", "lambdas.ws.message.handler"), ("Events", "lambdas.events.summary.handler")):
         template = profile_stage.templates[part]
-        [statement] = _bedrock_statements(template)
+        [statement] = [s for s in _bedrock_statements(template) if "bedrock:ApplyGuardrail" not in _actions(s)]
         text = json.dumps(statement["Resource"])
         assert "inference-profile/us.anthropic.claude-3-haiku-v1:0" in text, handler
         assert ":bedrock:*::foundation-model/anthropic.claude-3-haiku-v1:0" in text, handler
+
+
+@pytest.mark.slow
+def test_only_the_chat_may_apply_the_stages_guardrail_and_every_function_is_told_of_it(
+    profile_stage: SynthesizedStage,
+) -> None:
+    applying = {
+        part: [s for s in _bedrock_statements(profile_stage.templates[part]) if "bedrock:ApplyGuardrail" in _actions(s)]
+        for part in PARTS
+    }
+    [chat] = applying.pop("Api")
+    assert _actions(chat) == {"bedrock:ApplyGuardrail"}
+    assert json.dumps(chat["Resource"]).endswith(
+        ':bedrock:", {"Ref": "AWS::Region"}, ":", {"Ref": "AWS::AccountId"}, ":guardrail/gr0abc123"]]}'
+    )
+    assert all(found == [] for found in applying.values())
+    for part, lid, properties, _ in _functions(profile_stage):
+        variables = properties.get("Environment", {}).get("Variables", {})
+        if properties["Handler"].startswith("lambdas."):
+            assert variables.get("BEDROCK_GUARDRAIL_VERSION") == "DRAFT", f"{part}/{lid}"

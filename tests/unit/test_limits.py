@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -16,6 +18,78 @@ from tests.support.clock import FakeClock
 
 def take(store: DynamoSessionStore, subject: str = "conn-1", per_minute: int = 6, burst: int = 3) -> Admission:
     return store.take_message_token(CONNECTION_SCOPE, subject, per_minute=per_minute, burst=burst)
+
+
+@contextmanager
+def recorded_calls(store: DynamoSessionStore) -> Iterator[list[str]]:
+    """Every DynamoDB operation the store's client makes inside the block."""
+    calls: list[str] = []
+
+    def record(**kwargs: Any) -> None:
+        calls.append(kwargs["model"].name)
+
+    store.client.meta.events.register("before-call.dynamodb.*", record)
+    try:
+        yield calls
+    finally:
+        store.client.meta.events.unregister("before-call.dynamodb.*", record)
+
+
+def test_a_new_or_idle_bucket_admits_in_one_write_and_a_burst_in_two(
+    store: DynamoSessionStore, clock: FakeClock
+) -> None:
+    # A new bucket: one conditional write
+    with recorded_calls(store) as calls:
+        assert take(store).admitted
+    assert calls == ["UpdateItem"]
+    # In a burst (the previous message less than an interval ago): the idle write fails, the burst write holds
+    with recorded_calls(store) as calls:
+        assert take(store).admitted
+    assert calls == ["UpdateItem", "UpdateItem"]
+    # A person typing, a message further apart than the interval: one write again
+    clock.advance(60)
+    with recorded_calls(store) as calls:
+        assert take(store).admitted
+    assert calls == ["UpdateItem"]
+
+
+def test_an_empty_bucket_refuses_after_one_call(store: DynamoSessionStore) -> None:
+    for _ in range(3):
+        take(store)
+    with recorded_calls(store) as calls:
+        assert take(store) == Admission(False, 10)
+    assert calls == ["UpdateItem"]
+
+
+def test_a_token_given_back_is_as_if_never_taken(store: DynamoSessionStore, clock: FakeClock) -> None:
+    # Given a bucket with its last token taken
+    for _ in range(3):
+        take(store)
+    # When one of those messages gives its token back
+    store.give_back_message_token(CONNECTION_SCOPE, "conn-1", per_minute=6)
+    # Then exactly one more message is admitted now, and the refill goes on at the rate
+    assert take(store).admitted
+    assert take(store) == Admission(False, 10)
+    clock.advance(10)
+    assert take(store).admitted
+
+
+def test_giving_back_to_a_bucket_that_is_gone_changes_nothing(store: DynamoSessionStore) -> None:
+    store.give_back_message_token(CONNECTION_SCOPE, "never-used", per_minute=6)
+    item = store.client.get_item(
+        TableName=store.table_name, Key=marshal_item(keys.rate_bucket_key(CONNECTION_SCOPE, "never-used"))
+    )
+    assert "Item" not in item
+    assert [take(store, "never-used").admitted for _ in range(4)] == [True, True, True, False]
+
+
+def test_a_token_given_back_after_the_bucket_idled_earns_no_more_than_a_full_bucket(
+    store: DynamoSessionStore, clock: FakeClock
+) -> None:
+    take(store)
+    clock.advance(3600)
+    store.give_back_message_token(CONNECTION_SCOPE, "conn-1", per_minute=6)
+    assert [take(store).admitted for _ in range(4)] == [True, True, True, False]
 
 
 def test_a_full_bucket_admits_its_burst_then_refuses_with_the_wait(store: DynamoSessionStore) -> None:

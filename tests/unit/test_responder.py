@@ -13,10 +13,13 @@ from lambdas.shared.responder import (
     SYSTEM_PROMPT,
     BedrockResponder,
     EchoResponder,
+    Guardrail,
+    ReplyEnd,
     ResponderError,
     build_messages,
     responder_for,
 )
+from tests.support.bedrock_stream import Refusal, StreamAnswers, reply_events, stream_error, tokens
 
 MODEL = "anthropic.claude-3-haiku-20240307-v1:0"
 
@@ -173,6 +176,115 @@ def test_empty_model_output_is_an_error() -> None:
     with stub, pytest.raises(ResponderError) as raised:
         responder.reply([turn(1, "user", "hi")])
     assert raised.value.reason == "empty"
+
+
+# ------------------------------------------------------------------ ConverseStream
+
+
+def streaming(*answers: Any, **options: Any) -> tuple[BedrockResponder, StreamAnswers, list[float]]:
+    """A Bedrock responder whose client answers ConverseStream with ``answers``, in order."""
+    client = boto3.client("bedrock-runtime", region_name="us-east-1")
+    sleeps: list[float] = []
+    defaults: dict[str, Any] = {"client": client, "sleep": sleeps.append, "rand": lambda: 1.0}
+    defaults.update(options)
+    return BedrockResponder(MODEL, **defaults), StreamAnswers(client, *answers), sleeps
+
+
+def test_stream_yields_the_text_as_written_then_how_it_ended() -> None:
+    responder, answers, _ = streaming(reply_events("Volume 3 is out in March.", stop_reason="max_tokens"))
+    pieces = list(responder.stream([turn(1, "user", "Is volume 3 out?")]))
+    assert pieces[:-1] == tokens("Volume 3 is out in March.")
+    assert pieces[-1] == ReplyEnd("max_tokens")
+    assert not pieces[-1].blocked
+    # the request is the Converse request, sent to ConverseStream without a guardrail
+    assert answers.requests[0]["modelId"] == MODEL
+    assert "guardrailConfig" not in answers.requests[0]
+    assert answers.streams[0].closed
+
+
+def test_stream_names_the_stages_guardrail_screening_synchronously() -> None:
+    guardrail = Guardrail("gr0abc123", "3")
+    responder, answers, _ = streaming(reply_events("ok"), guardrail=guardrail)
+    list(responder.stream([turn(1, "user", "hi")]))
+    assert answers.requests[0]["guardrailConfig"] == {
+        "guardrailIdentifier": "gr0abc123",
+        "guardrailVersion": "3",
+        "streamProcessingMode": "sync",
+    }
+    # and Converse names it too (without the stream's mode, which Converse does not take)
+    assert responder.request([turn(1, "user", "hi")])["guardrailConfig"] == {
+        "guardrailIdentifier": "gr0abc123",
+        "guardrailVersion": "3",
+    }
+
+
+@pytest.mark.parametrize("stop_reason", ["guardrail_intervened", "content_filtered"])
+def test_a_withheld_reply_ends_blocked_and_is_not_an_error(stop_reason: str) -> None:
+    responder, _, _ = streaming(reply_events("Sorry, the model cannot answer.", stop_reason=stop_reason))
+    *_, end = responder.stream([turn(1, "user", "something off-limits")])
+    assert end == ReplyEnd(stop_reason)
+    assert end.blocked
+
+
+def test_opening_the_stream_is_retried_like_converse() -> None:
+    responder, answers, sleeps = streaming(Refusal(), Refusal(), reply_events("Try Mob Psycho."))
+    assert "".join(p for p in responder.stream([turn(1, "user", "hi")]) if isinstance(p, str)) == "Try Mob Psycho."
+    assert sleeps == [0.25, 0.5]
+    assert answers.pending == 0
+
+
+def test_a_stream_that_cannot_open_raises_without_yielding() -> None:
+    responder, _, _ = streaming(Refusal(), Refusal(), Refusal())
+    with pytest.raises(ResponderError) as raised:
+        next(responder.stream([turn(1, "user", "hi")]))
+    assert raised.value.reason == "throttled"
+    responder, _, _ = streaming(Refusal("ValidationException", 400))
+    with pytest.raises(ResponderError) as raised:
+        next(responder.stream([turn(1, "user", "hi")]))
+    assert raised.value.reason == "unavailable"
+
+
+def test_a_stream_that_breaks_midway_raises_interrupted_after_its_text_and_is_never_retried() -> None:
+    # Given a stream that breaks after two pieces of text
+    events = [*reply_events("Frieren is a fantasy series.")[:3], stream_error("modelStreamErrorException")]
+    responder, answers, sleeps = streaming(events, reply_events("a second reply must not be asked for"))
+    received: list[str | ReplyEnd] = []
+    # When it is read
+    with pytest.raises(ResponderError) as raised:
+        received.extend(responder.stream([turn(1, "user", "What is Frieren?")]))
+    # Then the text so far came through, then the error; no retry, and the stream was released
+    assert received == tokens("Frieren is a fantasy series.")[:2]
+    assert raised.value.reason == "interrupted"
+    assert "modelStreamErrorException" in str(raised.value)
+    assert (answers.pending, sleeps) == (1, [])
+    assert answers.streams[0].closed
+
+
+def test_a_reply_still_written_at_the_deadline_is_given_up() -> None:
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += 4.0  # every event takes 4 s
+        return now[0]
+
+    responder, answers, _ = streaming(reply_events("one two three four five six"), clock=clock, deadline_seconds=10)
+    with pytest.raises(ResponderError) as raised:
+        list(responder.stream([turn(1, "user", "hi")]))
+    assert raised.value.reason == "timeout"
+    assert answers.streams[0].closed
+
+
+def test_closing_the_stream_early_releases_the_models_stream() -> None:
+    responder, answers, _ = streaming(reply_events("A long answer about every volume of Frieren."))
+    pieces = responder.stream([turn(1, "user", "hi")])
+    next(pieces)
+    pieces.close()  # type: ignore[attr-defined]
+    assert answers.streams[0].closed
+
+
+def test_echo_streams_its_reply_as_one_piece() -> None:
+    pieces = list(EchoResponder().stream([turn(1, "user", "one")]))
+    assert pieces == ["You said: one", ReplyEnd("end_turn")]
 
 
 # ------------------------------------------------------------------ choice and echo

@@ -96,6 +96,22 @@ def test_fails_on_a_setting_out_of_its_one_set_of_bounds(
         settings.settings()
 
 
+def test_a_guardrail_is_read_as_both_of_its_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert (settings.settings().bedrock_guardrail_id, settings.settings().bedrock_guardrail_version) == (None, None)
+    monkeypatch.setenv("BEDROCK_GUARDRAIL_ID", "gr0abc123")
+    monkeypatch.setenv("BEDROCK_GUARDRAIL_VERSION", "4")
+    env.reset()
+    config = settings.settings()
+    assert (config.bedrock_guardrail_id, config.bedrock_guardrail_version) == ("gr0abc123", "4")
+
+
+def test_fails_naming_the_missing_half_of_a_guardrail(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BEDROCK_GUARDRAIL_ID", "gr0abc123")
+    env.reset()
+    with pytest.raises(env.MissingSetting, match="BEDROCK_GUARDRAIL_VERSION is required when a guardrail is named"):
+        settings.settings()
+
+
 def test_fails_naming_the_variable_when_a_needed_text_setting_is_absent() -> None:
     with pytest.raises(env.MissingSetting, match="CORS_ALLOWED_ORIGINS"):
         settings.settings().origins()

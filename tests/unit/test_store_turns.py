@@ -13,7 +13,7 @@ import pytest
 
 from lambdas.shared import cursor as cursors
 from lambdas.shared import keys
-from lambdas.shared.errors import InvalidCursor, InvalidInput, SessionClosed, SessionNotFound
+from lambdas.shared.errors import Conflict, InvalidCursor, InvalidInput, SessionClosed, SessionNotFound
 from lambdas.shared.serialize import marshal_item
 from lambdas.shared.store import DynamoSessionStore
 from tests.support.clock import START_TIME, FakeClock
@@ -114,6 +114,91 @@ def test_concurrent_add_turn_yields_gapless_unique_numbers(store: DynamoSessionS
     assert session.turn_count == total
     stored = store.turns_between(session_id, 1, total)
     assert [t.turn_number for t in stored] == list(range(1, total + 1))
+
+
+# ------------------------------------------------------------------ reserve_turn, put_turn, turns_before
+
+
+def test_reserve_turn_returns_the_session_as_the_write_left_it(store: DynamoSessionStore, clock: FakeClock) -> None:
+    # Given a session with one turn
+    session_id = _new_session(store)
+    store.add_turn(session_id, "assistant", "Hi!")
+    clock.advance(30)
+    # When the next number is reserved for its customer
+    session = store.reserve_turn(session_id, customer_id="cust-1")
+    # Then the session comes back from the write itself: the number, status and sliding TTL
+    assert session.turn_count == 2
+    assert session.status == "active"
+    assert session.customer_id == "cust-1"
+    assert session.updated_at == START_TIME + 30
+    assert session == store.get_session(session_id)
+    # and nothing is stored under the number until put_turn
+    assert store.turns_between(session_id, 2, 2) == []
+
+
+@pytest.mark.parametrize("status", ["disconnected", "deleted", "archived"])
+def test_reserve_turn_refuses_a_session_that_does_not_accept_turns_and_moves_nothing(
+    store: DynamoSessionStore, status: str
+) -> None:
+    # Given a session that has ended
+    session_id = _new_session(store)
+    store.add_turn(session_id, "assistant", "Hi!")
+    store.update_status(session_id, "deleted" if status == "archived" else status)
+    if status == "archived":
+        store.update_status(session_id, status)
+    before = store.get_session(session_id)
+    # When a number is reserved
+    with pytest.raises(SessionClosed) as caught:
+        store.reserve_turn(session_id, customer_id="cust-1")
+    # Then the refusal names the status, the counter and the session are as they were
+    assert caught.value.status == status
+    assert store.get_session(session_id) == before
+
+
+def test_reserve_turn_for_another_customer_is_not_found_and_moves_nothing(store: DynamoSessionStore) -> None:
+    session_id = _new_session(store, "alice")
+    with pytest.raises(SessionNotFound):
+        store.reserve_turn(session_id, customer_id="mallory")
+    assert store.get_session(session_id).turn_count == 0  # type: ignore[union-attr]
+    with pytest.raises(SessionNotFound):
+        store.reserve_turn("no-such-session", customer_id="alice")
+
+
+def test_put_turn_stores_under_the_reserved_number_once(store: DynamoSessionStore) -> None:
+    session_id = _new_session(store)
+    number = store.reserve_turn(session_id).turn_count
+    turn = store.put_turn(session_id, number, "user", "Is volume 3 out?")
+    assert store.turns_between(session_id, 1, 1) == [turn]
+    with pytest.raises(Conflict):
+        store.put_turn(session_id, number, "user", "overwrite?")
+    assert store.turns_between(session_id, 1, 1) == [turn]
+
+
+def test_add_turn_refuses_bad_content_before_any_write(store: DynamoSessionStore) -> None:
+    session_id = _new_session(store)
+    with pytest.raises(InvalidInput, match="content"):
+        store.add_turn(session_id, "user", 42)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput, match="too large"):
+        store.add_turn(session_id, "user", "".join(chr(0x4E00 + (n * 7919) % 20000) for n in range(400_000)))
+    assert store.get_session(session_id).turn_count == 0  # type: ignore[union-attr]
+
+
+def test_turns_before_reads_the_newest_below_the_number_in_order(store: DynamoSessionStore) -> None:
+    # Given turns 1..6 and a summary
+    session_id = _new_session(store)
+    for n in range(1, 7):
+        store.add_turn(session_id, "user", f"turn {n}")
+    store.put_summary(session_id, 1, summary_text="s", window_start=1, window_end=4, turn_count_at_summary=4)
+    # Then the newest three below 6 come back oldest first, and nothing sorts in from the summary
+    assert [t.turn_number for t in store.turns_before(session_id, 6, limit=3)] == [3, 4, 5]
+    assert [t.turn_number for t in store.turns_before(session_id, 3, limit=10)] == [1, 2]
+    assert store.turns_before(session_id, 1, limit=10) == []
+
+
+@pytest.mark.parametrize("before", [0, -1, True, "3"])
+def test_turns_before_refuses_a_number_that_is_not_a_turn(store: DynamoSessionStore, before: Any) -> None:
+    with pytest.raises(InvalidInput, match="before"):
+        store.turns_before("s-1", before, limit=3)
 
 
 def test_add_turn_to_missing_session_raises_not_found(store: DynamoSessionStore) -> None:

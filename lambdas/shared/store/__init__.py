@@ -13,17 +13,17 @@ Usage::
 
 Modules: :mod:`.table` (keys, expressions, conditional writes, batch writes, pages),
 :mod:`.sessions` (META, status machine, cleanup index, the session partition), :mod:`.turns`
-(turns and summaries), :mod:`.handoffs` (handoff records, the current handoff, the handoff
-transaction, callback tokens), :mod:`.handoff_life` (closing a handoff), :mod:`.agents`,
+(turns and summaries), :mod:`.chat` (a customer's message before the model is called, admitted
+and accepted in three round trips), :mod:`.handoffs` (handoff records, the current handoff, the
+handoff transaction, callback tokens), :mod:`.handoff_life` (closing a handoff), :mod:`.agents`,
 :mod:`.inbox`, :mod:`.connections`, :mod:`.limits` (the chat's rate buckets and connection
-slots). Review records
-belong to the approval gate, which keeps them itself.
+slots). Review records belong to the approval gate, which keeps them itself.
 """
 
 from __future__ import annotations
 
 from lambdas.shared.store.agents import MAX_AGENT_SKILLS, Agents
-from lambdas.shared.store.connections import Connections
+from lambdas.shared.store.chat import AcceptedMessage, Chat, ChatContext, MessageAdmission, Rate
 from lambdas.shared.store.handoff_life import CLOSE_OUTCOMES, Abandoned, Closed, HandoffClosed, HandoffLife
 from lambdas.shared.store.handoffs import (
     WAITING_FOR_AGENT,
@@ -33,7 +33,7 @@ from lambdas.shared.store.handoffs import (
     SessionNotActive,
 )
 from lambdas.shared.store.inbox import Inbox, InboxItem, InboxWrite
-from lambdas.shared.store.limits import ADMITTED, Admission, Limits
+from lambdas.shared.store.limits import ADMITTED, Admission
 from lambdas.shared.store.table import (
     BATCH_SIZE,
     DEFAULT_BATCH_RETRIES,
@@ -45,7 +45,7 @@ from lambdas.shared.store.table import (
     Page,
     TableCore,
 )
-from lambdas.shared.store.turns import MAX_COMPRESSED_CONTENT, Turns
+from lambdas.shared.store.turns import MAX_COMPRESSED_CONTENT
 
 __all__ = [
     "ADMITTED",
@@ -62,21 +62,25 @@ __all__ = [
     "WAITING_FOR_AGENT",
     "WAITING_FOR_REPLY",
     "Abandoned",
+    "AcceptedMessage",
     "Admission",
     "Begun",
+    "ChatContext",
     "Closed",
     "DynamoSessionStore",
     "HandoffClosed",
     "HandoffConflict",
     "InboxItem",
     "InboxWrite",
+    "MessageAdmission",
     "Page",
+    "Rate",
     "SessionNotActive",
     "TableCore",
 ]
 
 
-class DynamoSessionStore(HandoffLife, Turns, Agents, Inbox, Connections, Limits):
+class DynamoSessionStore(HandoffLife, Chat, Agents, Inbox):
     """The store on one DynamoDB table: every aggregate's operations over one :class:`TableCore`.
 
     Construction and options: see :class:`TableCore`.

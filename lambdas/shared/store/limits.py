@@ -3,10 +3,14 @@
 Rate: a token bucket of ``burst`` messages refilled at ``per_minute``, stored as one number, the
 theoretical arrival time ``tat`` in epoch milliseconds (the generic cell rate algorithm, which is
 a token bucket written as a time): a message is admitted while ``tat <= now + (burst - 1) *
-interval`` and moves ``tat`` one interval on. Each decision is a conditional UpdateItem whose
-condition is the decision itself, so two Lambdas taking the last token at once cannot both win
-(no read-modify-write). Only an empty or idle bucket (``tat`` in the past) needs a second write,
-a compare-and-set from the value the failed condition handed back.
+interval`` and moves ``tat`` to ``max(tat, now) + interval``. Each decision is a conditional
+UpdateItem whose condition is the decision itself, so two Lambdas taking the last token at once
+cannot both win (no read-modify-write). An update expression has no ``max``, so the two cases are
+two writes with disjoint conditions, tried in the order of how often they happen: first "the
+bucket is new or idle" (``tat`` in the past: a person typing, whose messages come further apart
+than the interval, always lands here, in one call), then, from the ``tat`` the failed condition
+handed back, "the bucket is in a burst" (``tat`` within the tolerance: one more call). A full
+bucket refuses after the first call, with the wait computed from that same ``tat``.
 
 Slots: a map of a customer's live connection ids to the time each one must have ended (API
 Gateway closes a WebSocket connection after two hours at the latest), grown by a conditional
@@ -46,6 +50,11 @@ class Admission:
 ADMITTED: Final = Admission(True)
 
 
+def _seconds_until(moment_ms: int, now_ms: int) -> int:
+    """Whole seconds from ``now_ms`` to ``moment_ms``, at least 1 (a client cannot wait less)."""
+    return max(1, math.ceil((moment_ms - now_ms) / 1000))
+
+
 def _require_positive(value: int, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{what} must be an int >= 1 (given {value!r})")
@@ -56,48 +65,83 @@ class Limits(TableCore):
     """Rate buckets (``LIMIT#<scope>#<id>``/``RATE``) and connection slots (``.../CONNECTIONS``)."""
 
     def take_message_token(self, scope: str, subject: str, *, per_minute: int, burst: int) -> Admission:
-        """Take one message from the bucket of ``subject``; refused when it is empty, with when to retry."""
+        """Take one message from the bucket of ``subject``; refused when it is empty, with when to retry.
+
+        One UpdateItem when the bucket is new or idle, or full; two during a burst (see the module
+        docstring). Only a writer racing on the same bucket makes it try again, :data:`ATTEMPTS`
+        rounds at most, and then it refuses (retry after a second) rather than wait.
+        """
         require_id(subject, f"{scope} id")
-        interval = math.ceil(60_000 / _require_positive(per_minute, "per_minute"))
+        interval = self._interval(per_minute)
         tolerance = (_require_positive(burst, "burst") - 1) * interval
         key = keys.rate_bucket_key(scope, subject)
         for _ in range(ATTEMPTS):
             now = int(self._clock() * 1000)
-            expr = Expr()
-            tat = expr.n("tat")
-            update_expression = f"SET {tat} = {tat} + {expr.v(interval)}"
-            ttl = self._bucket_ttl(now + tolerance + interval)
-            update_expression += f", {expr.n('ttl')} = {expr.v(ttl)}"
-            condition = f"{tat} BETWEEN {expr.v(now)} AND {expr.v(now + tolerance)}"
-            try:
-                self._raw_update(key, update_expression, condition, expr)
+            old_tat = self._start_bucket(key, now, interval)
+            if old_tat is None:
                 return ADMITTED
-            except ClientError as err:
-                if code_of(err) != CONDITION_FAILED:
-                    raise
-                old = old_item(err)
-            old_tat = int(old["tat"]) if old and "tat" in old else None
-            if old_tat is not None and old_tat > now + tolerance:
-                return Admission(False, max(1, math.ceil((old_tat - now - tolerance) / 1000)))
-            if self._restart_bucket(key, old_tat, now + interval):
+            if old_tat > now + tolerance:
+                return Admission(False, _seconds_until(old_tat - tolerance, now))
+            old_tat = self._advance_bucket(key, now, tolerance, interval)
+            if old_tat is None:
                 return ADMITTED
+            if old_tat > now + tolerance:
+                return Admission(False, _seconds_until(old_tat - tolerance, now))
         return Admission(False, 1)
 
-    def _restart_bucket(self, key: keys.Key, old_tat: int | None, tat: int) -> bool:
-        """An idle or new bucket starts again at ``tat`` if nobody wrote it since it was seen."""
+    def give_back_message_token(self, scope: str, subject: str, *, per_minute: int) -> None:
+        """Return a token taken for a message that was refused for another reason, as if never taken.
+
+        Moving ``tat`` back one interval undoes a take whichever of the two writes made it, and
+        commutes with every other take, so concurrent messages lose nothing. Nothing happens when
+        the bucket is gone (it expired: full anyway).
+        """
+        require_id(subject, f"{scope} id")
+        interval = self._interval(per_minute)
         expr = Expr()
-        values = f"{expr.n('tat')} = {expr.v(tat)}, {expr.n('ttl')} = {expr.v(self._bucket_ttl(tat))}"
-        if old_tat is None:
-            condition = f"attribute_not_exists({expr.n('tat')})"
-        else:
-            condition = f"{expr.n('tat')} = {expr.v(old_tat)}"
+        tat = expr.n("tat")
         try:
-            self._raw_update(key, f"SET {values}", condition, expr)
+            self._raw_update(
+                keys.rate_bucket_key(scope, subject),
+                f"SET {tat} = {tat} - {expr.v(interval)}",
+                f"attribute_exists({tat})",
+                expr,
+            )
         except ClientError as err:
             if code_of(err) != CONDITION_FAILED:
                 raise
-            return False
-        return True
+
+    def _interval(self, per_minute: int) -> int:
+        """Milliseconds between two messages at ``per_minute``."""
+        return math.ceil(60_000 / _require_positive(per_minute, "per_minute"))
+
+    def _start_bucket(self, key: keys.Key, now: int, interval: int) -> int | None:
+        """A new or idle bucket takes a token from full; None when it did, else the ``tat`` it holds."""
+        expr = Expr()
+        tat = expr.n("tat")
+        values = f"{tat} = {expr.v(now + interval)}, {expr.n('ttl')} = {expr.v(self._bucket_ttl(now + interval))}"
+        condition = f"attribute_not_exists({tat}) OR {tat} < {expr.v(now)}"
+        return self._bucket_write(key, f"SET {values}", condition, expr)
+
+    def _advance_bucket(self, key: keys.Key, now: int, tolerance: int, interval: int) -> int | None:
+        """A bucket in a burst takes a token; None when it did, else the ``tat`` it holds (-1: none)."""
+        expr = Expr()
+        tat = expr.n("tat")
+        ttl = self._bucket_ttl(now + tolerance + interval)
+        update_expression = f"SET {tat} = {tat} + {expr.v(interval)}, {expr.n('ttl')} = {expr.v(ttl)}"
+        condition = f"{tat} BETWEEN {expr.v(now)} AND {expr.v(now + tolerance)}"
+        return self._bucket_write(key, update_expression, condition, expr)
+
+    def _bucket_write(self, key: keys.Key, update_expression: str, condition: str, expr: Expr) -> int | None:
+        """One conditional bucket write: None when it held, else the ``tat`` seen (-1 when there is none)."""
+        try:
+            self._raw_update(key, update_expression, condition, expr)
+        except ClientError as err:
+            if code_of(err) != CONDITION_FAILED:
+                raise
+            old = old_item(err)
+            return int(old["tat"]) if old and "tat" in old else -1
+        return None
 
     def _bucket_ttl(self, full_at_ms: int) -> int:
         """A bucket is full again at ``tat``; a minute later the item may go."""

@@ -4,16 +4,23 @@
 stage's TTL and cleanup sharding, and the plumbing (get, conditional put and update, paginated
 queries, batch deletes under the shared retry policy). The aggregate modules add the operations
 of one record type each; :class:`lambdas.shared.store.DynamoSessionStore` composes them.
+
+Independent calls of one operation may run at once (:meth:`TableCore._together`): a caller then
+waits one round trip instead of one per call, which is what a latency-bound path (the chat's
+message path) is measured by. The calls run on one small thread pool per container; boto3's
+clients are safe to share between threads.
 """
 
 from __future__ import annotations
 
+import contextvars
 import random
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Final, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar, overload
 
 from botocore.exceptions import ClientError
 
@@ -26,6 +33,9 @@ from lambdas.shared.schema import PARTITION_KEY, SORT_KEY
 from lambdas.shared.serialize import AttributeValue, marshal, marshal_item, unmarshal_item
 
 T = TypeVar("T")
+A = TypeVar("A")
+B = TypeVar("B")
+C = TypeVar("C")
 
 MAX_PAGE_SIZE: Final = 100
 MAX_ITEMS_PAGE_SIZE: Final = 1000
@@ -42,6 +52,9 @@ STATUS_TIMESTAMP: Final[Mapping[SessionStatus, str]] = {
     SessionStatus.DELETED: "deleted_at",
     SessionStatus.ARCHIVED: "archived_at",
 }
+
+#: Calls one operation may have in flight besides the caller's own (the message path needs two).
+MAX_CONCURRENT_CALLS: Final = 4
 
 CONDITION_FAILED: Final = "ConditionalCheckFailedException"
 TRANSACTION_CANCELED: Final = "TransactionCanceledException"
@@ -121,6 +134,26 @@ class Update:
         if self._add:
             parts.append("ADD " + ", ".join(self._add))
         return " ".join(parts)
+
+
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    """The container's pool for concurrent calls, created on first use."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max_workers=MAX_CONCURRENT_CALLS, thread_name_prefix="store")
+        return _POOL
+
+
+def _outcome(call: Callable[[], T]) -> tuple[T | None, BaseException | None]:
+    try:
+        return call(), None
+    except BaseException as err:  # raised to the caller once every call has ended
+        return None, err
 
 
 def code_of(err: ClientError) -> str:
@@ -244,6 +277,30 @@ class TableCore:
 
     def _now(self) -> int:
         return int(self._clock())
+
+    @overload
+    def _together(self, first: Callable[[], A], second: Callable[[], B], /) -> tuple[A, B]: ...
+
+    @overload
+    def _together(
+        self, first: Callable[[], A], second: Callable[[], B], third: Callable[[], C], /
+    ) -> tuple[A, B, C]: ...
+
+    def _together(self, *calls: Callable[[], Any]) -> tuple[Any, ...]:
+        """Run independent calls at once and return their results in order: one round trip of wall time.
+
+        The first runs in the caller's thread, the others on the container's pool with the
+        caller's context (trace and log keys). Every call ends before this returns, so none is
+        left running behind an error; then the first error in argument order is raised.
+        """
+        started: list[Future[tuple[Any, BaseException | None]]] = [
+            _pool().submit(contextvars.copy_context().run, _outcome, call) for call in calls[1:]
+        ]
+        outcomes = [_outcome(calls[0]), *(future.result() for future in started)]
+        for _, error in outcomes:
+            if error is not None:
+                raise error
+        return tuple(value for value, _ in outcomes)
 
     def _get(self, key: keys.Key, *, consistent: bool = True) -> dict[str, Any] | None:
         resp = self.client.get_item(TableName=self.table_name, Key=marshal_item(key), ConsistentRead=consistent)

@@ -1,4 +1,11 @@
-"""Turns and summaries of a session: atomic turn numbers, compressed content, exact summary windows."""
+"""Turns and summaries of a session: atomic turn numbers, compressed content, exact summary windows.
+
+A turn is stored in two writes: :meth:`Turns.reserve_turn` takes its number from the session's
+atomic counter (the conditional write that refuses a session which no longer accepts turns), and
+:meth:`Turns.put_turn` stores it under that number. :meth:`Turns.add_turn` does both; a caller
+that has other work for the round trip of the PutItem (the message path reads the model's context
+meanwhile) calls them apart.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +16,9 @@ from botocore.exceptions import ClientError
 from lambdas.shared import cursor as cursors
 from lambdas.shared import keys
 from lambdas.shared.errors import Conflict, InvalidCursor, InvalidInput, SessionClosed, SessionNotFound
-from lambdas.shared.records import TURN_ACCEPTING, Role, Summary, Turn, compress
+from lambdas.shared.records import TURN_ACCEPTING, Role, Session, Summary, Turn, compress
 from lambdas.shared.schema import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE
+from lambdas.shared.serialize import unmarshal_item
 from lambdas.shared.store.table import (
     CONDITION_FAILED,
     MAX_PAGE_SIZE,
@@ -29,26 +37,48 @@ from lambdas.shared.store.table import (
 MAX_COMPRESSED_CONTENT: Final = 350_000
 
 
+def checked_turn(role: Role | str, content: str) -> Role:
+    """The role of a turn whose content may be stored; InvalidInput before anything is written."""
+    turn_role: Role = parse_enum(Role, role, "role")
+    if not isinstance(content, str):
+        raise InvalidInput("content must be a string")
+    if len(compress(content)) > MAX_COMPRESSED_CONTENT:
+        raise InvalidInput(f"content is too large (max {MAX_COMPRESSED_CONTENT} bytes zipped)")
+    return turn_role
+
+
 class Turns(TableCore):
     """Turn and summary operations."""
 
     def add_turn(self, session_id: str, role: Role | str, content: str) -> Turn:
-        """Append a turn: two writes, no transaction.
+        """Append a turn: :meth:`reserve_turn` then :meth:`put_turn`, two writes, no transaction.
 
-        1. UpdateItem on META: ``ADD turn_count 1``, ``SET updated_at, ttl`` (the session's TTL
-           slides), conditioned on the session existing in a status that accepts turns; the
-           new counter value is the turn number, so numbers are unique under any concurrency.
-        2. Conditional PutItem of the TURN item, content zlib-compressed.
-
-        If the process dies between the two, the number is burnt: a gap, never a duplicate.
-        Raises SessionNotFound or SessionClosed (status not active/handoff).
+        The number comes from the session's atomic counter, so numbers are unique under any
+        concurrency; if the process dies between the two writes, the number is burnt: a gap,
+        never a duplicate. Raises InvalidInput before any write, SessionNotFound or
+        SessionClosed (status not active/handoff) with nothing written.
         """
         require_id(session_id, "session_id")
-        turn_role = parse_enum(Role, role, "role")
-        if not isinstance(content, str):
-            raise InvalidInput("content must be a string")
-        if len(compress(content)) > MAX_COMPRESSED_CONTENT:
-            raise InvalidInput(f"content is too large (max {MAX_COMPRESSED_CONTENT} bytes zipped)")
+        checked_turn(role, content)
+        session = self.reserve_turn(session_id)
+        return self.put_turn(session_id, session.turn_count, role, content)
+
+    def reserve_turn(self, session_id: str, *, customer_id: str | None = None) -> Session:
+        """Take the next turn number of a session that accepts turns; returns the session after the write.
+
+        One UpdateItem on META: ``ADD turn_count 1``, ``SET updated_at, ttl`` (the session's TTL
+        slides), conditioned on the session existing in a status that accepts turns and, when
+        ``customer_id`` is given, belonging to that customer. The session comes back as the write
+        left it (``ReturnValues=ALL_NEW``): ``turn_count`` is the reserved number and ``status``
+        says whether the assistant answers, so the caller needs no read of the session.
+
+        A refused reservation writes nothing (the counter does not move). Raises SessionNotFound
+        (also for another customer's session, which is not told apart from a missing one) or
+        SessionClosed.
+        """
+        require_id(session_id, "session_id")
+        if customer_id is not None:
+            require_id(customer_id, "customer_id")
         now = self._now()
         expr = Expr()
         update = Update(expr)
@@ -57,18 +87,30 @@ class Turns(TableCore):
         update.add("turn_count", 1)
         accepted = ", ".join(expr.v(str(s)) for s in sorted(TURN_ACCEPTING))
         condition = f"attribute_exists({expr.n(PARTITION_KEY)}) AND {expr.n('status')} IN ({accepted})"
+        if customer_id is not None:
+            condition += f" AND {expr.n('customer_id')} = {expr.v(customer_id)}"
         try:
-            attributes = self._update(keys.session_key(session_id), update, condition, return_values="UPDATED_NEW")
+            item = self._update(keys.session_key(session_id), update, condition)
         except ClientError as err:
             if code_of(err) != CONDITION_FAILED:
                 raise
             old = old_item(err)
-            if old is None:
+            if old is None or (customer_id is not None and old.get("customer_id") != customer_id):
                 raise SessionNotFound(session_id) from None
             raise SessionClosed(session_id, str(old.get("status"))) from None
+        return Session.from_item(item)
+
+    def put_turn(self, session_id: str, turn_number: int, role: Role | str, content: str) -> Turn:
+        """Store turn ``turn_number`` (a number :meth:`reserve_turn` handed out), content zlib-compressed.
+
+        One conditional PutItem that never overwrites: Conflict when the number is taken.
+        """
+        require_id(session_id, "session_id")
+        turn_role = checked_turn(role, content)
+        now = self._now()
         turn = Turn(
             session_id=session_id,
-            turn_number=int(attributes["turn_count"]),
+            turn_number=turn_number,
             role=turn_role,
             content=content,
             created_at=now,
@@ -81,6 +123,31 @@ class Turns(TableCore):
                 raise Conflict(f"turn {turn.turn_number} of session {session_id!r} exists already") from None
             raise
         return turn
+
+    def turns_before(self, session_id: str, before: int, *, limit: int) -> list[Turn]:
+        """The newest ``limit`` (1..100) turns numbered below ``before``, chronological: one Query (none below 2).
+
+        Bounded by the number and not by "the newest", so a turn stored meanwhile (the one
+        numbered ``before`` itself, written at the same time) never shows up twice.
+        """
+        require_id(session_id, "session_id")
+        require_limit(limit, MAX_PAGE_SIZE)
+        if isinstance(before, bool) or not isinstance(before, int) or before < 1:
+            raise InvalidInput(f"before must be a turn number >= 1 (given {before!r})")
+        if before == 1:
+            return []
+        expr = Expr()
+        resp = self.client.query(
+            TableName=self.table_name,
+            KeyConditionExpression=(
+                f"{expr.n(PARTITION_KEY)} = {expr.v(keys.session_pk(session_id))} AND "
+                f"{expr.n(SORT_KEY)} BETWEEN {expr.v(keys.turn_sk(0))} AND {expr.v(keys.turn_sk(before - 1))}"
+            ),
+            ScanIndexForward=False,
+            Limit=limit,
+            **expr.params(),
+        )
+        return [Turn.from_item(unmarshal_item(item)) for item in reversed(resp.get("Items", []))]
 
     def list_turns(self, session_id: str, *, limit: int = 20, cursor: str | None = None) -> Page[Turn]:
         """The newest ``limit`` (1..100) turns before the cursor, in chronological order.

@@ -1,18 +1,21 @@
-"""Bedrock Runtime ``Converse`` answered in-process, at the client: moto 5.2 has no Converse.
+"""Bedrock Runtime ``Converse`` and ``ConverseStream`` answered in-process, at the client: moto 5.2 has neither.
 
 Inside ``stub.installed()``, every ``boto3.client("bedrock-runtime", ...)`` the code under test
 creates is a real botocore client (so the request is validated against the service model, as
-AWS would) whose ``Converse`` never leaves the process: a ``before-call`` hook answers it with
-``stub.answer(request)`` (``request`` as the caller passed it: ``modelId``, ``system``,
-``messages``, ...), wrapped in a complete Converse response (validated against the output
-shape, as botocore's Stubber does). Every call is recorded in ``stub.calls``. Other services and
-other operations are untouched (moto still serves them).
+AWS would) whose ``Converse`` and ``ConverseStream`` never leave the process: a ``before-call``
+hook answers them with ``stub.answer(request)`` (``request`` as the caller passed it:
+``modelId``, ``system``, ``messages``, ...). Converse gets it wrapped in a complete response
+(validated against the output shape, as botocore's Stubber does); ConverseStream gets a botocore
+EventStream of the answer split into token-sized deltas (``tests.support.bedrock_stream``:
+encoded in AWS's event-stream framing and decoded by botocore's own parser). Every call of
+either is recorded in ``stub.calls`` (``streamed`` tells them apart). Other services and other
+operations are untouched (moto still serves them).
 
 Usage::
 
     stub = BedrockStub(answer=lambda request: "a fixed reply")
     with mock_aws(), stub.installed():
-        ... code that calls boto3.client("bedrock-runtime").converse(...) ...
+        ... code that calls boto3.client("bedrock-runtime").converse(...) or .converse_stream(...) ...
     assert stub.calls[0].model_id == "anthropic.claude-3-haiku-20240307-v1:0"
 """
 
@@ -31,6 +34,8 @@ import boto3
 from botocore.awsrequest import AWSResponse
 from botocore.validate import validate_parameters
 
+from tests.support.bedrock_stream import event_stream, reply_events, tokens
+
 SERVICE = "bedrock-runtime"
 _PARAMS_KEY = "e2e_bedrock_stub_params"
 
@@ -44,6 +49,8 @@ class ConverseCall:
     messages: tuple[tuple[str, str], ...]  # (role, text) per message, text blocks joined
     caller: str  # POWERTOOLS_SERVICE_NAME of the invocation that called (the function's service)
     reply: str
+    streamed: bool = False  # ConverseStream (True) or Converse
+    tokens: int = 0  # the deltas a streamed reply was split into
 
     @property
     def prompt(self) -> str:
@@ -69,9 +76,7 @@ class BedrockStub:
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
 
-    def respond(self, request: dict[str, Any]) -> dict[str, Any]:
-        """The Converse response to ``request`` (recorded)."""
-        reply = self.answer(request)
+    def _record(self, request: dict[str, Any], reply: str, *, streamed: bool, token_count: int = 0) -> ConverseCall:
         messages = tuple(
             (str(m.get("role")), "".join(str(b.get("text", "")) for b in m.get("content", [])))
             for m in request.get("messages", [])
@@ -82,9 +87,24 @@ class BedrockStub:
             messages=messages,
             caller=os.environ.get("POWERTOOLS_SERVICE_NAME", ""),
             reply=reply,
+            streamed=streamed,
+            tokens=token_count,
         )
         with self._lock:
             self.calls.append(call)
+        return call
+
+    def respond_stream(self, client: Any, request: dict[str, Any]) -> dict[str, Any]:
+        """The ConverseStream response to ``request`` (recorded): the answer as token-sized deltas."""
+        reply = self.answer(request)
+        self._record(request, reply, streamed=True, token_count=len(tokens(reply)))
+        return {"stream": event_stream(client, reply_events(reply)), "ResponseMetadata": {"HTTPStatusCode": 200}}
+
+    def respond(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The Converse response to ``request`` (recorded)."""
+        reply = self.answer(request)
+        call = self._record(request, reply, streamed=False)
+        messages = call.messages
         prompt_chars = sum(len(text) for _, text in messages) + sum(len(text) for text in call.system)
         input_tokens, output_tokens = prompt_chars // 4 + 1, len(reply) // 4 + 1
         return {
@@ -99,7 +119,7 @@ class BedrockStub:
         }
 
     def attach(self, client: Any) -> Any:
-        """Make ``client`` (a bedrock-runtime client) answer Converse from this stub."""
+        """Make ``client`` (a bedrock-runtime client) answer Converse and ConverseStream from this stub."""
 
         def capture(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
             context[_PARAMS_KEY] = copy.deepcopy(params)
@@ -109,9 +129,13 @@ class BedrockStub:
             validate_parameters(response, model.output_shape)
             return AWSResponse(None, 200, {}, None), response
 
+        def answer_stream(context: dict[str, Any], **_: Any) -> tuple[AWSResponse, dict[str, Any]]:
+            return AWSResponse(None, 200, {}, None), self.respond_stream(client, context[_PARAMS_KEY])
+
         service_id = client.meta.service_model.service_id.hyphenize()
-        client.meta.events.register(f"before-parameter-build.{service_id}.Converse", capture)
-        client.meta.events.register(f"before-call.{service_id}.Converse", answer)
+        for operation, handler in (("Converse", answer), ("ConverseStream", answer_stream)):
+            client.meta.events.register(f"before-parameter-build.{service_id}.{operation}", capture)
+            client.meta.events.register(f"before-call.{service_id}.{operation}", handler)
         return client
 
     @contextmanager
