@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -39,9 +39,9 @@ from lambdas.shared import env
 from lambdas.shared.errors import AgentNotFound
 from lambdas.shared.records import Agent
 from lambdas.shared.settings import store as store
+from lambdas.shared.tracing import tracer
 
 logger = Logger()
-tracer = Tracer()
 
 
 def public_agent(agent: Agent) -> dict[str, Any]:

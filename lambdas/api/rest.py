@@ -26,7 +26,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, CORSConfig, Response
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -40,9 +40,9 @@ from lambdas.shared.records import HandoffStatus, Session, SessionStatus
 from lambdas.shared.serialize import public
 from lambdas.shared.settings import optional_resource, settings
 from lambdas.shared.settings import store as store
+from lambdas.shared.tracing import tracer
 
 logger = Logger()
-tracer = Tracer()
 
 
 @env.once

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -36,6 +36,7 @@ from lambdas.shared.responder import Responder, ResponderError, responder_for
 from lambdas.shared.settings import settings
 from lambdas.shared.store import Admission, DynamoSessionStore
 from lambdas.shared.store.limits import CONNECTION_SCOPE, CUSTOMER_SCOPE
+from lambdas.shared.tracing import tracer
 from lambdas.ws import runtime
 from lambdas.ws.disconnect import disconnect_connection
 from lambdas.ws.frames import (
@@ -50,7 +51,6 @@ from lambdas.ws.frames import (
 )
 
 logger = Logger()
-tracer = Tracer()
 metrics = Metrics()
 
 HANDOFF_ACK: Final = "A support agent has your message and will reply here shortly."
