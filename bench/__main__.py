@@ -59,9 +59,11 @@ def _median_seconds(command: Sequence[str], runs: int, cwd: Path = ROOT) -> floa
     return statistics.median(samples)
 
 
-def synth_rows(runs: int) -> list[Row]:
-    """Synth wall time of one stage via the CLI, against a one-bucket app on the same versions."""
-    out = Path(tempfile.mkdtemp(prefix="bench-synth-"))
+def synth_rows(runs: int, out: Path) -> list[Row]:
+    """Synth wall time of one stage via the CLI, against a one-bucket app on the same versions.
+
+    The stage's assembly stays in ``out / "app"`` (the cold imports run from its code assets).
+    """
     ours = _median_seconds(
         [
             "npx",
@@ -85,7 +87,6 @@ def synth_rows(runs: int) -> list[Row]:
         cwd=ROOT / "bench" / "baseline_app",
     )
     asset_rows = asset_size_rows(out / "app")
-    shutil.rmtree(out, ignore_errors=True)
     ratio = ours / baseline
     return [
         Row(
@@ -115,37 +116,20 @@ def asset_size_rows(cdk_out: Path) -> list[Row]:
     return [Row("lambdas code asset (zipped)", f"{size / 1024:.0f} KB", "(absolute)", "< 300 KB", size < 300 * 1024)]
 
 
-def handler_modules() -> list[str]:
-    """Every module under lambdas/ that defines a Lambda entry point (`def handler`)."""
-    modules = []
-    for path in sorted((ROOT / "lambdas").rglob("*.py")):
-        if "def handler(" in path.read_text() or "\nhandler = " in path.read_text():
-            modules.append(".".join(path.relative_to(ROOT).with_suffix("").parts))
-    return modules
+def import_rows(assembly: Path, runs: int) -> list[Row]:
+    """Cold import of each handler module, as Lambda runs it, against `import boto3` alone (bench/cold_imports.py)."""
+    from bench import cold_imports
 
-
-def _cold_import_seconds(module: str, runs: int) -> float:
-    code = f"import time; t = time.perf_counter(); import {module}; print(time.perf_counter() - t)"
-    env = {**ENV, "AWS_DEFAULT_REGION": "us-east-1", "POWERTOOLS_TRACE_DISABLED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
-    samples = []
-    for _ in range(runs):
-        done = subprocess.run([PY, "-c", code], cwd=ROOT, env=env, check=True, capture_output=True, text=True)  # noqa: S603
-        samples.append(float(done.stdout.strip().splitlines()[-1]))
-    return statistics.median(samples)
-
-
-def import_rows(runs: int) -> list[Row]:
-    """Cold import of each handler module in a fresh interpreter, against `import boto3` alone."""
-    boto3_time = _cold_import_seconds("boto3", runs)
-    rows = [Row("cold import: boto3 alone (baseline)", f"{boto3_time * 1000:.0f} ms", "-", runs=runs)]
-    for module in handler_modules():
-        seconds = _cold_import_seconds(module, runs)
-        ratio = seconds / boto3_time
+    measured = cold_imports.measure(cold_imports.handlers_in(assembly), runs)
+    boto3_ms = f"{measured.baseline * 1000:.0f} ms"
+    rows = [Row("cold import: boto3 alone (baseline)", boto3_ms, "-", runs=runs)]
+    for module, seconds in measured.modules.items():
+        ratio = seconds / measured.baseline
         rows.append(
             Row(
                 f"cold import: {module}",
                 f"{seconds * 1000:.0f} ms ({ratio:.2f}x)",
-                f"{boto3_time * 1000:.0f} ms (import boto3)",
+                f"{boto3_ms} (import boto3)",
                 "<= 1.5x boto3",
                 ratio <= 1.5,
                 runs,
@@ -229,9 +213,10 @@ def render(rows: Sequence[Row]) -> str:
 
 def main(argv: Sequence[str]) -> int:
     runs = int(os.environ.get("BENCH_RUNS", "5"))
+    out = Path(tempfile.mkdtemp(prefix="bench-synth-"))
     steps: list[tuple[str, Callable[[], list[Row]]]] = [
-        ("synth + asset", lambda: synth_rows(max(3, runs // 2))),
-        ("imports", lambda: import_rows(runs)),
+        ("synth + asset", lambda: synth_rows(max(3, runs // 2), out)),
+        ("imports", lambda: import_rows(out / "app", runs)),
         ("store", store_rows),
         ("router", router_rows),
         ("message path", lambda: [Row(**row) for row in message_path.run()]),
@@ -241,9 +226,12 @@ def main(argv: Sequence[str]) -> int:
     if "--with-suite" in argv or os.environ.get("BENCH_SUITE") == "1":
         steps.append(("make test", test_suite_rows))
     rows: list[Row] = []
-    for label, step in steps:
-        print(f"measuring {label} ...", file=sys.stderr, flush=True)
-        rows += step()
+    try:
+        for label, step in steps:
+            print(f"measuring {label} ...", file=sys.stderr, flush=True)
+            rows += step()
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
     table = render(rows)
     print(table)
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -252,6 +240,9 @@ def main(argv: Sequence[str]) -> int:
         "# Performance\n\n"
         f"Measured by `make bench` on {stamp}, on {machine()}.\n"
         "Each figure is the median of the runs shown; every baseline was measured in the same run.\n"
+        "Cold imports run each handler module from its code asset in the assembly, in a fresh interpreter,\n"
+        "in Lambda's environment (tracing on as deployed, no bytecode cache), and count CPU time:\n"
+        "bench/cold_imports.py.\n"
         "`make bench` skips the `make test` row unless `BENCH_SUITE=1` (it runs the whole suite).\n\n"
         f"{table}\n" + kept_notes(target)
     )

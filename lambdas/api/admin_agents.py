@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -40,9 +40,9 @@ from lambdas.shared import env, idempotency
 from lambdas.shared.errors import AgentNotFound
 from lambdas.shared.records import Agent
 from lambdas.shared.settings import store as store
+from lambdas.shared.tracing import tracer
 
 logger = Logger()
-tracer = Tracer()
 
 
 def public_agent(agent: Agent) -> dict[str, Any]:
@@ -151,5 +151,5 @@ def app() -> APIGatewayRestResolver:
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST, clear_state=True)
 @tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    idempotency.REQUESTS.register_lambda_context(context)
+    idempotency.remember_invocation(context)
     return app().resolve(event, context)

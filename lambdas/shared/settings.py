@@ -25,6 +25,11 @@ from types import MappingProxyType
 from typing import Final
 
 from lambdas.shared import env
+
+# Defined with the other environment readers, so a module that needs its resources but neither the
+# stage settings nor the store (the token verifier) can read them without importing this one.
+from lambdas.shared.env import optional_resource as optional_resource
+from lambdas.shared.env import resource as resource
 from lambdas.shared.store import DynamoSessionStore
 
 
@@ -154,16 +159,6 @@ def settings() -> Settings:
         manager_skill=_text("MANAGER_SKILL") or "manager",
         archive_prefix=_text("ARCHIVE_PREFIX") or "sessions",
     )
-
-
-def resource(name: str) -> str:
-    """A resource name or ARN the deploy side set for this function (``TABLE_NAME``, ...); required."""
-    return env.require(name)
-
-
-def optional_resource(name: str) -> str | None:
-    """A resource the deploy side may leave out for this function (None when it did)."""
-    return env.optional(name)
 
 
 @env.once

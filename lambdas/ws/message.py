@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Callable, Generator, Iterator, Mapping
 from typing import Any, Final
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -45,6 +45,7 @@ from lambdas.shared.records import Role, SessionStatus
 from lambdas.shared.responder import Guardrail, ReplyEnd, Responder, ResponderError, responder_for
 from lambdas.shared.settings import settings
 from lambdas.shared.store import AcceptedMessage, ChatContext, DynamoSessionStore, MessageAdmission, Rate
+from lambdas.shared.tracing import tracer
 from lambdas.ws import runtime
 from lambdas.ws.deltas import DeltaCoalescer
 from lambdas.ws.disconnect import disconnect_connection
@@ -63,7 +64,6 @@ from lambdas.ws.frames import (
 )
 
 logger = Logger()
-tracer = Tracer()
 metrics = Metrics()
 
 HANDOFF_ACK: Final = "A support agent has your message and will reply here shortly."
@@ -300,7 +300,7 @@ def sender(store: DynamoSessionStore, ctx: RouteContext) -> Send:
 @tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    idempotency.REQUESTS.register_lambda_context(context)
+    idempotency.remember_invocation(context)
     ctx = route_context(event)
     logger.append_keys(connection_id=ctx.connection_id)
     store = runtime.store()
