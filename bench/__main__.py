@@ -20,6 +20,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench import quiet
+
 ROOT = Path(__file__).resolve().parents[1]
 PY = str(ROOT / ".venv" / "bin" / "python")
 #: Everything from this heading on in docs/performance.md is hand-written and survives a rerun.
@@ -237,9 +239,12 @@ def main(argv: Sequence[str]) -> int:
     if "--with-suite" in argv or os.environ.get("BENCH_SUITE") == "1":
         steps.append(("make test", test_suite_rows))
     rows: list[Row] = []
-    for label, step in steps:
-        print(f"measuring {label} ...", file=sys.stderr, flush=True)
-        rows += step()
+    # The handlers the benchmarks run in this process log JSON lines to standard output; the
+    # output of `make bench` is its progress and the table.
+    with quiet.function_logs():
+        for label, step in steps:
+            print(f"measuring {label} ...", file=sys.stderr, flush=True)
+            rows += step()
     table = render(rows)
     print(table)
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
