@@ -7,6 +7,7 @@ targets are printed next to the figures, and a miss is reported, never hidden.
 
 from __future__ import annotations
 
+import importlib
 import os
 import platform
 import shutil
@@ -19,6 +20,7 @@ import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bench import quiet
 
@@ -202,6 +204,12 @@ def router_rows() -> list[Row]:
     return [item if isinstance(item, Row) else Row(**item) for item in router.run()]
 
 
+def module_rows(name: str, *args: Any) -> list[Row]:
+    """The rows of ``bench.<name>.run(*args)``: each a Row or a dict of Row's fields."""
+    module = importlib.import_module(f"bench.{name}")
+    return [item if isinstance(item, Row) else Row(**item) for item in module.run(*args)]
+
+
 def machine() -> str:
     cpu = platform.processor() or platform.machine()
     try:
@@ -235,6 +243,7 @@ def main(argv: Sequence[str]) -> int:
         ("store", store_rows),
         ("router", router_rows),
         ("e2e", lambda: e2e_rows(3)),
+        ("synth breakdown", lambda: module_rows("synth_breakdown", max(3, runs // 2))),
     ]
     if "--with-suite" in argv or os.environ.get("BENCH_SUITE") == "1":
         steps.append(("make test", test_suite_rows))
