@@ -244,6 +244,7 @@ def main(argv: Sequence[str]) -> int:
         ("router", router_rows),
         ("e2e", lambda: e2e_rows(3)),
         ("synth breakdown", lambda: module_rows("synth_breakdown", max(3, runs // 2))),
+        ("cost of 1,000 chat turns", lambda: module_rows("cost")),
     ]
     if "--with-suite" in argv or os.environ.get("BENCH_SUITE") == "1":
         steps.append(("make test", test_suite_rows))
