@@ -4,8 +4,8 @@ Run with ``python -m bench.synth_breakdown``. Every measurement runs in a fresh 
 module with ``--child``), as the CDK CLI runs ``app.py``, and reports each phase's wall time, CPU
 time (this interpreter's and its jsii Node processes', read from /proc) and jsii round trips:
 
-1. start: the interpreter, the jsii runtime (a Node process) and ``import aws_cdk``, which loads
-   aws-cdk-lib into Node. The one-bucket app pays the same.
+1. start: the jsii runtime (a Node process) and ``import aws_cdk``, which loads aws-cdk-lib into
+   Node. The one-bucket app pays the same.
 2. imports: the app's modules (stacks, constructs_lib, cdk_nag, the lambdas constants the stacks
    share with the code); for the one-bucket app, ``aws_cdk.aws_s3``.
 3. construct tree: building the stage. Every call from Python into a CDK object (create, get,
@@ -356,7 +356,7 @@ def measure(runs: int = 3) -> dict[str, Any]:
             cli_ours.append(_cli_alone(scratch / f"app-{n}"))
             baseline.append(_child("baseline", scratch / f"base-{n}"))
             cli_base.append(_cli_alone(scratch / f"base-{n}"))
-        with_validation = _child("app-cfn-validate", scratch / "app-cfn")
+        with_validation = _child("app-cfn-validate", scratch / "app-cfn").result
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return {
@@ -375,7 +375,8 @@ def measure(runs: int = 3) -> dict[str, Any]:
 
 def _cell(phase: Phase, *, calls: bool = True) -> str:
     text = f"{phase.wall:.2f} s (CPU {phase.cpu:.2f} s: Python {phase.python_cpu:.2f}, Node {phase.node_cpu:.2f})"
-    return f"{text}; {phase.jsii_calls:,} jsii calls" if calls else text
+    plural = "" if phase.jsii_calls == 1 else "s"
+    return f"{text}; {phase.jsii_calls:,} jsii call{plural}" if calls else text
 
 
 def _sum(phases: Mapping[str, Phase], names: Sequence[str]) -> Phase:
@@ -408,7 +409,7 @@ def rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
     row = _row_maker(runs)
     return [
         row(
-            "synth phase 1: interpreter, jsii runtime, import aws_cdk",
+            "synth phase 1: jsii runtime start, import aws_cdk (loads aws-cdk-lib into Node)",
             _cell(ours["start"], calls=False),
             _cell(base["start"], calls=False),
         ),
