@@ -68,7 +68,7 @@ test: install ## Every check: lint, types, tests, cdk-nag and cfn-lint over both
 	$(MAKE) --no-print-directory lint typecheck unit cfn-lint
 
 bench: install ## Benchmarks; writes docs/performance.md
-	$(PY) -m bench
+	@$(PY) -m bench
 
 demo: install ## The whole story on embedded AWS (moto), step by step
 	$(PY) -m tests.e2e.demo
