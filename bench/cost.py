@@ -253,6 +253,9 @@ AWS_ENVIRONMENT: Final = {
     "AWS_REGION": "us-east-1",
     "AWS_EC2_METADATA_DISABLED": "true",
     "POWERTOOLS_TRACE_DISABLED": "1",
+    # The harness imports the construct library (the approval gate's runtime), which starts jsii.
+    "JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION": "1",
+    "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
 }
 
 
