@@ -18,8 +18,8 @@ time (this interpreter's and its jsii Node processes', read from /proc) and jsii
 Beside the phases: CDK's built-in CloudFormation Validate (off in app.py; measured by a run with it
 on), the code asset's staging and hashing, the CDK CLI alone reading the finished assembly (what
 ``cdk synth`` adds around the app), and the comparison like for like: the one-bucket app keeps
-CDK's default and pays the validation engine's start, so it is also run without it. CPU time is given next to wall time because it holds on a
-shared machine where wall time does not.
+CDK's default and pays the validation engine's start, so it is also run without it. CPU time is
+given next to wall time because it holds on a shared machine where wall time does not.
 """
 
 from __future__ import annotations
