@@ -7,6 +7,7 @@ targets are printed next to the figures, and a miss is reported, never hidden.
 
 from __future__ import annotations
 
+import importlib
 import os
 import platform
 import shutil
@@ -19,8 +20,9 @@ import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from bench import message_path, streaming
+from bench import message_path, quiet, streaming
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = str(ROOT / ".venv" / "bin" / "python")
@@ -186,6 +188,12 @@ def router_rows() -> list[Row]:
     return [item if isinstance(item, Row) else Row(**item) for item in router.run()]
 
 
+def module_rows(name: str, *args: Any) -> list[Row]:
+    """The rows of ``bench.<name>.run(*args)``: each a Row or a dict of Row's fields."""
+    module = importlib.import_module(f"bench.{name}")
+    return [item if isinstance(item, Row) else Row(**item) for item in module.run(*args)]
+
+
 def machine() -> str:
     cpu = platform.processor() or platform.machine()
     try:
@@ -222,14 +230,19 @@ def main(argv: Sequence[str]) -> int:
         ("message path", lambda: [Row(**row) for row in message_path.run()]),
         ("streamed replies", lambda: [Row(**row) for row in streaming.run()]),
         ("e2e", lambda: e2e_rows(3)),
+        ("synth breakdown", lambda: module_rows("synth_breakdown", max(3, runs // 2))),
+        ("cost of 1,000 chat turns", lambda: module_rows("cost")),
     ]
     if "--with-suite" in argv or os.environ.get("BENCH_SUITE") == "1":
         steps.append(("make test", test_suite_rows))
     rows: list[Row] = []
+    # The handlers the benchmarks run in this process log JSON lines to standard output; the
+    # output of `make bench` is its progress and the table.
     try:
-        for label, step in steps:
-            print(f"measuring {label} ...", file=sys.stderr, flush=True)
-            rows += step()
+        with quiet.function_logs():
+            for label, step in steps:
+                print(f"measuring {label} ...", file=sys.stderr, flush=True)
+                rows += step()
     finally:
         shutil.rmtree(out, ignore_errors=True)
     table = render(rows)
