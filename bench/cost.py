@@ -235,10 +235,13 @@ def measure_design(assembly: Path, design: str) -> Usage:
                     stage.settle()
                     usage.turns += 1
                     usage.connection_seconds += THINK_SECONDS
-            replies = [f for f in ws.frames(connection)[before:] if f.get("type") == "message"]
-            if len(replies) != TURNS_PER_SESSION:
-                frames = ws.frames(connection)[before:]
-                raise RuntimeError(f"{design}: {len(replies)} replies to {TURNS_PER_SESSION} messages: {frames}")
+            # A streamed reply ends in a "final" frame, a reply sent whole is one "message" frame.
+            replies = [f for f in ws.frames(connection)[before:] if f.get("type") in ("final", "message")]
+            failed = [f"{c.handler}: {c.error!r}" for c in stage.calls.calls if c.error is not None]
+            if len(replies) != TURNS_PER_SESSION or failed:
+                raise RuntimeError(
+                    f"{design}: {len(replies)} replies to {TURNS_PER_SESSION} messages; failed calls: {failed[:3]}"
+                )
             ws.disconnect(connection)
             stage.settle()
     return usage
