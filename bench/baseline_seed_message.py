@@ -1,8 +1,8 @@
 """BASELINE for `make bench` only, never deployed: the Message Lambda written the obvious way.
 
-The seeds show no code for the Message Lambda; this is the design their handlers suggest (seed
-000's session handler on a boto3 ``Table``, seed 004's full-item writes: read, change in memory,
-put back), run by bench/cost.py in place of ``lambdas.ws.message.handler`` on the same stage:
+The obvious design for a session handler on a boto3 ``Table`` with full-item writes (read, change
+in memory, put back), run by bench/cost.py in place of ``lambdas.ws.message.handler`` on the
+same stage:
 
 1. GetItem of the connection (which session), GetItem of the session (its status, its count).
 2. Each turn is its own PutItem, and the session item is put back whole with the new count: two

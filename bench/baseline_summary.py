@@ -1,6 +1,6 @@
-"""BASELINE for `make bench` only, never deployed: seed 003's summary generator.
+"""BASELINE for `make bench` only, never deployed: the summary generator written the obvious way.
 
-The seed's router invokes it asynchronously for EVERY turn insert (bench/baseline_router.py) and
+The obvious router invokes it asynchronously for EVERY turn insert (bench/baseline_router.py) and
 it decides whether to work: a GetItem of the session's count on each invocation, and at the
 interval a Query of ALL the session's turns (paginated: it grows with the session), a Query of
 the latest summary, one model call with the seed's prompt, and a conditional PutItem.
