@@ -39,6 +39,7 @@ from tests.e2e.story_identity import IdentitySteps
 from tests.e2e.story_inbox import InboxSteps
 from tests.e2e.story_limits import LimitSteps
 from tests.e2e.story_registry import RegistrySteps
+from tests.support.firehose import read_lines
 
 __all__ = ["STEPS", "Step", "Story", "StoryError", "run_story", "token_subject"]
 
@@ -451,10 +452,7 @@ class Story(
         s3 = self.stage.client("s3")
         lock = s3.get_object_lock_configuration(Bucket=bucket)["ObjectLockConfiguration"]
         expect(lock["ObjectLockEnabled"] == "Enabled", f"audit bucket {bucket} has no Object Lock: {lock}")
-        lines: list[dict[str, Any]] = []
-        for obj in s3.list_objects_v2(Bucket=bucket).get("Contents", []):
-            body = s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()
-            lines += [json.loads(line) for line in body.decode().splitlines() if line.strip()]
+        lines = [line for _, line in read_lines(s3, bucket, destination["Prefix"].split("!{", 1)[0])]
         mine = {line["event_id"]: line for line in lines if line["pk"] == f"SESSION#{self.session_id}"}
         turns = [line for line in mine.values() if line["item_type"] == "turn"]
         total = int(self.values["turns_total"])
