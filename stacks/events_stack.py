@@ -1,4 +1,4 @@
-"""EventsStack: the table stream's consumers (router, bus, fan-out, analytics, audit, summaries)."""
+"""EventsStack: the table stream's consumers (router, bus, fan-out, analytics, audit, summaries), the trail's tables."""
 
 from __future__ import annotations
 
@@ -31,10 +31,14 @@ from stacks.functions import grant_invoke_model, log_retention, stage_function
 from stacks.mail import NoticeMail
 from stacks.operations import watch_stack
 from stacks.storage_stack import StorageStack
+from stacks.trail import SessionTrail
 
 #: Key prefixes of the audit trail's delivery stream in the Object Lock bucket.
 AUDIT_PREFIX = "audit/"
 AUDIT_ERROR_PREFIX = "audit-errors/"
+#: Key prefixes of the analytics delivery stream in the analytics bucket.
+ANALYTICS_PREFIX = "sessions/"
+ANALYTICS_ERROR_PREFIX = "errors/"
 
 
 #: Stream records that reach the router: the records of the architecture page (every entity's
@@ -95,6 +99,17 @@ class EventsStack(Stack):
         self._build_bus()
         self._build_fanout()
         self._build_delivery_streams()
+        self.trail = SessionTrail(
+            self,
+            "Trail",
+            config=config,
+            audit_bucket=storage.audit.bucket,
+            audit_prefix=AUDIT_PREFIX,
+            analytics_bucket=storage.analytics.bucket,
+            analytics_prefix=ANALYTICS_PREFIX,
+            results_bucket=storage.query_results.bucket,
+            encryption_key=storage.key,
+        )
         self._build_summaries()
         self._build_router()
         self._acknowledge_grants(storage)
@@ -233,7 +248,9 @@ class EventsStack(Stack):
                 log_encryption_key=storage.key,
             )
 
-        self.analytics = delivery_stream("AnalyticsDeliveryStream", storage.analytics.bucket, "sessions/", "errors/")
+        self.analytics = delivery_stream(
+            "AnalyticsDeliveryStream", storage.analytics.bucket, ANALYTICS_PREFIX, ANALYTICS_ERROR_PREFIX
+        )
         # The audit trail's own stream: every change, into the Object Lock bucket. Separate from
         # analytics so that a slow or failing analytics destination never holds up the audit, and
         # so that the locked bucket receives nothing but audit records.

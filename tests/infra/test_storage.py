@@ -181,7 +181,7 @@ def test_no_principal_may_delete_from_the_audit_bucket(any_stage: SynthesizedSta
 
 
 def test_dev_buckets_are_emptied_on_delete_prod_buckets_are_kept(dev: SynthesizedStage, prod: SynthesizedStage) -> None:
-    assert len(_resources(dev, "Storage", "Custom::S3AutoDeleteObjects")) == 3  # all but the locked audit bucket
+    assert len(_resources(dev, "Storage", "Custom::S3AutoDeleteObjects")) == 4  # all but the locked audit bucket
     assert _resources(prod, "Storage", "Custom::S3AutoDeleteObjects") == {}
     for bucket in _resources(prod, "Storage", "AWS::S3::Bucket").values():
         assert bucket["DeletionPolicy"] == "Retain"
