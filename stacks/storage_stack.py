@@ -97,12 +97,17 @@ class StorageStack(Stack):
         # its retention, not the stack's lifetime, decides when objects may go. Append-only: the
         # audit delivery stream's role is granted read-write by CDK's Firehose destination, and
         # no principal may delete (a delete marker would hide a record); only lifecycle expires.
+        # Object Lock without a default retention: with one, S3 refuses uploads that carry no
+        # Content-MD5 or x-amz-checksum-* header, and AWS does not document that Firehose sends
+        # one. The Events stack's audit locker puts the stage's retention on each new object,
+        # announced to it by the bucket's EventBridge events (docs/security.md, Audit trail).
         self.audit: SecureBucket = SecureBucket(
             self,
             "AuditBucket",
             encryption_key=self.key,
             server_access_logs=self.access_logs.bucket,
-            object_lock=(config.audit_object_lock_mode, config.audit_retention_days),
+            object_lock_enabled=True,
+            event_bridge=True,
             append_only=True,
             lifecycle_rules=[
                 s3.LifecycleRule(

@@ -40,6 +40,7 @@ from tests.e2e.story_inbox import InboxSteps
 from tests.e2e.story_limits import LimitSteps
 from tests.e2e.story_registry import RegistrySteps
 from tests.support.firehose import read_lines
+from tests.support.trail import locked_for
 
 __all__ = ["STEPS", "Step", "Story", "StoryError", "run_story", "token_subject"]
 
@@ -468,9 +469,15 @@ class Story(
             if line["sk"] == "META" and "new_status" in line
         ]
         expect(bool(statuses) and statuses[-1][1] == "archived", f"session status changes audited: {statuses}")
+        # Every object the stream wrote is locked by the audit locker: the stage's mode, its days.
+        mode, days = self.config.audit_object_lock_mode.upper(), self.config.audit_retention_days
+        versions = s3.list_object_versions(Bucket=bucket).get("Versions", [])
+        unlocked = [v["Key"] for v in versions if not locked_for(s3, bucket, v, mode, days)]
+        expect(bool(versions) and not unlocked, f"audit objects without {mode} retention of {days} days: {unlocked}")
         step.changes.append(
             f"s3://{bucket[:24]}.../audit/: {len(lines)} lines; this session {len(mine)}: "
-            f"{created} turns created, {deleted} deleted, status {' -> '.join(s[1] for s in statuses)}"
+            f"{created} turns created, {deleted} deleted, status {' -> '.join(s[1] for s in statuses)}; "
+            f"{len(versions)} objects, each locked ({mode}, {days} days)"
         )
         self.done(step, started)
 

@@ -19,7 +19,7 @@ from tests.e2e.harness import EmbeddedStage, embedded_stage
 from tests.e2e.story import Story
 from tests.support.firehose import read_lines
 from tests.support.synth import SynthesizedStage
-from tests.support.trail import CatalogTable, misfits, partition_date, resolve_query
+from tests.support.trail import CatalogTable, locked_for, misfits, partition_date, resolve_query
 
 pytestmark = pytest.mark.slow
 
@@ -104,6 +104,24 @@ def test_every_delivered_line_is_read_by_the_table_and_every_key_is_a_projected_
         assert abs(partition_date(values) - changed.replace(hour=0, minute=0, second=0)) <= timedelta(days=1), (
             f"{key} holds a change of {changed:%Y-%m-%d}"
         )
+
+
+def test_every_audit_object_is_locked_for_the_stages_retention_though_the_bucket_has_no_default(
+    played: tuple[EmbeddedStage, Story],
+) -> None:
+    # Given the audit bucket, which locks nothing by itself (Firehose's uploads need no checksum)
+    stage, _ = played
+    config = e2e_config()
+    bucket, _, _ = _delivered(stage, "AUDIT_STREAM_NAME")
+    s3 = stage.client("s3")
+    assert "Rule" not in s3.get_object_lock_configuration(Bucket=bucket)["ObjectLockConfiguration"]
+
+    # Then the audit locker has locked every object version the stream wrote
+    versions = s3.list_object_versions(Bucket=bucket).get("Versions", [])
+    mode = config.audit_object_lock_mode.upper()
+    unlocked = [v["Key"] for v in versions if not locked_for(s3, bucket, v, mode, config.audit_retention_days)]
+    assert versions
+    assert unlocked == []
 
 
 def test_the_workgroup_enforces_encrypted_results_in_the_stage_and_the_scan_limit(

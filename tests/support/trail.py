@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import sqlglot
@@ -142,3 +142,14 @@ def resolve_query(sql: str, tables: list[CatalogTable]) -> tuple[set[str], set[s
         if column.table and any(column.name in t.columns for t in tables)
     }
     return read, columns, len(list(expression.find_all(exp.Placeholder)))
+
+
+def locked_for(s3: Any, bucket: str, version: dict[str, Any], mode: str, days: int) -> bool:
+    """Whether an object version holds ``mode`` retention of ``days`` from its creation (within a day)."""
+    head = s3.head_object(Bucket=bucket, Key=version["Key"], VersionId=version["VersionId"])
+    until = head.get("ObjectLockRetainUntilDate")
+    return (
+        head.get("ObjectLockMode") == mode
+        and until is not None
+        and abs(until - version["LastModified"] - timedelta(days=days)) <= timedelta(days=1)
+    )
