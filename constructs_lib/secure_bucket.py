@@ -186,13 +186,13 @@ class SecureBucket(Construct):
         return self.bucket.grant_read_write(grantee, objects_key_pattern)
 
     def grant_object_retention(self, grantee: iam.IGrantable, objects_key_pattern: str = "*") -> iam.Grant:
-        """Set the Object Lock retention of objects: lock them, or lock them longer.
+        """Set and read the Object Lock retention of objects: lock them, or lock them longer.
 
-        Only ``s3:PutObjectRetention``: no governance bypass and no legal hold, so the grantee
-        cannot shorten or lift a lock, nor read the objects.
+        Only ``s3:PutObjectRetention`` and ``s3:GetObjectRetention``: no governance bypass and
+        no legal hold, so the grantee cannot shorten or lift a lock, nor read the objects.
         """
         return iam.Grant.add_to_principal(
             grantee=grantee,
-            actions=["s3:PutObjectRetention"],
+            actions=["s3:GetObjectRetention", "s3:PutObjectRetention"],
             resource_arns=[self.bucket.arn_for_objects(objects_key_pattern)],
         )

@@ -371,7 +371,7 @@ class EventsStack(Stack):
             {
                 **common,
                 resource_finding(self, storage.audit.bucket.bucket_arn, "/*", owner=storage.audit.bucket): (
-                    "PutObjectRetention on the audit bucket's objects: every object it holds is locked, and "
+                    "Put/GetObjectRetention on the audit bucket's objects: every object it holds is locked, and "
                     "their keys (Firehose's time-based names) are known only when they are written."
                 ),
             },

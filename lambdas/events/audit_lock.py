@@ -9,8 +9,9 @@ object version right after it is written, with the stage's mode and days counted
 object's creation, as a default retention would. ``PutObjectRetention`` is an operation whose
 request checksum the SDK always computes (its service model requires one).
 
-Idempotent: the date follows from the event, so a redelivered event sets the same date again; a
-failed call raises, and the event is retried, then lands in the locker's DLQ.
+Idempotent: the date follows from the event, so a redelivered event asks for the same lock again,
+and a version S3 reports locked at least that long is done; a failed call raises, and the event
+is retried, then lands in the locker's DLQ.
 Until it is locked, the bucket policy denies every delete, so the version cannot be removed.
 """
 
@@ -23,6 +24,7 @@ from typing import Any
 from aws_lambda_powertools import Logger, Tracer
 from aws_lambda_powertools.utilities.data_classes import EventBridgeEvent
 from aws_lambda_powertools.utilities.typing import LambdaContext
+from botocore.exceptions import ClientError
 
 from lambdas.shared import aws
 from lambdas.shared.settings import settings
@@ -60,15 +62,23 @@ def retain_until(created: datetime, days: int) -> datetime:
 def lock(s3: Any, obj: NewObject, mode: str, days: int) -> datetime:
     """Lock ``obj`` in ``mode`` until its creation + ``days``; returns that date.
 
-    No read first: the date follows from the event alone, so a redelivered event sets the same
-    date again, which S3 accepts in either mode (only an earlier date is refused), and the
-    function needs no permission but ``s3:PutObjectRetention``.
+    No read first: the date follows from the event alone, so the common case is one call. When
+    S3 refuses it (a redelivered event may find the version locked already, and S3 never lets a
+    lock be shortened), the version's retention is read: one at least as strong and as long is
+    the outcome wanted, anything else is an error.
     """
     until = retain_until(obj.created, days)
     version = {"VersionId": obj.version_id} if obj.version_id else {}
-    s3.put_object_retention(
-        Bucket=obj.bucket, Key=obj.key, Retention={"Mode": mode, "RetainUntilDate": until}, **version
-    )
+    try:
+        s3.put_object_retention(
+            Bucket=obj.bucket, Key=obj.key, Retention={"Mode": mode, "RetainUntilDate": until}, **version
+        )
+    except ClientError as refused:
+        held = s3.get_object_retention(Bucket=obj.bucket, Key=obj.key, **version).get("Retention", {})
+        strong_enough = held.get("Mode") == mode or held.get("Mode") == "COMPLIANCE"
+        if not (strong_enough and held.get("RetainUntilDate") is not None and held["RetainUntilDate"] >= until):
+            raise refused
+        logger.info("audit object already locked", extra={"key": obj.key, "retain_until": str(held["RetainUntilDate"])})
     return until
 
 

@@ -442,7 +442,7 @@ def test_the_audit_locker_locks_every_new_audit_object_with_the_stages_mode_and_
     ]
     invoke = resources(any_stage, "AWS::Lambda::EventInvokeConfig")[config_id]["Properties"]
     assert invoke["DestinationConfig"]["OnFailure"]["Destination"] == dlq
-    # It may set retention on the audit bucket's objects and nothing else of S3 (not even read them)
+    # It may set and read the retention of the audit bucket's objects and nothing else of S3 (not the objects)
     role = locker["Role"]["Fn::GetAtt"][0]
     statements = [
         st
@@ -456,7 +456,7 @@ def test_the_audit_locker_locks_every_new_audit_object_with_the_stages_mode_and_
         for a in ([st["Action"]] if isinstance(st["Action"], str) else st["Action"])
         if a.startswith("s3:")
     }
-    assert s3_actions == {"s3:PutObjectRetention"}
+    assert s3_actions == {"s3:GetObjectRetention", "s3:PutObjectRetention"}
 
 
 # -- constructs fail fast ---------------------------------------------------------------------

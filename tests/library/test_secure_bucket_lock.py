@@ -51,7 +51,7 @@ def test_grant_object_retention_lets_a_locker_set_retention_and_nothing_else() -
 
     (policy,) = Template.from_stack(stack).find_resources("AWS::IAM::Policy").values()
     (statement,) = policy["Properties"]["PolicyDocument"]["Statement"]
-    assert statement["Action"] == "s3:PutObjectRetention"
+    assert statement["Action"] == ["s3:GetObjectRetention", "s3:PutObjectRetention"]
     assert statement["Resource"]["Fn::Join"][1][-1] == "/audit/*"
 
 

@@ -9,6 +9,7 @@ from typing import Any
 import boto3
 import botocore.session
 import pytest
+from botocore.exceptions import ClientError
 from moto import mock_aws
 
 from lambdas.events import audit_lock
@@ -102,3 +103,43 @@ def test_fails_naming_a_missing_or_wrong_retention_setting(
     key, version = _written(s3)
     with pytest.raises(env.MissingSetting, match=message):
         audit_lock.handler(s3_object_created_event(BUCKET, key, version_id=version, time=CREATED), lambda_context())
+
+
+class RefusingS3:
+    """S3 as it answers a lock request for a version already locked: refused, and the lock it holds.
+
+    moto neither refuses a shorter lock nor serves GetObjectRetention, so this one case is a stub.
+    """
+
+    def __init__(self, held: dict[str, Any]) -> None:
+        self.held = held
+
+    def put_object_retention(self, **_: Any) -> None:
+        raise ClientError({"Error": {"Code": "AccessDenied", "Message": "Access Denied"}}, "PutObjectRetention")
+
+    def get_object_retention(self, **_: Any) -> dict[str, Any]:
+        return {"Retention": self.held}
+
+
+NEW = audit_lock.NewObject(BUCKET, "audit/k.gz", "v1", datetime(2026, 11, 24, tzinfo=UTC))
+
+
+def test_a_version_already_locked_at_least_as_long_is_done() -> None:
+    held = {"Mode": "COMPLIANCE", "RetainUntilDate": datetime(2027, 12, 1, tzinfo=UTC)}
+
+    until = audit_lock.lock(RefusingS3(held), NEW, "GOVERNANCE", 365)
+
+    assert until == datetime(2027, 11, 24, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    "held",
+    [
+        {"Mode": "COMPLIANCE", "RetainUntilDate": datetime(2027, 1, 1, tzinfo=UTC)},  # shorter
+        {"Mode": "GOVERNANCE", "RetainUntilDate": datetime(2028, 1, 1, tzinfo=UTC)},  # weaker mode
+        {},  # not locked at all
+    ],
+)
+def test_fails_when_s3_refuses_and_the_version_is_not_locked_as_asked(held: dict[str, Any]) -> None:
+    with pytest.raises(ClientError, match="AccessDenied"):
+        audit_lock.lock(RefusingS3(held), NEW, "COMPLIANCE", 365)
