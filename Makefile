@@ -80,7 +80,7 @@ test: install ## Every check: lint, types, tests, cdk-nag, cfn-lint and checkov 
 	$(MAKE) --no-print-directory lint typecheck unit cfn-lint checkov
 
 bench: install ## Benchmarks; writes docs/performance.md
-	$(PY) -m bench
+	@$(PY) -m bench
 
 demo: install ## The whole story on embedded AWS (moto), step by step
 	$(PY) -m tests.e2e.demo

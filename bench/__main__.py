@@ -7,6 +7,7 @@ targets are printed next to the figures, and a miss is reported, never hidden.
 
 from __future__ import annotations
 
+import importlib
 import os
 import platform
 import shutil
@@ -19,8 +20,9 @@ import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from bench import message_path, streaming
+from bench import quiet
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = str(ROOT / ".venv" / "bin" / "python")
@@ -59,9 +61,11 @@ def _median_seconds(command: Sequence[str], runs: int, cwd: Path = ROOT) -> floa
     return statistics.median(samples)
 
 
-def synth_rows(runs: int) -> list[Row]:
-    """Synth wall time of one stage via the CLI, against a one-bucket app on the same versions."""
-    out = Path(tempfile.mkdtemp(prefix="bench-synth-"))
+def synth_rows(runs: int, out: Path) -> list[Row]:
+    """Synth wall time of one stage via the CLI, against a one-bucket app on the same versions.
+
+    The stage's assembly stays in ``out / "app"`` (the cold imports run from its code assets).
+    """
     ours = _median_seconds(
         [
             "npx",
@@ -85,7 +89,6 @@ def synth_rows(runs: int) -> list[Row]:
         cwd=ROOT / "bench" / "baseline_app",
     )
     asset_rows = asset_size_rows(out / "app")
-    shutil.rmtree(out, ignore_errors=True)
     ratio = ours / baseline
     return [
         Row(
@@ -115,37 +118,20 @@ def asset_size_rows(cdk_out: Path) -> list[Row]:
     return [Row("lambdas code asset (zipped)", f"{size / 1024:.0f} KB", "(absolute)", "< 300 KB", size < 300 * 1024)]
 
 
-def handler_modules() -> list[str]:
-    """Every module under lambdas/ that defines a Lambda entry point (`def handler`)."""
-    modules = []
-    for path in sorted((ROOT / "lambdas").rglob("*.py")):
-        if "def handler(" in path.read_text() or "\nhandler = " in path.read_text():
-            modules.append(".".join(path.relative_to(ROOT).with_suffix("").parts))
-    return modules
+def import_rows(assembly: Path, runs: int) -> list[Row]:
+    """Cold import of each handler module, as Lambda runs it, against `import boto3` alone (bench/cold_imports.py)."""
+    from bench import cold_imports
 
-
-def _cold_import_seconds(module: str, runs: int) -> float:
-    code = f"import time; t = time.perf_counter(); import {module}; print(time.perf_counter() - t)"
-    env = {**ENV, "AWS_DEFAULT_REGION": "us-east-1", "POWERTOOLS_TRACE_DISABLED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
-    samples = []
-    for _ in range(runs):
-        done = subprocess.run([PY, "-c", code], cwd=ROOT, env=env, check=True, capture_output=True, text=True)  # noqa: S603
-        samples.append(float(done.stdout.strip().splitlines()[-1]))
-    return statistics.median(samples)
-
-
-def import_rows(runs: int) -> list[Row]:
-    """Cold import of each handler module in a fresh interpreter, against `import boto3` alone."""
-    boto3_time = _cold_import_seconds("boto3", runs)
-    rows = [Row("cold import: boto3 alone (baseline)", f"{boto3_time * 1000:.0f} ms", "-", runs=runs)]
-    for module in handler_modules():
-        seconds = _cold_import_seconds(module, runs)
-        ratio = seconds / boto3_time
+    measured = cold_imports.measure(cold_imports.handlers_in(assembly), runs)
+    boto3_ms = f"{measured.baseline * 1000:.0f} ms"
+    rows = [Row("cold import: boto3 alone (baseline)", boto3_ms, "-", runs=runs)]
+    for module, seconds in measured.modules.items():
+        ratio = seconds / measured.baseline
         rows.append(
             Row(
                 f"cold import: {module}",
                 f"{seconds * 1000:.0f} ms ({ratio:.2f}x)",
-                f"{boto3_time * 1000:.0f} ms (import boto3)",
+                f"{boto3_ms} (import boto3)",
                 "<= 1.5x boto3",
                 ratio <= 1.5,
                 runs,
@@ -202,6 +188,12 @@ def router_rows() -> list[Row]:
     return [item if isinstance(item, Row) else Row(**item) for item in router.run()]
 
 
+def module_rows(name: str, *args: Any) -> list[Row]:
+    """The rows of ``bench.<name>.run(*args)``: each a Row or a dict of Row's fields."""
+    module = importlib.import_module(f"bench.{name}")
+    return [item if isinstance(item, Row) else Row(**item) for item in module.run(*args)]
+
+
 def machine() -> str:
     cpu = platform.processor() or platform.machine()
     try:
@@ -229,21 +221,33 @@ def render(rows: Sequence[Row]) -> str:
 
 def main(argv: Sequence[str]) -> int:
     runs = int(os.environ.get("BENCH_RUNS", "5"))
+    out = Path(tempfile.mkdtemp(prefix="bench-synth-"))
     steps: list[tuple[str, Callable[[], list[Row]]]] = [
-        ("synth + asset", lambda: synth_rows(max(3, runs // 2))),
-        ("imports", lambda: import_rows(runs)),
+        ("synth + asset", lambda: synth_rows(max(3, runs // 2), out)),
+        ("imports", lambda: import_rows(out / "app", runs)),
+        # Before any step imports a handler into this process (the message path and streaming
+        # modules are imported when they run): Powertools' Metrics takes its namespace from the
+        # environment when a handler module is first imported, and the cost step runs them as deployed.
+        ("cost of 1,000 chat turns", lambda: module_rows("cost")),
         ("store", store_rows),
         ("router", router_rows),
-        ("message path", lambda: [Row(**row) for row in message_path.run()]),
-        ("streamed replies", lambda: [Row(**row) for row in streaming.run()]),
+        ("message path", lambda: [Row(**row) for row in importlib.import_module("bench.message_path").run()]),
+        ("streamed replies", lambda: [Row(**row) for row in importlib.import_module("bench.streaming").run()]),
         ("e2e", lambda: e2e_rows(3)),
+        ("synth breakdown", lambda: module_rows("synth_breakdown", max(3, runs // 2))),
     ]
     if "--with-suite" in argv or os.environ.get("BENCH_SUITE") == "1":
         steps.append(("make test", test_suite_rows))
     rows: list[Row] = []
-    for label, step in steps:
-        print(f"measuring {label} ...", file=sys.stderr, flush=True)
-        rows += step()
+    # The handlers the benchmarks run in this process log JSON lines to standard output; the
+    # output of `make bench` is its progress and the table.
+    try:
+        with quiet.function_logs():
+            for label, step in steps:
+                print(f"measuring {label} ...", file=sys.stderr, flush=True)
+                rows += step()
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
     table = render(rows)
     print(table)
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -252,6 +256,9 @@ def main(argv: Sequence[str]) -> int:
         "# Performance\n\n"
         f"Measured by `make bench` on {stamp}, on {machine()}.\n"
         "Each figure is the median of the runs shown; every baseline was measured in the same run.\n"
+        "Cold imports run each handler module from its code asset in the assembly, in a fresh interpreter,\n"
+        "in Lambda's environment (tracing on as deployed, no bytecode cache), and count CPU time:\n"
+        "bench/cold_imports.py.\n"
         "`make bench` skips the `make test` row unless `BENCH_SUITE=1` (it runs the whole suite).\n\n"
         f"{table}\n" + kept_notes(target)
     )

@@ -10,8 +10,11 @@ retried. It writes no audit trail (it has no audit code), which favours it in th
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from typing import Any
+
+import boto3
 
 
 @dataclass(frozen=True)
@@ -20,6 +23,18 @@ class BaselineTargets:
     topic_arn: str
     stream_name: str
     bus_name: str
+
+
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """The seed's Lambda entry point: clients and targets from the environment the stage gives the router."""
+    clients = {service: boto3.client(service) for service in ("lambda", "events", "sns", "firehose")}
+    targets = BaselineTargets(
+        summary_function=os.environ["SUMMARY_FUNCTION_NAME"],
+        topic_arn=os.environ["HANDOFF_TOPIC_ARN"],
+        stream_name=os.environ["ANALYTICS_STREAM_NAME"],
+        bus_name=os.environ["EVENT_BUS_NAME"],
+    )
+    return route(event, clients, targets)
 
 
 def route(event: dict[str, Any], clients: dict[str, Any], targets: BaselineTargets) -> dict[str, Any]:

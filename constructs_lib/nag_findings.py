@@ -66,5 +66,6 @@ def acknowledge_policy(role: iam.IRole, findings: Mapping[str, str]) -> None:
     policy = role.node.try_find_child("DefaultPolicy")
     if policy is None:
         raise LookupError(f"{role.node.path} has no default policy to acknowledge findings on")
+    validations = Validations.of(policy)  # once: every jsii call is a round trip to Node
     for finding, reason in findings.items():
-        Validations.of(policy).acknowledge(Acknowledgment(id=f"AwsSolutions-IAM5[{finding}]", reason=reason))
+        validations.acknowledge(Acknowledgment(id=f"AwsSolutions-IAM5[{finding}]", reason=reason))

@@ -50,6 +50,9 @@ class ServiceAlarms(Construct):
         self.prefix = prefix
         self.period = period or Duration.minutes(1)
         self.alarms: list[cloudwatch.Alarm] = []
+        # One action for every alarm of the set: it only names the topic, and each new one would
+        # cost jsii round trips at synth for nothing.
+        self._notify = actions.SnsAction(topic)
 
     # --- generic -------------------------------------------------------------------------------
 
@@ -80,8 +83,8 @@ class ServiceAlarms(Construct):
             evaluation_periods=evaluation_periods,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
-        alarm.add_alarm_action(actions.SnsAction(self.topic))
-        alarm.add_ok_action(actions.SnsAction(self.topic))
+        alarm.add_alarm_action(self._notify)
+        alarm.add_ok_action(self._notify)
         self.alarms.append(alarm)
         return alarm
 

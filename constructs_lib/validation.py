@@ -35,12 +35,16 @@ class PropErrors:
     """The prop errors of one construct, reported by CDK at synthesis with the construct's path."""
 
     def __init__(self, scope: Construct) -> None:
+        self._scope = scope
         self._messages: list[str] = []
-        scope.node.add_validation(self)
 
     def check(self, ok: bool, message: str) -> bool:
         """Record ``message`` unless ``ok``; returns ``ok`` so a caller can skip dependent checks."""
         if not ok:
+            if not self._messages:
+                # Registered on the first error only: a validation CDK would find empty costs
+                # two jsii round trips here and a callback at synth, for each of ~120 constructs.
+                self._scope.node.add_validation(self)
             self._messages.append(message)
         return ok
 

@@ -25,7 +25,7 @@ from constructs_lib import (
     StreamConsumer,
 )
 from constructs_lib.nag_findings import acknowledge_policy, resource_finding
-from lambdas.events import messages, routing
+from lambdas.events import messages
 from lambdas.shared import keys
 from stacks.config import StageConfig
 from stacks.functions import grant_invoke_model, log_retention, stage_function
@@ -74,8 +74,8 @@ ESCALATION_FILTER = {
 def status_changed_pattern(new_status: str) -> events.EventPattern:
     """Events of the bus where a session moved to ``new_status`` (the seed's rules; shared)."""
     return events.EventPattern(
-        source=[routing.EVENT_SOURCE],
-        detail_type=[routing.STATUS_CHANGED],
+        source=[messages.EVENT_SOURCE],
+        detail_type=[messages.STATUS_CHANGED],
         detail={"new_status": [new_status]},
     )
 

@@ -52,9 +52,10 @@ def dead_letter_queues(stack: Stack) -> list[sqs.IQueue]:
     """
     constructs = stack.node.find_all()
     found: dict[int, sqs.IQueue] = {}
+    stack_path = stack.node.path
 
     def add(queue: sqs.IQueue | None) -> None:
-        if queue is not None and Stack.of(queue).node.path == stack.node.path:
+        if queue is not None and Stack.of(queue).node.path == stack_path:
             found.setdefault(id(queue), queue)
 
     for construct in constructs:
@@ -85,8 +86,13 @@ def watch_stack(stack: Stack, *, topic: sns.ITopic, prefix: str) -> ServiceAlarm
     alarms = ServiceAlarms(stack, "Alarms", topic=topic, prefix=prefix)
     covered_queues: set[int] = set()
     covered_machines: set[int] = set()
+    # Every ``node.path`` read is a round trip to the jsii kernel, and a stack holds hundreds of
+    # constructs: read it only for the few that get alarms, and the stack's own path once.
+    below = stack.node.path + "/"
     for construct in stack.node.find_all():
-        name = _alarm_id(construct.node.path, stack)
+        if not isinstance(construct, (SharedFunction, StreamConsumer, WorkflowStateMachine, S3DeliveryStream)):
+            continue
+        name = _alarm_id(construct.node.path, below)
         if isinstance(construct, SharedFunction):
             alarms.watch_function(construct.function, name, runbook=RUNBOOK_FUNCTION)
         elif isinstance(construct, StreamConsumer):
@@ -116,22 +122,24 @@ def watch_stack(stack: Stack, *, topic: sns.ITopic, prefix: str) -> ServiceAlarm
             )
     for queue in dead_letter_queues(stack):
         if id(queue) not in covered_queues:
-            alarms.watch_dead_letter_queue(queue, _alarm_id(queue.node.path, stack), runbook=RUNBOOK_DLQ)
+            alarms.watch_dead_letter_queue(queue, _alarm_id(queue.node.path, below), runbook=RUNBOOK_DLQ)
     for machine in (c for c in stack.node.find_all() if isinstance(c, sfn.StateMachine)):
         if id(machine) not in covered_machines:
-            alarms.watch_state_machine(machine, _alarm_id(machine.node.path, stack), runbook=RUNBOOK_WORKFLOW)
+            alarms.watch_state_machine(machine, _alarm_id(machine.node.path, below), runbook=RUNBOOK_WORKFLOW)
     return alarms
 
 
-def _alarm_id(path: str, stack: Stack) -> str:
-    """A PascalCase alarm id from a construct path below the stack (``Events/HandoffTopic/X`` -> ``HandoffTopicX``).
+def _alarm_id(path: str, below: str) -> str:
+    """A PascalCase alarm id from a construct path below ``below`` (the stack's path and a slash).
+
+    ``.../Events/HandoffTopic/X`` -> ``HandoffTopicX``.
 
     ``Resource`` is left out, as CloudFormation's logical ids leave it out. ``Default`` stays in:
     the onboarding workflow's alarms moved into its ``Default`` state machine construct, and an
     alarm whose logical id changes must not keep its old name, or CloudFormation would create the
     new alarm under a name the old one still holds.
     """
-    relative = path.removeprefix(stack.node.path + "/")
+    relative = path.removeprefix(below)
     return "".join(part for part in relative.replace("-", "/").split("/") if part and part not in _HIDDEN_IDS)
 
 

@@ -5,7 +5,8 @@ person's user in the identity provider, the id the authorizer puts in the agent'
 
 * ``POST /admin/agents`` ``{"agent_id", "display_name", "skills", "is_manager"?}``: 201 with the
   agent, ``offline`` (it takes handoffs once it sets ``POST /agents/me/presence`` available);
-  409 ``AgentExists`` when the id is registered already, retired ones included.
+  409 ``AgentExists`` when the id is registered already, retired ones included. With an
+  ``Idempotency-Key`` a retry answers the first 201 again.
 * ``GET /admin/agents?limit=&cursor=&status=``: registered agents by id, paginated like every
   listing (``next_cursor``); with ``status`` a page holds the matching agents of its rows.
 * ``GET /admin/agents/{agent_id}``: one agent, 404 when not registered.
@@ -28,20 +29,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from lambdas.api import access, validation
 from lambdas.api.responses import Forbidden, json_response, register_error_handlers
-from lambdas.shared import env
+from lambdas.shared import env, idempotency
 from lambdas.shared.errors import AgentNotFound
 from lambdas.shared.records import Agent
 from lambdas.shared.settings import store as store
+from lambdas.shared.tracing import tracer
 
 logger = Logger()
-tracer = Tracer()
 
 
 def public_agent(agent: Agent) -> dict[str, Any]:
@@ -89,14 +90,20 @@ def app() -> APIGatewayRestResolver:
     def register_route() -> Response:
         admin = _admin(resolver, "POST", "/admin/agents")
         body = validation.parse_body(resolver.current_event.body, validation.REGISTER_AGENT)
-        agent = store().register_agent(
-            str(body["agent_id"]),
-            name=str(body["display_name"]),
-            skills=tuple(body["skills"]),
-            is_manager=bool(body.get("is_manager", False)),
-        )
-        logger.info("agent registered", extra={"agent_id": agent.agent_id, "by": admin})
-        return json_response(201, public_agent(agent))
+
+        def register() -> dict[str, Any]:
+            agent = store().register_agent(
+                str(body["agent_id"]),
+                name=str(body["display_name"]),
+                skills=tuple(body["skills"]),
+                is_manager=bool(body.get("is_manager", False)),
+            )
+            logger.info("agent registered", extra={"agent_id": agent.agent_id, "by": admin})
+            return public_agent(agent)
+
+        # A retry with the Idempotency-Key gets the registration it made, not 409 AgentExists.
+        key = resolver.current_event.headers.get("Idempotency-Key")
+        return json_response(201, idempotency.replay(admin, "POST /admin/agents", key, body, register))
 
     @resolver.get("/admin/agents")
     @tracer.capture_method(capture_response=False)
@@ -144,4 +151,5 @@ def app() -> APIGatewayRestResolver:
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST, clear_state=True)
 @tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    idempotency.remember_invocation(context)
     return app().resolve(event, context)

@@ -43,7 +43,7 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
-from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -65,10 +65,10 @@ from lambdas.shared.errors import (
 from lambdas.shared.records import AgentStatus, Handoff, HandoffStatus, Role, Session, SessionStatus
 from lambdas.shared.settings import store as store
 from lambdas.shared.store import WAITING_FOR_AGENT, WAITING_FOR_REPLY
+from lambdas.shared.tracing import tracer
 from lambdas.ws import frames
 
 logger = Logger()
-tracer = Tracer()
 
 AGENT_ROLE: Final = "agent"
 ADMIN_ROLE: Final = "admin"
@@ -318,5 +318,5 @@ def app() -> APIGatewayRestResolver:
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST, clear_state=True)
 @tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    idempotency.REQUESTS.register_lambda_context(context)
+    idempotency.remember_invocation(context)
     return app().resolve(event, context)

@@ -14,6 +14,8 @@ denied and the failure is logged as an error (``JwksUnavailable``): nobody is le
 
 Environment: the ``ISSUER_*`` variables of :func:`lambdas.shared.tokens.issuer_settings` (the
 issuer, its key set URL, the accepted clients, algorithms, token uses and the role claim).
+It makes no AWS call (the key set comes over HTTPS), so it loads neither boto3 nor the X-Ray SDK;
+Lambda's active tracing records the invocation.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, CORSConfig, Response
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -40,9 +40,9 @@ from lambdas.shared.records import HandoffStatus, Session, SessionStatus
 from lambdas.shared.serialize import public
 from lambdas.shared.settings import optional_resource, settings
 from lambdas.shared.settings import store as store
+from lambdas.shared.tracing import tracer
 
 logger = Logger()
-tracer = Tracer()
 
 
 @env.once
@@ -230,5 +230,5 @@ def _execution(caller: Caller, execution_arn: str) -> dict[str, Any]:
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST, clear_state=True)
 @tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    idempotency.REQUESTS.register_lambda_context(context)
+    idempotency.remember_invocation(context)
     return app().resolve(event, context)

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
@@ -45,9 +45,9 @@ from lambdas.shared.records import TURN_ACCEPTING, Role, SessionStatus
 from lambdas.shared.settings import optional_resource
 from lambdas.shared.settings import store as store
 from lambdas.shared.store import DynamoSessionStore
+from lambdas.shared.tracing import tracer
 
 logger = Logger()
-tracer = Tracer()
 processor = BatchProcessor(event_type=EventType.SQS)
 
 ESCALATED_TEXT: Final = (

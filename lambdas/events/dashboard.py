@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
@@ -24,9 +24,9 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from lambdas.events.messages import EVENT_HANDOFF_WAITING, InvalidMessage, parse_body
 from lambdas.shared import keys
 from lambdas.shared.settings import store as store
+from lambdas.shared.tracing import tracer
 
 logger = Logger()
-tracer = Tracer()
 processor = BatchProcessor(event_type=EventType.SQS)
 
 #: The broadcast the handoff workflow's assignment-queue consumer sends before any agent is known.

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
@@ -34,9 +34,9 @@ from lambdas.shared import aws, keys
 from lambdas.shared.settings import resource
 from lambdas.shared.settings import store as store
 from lambdas.shared.store import InboxWrite
+from lambdas.shared.tracing import tracer
 
 logger = Logger()
-tracer = Tracer()
 processor = BatchProcessor(event_type=EventType.SQS)
 
 

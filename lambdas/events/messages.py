@@ -11,7 +11,8 @@ Queues subscribe with raw message delivery, so the SQS body is this JSON; an SNS
 
 The message vocabulary (``event_type`` values, the escalation reason, the attribute names) is
 defined here once; the router, the handoff steps, the consumers and the stacks' SNS filter
-policies import it.
+policies import it. So is the vocabulary of the session event the router puts on the event bus,
+which the metrics function reads without loading the router's code.
 """
 
 from __future__ import annotations
@@ -19,6 +20,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import Any, Final
+
+#: The session event on the bus: its source, detail type, and the ``old_status`` of a new session.
+EVENT_SOURCE: Final = "mangaassist.sessions"
+STATUS_CHANGED: Final = "SessionStatusChanged"
+NO_STATUS: Final = "none"
 
 #: Message attributes of the handoff topic, which its queues' filter policies match.
 ATTR_EVENT_TYPE: Final = "event_type"

@@ -3,21 +3,23 @@
 The rule matches ``new_status`` active. A session that is new (``old_status`` "none") counts as
 ``SessionsStarted``; one that comes back from a human agent (``old_status`` handoff) counts as
 ``SessionsResumed``, so the started figure is not inflated by handoff returns.
+
+The metrics leave as EMF log lines, so the function makes no AWS call and loads neither boto3
+nor the X-Ray SDK; Lambda's active tracing records the invocation.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.data_classes import EventBridgeEvent
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from lambdas.events.routing import NO_STATUS
+from lambdas.events.messages import NO_STATUS
 
 logger = Logger()
-tracer = Tracer()
 metrics = Metrics()
 
 
@@ -30,7 +32,6 @@ def metric_name(detail: dict[str, Any]) -> str | None:
 
 @metrics.log_metrics
 @logger.inject_lambda_context(clear_state=True)
-@tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     detail = EventBridgeEvent(event).detail
     name = metric_name(detail)

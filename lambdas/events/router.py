@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -49,9 +49,9 @@ from lambdas.events.routing import Actions, classify
 from lambdas.shared import aws, env
 from lambdas.shared.settings import resource
 from lambdas.shared.settings import settings as stage_settings
+from lambdas.shared.tracing import tracer
 
 logger = Logger()
-tracer = Tracer()
 
 
 @dataclass(frozen=True)

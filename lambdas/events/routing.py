@@ -50,15 +50,15 @@ from lambdas.events.messages import (
     EVENT_CLOSED,
     EVENT_ESCALATED,
     EVENT_HANDOFF,
+    EVENT_SOURCE,
+    NO_STATUS,
+    STATUS_CHANGED,
 )
 from lambdas.shared import keys
 from lambdas.shared.records import HandoffStatus
 from lambdas.shared.schema import PARTITION_KEY, SORT_KEY
 from lambdas.shared.summaries import closes_window
 
-EVENT_SOURCE: Final = "mangaassist.sessions"
-STATUS_CHANGED: Final = "SessionStatusChanged"
-NO_STATUS: Final = "none"
 TTL_PRINCIPAL: Final = "dynamodb.amazonaws.com"
 
 #: Attributes analytics may see, by item type: counters, states and ids, never content.

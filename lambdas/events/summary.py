@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from lambdas.shared.bedrock import bedrock_client, converse_text
@@ -26,9 +26,9 @@ from lambdas.shared.records import Summary, Turn
 from lambdas.shared.settings import Settings, settings
 from lambdas.shared.settings import store as store
 from lambdas.shared.summaries import window as window
+from lambdas.shared.tracing import tracer
 
 logger = Logger()
-tracer = Tracer()
 
 SYSTEM_PROMPT = (
     "You summarise customer-support chats of a manga shop. Write 3-5 plain sentences covering the "

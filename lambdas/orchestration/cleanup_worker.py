@@ -35,7 +35,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.exceptions import ClientError
 
@@ -46,9 +46,9 @@ from lambdas.shared.schema import SORT_KEY
 from lambdas.shared.serialize import public
 from lambdas.shared.settings import resource, settings
 from lambdas.shared.settings import store as store
+from lambdas.shared.tracing import tracer
 
 logger = Logger()
-tracer = Tracer()
 
 COUNTERS: Final = ("sessions_seen", "sessions_archived", "sessions_failed", "items_deleted")
 #: Reads of the archive parts per session before giving up to the next run (each lost race costs one).

@@ -33,7 +33,7 @@ import contextlib
 import json
 from typing import Any, Final
 
-from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -58,9 +58,9 @@ from lambdas.shared.records import HandoffStatus, SessionStatus
 from lambdas.shared.settings import resource, settings
 from lambdas.shared.settings import store as store
 from lambdas.shared.store import WAITING_FOR_AGENT, WAITING_FOR_REPLY, HandoffConflict, SessionNotActive
+from lambdas.shared.tracing import tracer
 
 logger = Logger()
-tracer = Tracer()
 
 #: How many candidates one reservation tries when concurrent handoffs take the first ones.
 MAX_RESERVE_CANDIDATES: Final = 5

@@ -49,6 +49,16 @@ def optional(name: str, default: str | None = None) -> str | None:
     return value or default
 
 
+def resource(name: str) -> str:
+    """A resource name or ARN the deploy side set for this function (``TABLE_NAME``, ...); required."""
+    return require(name)
+
+
+def optional_resource(name: str) -> str | None:
+    """A resource the deploy side may leave out for this function (None when it did)."""
+    return optional(name)
+
+
 def integer(name: str, default: int | None = None, *, low: int | None = None, high: int | None = None) -> int:
     """An integer variable within [low, high]; ``default`` when absent (required if no default)."""
     raw = os.environ.get(name, "").strip()

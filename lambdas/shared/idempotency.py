@@ -6,28 +6,24 @@ turn or handoff: the stream router's filter (META, TURN#, SUMMARY#, HANDOFF# sor
 none of them on, and the cleanup sweep, which walks its own index, never sees them. They expire
 with the table's TTL attribute. The record's status and payload use prefixed attribute names so
 they cannot be mistaken for, or indexed as, an application item's ``status``.
+
+Powertools' idempotency package is imported on first use, not with this module: the API and chat
+functions need it only for a request that carries a key, and their cold start should not pay for it.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any, Final, TypeVar
-
-from aws_lambda_powertools.utilities.idempotency import (
-    DynamoDBPersistenceLayer,
-    IdempotencyConfig,
-    idempotent_function,
-)
-from aws_lambda_powertools.utilities.idempotency.exceptions import (
-    IdempotencyAlreadyInProgressError,
-    IdempotencyValidationError,
-)
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from lambdas.shared import env
 from lambdas.shared.errors import Conflict, InvalidInput
 from lambdas.shared.schema import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE
 from lambdas.shared.settings import resource
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer, IdempotencyConfig
 
 T = TypeVar("T")
 
@@ -35,12 +31,25 @@ T = TypeVar("T")
 KEY_PATTERN: Final = re.compile(r"[A-Za-z0-9_-]{1,80}")
 #: How long a request's answer is kept for a retry with the same key.
 REQUEST_MEMORY_SECONDS: Final = 24 * 3600
-#: A request is one per (caller, route, key); its body must be the same on every retry.
-REQUESTS: Final = IdempotencyConfig(
-    event_key_jmespath="[caller, route, key]",
-    payload_validation_jmespath="body",
-    expires_after_seconds=REQUEST_MEMORY_SECONDS,
-)
+#: The invocation a keyed request belongs to (its remaining time bounds an in-progress record).
+_INVOCATION: list[Any] = [None]
+
+
+def remember_invocation(context: Any) -> None:
+    """Note the Lambda context of this invocation for a keyed request; costs nothing without one."""
+    _INVOCATION[0] = context
+
+
+@env.once
+def _requests() -> IdempotencyConfig:
+    """A request is one per (caller, route, key); its body must be the same on every retry."""
+    from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
+
+    return IdempotencyConfig(
+        event_key_jmespath="[caller, route, key]",
+        payload_validation_jmespath="body",
+        expires_after_seconds=REQUEST_MEMORY_SECONDS,
+    )
 
 
 class InvalidKey(InvalidInput):
@@ -60,6 +69,8 @@ class StillRunning(Conflict):
 @env.once
 def store() -> DynamoDBPersistenceLayer:
     """The container's persistence layer on ``TABLE_NAME`` (created on first use)."""
+    from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
+
     return DynamoDBPersistenceLayer(
         table_name=resource("TABLE_NAME"),
         key_attr=PARTITION_KEY,
@@ -72,18 +83,22 @@ def store() -> DynamoDBPersistenceLayer:
     )
 
 
-def once(function: Callable[..., T], config: IdempotencyConfig) -> Callable[..., T]:
+def once(function: Callable[..., T], config: IdempotencyConfig | Callable[[], IdempotencyConfig]) -> Callable[..., T]:
     """``function(data, **extra)`` under Powertools' idempotency on this store: once per ``config``'s key of ``data``.
 
     Only ``data`` is hashed and validated; ``extra`` keyword arguments reach the function as they
     are (collaborators, not part of the request). The wrapped function is built on first call (the
     store needs ``TABLE_NAME``) and forgotten by ``env.reset()``. ``data`` and the result must be
-    JSON documents.
+    JSON documents. ``config`` may be a factory, so that building it waits for the first call too.
     """
 
     @env.once
     def build() -> Callable[..., T]:
-        @idempotent_function(data_keyword_argument="data", persistence_store=store(), config=config)
+        from aws_lambda_powertools.utilities.idempotency import idempotent_function
+
+        resolved = config if not callable(config) else config()
+
+        @idempotent_function(data_keyword_argument="data", persistence_store=store(), config=resolved)
         def run(data: dict[str, Any], **extra: Any) -> T:
             return function(data, **extra)
 
@@ -99,7 +114,7 @@ def _answer(request: dict[str, Any], *, act: Callable[[], dict[str, Any]]) -> di
     return act()
 
 
-_answer_once = once(_answer, REQUESTS)
+_answer_once = once(_answer, _requests)
 
 
 def replay(caller: str, route: str, key: str | None, body: Any, act: Callable[[], dict[str, Any]]) -> dict[str, Any]:
@@ -114,6 +129,13 @@ def replay(caller: str, route: str, key: str | None, body: Any, act: Callable[[]
         return act()
     if not KEY_PATTERN.fullmatch(key):
         raise InvalidKey("header.Idempotency-Key must be 1-80 letters, digits, - or _")
+    from aws_lambda_powertools.utilities.idempotency.exceptions import (
+        IdempotencyAlreadyInProgressError,
+        IdempotencyValidationError,
+    )
+
+    if _INVOCATION[0] is not None:
+        _requests().register_lambda_context(_INVOCATION[0])
     request = {"caller": caller, "route": route, "key": key, "body": body}
     try:
         return _answer_once(request, act=act)

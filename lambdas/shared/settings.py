@@ -25,6 +25,11 @@ from types import MappingProxyType
 from typing import Final
 
 from lambdas.shared import env
+
+# Defined with the other environment readers, so a module that needs its resources but neither the
+# stage settings nor the store (the token verifier) can read them without importing this one.
+from lambdas.shared.env import optional_resource as optional_resource
+from lambdas.shared.env import resource as resource
 from lambdas.shared.store import DynamoSessionStore
 
 
@@ -180,16 +185,6 @@ def settings() -> Settings:
         audit_lock_mode=_text("AUDIT_LOCK_MODE"),
         audit_retention_days=_optional_integer("AUDIT_RETENTION_DAYS"),
     )
-
-
-def resource(name: str) -> str:
-    """A resource name or ARN the deploy side set for this function (``TABLE_NAME``, ...); required."""
-    return env.require(name)
-
-
-def optional_resource(name: str) -> str | None:
-    """A resource the deploy side may leave out for this function (None when it did)."""
-    return env.optional(name)
 
 
 @env.once

@@ -43,8 +43,8 @@ import jwt
 from jwt.exceptions import InvalidTokenError, PyJWKError
 from jwt.utils import base64url_decode, base64url_encode
 
-from lambdas.shared.env import MissingSetting, once
-from lambdas.shared.settings import optional_resource, resource
+# From env, not settings: the authorizers need neither the stage settings nor the store (nor boto3).
+from lambdas.shared.env import MissingSetting, once, optional_resource, resource
 
 ROLES: Final = ("customer", "agent", "admin")
 #: A subject is a customer/agent/admin id; it doubles as ``customer_id`` for customers, so it

@@ -6,13 +6,16 @@ Browsers cannot set headers on a WebSocket handshake, so the token travels in th
 ``customer`` role may open a chat connection (agents answer through the REST API). The returned
 context (``customer_id``, ``role``) reaches the ``$connect`` handler and every later route of the
 connection as ``requestContext.authorizer``.
+
+Like the REST authorizer it loads neither boto3 nor the X-Ray SDK: it makes no AWS call (the key
+set comes over HTTPS), and Lambda's active tracing records the invocation.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools import Logger
 
 from lambdas.shared.tokens import (
     Issuer,
@@ -26,7 +29,6 @@ from lambdas.shared.tokens import (
 )
 
 logger = Logger()
-tracer = Tracer()
 
 TOKEN_PARAMETER = "token"  # noqa: S105 - the query parameter name, not a secret
 CHAT_ROLE = "customer"
@@ -74,6 +76,5 @@ def authorize(event: dict[str, Any], issuer: Issuer, keys: KeySet) -> dict[str, 
 
 
 @logger.inject_lambda_context(clear_state=True)
-@tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return authorize(event, issuer_settings(), key_set())

@@ -23,18 +23,18 @@ import json
 import re
 from typing import Any, Final
 
-from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools import Logger
 from botocore.exceptions import BotoCoreError, ClientError
 
 from lambdas.shared import env
 from lambdas.shared.keys import is_session_id
 from lambdas.shared.records import TURN_ACCEPTING
 from lambdas.shared.settings import resource, settings
+from lambdas.shared.tracing import tracer
 from lambdas.ws import runtime
 from lambdas.ws.frames import RouteContext, route_context
 
 logger = Logger()
-tracer = Tracer()
 
 _NAME_UNSAFE: Final = re.compile(r"[^A-Za-z0-9_-]")
 

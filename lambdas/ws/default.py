@@ -1,7 +1,8 @@
 """``$default``: any frame whose ``action`` matches no route gets an error frame naming the valid ones.
 
 The route returns its response to the client (a route response is configured), so no
-management API call and no permission is needed.
+management API call and no permission is needed. Nor the X-Ray SDK: with no AWS call to
+trace, Lambda's active tracing records all there is, the invocation.
 """
 
 from __future__ import annotations
@@ -9,12 +10,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools import Logger
 
 from lambdas.ws.frames import unknown_action_frame
 
 logger = Logger()
-tracer = Tracer()
 
 
 def _action_of(body: Any) -> object:
@@ -28,6 +28,5 @@ def _action_of(body: Any) -> object:
 
 
 @logger.inject_lambda_context(clear_state=True)
-@tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return {"statusCode": 200, "body": json.dumps(unknown_action_frame(_action_of(event.get("body"))))}

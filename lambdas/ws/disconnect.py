@@ -23,13 +23,14 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools import Logger
 from botocore.exceptions import ClientError
 
 from lambdas.shared.errors import Conflict, ConnectionSuperseded, InvalidTransition, NotFound, SessionNotFound
 from lambdas.shared.records import TURN_ACCEPTING, HandoffStatus, Session, SessionStatus
 from lambdas.shared.store import DynamoSessionStore
 from lambdas.shared.store.handoff_life import WAITING_STATUSES
+from lambdas.shared.tracing import tracer
 from lambdas.ws import runtime
 from lambdas.ws.frames import route_context
 
@@ -41,7 +42,6 @@ CUSTOMER_LEFT_WAITING: Final = "customer left: the customer disconnected before 
 CUSTOMER_LEFT_ERROR: Final = "CustomerLeft"
 #: SendTaskFailure answers for a wait that ended already (timed out, execution over): nothing to stop.
 _ENDED_TASK_CODES: Final = frozenset({"TaskTimedOut", "TaskDoesNotExist", "InvalidToken"})
-tracer = Tracer()
 
 
 def disconnect_connection(store: DynamoSessionStore, connection_id: str) -> str:

@@ -23,6 +23,7 @@ error text, table names or stack traces).
 from __future__ import annotations
 
 import json
+import re
 import unicodedata
 from dataclasses import dataclass
 from typing import Any, Final
@@ -50,9 +51,14 @@ class FrameError(ValueError):
 
 @dataclass(frozen=True)
 class ChatMessage:
-    """A validated ``sendMessage`` frame."""
+    """A validated ``sendMessage`` frame; ``client_message_id`` makes a resend of it harmless."""
 
     text: str
+    client_message_id: str | None = None
+
+
+#: A client's id for one message: sending the frame again with it stores nothing twice.
+CLIENT_MESSAGE_ID: Final = re.compile(r"[A-Za-z0-9_-]{1,80}")
 
 
 def error_frame(code: str, message: str) -> dict[str, str]:
@@ -111,7 +117,26 @@ def parse_message(body: str | None) -> ChatMessage:
     for char in text:
         if (unicodedata.category(char) == "Cc" and char not in _ALLOWED_CONTROL) or char in _FORBIDDEN_FORMAT:
             raise FrameError("invalid_text", '"text" must not contain control characters.')
-    return ChatMessage(text=text)
+    client_message_id = frame.get("client_message_id")
+    if client_message_id is not None and (
+        not isinstance(client_message_id, str) or not CLIENT_MESSAGE_ID.fullmatch(client_message_id)
+    ):
+        raise FrameError("invalid_client_message_id", '"client_message_id" must be 1-80 letters, digits, - or _.')
+    return ChatMessage(text=text, client_message_id=client_message_id)
+
+
+def duplicate_frame(*, session_id: str, client_message_id: str, turn_number: int) -> dict[str, Any]:
+    """A resent message that was stored before (same ``client_message_id``): nothing new is stored or answered.
+
+    The reply to the first send reached the connection that sent it; a client that lost it reads
+    the transcript (``GET /sessions/{id}/turns``).
+    """
+    return {
+        "type": "duplicate",
+        "session_id": session_id,
+        "client_message_id": client_message_id,
+        "turn_number": turn_number,
+    }
 
 
 def message_frame(*, role: str, session_id: str, turn_number: int, text: str) -> dict[str, Any]:

@@ -34,17 +34,18 @@ from __future__ import annotations
 from collections.abc import Callable, Generator, Iterator, Mapping
 from typing import Any, Final
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import BotoCoreError, ClientError
 
-from lambdas.shared import env
+from lambdas.shared import env, idempotency
 from lambdas.shared.connections import DeliveryError, management_endpoint, post_to_connection
 from lambdas.shared.errors import SessionClosed, SessionNotFound
 from lambdas.shared.records import Role, SessionStatus
 from lambdas.shared.responder import Guardrail, ReplyEnd, Responder, ResponderError, responder_for
 from lambdas.shared.settings import settings
 from lambdas.shared.store import AcceptedMessage, ChatContext, DynamoSessionStore, MessageAdmission, Rate
+from lambdas.shared.tracing import tracer
 from lambdas.ws import runtime
 from lambdas.ws.deltas import DeltaCoalescer
 from lambdas.ws.disconnect import disconnect_connection
@@ -53,6 +54,7 @@ from lambdas.ws.frames import (
     RouteContext,
     ack_frame,
     delta_frame,
+    duplicate_frame,
     error_frame,
     final_frame,
     parse_message,
@@ -62,7 +64,6 @@ from lambdas.ws.frames import (
 )
 
 logger = Logger()
-tracer = Tracer()
 metrics = Metrics()
 
 HANDOFF_ACK: Final = "A support agent has your message and will reply here shortly."
@@ -73,6 +74,13 @@ NOT_READY: Final = error_frame(
     "session_not_ready", "Your chat session is still starting. Please send your message again in a moment."
 )
 SESSION_CLOSED: Final = error_frame("session_closed", "This chat session has ended. Reconnect to start a new one.")
+CLIENT_MESSAGE_ID_REUSED: Final = error_frame(
+    "client_message_id_reused",
+    "This client_message_id was sent before with other text; nothing was stored. Use a new id for a new message.",
+)
+CLIENT_MESSAGE_ID_BUSY: Final = error_frame(
+    "client_message_id_busy", "This message is still being stored; wait for its reply before sending it again."
+)
 NOT_SAVED: Final = error_frame(
     "message_not_saved", "We could not save your message because of a problem on our side. Please send it again."
 )
@@ -155,15 +163,40 @@ def handle_message(store: DynamoSessionStore, model: Responder, ctx: RouteContex
         send(rate_limited_frame(gate.admission.retry_after_seconds))
         return "rate_limited"
     session_id = gate.connection.session_id
+    customer_id = ctx.customer_id
+    stored: list[AcceptedMessage] = []
+
+    def accept() -> dict[str, Any]:
+        accepted = store.accept_message(session_id, customer_id, message.text, context_turns=context_turns())
+        stored.append(accepted)
+        return {"turn_number": accepted.turn.turn_number}
+
     try:
-        accepted = store.accept_message(session_id, ctx.customer_id, message.text, context_turns=context_turns())
+        # With a client_message_id the user's turn is stored once however often the frame is sent.
+        answer = idempotency.replay(
+            customer_id, f"sendMessage {session_id}", message.client_message_id, {"text": message.text}, accept
+        )
     except (SessionClosed, SessionNotFound):
         send(SESSION_CLOSED)
         return "session_closed"
+    except idempotency.KeyReused:
+        send(CLIENT_MESSAGE_ID_REUSED)
+        return "refused:client_message_id_reused"
+    except idempotency.StillRunning:
+        send(CLIENT_MESSAGE_ID_BUSY)
+        return "refused:client_message_id_busy"
     except Exception:
         logger.exception("user turn not stored", extra={"session_id": session_id})
         send(NOT_SAVED)
         return "not_saved"
+    if not stored:  # a resend of a message stored before (only a keyed one is replayed): nothing new
+        frame = duplicate_frame(
+            session_id=session_id,
+            client_message_id=str(message.client_message_id),
+            turn_number=answer["turn_number"],
+        )
+        return "duplicate" if send(frame) else "gone"
+    accepted = stored[0]
     user_turn = accepted.turn
     metrics.add_metric(name="ChatTurns", unit=MetricUnit.Count, value=1)
     logger.append_keys(session_id=session_id, turn_number=user_turn.turn_number)
@@ -267,6 +300,7 @@ def sender(store: DynamoSessionStore, ctx: RouteContext) -> Send:
 @tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    idempotency.remember_invocation(context)
     ctx = route_context(event)
     logger.append_keys(connection_id=ctx.connection_id)
     store = runtime.store()

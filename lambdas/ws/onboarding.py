@@ -20,17 +20,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools import Logger
 
 from lambdas.shared import keys
 from lambdas.shared.connections import DeliveryError, management_endpoint, post_to_connection
 from lambdas.shared.records import Role, Session
+from lambdas.shared.tracing import tracer
 from lambdas.ws import runtime
 from lambdas.ws.disconnect import disconnect_connection
 from lambdas.ws.frames import welcome_frame
 
 logger = Logger()
-tracer = Tracer()
 
 GREETING: Final = (
     "Hi, I'm MangaAssist! Ask me about series, volumes, editions or your orders, and I'll help you find your next read."

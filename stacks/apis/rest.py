@@ -304,7 +304,13 @@ def _registry_routes(routes: _Routes, storage: StorageStack, function: FunctionF
     add, params = routes.add, routes.params
     admin = routes.root.get_resource("admin") or routes.root.add_resource("admin")
     agents = admin.add_resource("agents")
-    add(agents, "POST", registry_api, models=routes.json_body("RegisterAgentRequest"))
+    add(
+        agents,
+        "POST",
+        registry_api,
+        models=routes.json_body("RegisterAgentRequest"),
+        parameters=params(headers=("Idempotency-Key",)),
+    )
     add(agents, "GET", registry_api, parameters=params(query=("limit", "cursor", "status")))
     agent = agents.add_resource("{agent_id}")
     add(agent, "GET", registry_api, parameters=params("agent_id"))

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from stacks.config import StageConfig
+from tests.support.cold_imports import ALLOWED, handler_module
 from tests.support.synth import PARTS, SynthesizedStage
 
 Resource = dict[str, Any]
@@ -414,6 +415,22 @@ def test_every_function_has_a_log_group_tracing_timeout_and_memory(any_stage: Sy
         check_every_function_has_a_log_group_tracing_timeout_and_memory(any_stage),
         "every function has a log group, tracing, a timeout and a memory size",
     )
+
+
+def _python_handler_modules(stage: SynthesizedStage) -> set[str]:
+    return {
+        handler_module(str(_props(function)["Handler"]))
+        for _, _, function in _of_type(stage, "AWS::Lambda::Function")
+        if str(_props(function).get("Runtime", "")).startswith("python")
+    }
+
+
+def test_every_python_handler_has_an_import_allow_list(dev: SynthesizedStage, prod: SynthesizedStage) -> None:
+    # The allow-lists of tests/support/cold_imports.py cover exactly the deployed handler modules:
+    # a new function is checked from its first commit, and a removed one leaves no stale entry.
+    deployed = _python_handler_modules(dev) | _python_handler_modules(prod)
+    assert sorted(deployed - set(ALLOWED)) == [], "handler modules without an import allow-list"
+    assert sorted(set(ALLOWED) - deployed) == [], "import allow-lists of modules no function runs"
 
 
 # --- IAM -------------------------------------------------------------------------------------------

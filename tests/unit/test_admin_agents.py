@@ -50,6 +50,7 @@ def admin(
     query: dict[str, str] | None = None,
     role: str = "admin",
     sub: str = "root",
+    headers: dict[str, str] | None = None,
 ) -> tuple[int, Any]:
     """An admin route as API Gateway sends it (after the authorizer)."""
     params = {"agent_id": path.split("/")[3]} if "{agent_id}" in resource else None
@@ -60,7 +61,7 @@ def admin(
         api=API,
         path_parameters=params,
         query=query,
-        headers={"Content-Type": "application/json"},
+        headers={"Content-Type": "application/json", **(headers or {})},
         body=None if body is None else body if isinstance(body, str) else json.dumps(body),
         authorizer=authorizer_context(sub, role=role, sub=sub),
         request_id="req-registry",
@@ -401,3 +402,14 @@ def test_store_register_refuses_a_taken_id_and_retire_a_busy_agent(store: Dynamo
         store.set_presence(AIKO, "available")
     with pytest.raises(AgentUnavailable):
         store.reserve_agent(AIKO, str(uuid.uuid4()))
+
+
+@pytest.mark.usefixtures("store")
+def test_a_retried_registration_with_its_idempotency_key_answers_the_first_201() -> None:
+    body = {"agent_id": "a-key", "display_name": "Keyed", "skills": ["billing"]}
+    key = {"Idempotency-Key": "reg-1"}
+    first = admin("POST", "/admin/agents", "/admin/agents", body, headers=key)
+    again = admin("POST", "/admin/agents", "/admin/agents", body, headers=key)
+    plain = admin("POST", "/admin/agents", "/admin/agents", body)
+    assert (first[0], again[0], plain[0]) == (201, 201, 409)
+    assert again[1] == first[1]

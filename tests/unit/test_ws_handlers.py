@@ -866,3 +866,50 @@ def test_default_route_names_the_valid_actions(body: str | None) -> None:
     assert (frame["type"], frame["code"]) == ("error", "unknown_action")
     assert "sendMessage" in frame["message"]
     assert set(frame) == {"type", "code", "message"}
+
+
+# ------------------------------------------------------------------ client_message_id
+
+
+def send_with_id(text: str, client_message_id: Any) -> dict[str, Any]:
+    body = json.dumps({"action": "sendMessage", "text": text, "client_message_id": client_message_id})
+    return message.handler(ws_event("sendMessage", body=body, authorizer=customer_context("alice")), CTX)
+
+
+def test_a_resent_message_with_its_client_message_id_is_stored_and_answered_once(ws: DynamoSessionStore) -> None:
+    # Given a message whose reply the client did not see
+    session_id = onboarded()
+    send_with_id("Is Frieren volume 3 out?", "m-1")
+    # When the client sends the same frame again
+    send_with_id("Is Frieren volume 3 out?", "m-1")
+    # Then the transcript holds the message and its reply once, and the resend is told so
+    turns = ws.list_turns(session_id).items
+    assert roles(turns) == ["assistant", "user", "assistant"]
+    assert [f["type"] for f in sent_frames(CONN)] == ["delta", "final", "duplicate"]
+    assert sent_frames(CONN)[-1] == {
+        "type": "duplicate",
+        "session_id": session_id,
+        "client_message_id": "m-1",
+        "turn_number": 2,
+    }
+    # And a new id is a new message
+    send_with_id("And volume 4?", "m-2")
+    assert roles(ws.list_turns(session_id).items) == ["assistant", "user", "assistant", "user", "assistant"]
+
+
+def test_a_client_message_id_reused_with_other_text_stores_nothing(ws: DynamoSessionStore) -> None:
+    session_id = onboarded()
+    send_with_id("Is Frieren volume 3 out?", "m-1")
+    send_with_id("Something else entirely", "m-1")
+    assert len(ws.list_turns(session_id).items) == 3
+    assert sent_frames(CONN)[-1]["code"] == "client_message_id_reused"
+
+
+@pytest.mark.parametrize("client_message_id", ["", "a b", "x" * 81, 7, ["m-1"], "m\n"])
+def test_a_malformed_client_message_id_is_refused_before_anything_is_stored(
+    ws: DynamoSessionStore, client_message_id: Any
+) -> None:
+    session_id = onboarded()
+    send_with_id("hello", client_message_id)
+    assert len(ws.list_turns(session_id).items) == 1  # the greeting only
+    assert sent_frames(CONN)[-1]["code"] == "invalid_client_message_id"
