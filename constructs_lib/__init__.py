@@ -5,10 +5,13 @@ Each construct has its own module; this index only re-exports them.
 
 from constructs_lib.alarm_topic import AlarmTopic
 from constructs_lib.approval_gate import HumanApprovalGate
+from constructs_lib.athena_workgroup import AthenaWorkgroup
+from constructs_lib.catalog_database import CatalogDatabase
 from constructs_lib.delivery_stream import S3DeliveryStream
 from constructs_lib.encryption_key import EncryptionKey
 from constructs_lib.event_bus import SecureEventBus
 from constructs_lib.fanout_topic import FanoutTopic, Subscriber
+from constructs_lib.json_table import Column, JsonTable, Partition
 from constructs_lib.ops_dashboard import OpsDashboard
 from constructs_lib.rest_api import HardenedRestApi
 from constructs_lib.secure_bucket import SecureBucket
@@ -26,6 +29,9 @@ from constructs_lib.workflow_defaults import RetryPolicy, WorkflowOptions, Workf
 
 __all__ = [
     "AlarmTopic",
+    "AthenaWorkgroup",
+    "CatalogDatabase",
+    "Column",
     "EncryptionKey",
     "FanoutTopic",
     "GlobalIndex",
@@ -33,9 +39,11 @@ __all__ = [
     "HardenedUserPool",
     "HumanApprovalGate",
     "InputField",
+    "JsonTable",
     "JwtTokenAuthorizer",
     "LambdaCode",
     "OpsDashboard",
+    "Partition",
     "RegionalWebAcl",
     "RetryPolicy",
     "S3DeliveryStream",

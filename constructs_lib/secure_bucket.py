@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Literal, cast
 
 from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_iam as iam
@@ -35,7 +35,14 @@ class SecureBucket(Construct):
             its own, bucket-owner-enforced). Defaults to false.
         versioned: keep object versions. Defaults to true.
         object_lock: ``(mode, days)`` default retention; turns Object Lock on (implies
-            versioning). Defaults to no Object Lock.
+            versioning). S3 then refuses any upload without ``Content-MD5`` or an
+            ``x-amz-checksum-*`` header, so every writer must send one. Defaults to no Object Lock.
+        object_lock_enabled: turns Object Lock on (implies versioning) without a default
+            retention: uploads need no checksum, and each object is locked by whoever follows
+            the writes (``grant_object_retention``). For writers that cannot be made to send the
+            checksum. Defaults to false (true whenever ``object_lock`` is given).
+        event_bridge: send the bucket's object events (Object Created, ...) to EventBridge.
+            Defaults to false.
         append_only: the bucket policy denies object deletion (``s3:DeleteObject``,
             ``s3:DeleteObjectVersion``) to every principal, so no role, not even one granted
             read-write (as Firehose's destination role is), can add a delete marker or remove a
@@ -58,6 +65,8 @@ class SecureBucket(Construct):
         access_log_target: bool = False,
         versioned: bool = True,
         object_lock: tuple[ObjectLockMode, int] | None = None,
+        object_lock_enabled: bool = False,
+        event_bridge: bool = False,
         lifecycle_rules: Sequence[s3.LifecycleRule] | None = None,
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
         auto_delete_objects: bool = False,
@@ -91,8 +100,14 @@ class SecureBucket(Construct):
             "append_only cannot be combined with auto_delete_objects: the policy denies every delete",
         ):
             auto_delete_objects = False
+        locked = object_lock is not None or object_lock_enabled
+        if not errors.check(
+            not (auto_delete_objects and locked),
+            "auto_delete_objects cannot be combined with object_lock_enabled: locked objects cannot be deleted",
+        ):
+            auto_delete_objects = False
         errors.check(
-            not (append_only and not versioned and object_lock is None),
+            not (append_only and not versioned and not locked),
             "append_only needs a versioned bucket (given versioned=False): set versioned=True",
         )
         lock_retention = None
@@ -129,8 +144,8 @@ class SecureBucket(Construct):
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
             enforce_ssl=True,
             minimum_tls_version=1.2,
-            versioned=versioned or object_lock is not None,
-            object_lock_enabled=object_lock is not None or None,
+            versioned=versioned or locked,
+            object_lock_enabled=locked or None,
             object_lock_default_retention=lock_retention,
             object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
             server_access_logs_bucket=server_access_logs,
@@ -139,6 +154,13 @@ class SecureBucket(Construct):
             removal_policy=removal_policy,
             auto_delete_objects=auto_delete_objects,
         )
+        if event_bridge:
+            # Set on the bucket itself: the L2's event_bridge_enabled deploys a custom-resource
+            # function (with an AWS managed policy) to write the same setting.
+            cfn_bucket = cast(s3.CfnBucket, self.bucket.node.default_child)
+            cfn_bucket.notification_configuration = s3.CfnBucket.NotificationConfigurationProperty(
+                event_bridge_configuration=s3.CfnBucket.EventBridgeConfigurationProperty(event_bridge_enabled=True)
+            )
         self.encryption_key: kms.IKey | None = encryption_key
         if append_only:
             self.bucket.add_to_resource_policy(
@@ -162,3 +184,15 @@ class SecureBucket(Construct):
     def grant_read_write(self, grantee: iam.IGrantable, objects_key_pattern: str = "*") -> iam.Grant:
         """Read and write objects."""
         return self.bucket.grant_read_write(grantee, objects_key_pattern)
+
+    def grant_object_retention(self, grantee: iam.IGrantable, objects_key_pattern: str = "*") -> iam.Grant:
+        """Set and read the Object Lock retention of objects: lock them, or lock them longer.
+
+        Only ``s3:PutObjectRetention`` and ``s3:GetObjectRetention``: no governance bypass and
+        no legal hold, so the grantee cannot shorten or lift a lock, nor read the objects.
+        """
+        return iam.Grant.add_to_principal(
+            grantee=grantee,
+            actions=["s3:GetObjectRetention", "s3:PutObjectRetention"],
+            resource_arns=[self.bucket.arn_for_objects(objects_key_pattern)],
+        )

@@ -213,6 +213,9 @@ class StageConfig:
     event_archive_retention_days: int = 30
     firehose_buffer_seconds: int = 60
     firehose_buffer_mb: int = 5
+    # The most one Athena query of the trail's workgroup may scan, in MiB (at least 10): a query
+    # that would read more is cancelled, so no query can run up the bill.
+    trail_query_scan_limit_mb: int = 1024
 
     # Workflows: every timeout is configurable so tests can run them in seconds.
     map_max_concurrency: int = 10
@@ -275,6 +278,11 @@ class StageConfig:
         At most 600 s, the longest a model call may be given.
         """
         return min(600, max(1, self.lambda_timeout_seconds - 10))
+
+
+def _number(value: float) -> str:
+    """A bound as a reader writes it: whole numbers in full (10485760, not 1.04858e+07)."""
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
 def _fail(stage: str, key: str, rule: str, given: Any) -> ConfigError:
@@ -347,6 +355,7 @@ def _validate(c: StageConfig) -> None:
         "event_archive_retention_days": (1, 3650),
         "firehose_buffer_seconds": (0, 900),
         "firehose_buffer_mb": (1, 128),
+        "trail_query_scan_limit_mb": (10, 10 * 1024 * 1024),
         "map_max_concurrency": (1, 40),
         "handoff_agent_wait_seconds": (1, 86400),
         "handoff_manager_wait_seconds": (1, 86400),
@@ -376,7 +385,7 @@ def _validate(c: StageConfig) -> None:
     for key, (low, high) in bounds.items():
         value = getattr(c, key)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
-            raise _fail(n, key, f"must be a number in {low:g}..{high:g}", value)
+            raise _fail(n, key, f"must be a number in {_number(low)}..{_number(high)}", value)
     for route in ("ws_connect", "ws_message"):
         rate, burst = getattr(c, f"{route}_throttle_rate"), getattr(c, f"{route}_throttle_burst")
         if rate > c.api_throttle_rate or burst > c.api_throttle_burst:

@@ -1,4 +1,4 @@
-"""EventsStack: the table stream's consumers (router, bus, fan-out, analytics, audit, summaries)."""
+"""EventsStack: the table stream's consumers (router, bus, fan-out, analytics, audit, summaries), the trail's tables."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from typing import Any
 
 from aws_cdk import Duration, Size, Stack
 from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as events_targets
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sns as sns
@@ -31,10 +32,14 @@ from stacks.functions import grant_invoke_model, log_retention, stage_function
 from stacks.mail import NoticeMail
 from stacks.operations import watch_stack
 from stacks.storage_stack import StorageStack
+from stacks.trail import SessionTrail
 
 #: Key prefixes of the audit trail's delivery stream in the Object Lock bucket.
 AUDIT_PREFIX = "audit/"
 AUDIT_ERROR_PREFIX = "audit-errors/"
+#: Key prefixes of the analytics delivery stream in the analytics bucket.
+ANALYTICS_PREFIX = "sessions/"
+ANALYTICS_ERROR_PREFIX = "errors/"
 
 
 #: Stream records that reach the router: the records of the architecture page (every entity's
@@ -95,6 +100,18 @@ class EventsStack(Stack):
         self._build_bus()
         self._build_fanout()
         self._build_delivery_streams()
+        self._build_audit_lock()
+        self.trail = SessionTrail(
+            self,
+            "Trail",
+            config=config,
+            audit_bucket=storage.audit.bucket,
+            audit_prefix=AUDIT_PREFIX,
+            analytics_bucket=storage.analytics.bucket,
+            analytics_prefix=ANALYTICS_PREFIX,
+            results_bucket=storage.query_results.bucket,
+            encryption_key=storage.key,
+        )
         self._build_summaries()
         self._build_router()
         self._acknowledge_grants(storage)
@@ -233,11 +250,52 @@ class EventsStack(Stack):
                 log_encryption_key=storage.key,
             )
 
-        self.analytics = delivery_stream("AnalyticsDeliveryStream", storage.analytics.bucket, "sessions/", "errors/")
+        self.analytics = delivery_stream(
+            "AnalyticsDeliveryStream", storage.analytics.bucket, ANALYTICS_PREFIX, ANALYTICS_ERROR_PREFIX
+        )
         # The audit trail's own stream: every change, into the Object Lock bucket. Separate from
         # analytics so that a slow or failing analytics destination never holds up the audit, and
         # so that the locked bucket receives nothing but audit records.
         self.audit = delivery_stream("AuditDeliveryStream", storage.audit.bucket, AUDIT_PREFIX, AUDIT_ERROR_PREFIX)
+
+    def _build_audit_lock(self) -> None:
+        """The audit locker: the stage's Object Lock retention on each new object of the audit bucket.
+
+        The bucket has no default retention (so Firehose's uploads need no checksum, see
+        ``lambdas/events/audit_lock.py``); its "Object Created" events reach this function through
+        a rule on the account's default bus, where S3 sends them. Failed deliveries and failed
+        invocations land in one DLQ, which the stack's alarms watch.
+        """
+        audit = self.storage.audit
+        self.audit_lock_dead_letter_queue = SecureQueue(
+            self, "AuditLockDeadLetterQueue", encryption_key=self.queues_key.key, dead_letter_queue=False
+        ).queue
+        self.audit_lock_function = self._function(
+            "AuditLocker",
+            "lambdas.events.audit_lock.handler",
+            {},
+            on_failure=self.audit_lock_dead_letter_queue,
+            retry_attempts=2,
+        )
+        audit.grant_object_retention(self.audit_lock_function.function)
+        self.audit_lock_rule = events.Rule(
+            self,
+            "AuditObjectCreated",
+            description="Every new object of the audit bucket -> the audit locker (Object Lock retention)",
+            event_pattern=events.EventPattern(
+                source=["aws.s3"],
+                detail_type=["Object Created"],
+                detail={"bucket": {"name": [audit.bucket.bucket_name]}},
+            ),
+            targets=[
+                events_targets.LambdaFunction(
+                    self.audit_lock_function.function,
+                    dead_letter_queue=self.audit_lock_dead_letter_queue,
+                    retry_attempts=8,
+                    max_event_age=Duration.hours(24),
+                )
+            ],
+        )
 
     def _build_summaries(self) -> None:
         """The summary generator, invoked asynchronously by the router, and its failure queue."""
@@ -308,6 +366,16 @@ class EventsStack(Stack):
         }
         for fn in (self.metrics_function, self.dashboard_function, self.escalation_function, self.summary_function):
             acknowledge_policy(fn.role, common)
+        acknowledge_policy(
+            self.audit_lock_function.role,
+            {
+                **common,
+                resource_finding(self, storage.audit.bucket.bucket_arn, "/*", owner=storage.audit.bucket): (
+                    "Put/GetObjectRetention on the audit bucket's objects: every object it holds is locked, and "
+                    "their keys (Firehose's time-based names) are known only when they are written."
+                ),
+            },
+        )
         acknowledge_policy(
             self.router_function.role,
             {

@@ -70,6 +70,8 @@ def stage_environment(config: StageConfig) -> dict[str, str]:
         "CHAT_MAX_CONNECTIONS_PER_CUSTOMER": str(config.chat_max_connections_per_customer),
         "MANAGER_SKILL": config.manager_skill,
         "ARCHIVE_PREFIX": config.archive_prefix,
+        "AUDIT_LOCK_MODE": config.audit_object_lock_mode.upper(),
+        "AUDIT_RETENTION_DAYS": str(config.audit_retention_days),
     }
     if config.bedrock_model_id is not None:
         environment["BEDROCK_MODEL_ID"] = config.bedrock_model_id

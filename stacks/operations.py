@@ -117,8 +117,8 @@ def watch_stack(stack: Stack, *, topic: sns.ITopic, prefix: str) -> ServiceAlarm
                 threshold=1,
                 comparison=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
                 description=f"{name}: Firehose failed to deliver records to S3 (retried for 24 h, then dropped).",
-                runbook="The stream's log group names the S3 or KMS error (permissions, key policy, Object Lock "
-                "checksum); fix it within 24 hours of the first failure.",
+                runbook="The stream's log group names the S3 or KMS error (permissions, key policy); fix it "
+                "within 24 hours of the first failure, after which Firehose drops the records.",
             )
     for queue in dead_letter_queues(stack):
         if id(queue) not in covered_queues:

@@ -1,4 +1,4 @@
-"""StorageStack: the single table, its key, the archive, audit, analytics and access-log buckets, and the users."""
+"""StorageStack: the single table, its key, the buckets (archive, audit, analytics, query results, logs), the users."""
 
 from __future__ import annotations
 
@@ -22,6 +22,9 @@ from lambdas.shared import schema
 from stacks.config import StageConfig
 from stacks.identity import build_user_pool
 from stacks.operations import watch_stack
+
+#: Days an Athena query result stays downloadable.
+QUERY_RESULTS_EXPIRATION_DAYS = 30
 
 
 class StorageStack(Stack):
@@ -94,12 +97,17 @@ class StorageStack(Stack):
         # its retention, not the stack's lifetime, decides when objects may go. Append-only: the
         # audit delivery stream's role is granted read-write by CDK's Firehose destination, and
         # no principal may delete (a delete marker would hide a record); only lifecycle expires.
+        # Object Lock without a default retention: with one, S3 refuses uploads that carry no
+        # Content-MD5 or x-amz-checksum-* header, and AWS does not document that Firehose sends
+        # one. The Events stack's audit locker puts the stage's retention on each new object,
+        # announced to it by the bucket's EventBridge events (docs/security.md, Audit trail).
         self.audit: SecureBucket = SecureBucket(
             self,
             "AuditBucket",
             encryption_key=self.key,
             server_access_logs=self.access_logs.bucket,
-            object_lock=(config.audit_object_lock_mode, config.audit_retention_days),
+            object_lock_enabled=True,
+            event_bridge=True,
             append_only=True,
             lifecycle_rules=[
                 s3.LifecycleRule(
@@ -122,6 +130,24 @@ class StorageStack(Stack):
                     id="ExpireOldAnalytics",
                     expiration=Duration.days(config.analytics_expiration_days),
                     abort_incomplete_multipart_upload_after=Duration.days(7),
+                )
+            ],
+            removal_policy=removal,
+            auto_delete_objects=disposable,
+        )
+        # Athena's query results: copies of what queries selected from the trail, kept only as
+        # long as someone may still download them (the trail itself is the record).
+        self.query_results: SecureBucket = SecureBucket(
+            self,
+            "QueryResultsBucket",
+            encryption_key=self.key,
+            server_access_logs=self.access_logs.bucket,
+            lifecycle_rules=[
+                s3.LifecycleRule(
+                    id="ExpireQueryResults",
+                    expiration=Duration.days(QUERY_RESULTS_EXPIRATION_DAYS),
+                    noncurrent_version_expiration=Duration.days(1),
+                    abort_incomplete_multipart_upload_after=Duration.days(1),
                 )
             ],
             removal_policy=removal,

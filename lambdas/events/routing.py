@@ -61,8 +61,8 @@ from lambdas.shared.summaries import closes_window
 
 TTL_PRINCIPAL: Final = "dynamodb.amazonaws.com"
 
-# Attributes analytics may see, by item type: counters, states and ids, never content.
-_ANALYTICS_ATTRIBUTES: Final[Mapping[str, tuple[str, ...]]] = {
+#: Attributes analytics may see, by item type: counters, states and ids, never content.
+ANALYTICS_ATTRIBUTES: Final[Mapping[str, tuple[str, ...]]] = {
     "session": ("status", "turn_count", "created_at", "updated_at"),
     "turn": ("turn_number", "role", "created_at"),
     "summary": ("summary_number", "window_start", "window_end", "turn_count_at_summary"),
@@ -195,7 +195,7 @@ def change_kind(change: Change) -> str:
 
 def analytics_line(change: Change) -> dict[str, Any]:
     image = change.new_image or change.old_image
-    attributes = {a: _json_safe(image[a]) for a in _ANALYTICS_ATTRIBUTES.get(change.item_type, ()) if a in image}
+    attributes = {a: _json_safe(image[a]) for a in ANALYTICS_ATTRIBUTES.get(change.item_type, ()) if a in image}
     return {
         "event_id": change.event_id,
         "event_name": change.event_name,

@@ -67,6 +67,8 @@ STAGE_VARIABLES: Final[Mapping[str, Variable]] = MappingProxyType(
         "CHAT_MAX_CONNECTIONS_PER_CUSTOMER": Variable("chat_max_connections_per_customer", 1, 100, 3),
         "MANAGER_SKILL": Variable("manager_skill", default="manager"),
         "ARCHIVE_PREFIX": Variable("archive_prefix", default="sessions"),
+        "AUDIT_LOCK_MODE": Variable("audit_lock_mode"),
+        "AUDIT_RETENTION_DAYS": Variable("audit_retention_days", 1, 36500),
     }
 )
 
@@ -101,6 +103,8 @@ class Settings:
     chat_max_connections_per_customer: int
     manager_skill: str
     archive_prefix: str
+    audit_lock_mode: str | None
+    audit_retention_days: int | None
 
     def need(self, field: str) -> str:
         """A text setting a function cannot run without; MissingSetting names its variable when empty."""
@@ -109,6 +113,20 @@ class Settings:
             name = next(n for n, v in STAGE_VARIABLES.items() if v.field == field)
             raise env.MissingSetting(f"environment variable {name} is required but not set")
         return str(value)
+
+    def audit_retention(self) -> tuple[str, int]:
+        """The Object Lock mode (GOVERNANCE or COMPLIANCE) and days each audit object is kept.
+
+        Only the audit locker needs them; MissingSetting names the variable that is absent or wrong.
+        """
+        mode = self.need("audit_lock_mode").upper()
+        if mode not in ("GOVERNANCE", "COMPLIANCE"):
+            raise env.MissingSetting(
+                f"environment variable AUDIT_LOCK_MODE must be GOVERNANCE or COMPLIANCE (given {mode!r})"
+            )
+        if self.audit_retention_days is None:
+            raise env.MissingSetting("environment variable AUDIT_RETENTION_DAYS is required but not set")
+        return mode, self.audit_retention_days
 
     def origins(self) -> tuple[str, ...]:
         """The CORS origins of the REST API; MissingSetting when CORS_ALLOWED_ORIGINS is empty."""
@@ -120,6 +138,12 @@ def _integer(name: str) -> int:
     spec = STAGE_VARIABLES[name]
     default = spec.default if isinstance(spec.default, int) and not spec.required else None
     return env.integer(name, default, low=spec.low, high=spec.high)
+
+
+def _optional_integer(name: str) -> int | None:
+    """An integer only some functions need: None when absent, its bounds checked when present."""
+    spec = STAGE_VARIABLES[name]
+    return env.integer(name, low=spec.low, high=spec.high) if env.optional(name) is not None else None
 
 
 def _text(name: str) -> str | None:
@@ -158,6 +182,8 @@ def settings() -> Settings:
         chat_max_connections_per_customer=_integer("CHAT_MAX_CONNECTIONS_PER_CUSTOMER"),
         manager_skill=_text("MANAGER_SKILL") or "manager",
         archive_prefix=_text("ARCHIVE_PREFIX") or "sessions",
+        audit_lock_mode=_text("AUDIT_LOCK_MODE"),
+        audit_retention_days=_optional_integer("AUDIT_RETENTION_DAYS"),
     )
 
 

@@ -39,6 +39,8 @@ from tests.e2e.story_identity import IdentitySteps
 from tests.e2e.story_inbox import InboxSteps
 from tests.e2e.story_limits import LimitSteps
 from tests.e2e.story_registry import RegistrySteps
+from tests.support.firehose import read_lines
+from tests.support.trail import locked_for
 
 __all__ = ["STEPS", "Step", "Story", "StoryError", "run_story", "token_subject"]
 
@@ -451,10 +453,7 @@ class Story(
         s3 = self.stage.client("s3")
         lock = s3.get_object_lock_configuration(Bucket=bucket)["ObjectLockConfiguration"]
         expect(lock["ObjectLockEnabled"] == "Enabled", f"audit bucket {bucket} has no Object Lock: {lock}")
-        lines: list[dict[str, Any]] = []
-        for obj in s3.list_objects_v2(Bucket=bucket).get("Contents", []):
-            body = s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()
-            lines += [json.loads(line) for line in body.decode().splitlines() if line.strip()]
+        lines = [line for _, line in read_lines(s3, bucket, destination["Prefix"].split("!{", 1)[0])]
         mine = {line["event_id"]: line for line in lines if line["pk"] == f"SESSION#{self.session_id}"}
         turns = [line for line in mine.values() if line["item_type"] == "turn"]
         total = int(self.values["turns_total"])
@@ -470,9 +469,15 @@ class Story(
             if line["sk"] == "META" and "new_status" in line
         ]
         expect(bool(statuses) and statuses[-1][1] == "archived", f"session status changes audited: {statuses}")
+        # Every object the stream wrote is locked by the audit locker: the stage's mode, its days.
+        mode, days = self.config.audit_object_lock_mode.upper(), self.config.audit_retention_days
+        versions = s3.list_object_versions(Bucket=bucket).get("Versions", [])
+        unlocked = [v["Key"] for v in versions if not locked_for(s3, bucket, v, mode, days)]
+        expect(bool(versions) and not unlocked, f"audit objects without {mode} retention of {days} days: {unlocked}")
         step.changes.append(
             f"s3://{bucket[:24]}.../audit/: {len(lines)} lines; this session {len(mine)}: "
-            f"{created} turns created, {deleted} deleted, status {' -> '.join(s[1] for s in statuses)}"
+            f"{created} turns created, {deleted} deleted, status {' -> '.join(s[1] for s in statuses)}; "
+            f"{len(versions)} objects, each locked ({mode}, {days} days)"
         )
         self.done(step, started)
 

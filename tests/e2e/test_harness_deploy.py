@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime
+import gzip
 import json
 import os
 from collections.abc import Iterator
@@ -379,3 +381,94 @@ def test_failed_async_invocations_retry_then_reach_the_on_failure_destination() 
         assert record["requestPayload"] == {"n": 1}
         assert record["requestContext"]["condition"] == "RetriesExhausted"
         assert record["responsePayload"]["errorType"] == "RuntimeError"
+
+
+def test_catalog_tables_workgroups_and_saved_queries_deploy_as_declared() -> None:
+    # Given a Glue database and table, a workgroup and a saved query referring to them (as CDK writes them)
+    table_input = {
+        "Name": "events",
+        "TableType": "EXTERNAL_TABLE",
+        "Parameters": {"projection.enabled": "true", "projection.day.type": "integer", "projection.day.range": "1,31"},
+        "PartitionKeys": [{"Name": "day", "Type": "int"}],
+        "StorageDescriptor": {
+            "Columns": [{"Name": "event_id", "Type": "string"}],
+            "Location": "s3://bucket/events/",
+            "SerdeInfo": {"SerializationLibrary": "org.openx.data.jsonserde.JsonSerDe"},
+        },
+    }
+    resources = {
+        "Db": {
+            "Type": "AWS::Glue::Database",
+            "Properties": {"CatalogId": {"Ref": "AWS::AccountId"}, "DatabaseInput": {"Name": "trail"}},
+        },
+        "Events": {
+            "Type": "AWS::Glue::Table",
+            "Properties": {"DatabaseName": {"Ref": "Db"}, "TableInput": table_input},
+        },
+        "Wg": {
+            "Type": "AWS::Athena::WorkGroup",
+            "Properties": {
+                "Name": "trail-wg",
+                "WorkGroupConfiguration": {
+                    "EnforceWorkGroupConfiguration": True,
+                    "BytesScannedCutoffPerQuery": 10_485_760,
+                },
+            },
+        },
+        "Daily": {
+            "Type": "AWS::Athena::NamedQuery",
+            "Properties": {
+                "Name": "daily",
+                "Database": {"Ref": "Db"},
+                "WorkGroup": {"Ref": "Wg"},
+                "QueryString": "SELECT 1",
+            },
+        },
+    }
+
+    with embedded_stage([t.stack("T-Trail", "Events", resources)]) as stage:
+        # Then the catalog, the workgroup and the saved query hold what the template says
+        stored = stage.client("glue").get_table(DatabaseName="trail", Name="events")["Table"]
+        assert stored["Parameters"]["projection.enabled"] == "true"
+        assert stored["PartitionKeys"] == [{"Name": "day", "Type": "int"}]
+        athena = stage.client("athena")
+        workgroup = athena.get_work_group(WorkGroup="trail-wg")["WorkGroup"]["Configuration"]
+        assert workgroup["BytesScannedCutoffPerQuery"] == 10_485_760
+        (query_id,) = athena.list_named_queries(WorkGroup="trail-wg")["NamedQueryIds"]
+        assert stage.only("AWS::Athena::NamedQuery").ref == query_id
+        assert athena.get_named_query(NamedQueryId=query_id)["NamedQuery"]["Database"] == "trail"
+
+
+def test_firehose_evaluates_the_prefix_and_writes_gzip_objects_as_firehose_does() -> None:
+    # Given a direct-put stream whose prefix holds Hive-style date partitions, GZIP objects
+    destination = {
+        "BucketARN": {"Fn::GetAtt": ["Bucket", "Arn"]},
+        "RoleARN": {"Fn::GetAtt": ["Role", "Arn"]},
+        "Prefix": "audit/year=!{timestamp:yyyy}/month=!{timestamp:MM}/day=!{timestamp:dd}/",
+        "ErrorOutputPrefix": "errors/!{firehose:error-output-type}/",
+        "CompressionFormat": "GZIP",
+    }
+    resources = {
+        "Role": t.role("firehose.amazonaws.com"),
+        "Bucket": {"Type": "AWS::S3::Bucket", "Properties": {}},
+        "Stream": {
+            "Type": "AWS::KinesisFirehose::DeliveryStream",
+            "Properties": {"DeliveryStreamType": "DirectPut", "ExtendedS3DestinationConfiguration": destination},
+        },
+    }
+    with embedded_stage([t.stack("T-Hose", "Events", resources)]) as stage:
+        # When a batch is put
+        stream = stage.only("AWS::KinesisFirehose::DeliveryStream").ref
+        stage.client("firehose").put_record_batch(
+            DeliveryStreamName=stream, Records=[{"Data": b'{"a":1}\n'}, {"Data": b'{"a":2}\n'}]
+        )
+
+        # Then one .gz object lands under the evaluated prefix, today's date in UTC
+        s3 = stage.client("s3")
+        bucket = stage.only("AWS::S3::Bucket").ref
+        (obj,) = s3.list_objects_v2(Bucket=bucket)["Contents"]
+        today = datetime.datetime.fromtimestamp(stage.clock(), datetime.UTC)
+        assert obj["Key"].startswith(f"audit/year={today:%Y}/month={today:%m}/day={today:%d}/{stream}-")
+        assert obj["Key"].endswith(".gz")
+        body = gzip.decompress(s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read())
+        assert body == b'{"a":1}\n{"a":2}\n'

@@ -105,6 +105,8 @@ def test_a_guardrail_may_be_named_by_id_or_arn(stages: dict[str, Any]) -> None:
         ("notice_recipient_domains", "example.com", r"notice_recipient_domains must be a list of strings"),
         ("notice_recipient_domains", ["https://x.test"], r"notice_recipient_domains must hold domains"),
         ("notice_recipient_domains", [], r"notice_recipient_domains must list the domains a stage"),
+        ("trail_query_scan_limit_mb", 5, r"trail_query_scan_limit_mb must be a number in 10..10485760 \(given 5\)"),
+        ("trail_query_scan_limit_mb", "1GB", r"trail_query_scan_limit_mb must be a number in 10..10485760"),
     ],
 )
 def test_fails_on_bad_value(stages: dict[str, Any], key: str, value: Any, message: str) -> None:

@@ -413,6 +413,52 @@ def test_audit_trail_has_its_own_stream_into_the_object_lock_bucket(any_stage: S
     assert "AUDIT_BUCKET_NAME" not in variables
 
 
+def test_the_audit_locker_locks_every_new_audit_object_with_the_stages_mode_and_days(
+    any_stage: SynthesizedStage,
+) -> None:
+    config = any_stage.stage.config
+    locker_id = function_id(any_stage, "AuditLocker")
+    locker = resources(any_stage, "AWS::Lambda::Function")[locker_id]["Properties"]
+    variables = locker["Environment"]["Variables"]
+    assert (variables["AUDIT_LOCK_MODE"], variables["AUDIT_RETENTION_DAYS"]) == (
+        config.audit_object_lock_mode.upper(),
+        str(config.audit_retention_days),
+    )
+    # Every Object Created event of the audit bucket (on the default bus, where S3 sends them)
+    _, rule = only(any_stage, "AWS::Events::Rule", "AuditObjectCreated")
+    pattern = rule["Properties"]["EventPattern"]
+    assert "EventBusName" not in rule["Properties"]
+    assert (pattern["source"], pattern["detail-type"]) == (["aws.s3"], ["Object Created"])
+    (bucket_name,) = pattern["detail"]["bucket"]["name"]
+    assert "AuditBucket" in bucket_name["Fn::GetStackOutput"]["OutputName"]
+    (target,) = rule["Properties"]["Targets"]
+    assert target["Arn"] == {"Fn::GetAtt": [locker_id, "Arn"]}
+    dlq = target["DeadLetterConfig"]["Arn"]
+    # Failed deliveries and failed invocations end in the same alarmed queue
+    (config_id,) = [
+        k
+        for k, v in resources(any_stage, "AWS::Lambda::EventInvokeConfig").items()
+        if v["Properties"]["FunctionName"] == {"Ref": locker_id}
+    ]
+    invoke = resources(any_stage, "AWS::Lambda::EventInvokeConfig")[config_id]["Properties"]
+    assert invoke["DestinationConfig"]["OnFailure"]["Destination"] == dlq
+    # It may set and read the retention of the audit bucket's objects and nothing else of S3 (not the objects)
+    role = locker["Role"]["Fn::GetAtt"][0]
+    statements = [
+        st
+        for p in resources(any_stage, "AWS::IAM::Policy").values()
+        if {"Ref": role} in p["Properties"]["Roles"]
+        for st in p["Properties"]["PolicyDocument"]["Statement"]
+    ]
+    s3_actions = {
+        a
+        for st in statements
+        for a in ([st["Action"]] if isinstance(st["Action"], str) else st["Action"])
+        if a.startswith("s3:")
+    }
+    assert s3_actions == {"s3:GetObjectRetention", "s3:PutObjectRetention"}
+
+
 # -- constructs fail fast ---------------------------------------------------------------------
 
 

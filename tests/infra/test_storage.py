@@ -151,17 +151,19 @@ def test_analytics_expire(any_stage: SynthesizedStage) -> None:
     assert any(r.get("ExpirationInDays") == any_stage.stage.config.analytics_expiration_days for r in rules)
 
 
-def test_audit_bucket_object_lock_per_stage(dev: SynthesizedStage, prod: SynthesizedStage) -> None:
-    for stage, mode, days in ((dev, "GOVERNANCE", 7), (prod, "COMPLIANCE", 365)):
-        bucket = _bucket(stage, "AuditBucket")
-        props = bucket["Properties"]
-        assert props["ObjectLockEnabled"] is True
-        assert props["ObjectLockConfiguration"] == {
-            "ObjectLockEnabled": "Enabled",
-            "Rule": {"DefaultRetention": {"Mode": mode, "Days": days}},
-        }
-        assert props["VersioningConfiguration"] == {"Status": "Enabled"}
-        assert bucket["DeletionPolicy"] == "Retain", "the audit trail outlives the stack in every stage"
+def test_audit_bucket_has_object_lock_without_a_default_retention_and_announces_new_objects(
+    any_stage: SynthesizedStage,
+) -> None:
+    # A default retention would make S3 refuse Firehose's uploads unless they carry a checksum
+    # (undocumented for Firehose); the Events stack's audit locker locks each object instead.
+    bucket = _bucket(any_stage, "AuditBucket")
+    props = bucket["Properties"]
+    assert props["ObjectLockEnabled"] is True
+    assert "Rule" not in props.get("ObjectLockConfiguration", {})
+    assert props["NotificationConfiguration"] == {"EventBridgeConfiguration": {"EventBridgeEnabled": True}}
+    assert props["VersioningConfiguration"] == {"Status": "Enabled"}
+    assert bucket["DeletionPolicy"] == "Retain", "the audit trail outlives the stack in every stage"
+    assert not _resources(any_stage, "Storage", "Custom::S3BucketNotifications")
 
 
 def test_no_principal_may_delete_from_the_audit_bucket(any_stage: SynthesizedStage) -> None:
@@ -181,7 +183,7 @@ def test_no_principal_may_delete_from_the_audit_bucket(any_stage: SynthesizedSta
 
 
 def test_dev_buckets_are_emptied_on_delete_prod_buckets_are_kept(dev: SynthesizedStage, prod: SynthesizedStage) -> None:
-    assert len(_resources(dev, "Storage", "Custom::S3AutoDeleteObjects")) == 3  # all but the locked audit bucket
+    assert len(_resources(dev, "Storage", "Custom::S3AutoDeleteObjects")) == 4  # all but the locked audit bucket
     assert _resources(prod, "Storage", "Custom::S3AutoDeleteObjects") == {}
     for bucket in _resources(prod, "Storage", "AWS::S3::Bucket").values():
         assert bucket["DeletionPolicy"] == "Retain"

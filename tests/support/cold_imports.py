@@ -58,6 +58,7 @@ ALLOWED: Final[Mapping[str, frozenset[str]]] = MappingProxyType(
         "lambdas.api.agent": _ROUTES,
         "lambdas.api.authorizer": _VERIFIES,
         "lambdas.api.rest": _ROUTES,
+        "lambdas.events.audit_lock": _TRACED,
         "lambdas.events.customer_notifier": _NOTIFIES,
         "lambdas.events.dashboard": _BATCHES,
         "lambdas.events.escalation": _BATCHES,

@@ -470,3 +470,36 @@ def sns_notification(
         "UnsubscribeURL": f"https://sns.{REGION}.amazonaws.com/?Action=Unsubscribe&SubscriptionArn={topic_arn}:0",
         "MessageAttributes": {name: {"Type": "String", "Value": value} for name, value in (attributes or {}).items()},
     }
+
+
+def s3_object_created_event(
+    bucket: str, key: str, *, version_id: str | None, time: str, size: int = 1024
+) -> dict[str, Any]:
+    """An "Object Created" event as S3 sends it to EventBridge (the bucket's EventBridge notifications)."""
+    obj: dict[str, Any] = {
+        "key": key,
+        "size": size,
+        "etag": "b1946ac92492d2347c6235b4d2611184",
+        "sequencer": "00617F0829",
+    }
+    if version_id is not None:
+        obj["version-id"] = version_id
+    return {
+        "version": "0",
+        "id": "17793124-05d4-b198-2fde-7ededc63b103",
+        "detail-type": "Object Created",
+        "source": "aws.s3",
+        "account": "123456789012",
+        "time": time,
+        "region": REGION,
+        "resources": [f"arn:aws:s3:::{bucket}"],
+        "detail": {
+            "version": "0",
+            "bucket": {"name": bucket},
+            "object": obj,
+            "request-id": "N4N7GDK58NMKJ12R",
+            "requester": "123456789012",
+            "source-ip-address": "1.2.3.4",
+            "reason": "PutObject",
+        },
+    }

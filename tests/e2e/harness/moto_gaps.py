@@ -7,6 +7,11 @@ Each fix makes moto accept what AWS accepts; none makes moto more lenient than A
   name starting with ``States.``. Only the AWS-defined names below are let through.
 * DynamoDB Streams: botocore >= 1.38 calls ``<account>.streams-ddb.<region>`` endpoints that
   moto does not route (handled in ``loaders.Cloud.client`` with the classic endpoint).
+* Firehose: moto writes every S3 delivery under ``<prefix>YYYY/MM/DD/HH/``, uncompressed, and
+  ignores the prefix's ``!{timestamp:...}`` expressions; Firehose evaluates them (the stage's
+  ``year=/month=/day=`` partitions, which the trail's tables project) and writes GZIP objects as
+  ``.gz``. ``tests.support.firehose.delivering_like_firehose`` names and writes objects as
+  Firehose documents.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from unittest import mock
 
 from moto.stepfunctions.parser.asl.component.common.error_name.custom_error_name import CustomErrorName
 from moto.stepfunctions.parser.asl.component.common.error_name.error_name import ErrorName
+
+from tests.support.firehose import delivering_like_firehose
 
 #: Error names AWS Step Functions defines that moto's lexer does not know.
 AWS_STATES_ERRORS_UNKNOWN_TO_MOTO = frozenset({"States.Http.Socket"})
@@ -33,5 +40,5 @@ def patched() -> Iterator[None]:
             return
         original(self, error_name)
 
-    with mock.patch.object(CustomErrorName, "__init__", init):
+    with mock.patch.object(CustomErrorName, "__init__", init), delivering_like_firehose():
         yield
