@@ -7,7 +7,9 @@ targets are printed next to the figures, and a miss is reported, never hidden.
 
 from __future__ import annotations
 
+import argparse
 import importlib
+import json
 import os
 import platform
 import shutil
@@ -18,7 +20,7 @@ import tempfile
 import time
 import zipfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -179,15 +181,6 @@ def store_rows() -> list[Row]:
     return rows
 
 
-def router_rows() -> list[Row]:
-    """AWS calls and records per second for a 100-record mixed batch (bench/router.py)."""
-    try:
-        from bench import router
-    except ImportError:
-        return [Row("stream router: 100-record batch", "bench/router.py missing", "-")]
-    return [item if isinstance(item, Row) else Row(**item) for item in router.run()]
-
-
 def module_rows(name: str, *args: Any) -> list[Row]:
     """The rows of ``bench.<name>.run(*args)``: each a Row or a dict of Row's fields."""
     module = importlib.import_module(f"bench.{name}")
@@ -219,43 +212,91 @@ def render(rows: Sequence[Row]) -> str:
     return "\n".join(lines)
 
 
+#: Each step of `make bench`: its progress label and what it measures, given the run count and the
+#: scratch directory the steps share (synth leaves the stage's assembly there for the cold imports).
+STEPS: dict[str, tuple[str, Callable[[int, Path], list[Row]]]] = {
+    "synth": ("synth + asset", lambda runs, out: synth_rows(max(3, runs // 2), out)),
+    "imports": ("imports", lambda runs, out: import_rows(out / "app", runs)),
+    "cost": ("cost of 1,000 chat turns", lambda runs, out: module_rows("cost")),
+    "store": ("store", lambda runs, out: store_rows()),
+    "router": ("router", lambda runs, out: module_rows("router")),
+    "message_path": ("message path", lambda runs, out: module_rows("message_path")),
+    "streaming": ("streamed replies", lambda runs, out: module_rows("streaming")),
+    "e2e": ("e2e", lambda runs, out: e2e_rows(3)),
+    "synth_breakdown": ("synth breakdown", lambda runs, out: module_rows("synth_breakdown", max(3, runs // 2))),
+}
+
+
+def run_step(name: str, runs: int, out: Path) -> list[Row] | str:
+    """One step in a fresh interpreter: its rows, or why it failed.
+
+    Handler modules read their settings (and Powertools' Metrics its namespace) from the environment
+    at first import, and each step sets the environment its handlers run in; in one process the
+    first step to import a handler would fix it for every later one.
+    """
+    rows_file = out / f"rows-{name}.json"
+    command = [sys.executable, "-m", "bench", "--step", name, "--runs", str(runs), "--out", str(out)]
+    # The step's standard output is its handlers' log lines; its errors go to the terminal.
+    done = subprocess.run(command, cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL, check=False)  # noqa: S603
+    if done.returncode != 0 or not rows_file.exists():
+        return f"exit {done.returncode}"
+    return [Row(**row) for row in json.loads(rows_file.read_text())]
+
+
+def step_main(name: str, runs: int, out: Path) -> int:
+    """Inside the step's own interpreter: measure and leave the rows in the scratch directory."""
+    _, measure = STEPS[name]
+    with quiet.function_logs():
+        rows = measure(runs, out)
+    (out / f"rows-{name}.json").write_text(json.dumps([asdict(row) for row in rows]))
+    return 0
+
+
 def main(argv: Sequence[str]) -> int:
-    runs = int(os.environ.get("BENCH_RUNS", "5"))
-    out = Path(tempfile.mkdtemp(prefix="bench-synth-"))
-    steps: list[tuple[str, Callable[[], list[Row]]]] = [
-        ("synth + asset", lambda: synth_rows(max(3, runs // 2), out)),
-        ("imports", lambda: import_rows(out / "app", runs)),
-        # Before any step imports a handler into this process (the message path and streaming
-        # modules are imported when they run): Powertools' Metrics takes its namespace from the
-        # environment when a handler module is first imported, and the cost step runs them as deployed.
-        ("cost of 1,000 chat turns", lambda: module_rows("cost")),
-        ("store", store_rows),
-        ("router", router_rows),
-        ("message path", lambda: [Row(**row) for row in importlib.import_module("bench.message_path").run()]),
-        ("streamed replies", lambda: [Row(**row) for row in importlib.import_module("bench.streaming").run()]),
-        ("e2e", lambda: e2e_rows(3)),
-        ("synth breakdown", lambda: module_rows("synth_breakdown", max(3, runs // 2))),
-    ]
-    if "--with-suite" in argv or os.environ.get("BENCH_SUITE") == "1":
-        steps.append(("make test", test_suite_rows))
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--step", choices=sorted(STEPS), help="measure one step (used by the full run)")
+    parser.add_argument("--runs", type=int, default=int(os.environ.get("BENCH_RUNS", "5")))
+    parser.add_argument("--out", type=Path, help="the steps' shared scratch directory")
+    parser.add_argument("--with-suite", action="store_true", help="also time `make test` (minutes)")
+    args = parser.parse_args(argv)
+    if args.step:
+        if args.out is None:
+            parser.error("--step needs --out")
+        return step_main(args.step, args.runs, args.out)
+    names = list(STEPS)
+    if args.with_suite or os.environ.get("BENCH_SUITE") == "1":
+        names.append("suite")
+    out = Path(tempfile.mkdtemp(prefix="bench-"))
     rows: list[Row] = []
-    # The handlers the benchmarks run in this process log JSON lines to standard output; the
-    # output of `make bench` is its progress and the table.
+    failed: list[str] = []
     try:
-        with quiet.function_logs():
-            for label, step in steps:
-                print(f"measuring {label} ...", file=sys.stderr, flush=True)
-                rows += step()
+        for name in names:
+            if name == "suite":
+                print("measuring make test ...", file=sys.stderr, flush=True)
+                rows += test_suite_rows()
+                continue
+            print(f"measuring {STEPS[name][0]} ...", file=sys.stderr, flush=True)
+            result = run_step(name, args.runs, out)
+            if isinstance(result, str):
+                failed.append(f"{name} ({result})")
+                rows.append(Row(f"{STEPS[name][0]}: the step failed ({result}), see its errors above", "-", "-"))
+            else:
+                rows += result
     finally:
         shutil.rmtree(out, ignore_errors=True)
     table = render(rows)
     print(table)
+    if failed:
+        # A partial table would replace the last whole one: docs/performance.md is left as it was.
+        print(f"make bench: failed steps: {', '.join(failed)}; docs/performance.md not written", file=sys.stderr)
+        return 1
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     target = ROOT / "docs" / "performance.md"
     target.write_text(
         "# Performance\n\n"
         f"Measured by `make bench` on {stamp}, on {machine()}.\n"
         "Each figure is the median of the runs shown; every baseline was measured in the same run.\n"
+        "Each step runs in a fresh interpreter of its own (handlers read their settings at import).\n"
         "Cold imports run each handler module from its code asset in the assembly, in a fresh interpreter,\n"
         "in Lambda's environment (tracing on as deployed, no bytecode cache), and count CPU time:\n"
         "bench/cold_imports.py.\n"
