@@ -684,17 +684,7 @@ class ManualMove:
         by_id = {str(n): message for n, message in enumerate(messages)}
         reasons: dict[str, str] = {}
 
-        def send(entries: list[dict[str, Any]]) -> list[bool]:
-            try:
-                answer = self.aws.sqs_once.send_message_batch(QueueUrl=self.destination.url, Entries=entries)
-            except (ClientError, BotoCoreError) as error:
-                reasons.update({entry["Id"]: describe(error) for entry in entries})
-                raise
-            for failed in answer.get("Failed", []):
-                reasons[failed["Id"]] = f"{failed.get('Code', '?')}: {failed.get('Message', '')}"
-            failed_ids = {failed["Id"] for failed in answer.get("Failed", [])}
-            return [entry["Id"] not in failed_ids for entry in entries]
-
+        send = _batch_call(partial(self.aws.sqs_once.send_message_batch, QueueUrl=self.destination.url), reasons)
         pending = [Entry(key, {"Id": key, **m.outgoing(fifo=False)}, m.size) for key, m in by_id.items()]
         unsent: list[Entry[dict[str, Any]]] = []
         for chunk in _chunks(pending):
@@ -728,17 +718,7 @@ class ManualMove:
         by_id = {str(n): message for n, message in enumerate(sent)}
         reasons: dict[str, str] = {}
 
-        def delete(entries: list[dict[str, Any]]) -> list[bool]:
-            try:
-                answer = self.aws.sqs_once.delete_message_batch(QueueUrl=self.dlq.url, Entries=entries)
-            except (ClientError, BotoCoreError) as error:
-                reasons.update({entry["Id"]: describe(error) for entry in entries})
-                raise
-            for failed in answer.get("Failed", []):
-                reasons[failed["Id"]] = f"{failed.get('Code', '?')}: {failed.get('Message', '')}"
-            failed_ids = {failed["Id"] for failed in answer.get("Failed", [])}
-            return [entry["Id"] not in failed_ids for entry in entries]
-
+        delete = _batch_call(partial(self.aws.sqs_once.delete_message_batch, QueueUrl=self.dlq.url), reasons)
         entries = [Entry(key, {"Id": key, "ReceiptHandle": m.receipt}, 0) for key, m in by_id.items()]
         not_deleted = {entry.owner for entry in send_with_retries(entries, delete, self.backoff)} if entries else set()
         for key, message in by_id.items():
@@ -746,6 +726,27 @@ class ManualMove:
                 self.report.not_deleted[message.id] = reasons.get(key, "no answer")
             else:
                 self.report.moved.append(message.id)
+
+
+def _batch_call(operation: Callable[..., Any], reasons: dict[str, str]) -> Callable[[list[dict[str, Any]]], list[bool]]:
+    """A batch SQS operation (SendMessageBatch, DeleteMessageBatch) as :func:`send_with_retries` calls it.
+
+    It answers which entries went through, and leaves in ``reasons`` why each one that did not
+    failed (the entry's failure, or the error that refused the whole batch, which it re-raises).
+    """
+
+    def call(entries: list[dict[str, Any]]) -> list[bool]:
+        try:
+            answer = operation(Entries=entries)
+        except (ClientError, BotoCoreError) as error:
+            reasons.update({entry["Id"]: describe(error) for entry in entries})
+            raise
+        for failed in answer.get("Failed", []):
+            reasons[failed["Id"]] = f"{failed.get('Code', '?')}: {failed.get('Message', '')}"
+        failed_ids = {failed["Id"] for failed in answer.get("Failed", [])}
+        return [entry["Id"] not in failed_ids for entry in entries]
+
+    return call
 
 
 def _chunks(entries: list[Entry[dict[str, Any]]]) -> Iterable[list[Entry[dict[str, Any]]]]:
