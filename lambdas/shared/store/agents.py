@@ -173,19 +173,7 @@ class Agents(TableCore):
         )
         stored, actions = self._agent_actions(changed, expected_revision=current.revision)
         if name is not None:
-            expr = Expr()
-            update = Update(expr)
-            update.set("name", name)
-            actions.append(
-                {
-                    "Update": {
-                        "TableName": self.table_name,
-                        "Key": marshal_item(keys.agent_directory_key(agent_id)),
-                        "UpdateExpression": update.expression(),
-                        **expr.params(),
-                    }
-                }
-            )
+            actions.append(self._directory_update(agent_id, "name", name))
         self._transact(agent_id, actions)
         return stored
 
@@ -202,21 +190,23 @@ class Agents(TableCore):
         now = self._now()
         retired = replace(current, status=AgentStatus.RETIRED, current_session_id=None, retired_at=now)
         stored, actions = self._agent_actions(retired, expected_revision=current.revision)
-        expr = Expr()
-        update = Update(expr)
-        update.set("retired_at", now)
-        actions.append(
-            {
-                "Update": {
-                    "TableName": self.table_name,
-                    "Key": marshal_item(keys.agent_directory_key(agent_id)),
-                    "UpdateExpression": update.expression(),
-                    **expr.params(),
-                }
-            }
-        )
+        actions.append(self._directory_update(agent_id, "retired_at", now))
         self._transact(agent_id, actions)
         return stored
+
+    def _directory_update(self, agent_id: str, attribute: str, value: Any) -> dict[str, Any]:
+        """A transaction action setting one attribute of the agent's directory row."""
+        expr = Expr()
+        update = Update(expr)
+        update.set(attribute, value)
+        return {
+            "Update": {
+                "TableName": self.table_name,
+                "Key": marshal_item(keys.agent_directory_key(agent_id)),
+                "UpdateExpression": update.expression(),
+                **expr.params(),
+            }
+        }
 
     def list_agents(
         self, *, limit: int = 25, cursor: str | None = None, status: AgentStatus | str | None = None
