@@ -392,7 +392,7 @@ class Story(
             any(f.get("type") == "message" and f.get("role") == "agent" for f in new),
             f"customer got no agent frame: {new}",
         )
-        done = self.stage.wait_execution(self.values["handoff_execution"], timeout=20)
+        done = self.stage.wait_execution(self.values["handoff_execution"], timeout=40)
         expect(done["status"] == "SUCCEEDED", f"handoff execution ended {done['status']}")
         step.changes.append(f"customer frame message (role agent); handoff execution {done['status']}")
         self.done(step, started)
