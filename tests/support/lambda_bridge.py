@@ -38,6 +38,7 @@ import io
 import json
 import os
 import threading
+import time
 import traceback
 import uuid
 import zipfile
@@ -70,6 +71,7 @@ class Invocation:
     event: Any
     result: Any = None
     error: BaseException | None = None
+    seconds: float = 0.0  # the handler's own run time, the bridge's lock wait excluded
 
 
 @dataclass
@@ -169,13 +171,14 @@ def in_process() -> Iterator[Invocations]:
         call = Invocation(function.function_name, handler, payload)
         record.calls.append(call)
         with _LOCK, function_environment(function.environment_vars or {}):
-            running = CURRENT_HANDLER.set(handler)
+            running, started = CURRENT_HANDLER.set(handler), time.perf_counter()
             try:
                 call.result = resolve_handler(handler)(payload, LambdaContext(function))
             except Exception as error:  # every handler error becomes Lambda's error payload
                 call.error = error
                 return json.dumps(_error_payload(error)), True, traceback.format_exc()
             finally:
+                call.seconds = time.perf_counter() - started
                 CURRENT_HANDLER.reset(running)
         return json.dumps(call.result, default=str), False, ""
 
