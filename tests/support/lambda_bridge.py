@@ -14,7 +14,10 @@ payload is ``{"errorType": <exception class name>, "errorMessage": ..., "stackTr
 so Step Functions Retry/Catch match on the exception's class name as they do in AWS.
 
 Invocations run one at a time (a re-entrant lock), because environment variables are
-process-wide; nested invocations (a handler invoking another function) work.
+process-wide; nested invocations (a handler invoking another function) work. While a handler
+runs, :data:`CURRENT_HANDLER` holds its Handler string (a context variable: the threads a handler
+starts with a copy of its context see it too), so a test layer can tell the functions' AWS calls
+from the harness's own.
 
 Usage::
 
@@ -29,11 +32,13 @@ that do not stand up a whole synthesized stage.
 
 from __future__ import annotations
 
+import contextvars
 import importlib
 import io
 import json
 import os
 import threading
+import time
 import traceback
 import uuid
 import zipfile
@@ -51,6 +56,8 @@ from constructs_lib.approval_gate import gate_runtime
 from lambdas.shared import env as lambda_env
 
 _LOCK = threading.RLock()
+#: The Handler string of the in-process invocation running in this context (None: the harness).
+CURRENT_HANDLER: contextvars.ContextVar[str | None] = contextvars.ContextVar("current_handler", default=None)
 #: Code assets other than ``lambdas``: the asset's top-level package -> where it is importable here.
 _ASSET_PACKAGES = {"gate_runtime": GATE_RUNTIME_PACKAGE}
 
@@ -64,6 +71,7 @@ class Invocation:
     event: Any
     result: Any = None
     error: BaseException | None = None
+    seconds: float = 0.0  # the handler's own run time, the bridge's lock wait excluded
 
 
 @dataclass
@@ -163,11 +171,15 @@ def in_process() -> Iterator[Invocations]:
         call = Invocation(function.function_name, handler, payload)
         record.calls.append(call)
         with _LOCK, function_environment(function.environment_vars or {}):
+            running, started = CURRENT_HANDLER.set(handler), time.perf_counter()
             try:
                 call.result = resolve_handler(handler)(payload, LambdaContext(function))
             except Exception as error:  # every handler error becomes Lambda's error payload
                 call.error = error
                 return json.dumps(_error_payload(error)), True, traceback.format_exc()
+            finally:
+                call.seconds = time.perf_counter() - started
+                CURRENT_HANDLER.reset(running)
         return json.dumps(call.result, default=str), False, ""
 
     with mock.patch.object(LambdaFunction, "_invoke_lambda", invoke):

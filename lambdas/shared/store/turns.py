@@ -9,7 +9,7 @@ meanwhile) calls them apart.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 from botocore.exceptions import ClientError
 
@@ -103,7 +103,11 @@ class Turns(TableCore):
     def put_turn(self, session_id: str, turn_number: int, role: Role | str, content: str) -> Turn:
         """Store turn ``turn_number`` (a number :meth:`reserve_turn` handed out), content zlib-compressed.
 
-        One conditional PutItem that never overwrites: Conflict when the number is taken.
+        One conditional PutItem that never overwrites: Conflict when the number is taken by
+        another turn. Finding this very turn there (same role and content) is success: only this
+        writer holds the number, so it is its own write, applied before its answer was lost (a
+        read timeout) and met again by the SDK's retry; telling the caller it failed would have
+        the customer send a stored message twice.
         """
         require_id(session_id, "session_id")
         turn_role = checked_turn(role, content)
@@ -117,11 +121,14 @@ class Turns(TableCore):
             ttl=now + self.ttl_seconds,
         )
         try:
-            self._put_new(turn.to_item())
+            self._put_new(turn.to_item(), return_old=True)
         except ClientError as err:
-            if code_of(err) == CONDITION_FAILED:
-                raise Conflict(f"turn {turn.turn_number} of session {session_id!r} exists already") from None
-            raise
+            if code_of(err) != CONDITION_FAILED:
+                raise
+            old = old_item(err)
+            if old is not None and _is_same_turn(old, turn):
+                return Turn.from_item(old)
+            raise Conflict(f"turn {turn.turn_number} of session {session_id!r} exists already") from None
         return turn
 
     def turns_before(self, session_id: str, before: int, *, limit: int) -> list[Turn]:
@@ -247,3 +254,12 @@ class Turns(TableCore):
         require_id(session_id, "session_id")
         item = self._latest(session_id, keys.SUMMARY_PREFIX)
         return Summary.from_item(item) if item else None
+
+
+def _is_same_turn(item: dict[str, Any], turn: Turn) -> bool:
+    """Whether a stored turn item is ``turn`` (its role and content), as a retried write finds it."""
+    try:
+        stored = Turn.from_item(item)
+    except (KeyError, ValueError, TypeError):
+        return False
+    return stored.role == turn.role and stored.content == turn.content

@@ -1,0 +1,417 @@
+"""Transient AWS faults on the chat and event paths of the embedded stage: nothing lost, no unbounded retry.
+
+Every test injects one kind of fault (``tests.e2e.harness.faults``: throttle, 5xx, connect or read
+timeout) into one dependency, drives the product through its public surface, and checks:
+
+* the chat path: the customer's turn stays stored and the customer gets a reply or a clear error
+  frame, never silence while the connection works;
+* the event path: every table change reaches every consumer exactly once after de-duplication
+  on ``event_id``, or its record lands in an alarmed DLQ;
+* the retry bound: the calls the layer counted never exceed what the configuration allows (read
+  from the template and the functions' settings, not written down here).
+
+The stage is deployed once for the module; each test uses a new customer and session and clears
+the layer's rules before and after.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from lambdas.shared import aws
+from lambdas.shared.connections import DEFAULT_ATTEMPTS as POST_ATTEMPTS
+from lambdas.shared.retry import DEFAULT_ATTEMPTS as POLICY_ATTEMPTS
+from lambdas.shared.settings import settings
+from tests.e2e.chat import Chat, open_chat, store_of
+from tests.e2e.harness import EmbeddedStage, embedded_stage
+from tests.e2e.harness.bedrock import echo_answer
+from tests.e2e.harness.faults import (
+    CONNECT_TIMEOUT,
+    KINDS,
+    READ_TIMEOUT,
+    SERVER_ERROR,
+    THROTTLE,
+    FaultLayer,
+)
+from tests.support.lambda_bridge import function_environment
+from tests.support.synth import SynthesizedStage
+
+pytestmark = pytest.mark.slow
+
+MESSAGE = "lambdas.ws.message.handler"
+ROUTER = "lambdas.events.router.handler"
+SUMMARY = "lambdas.events.summary.handler"
+#: Faults a retry can repair without the service having applied the call; a read timeout may
+#: have been applied, and is tested apart where that matters.
+UNAPPLIED = (THROTTLE, SERVER_ERROR, CONNECT_TIMEOUT)
+
+
+@pytest.fixture(scope="module")
+def faulted(synthesized: SynthesizedStage) -> Iterator[tuple[EmbeddedStage, FaultLayer]]:
+    layer = FaultLayer()
+    with embedded_stage(synthesized.assembly_dir) as stage, layer.installed():
+        yield stage, layer
+
+
+@pytest.fixture
+def stage(faulted: tuple[EmbeddedStage, FaultLayer]) -> Iterator[EmbeddedStage]:
+    stage, layer = faulted
+    layer.clear()
+    stage.bedrock.answer = echo_answer
+    yield stage
+    layer.clear()
+    stage.bedrock.answer = echo_answer
+    stage.settle(timeout=60, wait_executions=False)
+
+
+@pytest.fixture
+def layer(faulted: tuple[EmbeddedStage, FaultLayer]) -> FaultLayer:
+    return faulted[1]
+
+
+_customers = iter(range(10_000))
+
+
+def new_chat(stage: EmbeddedStage) -> Chat:
+    return open_chat(stage, f"fault-{next(_customers)}")
+
+
+def setting(stage: EmbeddedStage, handler: str, name: str) -> Any:
+    """A stage setting as ``handler``'s function reads it from its environment."""
+    with function_environment(stage.function(handler).environment):
+        return getattr(settings(), name)
+
+
+def errors(frames: list[Any]) -> list[str]:
+    return [str(f.get("code")) for f in frames if isinstance(f, dict) and f.get("type") == "error"]
+
+
+def stored_turns(stage: EmbeddedStage, chat: Chat) -> list[tuple[int, str, str]]:
+    session = store_of(stage).get_session(chat.session_id)
+    assert session is not None
+    turns = store_of(stage).turns_between(chat.session_id, 1, max(1, session.turn_count))
+    return [(t.turn_number, str(t.role), t.content) for t in turns]
+
+
+def user_turns(stage: EmbeddedStage, chat: Chat) -> list[str]:
+    return [content for _, role, content in stored_turns(stage, chat) if role == "user"]
+
+
+def assistant_replies(frames: list[Any]) -> list[str]:
+    finals = [f for f in frames if isinstance(f, dict) and f.get("type") == "final"]
+    return [str(f["turn_number"]) for f in finals]
+
+
+# ---------------------------------------------------------------------------------------- chat path
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_bedrock_fault_once_is_retried_and_the_customer_gets_the_reply(
+    stage: EmbeddedStage, layer: FaultLayer, kind: str
+) -> None:
+    # Given a connected customer and ConverseStream failing once
+    chat = new_chat(stage)
+    layer.inject("bedrock-runtime", kind, operations={"ConverseStream"}, times=1)
+    # When the customer sends a message
+    frames = chat.say("is volume 3 out?")
+    # Then the reply arrives whole and both turns are stored once
+    assert errors(frames) == []
+    assert len(assistant_replies(frames)) == 1
+    assert user_turns(stage, chat) == ["is volume 3 out?"]
+    assert [c for _, r, c in stored_turns(stage, chat) if r == "assistant"][-1] == "You said: is volume 3 out?"
+    # And the stream was opened twice: the failed attempt and its retry
+    assert layer.count("bedrock-runtime", "ConverseStream", caller=MESSAGE) == 2
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_bedrock_down_keeps_the_turn_and_says_so(stage: EmbeddedStage, layer: FaultLayer, kind: str) -> None:
+    # Given ConverseStream failing on every call
+    chat = new_chat(stage)
+    layer.inject("bedrock-runtime", kind, operations={"ConverseStream"}, times=None)
+    # When the customer sends a message
+    frames = chat.say("anything like Frieren?")
+    # Then the turn is stored and the customer is told the assistant cannot answer now
+    assert errors(frames) == ["assistant_unavailable"]
+    assert "saved" in frames[-1]["message"]
+    assert user_turns(stage, chat) == ["anything like Frieren?"]
+    # And the model was asked exactly as often as the stage allows (its BEDROCK_ATTEMPTS)
+    attempts = setting(stage, MESSAGE, "bedrock_attempts")
+    assert layer.count("bedrock-runtime", "ConverseStream", caller=MESSAGE) == attempts
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        *UNAPPLIED,
+        pytest.param(
+            READ_TIMEOUT,
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="a post whose answer is lost was delivered; its retry repeats the delta, and delta "
+                "frames carry nothing a client could drop a repeat by",
+            ),
+        ),
+    ],
+)
+def test_post_to_connection_fault_below_the_bound_loses_no_frame(
+    stage: EmbeddedStage, layer: FaultLayer, kind: str
+) -> None:
+    # Given PostToConnection failing for one fewer attempt than a frame gets
+    chat = new_chat(stage)
+    layer.inject("apigatewaymanagementapi", kind, operations={"PostToConnection"}, times=POST_ATTEMPTS - 1)
+    # When the customer sends a message
+    frames = chat.say("when is the next volume?")
+    # Then the reply arrives whole, and both turns are stored once
+    text = "".join(f["text"] for f in frames if f.get("type") == "delta")
+    assert errors(frames) == []
+    assert len(assistant_replies(frames)) == 1
+    assert text == "You said: when is the next volume?"
+    assert user_turns(stage, chat) == ["when is the next volume?"]
+    # And no frame took more than its attempts
+    assert layer.count("apigatewaymanagementapi", "PostToConnection", caller=MESSAGE) == (
+        len(frames) + POST_ATTEMPTS - 1
+    )
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_post_to_connection_down_keeps_the_turn_and_stops(stage: EmbeddedStage, layer: FaultLayer, kind: str) -> None:
+    # Given PostToConnection failing on every call of the message function
+    chat = new_chat(stage)
+    layer.inject("apigatewaymanagementapi", kind, operations={"PostToConnection"}, callers={MESSAGE}, times=None)
+    # When the customer sends a message
+    chat.say("hello?")
+    # Then the customer's turn is stored and no partial reply is
+    assert [(r, c) for _, r, c in stored_turns(stage, chat)][-1] == ("user", "hello?")
+    # And the function gave up after one frame's attempts: no retry without bound
+    assert layer.count("apigatewaymanagementapi", "PostToConnection", caller=MESSAGE) == POST_ATTEMPTS
+
+
+@pytest.mark.parametrize("kind", UNAPPLIED)
+def test_dynamodb_fault_within_the_sdk_retries_is_invisible(stage: EmbeddedStage, layer: FaultLayer, kind: str) -> None:
+    # Given every DynamoDB call of the message function failing twice (botocore makes 3 attempts)
+    chat = new_chat(stage)
+    layer.inject("dynamodb", kind, callers={MESSAGE}, times=aws.STANDARD_ATTEMPTS - 1)
+    # When the customer sends a message
+    frames = chat.say("any news?")
+    # Then nothing shows: the reply arrives and both turns are stored
+    assert errors(frames) == []
+    assert len(assistant_replies(frames)) == 1
+    assert [(r, c) for _, r, c in stored_turns(stage, chat)][-2:] == [
+        ("user", "any news?"),
+        ("assistant", "You said: any news?"),
+    ]
+    # And the SDK's retries did it, beneath the function: the faulted call was made three times
+    assert len(layer.calls("dynamodb", caller=MESSAGE, faulted=True)) == aws.STANDARD_ATTEMPTS - 1
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_dynamodb_down_before_the_turn_is_stored_says_not_saved(
+    stage: EmbeddedStage, layer: FaultLayer, kind: str
+) -> None:
+    # Given DynamoDB failing on every call of the message function
+    chat = new_chat(stage)
+    layer.inject("dynamodb", kind, callers={MESSAGE}, times=None)
+    # When the customer sends a message
+    frames = chat.say("are you there?")
+    # Then the customer is told it was not saved, to send it again
+    assert errors(frames) == ["message_not_saved"]
+    # And each call of the admission round trip was made exactly botocore's attempts, then no other
+    calls = layer.calls("dynamodb", caller=MESSAGE)
+    per_operation = {op: sum(a.operation == op for a in calls) for op in {a.operation for a in calls}}
+    assert calls
+    assert all(n % aws.STANDARD_ATTEMPTS == 0 for n in per_operation.values()), per_operation
+    assert len(calls) <= aws.STANDARD_ATTEMPTS * 3, per_operation  # the connection and two token buckets
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_dynamodb_down_after_the_turn_is_stored_keeps_it_and_says_so(
+    stage: EmbeddedStage, layer: FaultLayer, kind: str
+) -> None:
+    # Given DynamoDB failing from the moment the model is asked (the customer's turn is stored by then)
+    chat = new_chat(stage)
+
+    def answer(request: dict[str, Any]) -> str:
+        layer.inject("dynamodb", kind, callers={MESSAGE}, times=None)
+        return echo_answer(request)
+
+    stage.bedrock.answer = answer
+    # When the customer sends a message
+    frames = chat.say("recommend something")
+    layer.clear()
+    # Then the turn is stored, the reply is not, and the customer reads that the message is saved
+    assert errors(frames) == ["internal_error"]
+    assert "saved" in frames[-1]["message"]
+    assert user_turns(stage, chat) == ["recommend something"]
+    assert [r for _, r, _ in stored_turns(stage, chat)].count("assistant") == 1  # the welcome only
+
+
+def test_read_timeout_on_the_turn_write_does_not_tell_a_stored_message_it_was_lost(
+    stage: EmbeddedStage, layer: FaultLayer
+) -> None:
+    # Given the PutItem that stores the customer's turn applied, but its answer lost once
+    chat = new_chat(stage)
+    layer.inject("dynamodb", READ_TIMEOUT, operations={"PutItem"}, callers={MESSAGE}, times=1)
+    # When the customer sends a message
+    frames = chat.say("volume 4?")
+    # Then the SDK's retry finds the turn stored: the customer gets the reply, and the turn is stored once
+    assert errors(frames) == []
+    assert user_turns(stage, chat) == ["volume 4?"]
+
+
+# ---------------------------------------------------------------------------------------- event path
+
+
+def router_mapping(stage: EmbeddedStage) -> Any:
+    (mapping,) = stage.mappings_of(stage.function(ROUTER).name)
+    return mapping
+
+
+def dlq_alarmed(stage: EmbeddedStage, queue_arn: str) -> bool:
+    """The template has an alarm on the queue's ApproximateNumberOfMessagesVisible.
+
+    Alarms are passive on the embedded stage (CloudWatch is not emulated): read from the template.
+    """
+    queue = stage.only("AWS::SQS::Queue", where=lambda q: q.attributes["Arn"] == queue_arn)
+    names = {queue.logical_id, queue_arn.rsplit(":", 1)[-1]}
+    for deployed in stage.stacks:
+        for alarm in deployed.of_type("AWS::CloudWatch::Alarm"):
+            props = alarm.properties
+            if props.get("MetricName") != "ApproximateNumberOfMessagesVisible":
+                continue
+            for dimension in props.get("Dimensions") or []:
+                value = json.dumps(dimension.get("Value"))
+                if dimension.get("Name") == "QueueName" and any(name in value for name in names):
+                    return True
+    return False
+
+
+def change_events(stage: EmbeddedStage, session_id: str) -> dict[str, int]:
+    """SessionStatusChanged events of ``session_id`` the bus delivered to a Lambda target: event_id -> count."""
+    seen: dict[str, int] = {}
+    for delivery in stage.events.deliveries:
+        payload = delivery.payload if isinstance(delivery.payload, dict) else {}
+        detail = payload.get("detail") or {}
+        if isinstance(detail, dict) and detail.get("session_id") == session_id and "event_id" in detail:
+            key = f"{delivery.target_arn}|{detail['event_id']}"
+            seen[key] = seen.get(key, 0) + 1
+    return seen
+
+
+def trail_lines(stage: EmbeddedStage, variable: str, session_id: str) -> list[dict[str, Any]]:
+    """Every line the delivery stream named by the router's ``variable`` wrote for ``session_id``."""
+    from tests.support.firehose import read_lines
+
+    stream = stage.function(ROUTER).environment[variable]
+    destination = stage.client("firehose").describe_delivery_stream(DeliveryStreamName=stream)[
+        "DeliveryStreamDescription"
+    ]["Destinations"][0]["ExtendedS3DestinationDescription"]
+    bucket = destination["BucketARN"].split(":::", 1)[1]
+    prefix = destination["Prefix"].split("!{", 1)[0]
+    lines = [line for _, line in read_lines(stage.client("s3"), bucket, prefix)]
+    return [line for line in lines if line.get("pk") == f"SESSION#{session_id}" or line.get("session_id") == session_id]
+
+
+def summaries(stage: EmbeddedStage, session_id: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = stage.client("dynamodb").query(
+        TableName=stage.only("AWS::DynamoDB::Table").ref,
+        KeyConditionExpression="PK = :pk AND begins_with(SK, :s)",
+        ExpressionAttributeValues={":pk": {"S": f"SESSION#{session_id}"}, ":s": {"S": "SUMMARY#"}},
+    )["Items"]
+    return items
+
+
+def chat_until_summary(stage: EmbeddedStage, chat: Chat) -> None:
+    """Messages until the session holds a full summary window of turns (the welcome is turn 1)."""
+    interval = setting(stage, ROUTER, "summary_interval")
+    while True:
+        session = store_of(stage).get_session(chat.session_id)
+        assert session is not None
+        if session.turn_count >= interval:
+            return
+        stage.clock.advance(4)  # stay under the connection's message rate
+        chat.say(f"message {session.turn_count}")
+
+
+#: The router's dependencies: (service, operation) of the call that carries a table change onward.
+ROUTER_DEPENDENCIES = (
+    ("firehose", "PutRecordBatch"),
+    ("eventbridge", "PutEvents"),
+    ("lambda", "Invoke"),
+)
+
+
+def created_turns(lines: list[dict[str, Any]]) -> int:
+    """Distinct turn creations among trail lines: Firehose may repeat a line, never its event_id."""
+    return len({line["event_id"] for line in lines if line["item_type"] == "turn" and line["change"] == "created"})
+
+
+def expect_every_change_once(stage: EmbeddedStage, chat: Chat) -> None:
+    """Analytics, audit, the bus's targets and the summary each hold every change of the session once."""
+    turns = len(stored_turns(stage, chat))
+    for variable in ("AUDIT_STREAM_NAME", "ANALYTICS_STREAM_NAME"):
+        lines = trail_lines(stage, variable, chat.session_id)
+        assert created_turns(lines) == turns, f"{variable}: {created_turns(lines)} turn creations for {turns} turns"
+    events = change_events(stage, chat.session_id)
+    assert events, "no status change reached the bus's targets"
+    assert all(count == 1 for count in events.values()), events
+    assert len(summaries(stage, chat.session_id)) == 1
+
+
+@pytest.mark.parametrize("kind", UNAPPLIED)
+@pytest.mark.parametrize(("service", "operation"), ROUTER_DEPENDENCIES)
+def test_router_dependency_fault_once_delivers_every_change_once(
+    stage: EmbeddedStage, layer: FaultLayer, service: str, operation: str, kind: str
+) -> None:
+    # Given the router's calls of one dependency failing for all but the last attempt of its retry policy
+    layer.inject(service, kind, operations={operation}, callers={ROUTER}, times=POLICY_ATTEMPTS - 1)
+    # When a customer chats until a summary is due and the stream is delivered
+    chat = new_chat(stage)
+    chat_until_summary(stage, chat)
+    stage.settle(timeout=60, wait_executions=False)
+    # Then the fault was met and every change reached every consumer once
+    assert layer.calls(service, operation, caller=ROUTER, faulted=True)
+    expect_every_change_once(stage, chat)
+    assert not layer.calls(service, operation, caller=ROUTER, faulted=None) or all(
+        d.outcome.ok for d in stage.streams.deliveries[-3:]
+    )
+
+
+@pytest.mark.parametrize(("service", "operation"), ROUTER_DEPENDENCIES)
+def test_router_dependency_down_lands_in_the_alarmed_dlq_within_the_retry_bound(
+    stage: EmbeddedStage, layer: FaultLayer, service: str, operation: str
+) -> None:
+    # Given the router's calls of one dependency throttled on every attempt
+    mapping = router_mapping(stage)
+    assert mapping.on_failure_arn is not None
+    assert dlq_alarmed(stage, mapping.on_failure_arn)
+    dlq = stage.only("AWS::SQS::Queue", where=lambda q: q.attributes["Arn"] == mapping.on_failure_arn)
+    stage.queue_messages(dlq)  # start from an empty DLQ
+    before, discarded = len(stage.streams.deliveries), len(stage.streams.discarded)
+    rule = layer.inject(service, THROTTLE, operations={operation}, callers={ROUTER}, times=None)
+    # When a customer's session starts and chats until a summary is due (a status change, turns, a summary)
+    chat = new_chat(stage)
+    chat_until_summary(stage, chat)
+    stage.settle(timeout=60, wait_executions=False)
+    # Then the records whose change could not be passed on are in the DLQ, which has an alarm
+    records = [json.loads(m["Body"]) for m in stage.queue_messages(dlq)]
+    given_up = stage.streams.discarded[discarded:]
+    assert given_up, f"no record was given up although {rule.injected} {operation} calls failed"
+    assert sum(r["DDBStreamBatchInfo"]["batchSize"] for r in records) == len(given_up)
+    # And the retries were bounded: attempts per chunk times invocations, invocations by the mapping
+    invocations = [d for d in stage.streams.deliveries[before:] if d.mapping == mapping.logical_id]
+    assert mapping.maximum_retry_attempts is not None
+    records_seen = {i for d in invocations for i in d.item_ids}
+    # bisecting halves a batch until single records fail alone: at most 2n-1 batches per pass
+    bound = (2 * len(records_seen) - 1) * (mapping.maximum_retry_attempts + 1)
+    assert len(invocations) <= bound
+    failed_calls = layer.calls(service, operation, caller=ROUTER, faulted=True)
+    assert len(failed_calls) == rule.injected <= len(invocations) * POLICY_ATTEMPTS * 2
+    print(
+        f"{service} {operation} down: {len(invocations)} router invocations (bound {bound}), "
+        f"{len(failed_calls)} failed calls, {len(given_up)} records in the DLQ"
+    )
+    layer.clear()
