@@ -10,28 +10,14 @@ replies to chat, a fixed text to summarisation requests).
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import time
 import warnings
 
-# No AWS account, no credentials, no Docker: fake credentials and a fixed region for moto.
-for _key, _value in {
-    "AWS_ACCESS_KEY_ID": "demo",
-    "AWS_SECRET_ACCESS_KEY": "demo",
-    "AWS_SESSION_TOKEN": "demo",
-    "AWS_DEFAULT_REGION": "us-east-1",
-    "AWS_REGION": "us-east-1",
-    "AWS_EC2_METADATA_DISABLED": "true",
-    "POWERTOOLS_TRACE_DISABLED": "1",
-    "POWERTOOLS_METRICS_DISABLED": "true",
-    # the handlers' own logs would drown the narration; warnings and errors still show
-    "AWS_LAMBDA_LOG_LEVEL": "ERROR",
-    "JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION": "1",
-    "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
-}.items():
-    os.environ[_key] = _value
-os.environ.pop("AWS_PROFILE", None)
+from tests.support.offline import go_offline
+
+# The handlers' own logs would drown the narration; warnings and errors still show.
+go_offline(AWS_LAMBDA_LOG_LEVEL="ERROR")
 
 from tests.e2e.conftest import e2e_config, e2e_stage  # noqa: E402 - after the environment is set
 from tests.e2e.harness import embedded_stage  # noqa: E402

@@ -33,6 +33,7 @@ from tests.e2e.harness import EmbeddedStage
 from tests.e2e.harness.identity import Directory
 from tests.e2e.story_base import token_subject
 from tests.support.lambda_bridge import function_environment
+from tests.support.offline import go_offline
 
 DEFAULT_SESSIONS = 50
 DEFAULT_MESSAGES = 20
@@ -278,6 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=DEFAULT_THREADS)
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     args = parser.parse_args(argv)
+    go_offline(AWS_LAMBDA_LOG_LEVEL="WARNING")
     from tests.e2e.conftest import e2e_stage
     from tests.e2e.harness import embedded_stage
 
