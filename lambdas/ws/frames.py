@@ -7,7 +7,7 @@ Client -> server (one route per ``action``)::
 Server -> client, every frame has a ``type``::
 
     {"type": "welcome", "session_id": ..., "resumed": false, "status": "active", "message": ...}
-    {"type": "delta", "session_id": ..., "reply_to": 3, "text": ...}              (the reply, as written)
+    {"type": "delta", "session_id": ..., "reply_to": 3, "offset": 0, "text": ...}  (the reply, as written)
     {"type": "final", "role": "assistant", "session_id": ..., "reply_to": 3, "turn_number": 4}
     {"type": "reply_blocked", "session_id": ..., "reply_to": 3, "turn_number": 4, "text": ...}
     {"type": "message", "role": "agent", "session_id": ..., "turn_number": 4, "text": ...}
@@ -143,9 +143,13 @@ def message_frame(*, role: str, session_id: str, turn_number: int, text: str) ->
     return {"type": "message", "role": role, "session_id": session_id, "turn_number": turn_number, "text": text}
 
 
-def delta_frame(*, session_id: str, reply_to: int, text: str) -> dict[str, Any]:
-    """The next part of the assistant's reply to turn ``reply_to``, in order: append ``text``."""
-    return {"type": "delta", "session_id": session_id, "reply_to": reply_to, "text": text}
+def delta_frame(*, session_id: str, reply_to: int, offset: int, text: str) -> dict[str, Any]:
+    """The next part of the assistant's reply to turn ``reply_to``: ``text``, which follows ``offset`` characters.
+
+    A post whose answer is lost is retried, so a client may get a delta twice: it appends ``text``
+    only when ``offset`` is the length of what it has, and drops a repeat (``offset`` below it).
+    """
+    return {"type": "delta", "session_id": session_id, "reply_to": reply_to, "offset": offset, "text": text}
 
 
 def final_frame(*, session_id: str, reply_to: int, turn_number: int) -> dict[str, Any]:

@@ -234,6 +234,13 @@ def stream_reply(
     session_id, reply_to = accepted.session.session_id, accepted.turn.turn_number
     deltas = DeltaCoalescer()
     end = ReplyEnd("end_turn")
+    posted = 0  # characters of the reply posted so far: the next delta's offset
+
+    def post(text: str) -> bool:
+        nonlocal posted
+        offset, posted = posted, posted + len(text)
+        return send(delta_frame(session_id=session_id, reply_to=reply_to, offset=offset, text=text))
+
     pieces = model.stream(context.turns, summary=context.summary)
     try:
         for piece in pieces:
@@ -241,7 +248,7 @@ def stream_reply(
                 end = piece
                 continue
             batch = deltas.add(piece)
-            if batch is not None and not send(delta_frame(session_id=session_id, reply_to=reply_to, text=batch)):
+            if batch is not None and not post(batch):
                 return "gone"
     except ResponderError as err:
         logger.warning("no reply from the responder", extra={"reason": err.reason, "posted": deltas.posts})
@@ -266,7 +273,7 @@ def stream_reply(
     # The customer gets the rest of the text first; the reply, complete, is stored whether or not
     # they are still there to see the final frame.
     rest = deltas.rest()
-    delivered = rest is None or send(delta_frame(session_id=session_id, reply_to=reply_to, text=rest))
+    delivered = rest is None or post(rest)
     reply_turn = store.add_turn(session_id, Role.ASSISTANT, deltas.text)
     metrics.add_metric(name="ChatTurns", unit=MetricUnit.Count, value=1)
     if not delivered:

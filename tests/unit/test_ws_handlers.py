@@ -432,7 +432,13 @@ def test_message_in_an_active_session_is_answered_stored_and_posted(ws: DynamoSe
     assert turns[2].content == "You said: Is Frieren volume 3 out?"  # the stage has no model: echo
     # The echo streams its reply as one delta, then the final frame names the stored turn
     assert sent_frames(CONN) == [
-        {"type": "delta", "session_id": session_id, "reply_to": 2, "text": "You said: Is Frieren volume 3 out?"},
+        {
+            "type": "delta",
+            "session_id": session_id,
+            "reply_to": 2,
+            "offset": 0,
+            "text": "You said: Is Frieren volume 3 out?",
+        },
         {"type": "final", "role": "assistant", "session_id": session_id, "reply_to": 2, "turn_number": 3},
     ]
 
@@ -648,6 +654,8 @@ def test_a_streamed_reply_arrives_in_far_fewer_posts_than_tokens_and_is_stored_o
     deltas, final = frames[:-1], frames[-1]
     assert {f["type"] for f in deltas} == {"delta"}
     assert "".join(f["text"] for f in deltas) == LONG_REPLY
+    # And each delta says where its text starts, so a client can drop a repeated post
+    assert [f["offset"] for f in deltas] == [len("".join(f["text"] for f in deltas[:n])) for n in range(len(deltas))]
     assert final == {"type": "final", "role": "assistant", "session_id": session_id, "reply_to": 2, "turn_number": 3}
     assert ws.list_turns(session_id).items[-1].content == LONG_REPLY
     assert len(frames) <= len(model_tokens(LONG_REPLY)) // 10
