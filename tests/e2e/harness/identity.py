@@ -98,9 +98,7 @@ class Directory:
         region = self.pool_id.split("_", 1)[0]
         return f"https://cognito-idp.{region}.amazonaws.com/{self.pool_id}"
 
-    def ensure_user(
-        self, email: str, *, role: str | None, verified: bool = True, password: str | None = None
-    ) -> bool:
+    def ensure_user(self, email: str, *, role: str | None, verified: bool = True, password: str | None = None) -> bool:
         """Create the user once (confirmed, with a permanent password) and put it in ``role``'s group.
 
         True when the user was created now, False when it existed (then nothing changes).
