@@ -235,6 +235,7 @@ def main(argv: Sequence[str]) -> int:
         ("streamed replies", lambda: [Row(**row) for row in importlib.import_module("bench.streaming").run()]),
         ("e2e", lambda: e2e_rows(3)),
         ("synth breakdown", lambda: module_rows("synth_breakdown", max(3, runs // 2))),
+        ("local startup", lambda: module_rows("local_startup", max(3, runs // 2), out / "app")),
     ]
     if "--with-suite" in argv or os.environ.get("BENCH_SUITE") == "1":
         steps.append(("make test", test_suite_rows))
