@@ -23,7 +23,7 @@ import contextlib
 import json
 import logging
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from http import HTTPStatus
@@ -109,6 +109,7 @@ class LocalServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._outboxes: dict[str, asyncio.Queue[Any]] = {}
         self._sockets: dict[str, _Socket] = {}
+        self._ended: set[str] = set()  # connections whose socket is gone: nothing more is queued for them
         self._handlers: set[asyncio.Task[Any]] = set()
         self._cors_origins = _preflight_origins(local)
 
@@ -164,9 +165,13 @@ class LocalServer:
         body = raw.decode("utf-8", errors="replace") if raw else None
         headers = dict(request.headers.items())
         query = dict(request.query.items())
-        response = await self._call(
-            self.local.stage.rest.request, request.method, path, headers=headers, query=query, body=body
-        )
+        try:
+            response = await self._call(
+                self.local.stage.rest.request, request.method, path, headers=headers, query=query, body=body
+            )
+        except Exception:  # the emulation itself failed: what API Gateway answers, and the cause on the console
+            log.exception("%s %s failed in the embedded stage", request.method, request.path)
+            return web.json_response({"message": "Internal server error"}, status=500)
         out_headers = dict(response.headers)
         if not any(k.lower() == "content-type" for k in out_headers):
             out_headers["Content-Type"] = _JSON
@@ -267,8 +272,13 @@ class LocalServer:
 
     def _frame_posted(self, connection_id: str, frame: Any) -> None:
         """A frame for a client (any thread): queued for its socket's writer at once."""
+
+        def queue() -> None:
+            if connection_id not in self._ended:
+                self._outbox(connection_id).put_nowait(frame)
+
         if self._loop is not None:
-            self._loop.call_soon_threadsafe(lambda: self._outbox(connection_id).put_nowait(frame))
+            self._loop.call_soon_threadsafe(queue)
 
     def _closed_by_server(self, connection_id: str) -> None:
         """A handler deleted the connection (``@connections`` DELETE): close its socket."""
@@ -304,12 +314,16 @@ class LocalServer:
         except ConnectionRefused as refused:
             log.info("$connect refused: %s", refused)
             return web.json_response({"message": HTTPStatus(refused.status).phrase}, status=refused.status)
-        await ws.prepare(request)
+        except Exception:
+            log.exception("$connect failed in the embedded stage")
+            return web.json_response({"message": "Internal server error"}, status=500)
         socket = _Socket(ws, self._outbox(connection_id))
         self._sockets[connection_id] = socket
-        writer = asyncio.create_task(self._write(socket))
-        log.info("connected %s", connection_id)
+        writer: asyncio.Task[None] | None = None
         try:
+            await ws.prepare(request)
+            writer = asyncio.create_task(self._write(socket))
+            log.info("connected %s", connection_id)
             async for message in ws:
                 if message.type == WSMsgType.TEXT:
                     self._received(connection_id, message.data)
@@ -339,13 +353,15 @@ class LocalServer:
             except ConnectionError:
                 return
 
-    async def _socket_gone(self, connection_id: str, socket: _Socket, writer: asyncio.Task[None]) -> None:
+    async def _socket_gone(self, connection_id: str, socket: _Socket, writer: asyncio.Task[None] | None) -> None:
         """The client's socket ended: posts answer 410 from now on; ``$disconnect`` runs after what it sent."""
         router = self.local.stage.websocket
         connection = router.connections.get(connection_id)
         if connection is not None and connection.open:
             router.close(connection_id)
-        writer.cancel()
+        if writer is not None:
+            writer.cancel()
+        self._ended.add(connection_id)
         self._sockets.pop(connection_id, None)
         self._outboxes.pop(connection_id, None)
         if socket.closed_by_server or connection is None or connection.disconnected:
@@ -387,11 +403,3 @@ def _preflight_origins(local: LocalStage) -> tuple[str, ...]:
             if value:
                 origins.add(str(value).strip("'"))
     return tuple(sorted(origins))
-
-
-async def serve_until(server: LocalServer, stopped: Awaitable[Any]) -> None:
-    """Serve until ``stopped`` completes, then stop the server."""
-    try:
-        await stopped
-    finally:
-        await server.stop()

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -255,13 +254,3 @@ def local_stage(
             yield local
         finally:
             local.stop()
-
-
-def wait_until(condition: Callable[[], bool], timeout: float, poll: float = 0.05) -> bool:
-    """Poll ``condition`` until it holds or ``timeout`` seconds pass; whether it held."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(poll)
-    return condition()
