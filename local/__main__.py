@@ -8,6 +8,7 @@ import contextlib
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -80,6 +81,16 @@ def arguments(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def free(host: str, ports: tuple[int, ...]) -> None:
+    """Raise OSError when one of ``ports`` (0: any) cannot be bound on ``host`` now."""
+    for port in ports:
+        if port:
+            family = socket.AF_INET6 if ":" in host else socket.AF_INET
+            with socket.socket(family, socket.SOCK_STREAM) as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                probe.bind((host, port))
+
+
 def main(argv: list[str]) -> int:
     args = arguments(argv)
     bedrock_credentials: Any = None
@@ -98,6 +109,7 @@ def main(argv: list[str]) -> int:
     logging.getLogger("local").setLevel(logging.INFO)
     logging.getLogger("moto").setLevel(logging.CRITICAL)
     try:
+        free(args.host, (args.rest_port, args.ws_port))  # before the stage takes seconds to stand up
         return asyncio.run(serve(args, bedrock_credentials))
     except FileNotFoundError as missing:
         print(f"make local: {missing}", file=sys.stderr)

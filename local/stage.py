@@ -14,6 +14,7 @@ the stage's ``rate(...)`` rules when their period has passed, on the real clock.
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -29,6 +30,7 @@ from tests.e2e.harness.identity import Directory, SignedIn, claims_of
 from tests.e2e.harness.intrinsics import Deployed
 
 T = TypeVar("T")
+log = logging.getLogger("local")
 
 #: The password of the demo users and of users created without one (meets the pool's policy).
 DEMO_PASSWORD = "Local-Passw0rd!"  # noqa: S105 - printed at startup: a user pool on this machine only
@@ -131,6 +133,7 @@ class LocalStage:
                     stats.rules_fired += 1
                     moved += 1
         except Exception as error:  # a broken record must not stop the stage; it is reported
+            log.warning("pump: %s: %s", type(error).__name__, error)
             stats.errors.append(f"{type(error).__name__}: {error}")
             del stats.errors[:-20]
         stats.moved += moved
