@@ -303,7 +303,8 @@ class LocalServer:
                 self._handlers.discard(task)
 
     async def _serve_socket(self, request: web.Request) -> web.StreamResponse:
-        ws = web.WebSocketResponse(max_msg_size=MAX_FRAME_BYTES, autoping=True)
+        # aiohttp refuses a message of max_msg_size bytes or more; API Gateway takes exactly 32 KB
+        ws = web.WebSocketResponse(max_msg_size=MAX_FRAME_BYTES + 1, autoping=True)
         if not ws.can_prepare(request).ok:
             return web.json_response({"message": "Expected a WebSocket upgrade"}, status=426)
         router = self.local.stage.websocket

@@ -191,7 +191,13 @@ def test_websocket_refuses_and_limits_as_api_gateway_does(server: LocalProcess) 
         customer = await c.token("limits-customer@example.com", "customer")
         chat = await c.chat(customer)
         await chat.wait_for(is_type("welcome"))
-        await chat.ws.send_str('{"action": "sendMessage", "text": "' + "x" * 40_000 + '"}')
+        # exactly 32 KB is a frame API Gateway takes (the handler refuses the text as too long)
+        frame = '{"action": "sendMessage", "text": "'
+        await chat.ws.send_str(frame + "x" * (32 * 1024 - len(frame) - 2) + '"}')
+        refusal = await chat.wait_for(is_type("error"))
+        assert refusal["code"] == "message_too_long", refusal
+        # one byte more closes the connection with 1009 (Message Too Big)
+        await chat.ws.send_str(frame + "x" * (32 * 1024 - len(frame) - 1) + '"}')
         assert chat.reader is not None
         await asyncio.wait_for(chat.reader, 10)
         assert chat.ws.close_code == aiohttp.WSCloseCode.MESSAGE_TOO_BIG
