@@ -18,7 +18,7 @@ import logging
 import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -144,7 +144,7 @@ class LocalStage:
         while not self.stopping:
             try:
                 moved = self.run(self.pump_once)
-            except RuntimeError:  # the worker was shut down between the check and the submit
+            except (RuntimeError, CancelledError):  # the worker stopped between the check and the submit
                 return
             if not moved:
                 self._stopping.wait(interval)
