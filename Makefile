@@ -107,7 +107,8 @@ local: install ## The dev stage on localhost over embedded AWS: make local [HOST
 		echo "cdk.out has no current dev stage: make synth STAGE=dev"; \
 		$(MAKE) --no-print-directory synth STAGE=dev; \
 	fi
-	$(PY) -m local $(if $(HOST),--host "$(HOST)") $(if $(REST_PORT),--rest-port "$(REST_PORT)") \
+	@# HOST only from the command line: some shells export HOST as the machine's name.
+	$(PY) -m local $(if $(filter command line,$(origin HOST)),--host "$(HOST)") $(if $(REST_PORT),--rest-port "$(REST_PORT)") \
 		$(if $(WS_PORT),--ws-port "$(WS_PORT)") $(if $(BEDROCK),--bedrock "$(BEDROCK)")
 
 mint-token: install ## A deployed dev pool's token: make mint-token EMAIL=a@example.com ROLE=customer [CREATE=1] (password in env DEV_USER_PASSWORD)

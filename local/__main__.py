@@ -49,7 +49,8 @@ _LOADED = time.monotonic()
 def arguments(argv: list[str]) -> argparse.Namespace:
     env = os.environ.get
     parser = argparse.ArgumentParser(prog="python -m local", description=__doc__)
-    parser.add_argument("--host", default=env("HOST") or "127.0.0.1", help="address to bind (default 127.0.0.1)")
+    # Not read from the environment: some shells export HOST as the machine's name.
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--rest-port", type=int, default=int(env("REST_PORT") or 8300), help="REST API and pages")
     parser.add_argument("--ws-port", type=int, default=int(env("WS_PORT") or 8301), help="WebSocket API")
     parser.add_argument(
