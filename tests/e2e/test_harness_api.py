@@ -295,7 +295,7 @@ def test_escape_javascript_quote_breaks_a_json_request_template(rest_stage: Embe
     assert any("POST /items/{id}/start" in entry for entry in rest_stage.rest.invalid_requests)
 
 
-def _ws_stack() -> list[Any]:
+def _ws_stack(name: str = "T-Ws") -> list[Any]:
     api = {"Ref": "Ws"}
 
     def integration(function_id: str) -> dict[str, Any]:
@@ -317,7 +317,7 @@ def _ws_stack() -> list[Any]:
 
     return [
         t.stack(
-            "T-Ws",
+            name,
             "Api",
             {
                 "Role": t.role(),
@@ -379,7 +379,7 @@ def test_websocket_routes_authorizer_and_management_api() -> None:
 
 def test_websocket_router_behind_real_sockets_hears_frames_and_closed_sockets_answer_410() -> None:
     """What ``make local`` relies on: the frame hook, close() before $disconnect, the 128 KB post limit."""
-    with embedded_stage(_ws_stack()) as stage:
+    with embedded_stage(_ws_stack("T-Ws-Sockets")) as stage:
         ws = stage.websocket
         heard: list[tuple[str, object]] = []
         ws.on_frame = lambda connection_id, frame: heard.append((connection_id, frame))
