@@ -81,6 +81,7 @@ class LocalStage:
         self.demo_users = False  # whether the demo users were created (their password is then shown)
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="stage")
         self._stopping = threading.Event()
+        self._activity = threading.Event()  # something was submitted: the pump looks again at once
         self.pump_stats = PumpStats()
         now = stage.clock()
         self.rate_rules: list[RateRule] = []
@@ -97,8 +98,10 @@ class LocalStage:
     # ------------------------------------------------------------------ the worker
 
     def submit(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> Future[T]:
-        """Run ``call`` on the stage's worker (after everything submitted before it)."""
-        return self._worker.submit(call, *args, **kwargs)
+        """Run ``call`` on the stage's worker (after everything submitted before it); wakes the pump."""
+        future = self._worker.submit(call, *args, **kwargs)
+        self._activity.set()
+        return future
 
     def run(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """``submit`` and wait for the result (from any thread but the worker)."""
@@ -107,6 +110,7 @@ class LocalStage:
     def stop(self) -> None:
         """Finish what was submitted, then stop the worker (the pump stops at its next round)."""
         self._stopping.set()
+        self._activity.set()
         self._worker.shutdown(wait=True, cancel_futures=True)
 
     @property
@@ -139,15 +143,26 @@ class LocalStage:
         stats.moved += moved
         return moved
 
-    def pump_forever(self, interval: float = 0.2) -> None:
-        """Pump on the worker until ``stop()``: at once again while something moved, else after ``interval``."""
+    def pump_forever(self, fastest: float = 0.1, slowest: float = 1.0) -> None:
+        """Pump on the worker until ``stop()``.
+
+        Again at once while something moved; after a client's call (which may have written what
+        the stream and queues carry on) after it; otherwise after a wait that doubles from
+        ``fastest`` to ``slowest`` seconds, so an idle server costs little CPU and a workflow's
+        own writes are picked up within ``slowest``.
+        """
+        interval = fastest
         while not self.stopping:
             try:
-                moved = self.run(self.pump_once)
+                moved = self._worker.submit(self.pump_once).result()
             except (RuntimeError, CancelledError):  # the worker stopped between the check and the submit
                 return
-            if not moved:
-                self._stopping.wait(interval)
+            if moved:
+                interval = fastest
+                continue
+            woken = self._activity.wait(interval)
+            self._activity.clear()
+            interval = fastest if woken else min(slowest, interval * 2)
 
     # ------------------------------------------------------------------ identity (on the worker)
 
