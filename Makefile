@@ -24,7 +24,7 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 export AWS_EC2_METADATA_DISABLED := true
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help install synth synth-all test lint typecheck unit cfn-lint checkov bench demo mint-token deploy diff destroy redrive openapi clean
+.PHONY: help install synth synth-all test lint typecheck unit browser cfn-lint checkov bench demo local mint-token deploy diff destroy redrive openapi clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -63,8 +63,22 @@ lint: install ## ruff lint and format check
 typecheck: install ## mypy (strict) over the app, stacks, constructs, lambdas, tools and bench
 	$(VENV)/bin/mypy
 
-unit: install ## pytest: unit, infrastructure and end-to-end tests
+unit: install browser ## pytest: unit, infrastructure and end-to-end tests
 	$(PY) -m pytest
+
+# The local pages' browser test drives the distribution's headless Chromium (no browser download).
+# Installed once with apt where this is root; elsewhere the test is skipped and says why.
+CHROMIUM_NAMES := chromium-headless-shell chromium chromium-browser
+browser: ## Headless Chromium from the distribution's packages, for the local pages' browser test
+	@for name in $(CHROMIUM_NAMES); do command -v $$name >/dev/null && exit 0; done; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "Installing chromium-headless-shell (apt) for the browser test"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+			-o DPkg::Lock::Timeout=300 chromium-headless-shell >/dev/null \
+		|| echo "Could not install Chromium: the browser test will be skipped"; \
+	else \
+		echo "No Chromium and no root apt-get to install it: the browser test will be skipped"; \
+	fi
 
 cfn-lint: synth-all ## cdk-nag (during synth) and cfn-lint over every template of dev and prod
 	@# The CLI reports cdk-nag's findings in the validation report but still exits 0.
@@ -84,6 +98,18 @@ bench: install ## Benchmarks; writes docs/performance.md
 
 demo: install ## The whole story on embedded AWS (moto), step by step
 	$(PY) -m tests.e2e.demo
+
+LOCAL_ASSEMBLY := cdk.out/assembly-MangaAssist-dev/manifest.json
+local: install ## The dev stage on localhost over embedded AWS: make local [HOST=127.0.0.1 REST_PORT=8300 WS_PORT=8301 BEDROCK=local|aws]; see docs/local.md
+	@# Synthesize dev first when cdk.out has no dev stage or is older than what the templates come from.
+	@if [ ! -f $(LOCAL_ASSEMBLY) ] || [ -n "$$(find app.py cdk.json stacks constructs_lib lambdas -newer $(LOCAL_ASSEMBLY) \
+		\( -name '*.py' -o -name '*.json' \) -print -quit)" ]; then \
+		echo "cdk.out has no current dev stage: make synth STAGE=dev"; \
+		$(MAKE) --no-print-directory synth STAGE=dev; \
+	fi
+	@# HOST only from the command line: some shells export HOST as the machine's name.
+	$(PY) -m local $(if $(filter command line,$(origin HOST)),--host "$(HOST)") $(if $(REST_PORT),--rest-port "$(REST_PORT)") \
+		$(if $(WS_PORT),--ws-port "$(WS_PORT)") $(if $(BEDROCK),--bedrock "$(BEDROCK)")
 
 mint-token: install ## A deployed dev pool's token: make mint-token EMAIL=a@example.com ROLE=customer [CREATE=1] (password in env DEV_USER_PASSWORD)
 	$(PY) -m tools.mint_token --stage $(STAGE) --email "$(EMAIL)" $(if $(ROLE),--role "$(ROLE)") $(if $(CREATE),--create)

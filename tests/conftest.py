@@ -30,12 +30,13 @@ def _work_unit(nodeid: str) -> str:
     * ``tests/infra/`` and the onboarding workflow read ``default_stages()`` (dev and prod
       synthesized once per process, about 35 s of CPU): one unit, one synthesis.
     * Each other workflow module synthesizes its own stage per module: one unit per module.
+    * Each ``tests/local/`` module starts one ``make local`` server for its tests: one unit per module.
     * Everything else is balanced test by test.
     """
     path = nodeid.split("::", 1)[0]
     if path.startswith("tests/infra/") or path == "tests/workflows/test_onboarding.py":
         return "default-stages"
-    if path.startswith("tests/workflows/test_"):
+    if path.startswith(("tests/workflows/test_", "tests/local/test_")):
         return path
     return nodeid
 

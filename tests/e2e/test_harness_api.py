@@ -8,6 +8,7 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 
 from tests.e2e import templates as t
 from tests.e2e.harness import EmbeddedStage, embedded_stage
@@ -294,7 +295,7 @@ def test_escape_javascript_quote_breaks_a_json_request_template(rest_stage: Embe
     assert any("POST /items/{id}/start" in entry for entry in rest_stage.rest.invalid_requests)
 
 
-def _ws_stack() -> list[Any]:
+def _ws_stack(name: str = "T-Ws") -> list[Any]:
     api = {"Ref": "Ws"}
 
     def integration(function_id: str) -> dict[str, Any]:
@@ -316,7 +317,7 @@ def _ws_stack() -> list[Any]:
 
     return [
         t.stack(
-            "T-Ws",
+            name,
             "Api",
             {
                 "Role": t.role(),
@@ -374,6 +375,33 @@ def test_websocket_routes_authorizer_and_management_api() -> None:
         )
         with pytest.raises(management.exceptions.GoneException):
             management.post_to_connection(ConnectionId=connection, Data=b"{}")
+
+
+def test_websocket_router_behind_real_sockets_hears_frames_and_closed_sockets_answer_410() -> None:
+    """What ``make local`` relies on: the frame hook, close() before $disconnect, the 128 KB post limit."""
+    with embedded_stage(_ws_stack("T-Ws-Sockets")) as stage:
+        ws = stage.websocket
+        heard: list[tuple[str, object]] = []
+        ws.on_frame = lambda connection_id, frame: heard.append((connection_id, frame))
+        connection = ws.connect(query={"token": "good"})
+        ws.send(connection, {"action": "sendMessage", "text": "hi"})
+        ws.send(connection, {"action": "dance"})
+        assert heard == [(connection, {"echo": "hi", "by": "bob"}), (connection, {"unknown": "dance"})]
+        management = boto3.client(
+            "apigatewaymanagementapi", endpoint_url=f"https://{ws.domain}/dev", region_name=stage.cloud.region
+        )
+        with pytest.raises(ClientError) as too_large:
+            management.post_to_connection(ConnectionId=connection, Data=b"x" * (128 * 1024 + 1))
+        assert too_large.value.response["Error"]["Code"] == "PayloadTooLargeException"
+
+        # The socket is gone: what the client sent before still runs, its posts answer 410 and are not heard.
+        ws.close(connection)
+        ws.send(connection, {"action": "sendMessage", "text": "late"})
+        assert ws.gone == [connection]
+        assert len(heard) == 2
+        ws.disconnect(connection)
+        with pytest.raises(KeyError):
+            ws.send(connection, {"action": "sendMessage", "text": "after $disconnect"})
 
 
 # ---------------------------------------------------------------------- VTL

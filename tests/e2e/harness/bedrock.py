@@ -34,7 +34,7 @@ import boto3
 from botocore.awsrequest import AWSResponse
 from botocore.validate import validate_parameters
 
-from tests.support.bedrock_stream import event_stream, reply_events, tokens
+from tests.support.bedrock_stream import Pacing, event_stream, reply_events, tokens
 
 SERVICE = "bedrock-runtime"
 _PARAMS_KEY = "e2e_bedrock_stub_params"
@@ -72,6 +72,8 @@ class BedrockStub:
 
     answer: Callable[[dict[str, Any]], str] = echo_answer
     calls: list[ConverseCall] = field(default_factory=list)
+    #: when a streamed answer's deltas are handed over (None: all at once), as a model writes them
+    pacing: Pacing | None = None
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -98,7 +100,8 @@ class BedrockStub:
         """The ConverseStream response to ``request`` (recorded): the answer as token-sized deltas."""
         reply = self.answer(request)
         self._record(request, reply, streamed=True, token_count=len(tokens(reply)))
-        return {"stream": event_stream(client, reply_events(reply)), "ResponseMetadata": {"HTTPStatusCode": 200}}
+        stream = event_stream(client, reply_events(reply), pacing=self.pacing)
+        return {"stream": stream, "ResponseMetadata": {"HTTPStatusCode": 200}}
 
     def respond(self, request: dict[str, Any]) -> dict[str, Any]:
         """The Converse response to ``request`` (recorded)."""

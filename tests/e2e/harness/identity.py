@@ -76,26 +76,33 @@ class SignedIn:
 class Directory:
     """The users of one pool: created and grouped as an admin would, signed in as the app client does."""
 
-    def __init__(self, client: Any, pool_id: str, client_id: str, clock: Callable[[], float]) -> None:
+    def __init__(
+        self, client: Any, pool_id: str, client_id: str, clock: Callable[[], float], *, password: str = PASSWORD
+    ) -> None:
         self.client, self.pool_id, self.client_id, self.clock = client, pool_id, client_id, clock
+        #: the password of every user this directory creates (unless told another)
+        self.password = password
 
     @classmethod
-    def of(cls, stage: EmbeddedStage) -> Directory:
+    def of(cls, stage: EmbeddedStage, *, password: str = PASSWORD) -> Directory:
         """The directory of the stage's one user pool and its one app client."""
         pool = stage.only("AWS::Cognito::UserPool")
         client = stage.only("AWS::Cognito::UserPoolClient")
         flows = client.properties.get("ExplicitAuthFlows", [])
         if "ALLOW_USER_PASSWORD_AUTH" not in flows:
             raise LookupError(f"the stage's app client does not allow password sign-in (flows {flows})")
-        return cls(stage.client("cognito-idp"), pool.ref, client.ref, stage.clock)
+        return cls(stage.client("cognito-idp"), pool.ref, client.ref, stage.clock, password=password)
 
     @property
     def issuer(self) -> str:
         region = self.pool_id.split("_", 1)[0]
         return f"https://cognito-idp.{region}.amazonaws.com/{self.pool_id}"
 
-    def ensure_user(self, email: str, *, role: str | None, verified: bool = True) -> None:
-        """Create the user once (confirmed, with a permanent password) and put it in ``role``'s group."""
+    def ensure_user(self, email: str, *, role: str | None, verified: bool = True, password: str | None = None) -> bool:
+        """Create the user once (confirmed, with a permanent password) and put it in ``role``'s group.
+
+        True when the user was created now, False when it existed (then nothing changes).
+        """
         try:
             self.client.admin_get_user(UserPoolId=self.pool_id, Username=email)
         except self.client.exceptions.UserNotFoundException:
@@ -109,17 +116,19 @@ class Directory:
                 MessageAction="SUPPRESS",
             )
             self.client.admin_set_user_password(
-                UserPoolId=self.pool_id, Username=email, Password=PASSWORD, Permanent=True
+                UserPoolId=self.pool_id, Username=email, Password=password or self.password, Permanent=True
             )
             if role is not None:
                 self.client.admin_add_user_to_group(UserPoolId=self.pool_id, Username=email, GroupName=role)
+            return True
+        return False
 
-    def sign_in(self, email: str) -> SignedIn:
+    def sign_in(self, email: str, password: str | None = None) -> SignedIn:
         """``InitiateAuth`` with the user's password, as a script or ``curl`` against dev does."""
         result = self.client.initiate_auth(
             ClientId=self.client_id,
             AuthFlow="USER_PASSWORD_AUTH",
-            AuthParameters={"USERNAME": email, "PASSWORD": PASSWORD},
+            AuthParameters={"USERNAME": email, "PASSWORD": password or self.password},
         )["AuthenticationResult"]
         return SignedIn(email, result["IdToken"], result["AccessToken"], result["RefreshToken"])
 

@@ -287,6 +287,7 @@ def embedded_stage(
     parameters: dict[str, dict[str, Any]] | None = None,
     before_deploy: Callable[[Cloud], None] | None = None,
     bedrock: BedrockStub | None = None,
+    passthrough_urls: Sequence[str] = (),
 ) -> Iterator[EmbeddedStage]:
     """Deploy every stack onto a fresh moto account, for the block's duration.
 
@@ -297,12 +298,17 @@ def embedded_stage(
     the account (e.g. SSM parameters the templates read). ``bedrock`` answers the functions'
     Bedrock Runtime Converse calls at the client (moto has no Converse); by default a
     ``BedrockStub`` that echoes the last user message. Its calls are ``stage.bedrock.calls``.
+    ``passthrough_urls`` (regular expressions) are requests moto lets through to the real service.
     """
     clock = clock or Clock()
     bedrock = bedrock or BedrockStub()
     templates = load_assembly(source) if isinstance(source, Path) else list(source)
     with ExitStack() as stack:
-        stack.enter_context(mock_aws(config=MOTO_CONFIG))
+        config = MOTO_CONFIG
+        if passthrough_urls:
+            passthrough = {"urls": list(passthrough_urls), "services": []}
+            config = {**MOTO_CONFIG, "core": {"mock_credentials": True, "passthrough": passthrough}}
+        stack.enter_context(mock_aws(config=config))
         stack.enter_context(moto_gaps.patched())
         stack.enter_context(atomic_requests())
         calls = stack.enter_context(in_process())

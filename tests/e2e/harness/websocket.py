@@ -8,8 +8,15 @@ client as a frame; ``disconnect()`` runs ``$disconnect``. Every route event is s
 Gateway sends it, with the authorizer context of the connection.
 
 The management API (``@connections``) is faked on moto's: frames posted by handlers are kept per
-connection (``frames(connection_id)``), a post to a closed connection answers 410 Gone, and a
+connection (``frames(connection_id)``), a post to a closed connection answers 410 Gone (recorded
+in ``gone``), a post over API Gateway's 128 KB message limit answers 413 PayloadTooLarge, and a
 DELETE closes the connection and runs ``$disconnect``, as API Gateway does.
+
+A server that puts real sockets in front of the router (``make local``) listens with
+``on_frame(connection_id, frame)`` (every frame the client receives, as it is delivered: posted
+by a handler or a route response) and ``on_close(connection_id)`` (the server side closed the
+connection); when the client's socket goes away it calls ``close()`` at once (posts answer 410
+from then on) and ``disconnect()`` when ``$disconnect`` may run.
 """
 
 from __future__ import annotations
@@ -43,11 +50,22 @@ class ConnectionRefused(Exception):
         self.reason = reason
 
 
+#: API Gateway's WebSocket message payload limit (a frame is at most 32 KB of it).
+MAX_MESSAGE_BYTES = 128 * 1024
+
+
 class _Gone(JsonRESTError):
     code = 410
 
     def __init__(self) -> None:
         super().__init__("GoneException", "")
+
+
+class _PayloadTooLarge(JsonRESTError):
+    code = 413
+
+    def __init__(self) -> None:
+        super().__init__("PayloadTooLargeException", "Request payload size exceeds the maximum allowed")
 
 
 @dataclass
@@ -56,6 +74,7 @@ class Connection:
     authorizer: dict[str, Any]
     connected_at: float
     open: bool = True
+    disconnected: bool = False  # $disconnect has run
     frames: list[Any] = field(default_factory=list)
     query: dict[str, str] = field(default_factory=dict)
 
@@ -106,6 +125,10 @@ class WebSocketRouter:
                 str(props["RouteKey"]), function, authorizer, bool(props.get("RouteResponseSelectionExpression"))
             )
         self.connections: dict[str, Connection] = {}
+        #: connection ids of posts answered 410 Gone, in order
+        self.gone: list[str] = []
+        self.on_frame: Callable[[str, Any], None] | None = None
+        self.on_close: Callable[[str], None] | None = None
         self.api = Api(api_id=self.api_id, stage=self.stage, account=cloud.account, region=cloud.region)
         self.domain = self.api.domain
 
@@ -129,12 +152,19 @@ class WebSocketRouter:
             )
             if not 200 <= status < 300:
                 connection.open = False
+                connection.disconnected = True  # never connected: no $disconnect either
                 raise ConnectionRefused(status, f"$connect integration answered {status}")
         return connection_id
 
     def send(self, connection_id: str, body: Any) -> Any:
-        """Send one message; returns the route response's frame for two-way routes, else None."""
-        connection = self._open(connection_id)
+        """Send one message; returns the route response's frame for two-way routes, else None.
+
+        A connection whose socket was ``close()``d but not yet disconnected still routes what
+        the client sent before it left (as API Gateway does); its frames then answer 410.
+        """
+        connection = self.connections.get(connection_id)
+        if connection is None or connection.disconnected:
+            raise KeyError(f"connection {connection_id} is not open")
         raw = body if isinstance(body, str) else json.dumps(body)
         try:
             key = str(json.loads(raw).get(self.selection_key))
@@ -143,7 +173,7 @@ class WebSocketRouter:
         route = self.routes.get(key) or self.routes.get("$default")
         if route is None or route.integration_function is None:
             frame = {"message": "Forbidden", "connectionId": connection_id}
-            connection.frames.append(frame)
+            self._deliver(connection, frame)
             return frame
         event = self._event(connection, route.key, body=raw)
         outcome = invoke(self.cloud.client("lambda"), route.integration_function, event)
@@ -153,19 +183,26 @@ class WebSocketRouter:
                 "connectionId": connection_id,
                 "requestId": event["requestContext"]["requestId"],
             }
-            connection.frames.append(frame)
+            self._deliver(connection, frame)
             return frame
         if route.returns_response and isinstance(outcome.payload, dict) and outcome.payload.get("body") is not None:
             response_body = outcome.payload["body"]
             frame = _decode(response_body)
-            connection.frames.append(frame)
+            self._deliver(connection, frame)
             return frame
         return None
 
+    def close(self, connection_id: str) -> None:
+        """The client's socket is gone: posts answer 410 from now on; ``disconnect()`` runs ``$disconnect``."""
+        self._open(connection_id).open = False
+
     def disconnect(self, connection_id: str, *, status_code: int = 1001, reason: str = "Going away") -> None:
-        """The client closes the connection; ``$disconnect`` runs."""
-        connection = self._open(connection_id)
+        """The client closes the connection (or its socket was ``close()``d before); ``$disconnect`` runs."""
+        connection = self.connections.get(connection_id)
+        if connection is None or connection.disconnected:
+            raise KeyError(f"connection {connection_id} is not connected")
         connection.open = False
+        connection.disconnected = True
         route = self.routes.get("$disconnect")
         if route and route.integration_function:
             event = self._event(connection, "$disconnect", disconnect_status_code=status_code, disconnect_reason=reason)
@@ -176,6 +213,11 @@ class WebSocketRouter:
         return list(self.connections[connection_id].frames)
 
     # ------------------------------------------------------------------ internals
+
+    def _deliver(self, connection: Connection, frame: Any) -> None:
+        connection.frames.append(frame)
+        if self.on_frame is not None and connection.open:
+            self.on_frame(connection.connection_id, frame)
 
     def _open(self, connection_id: str) -> Connection:
         connection = self.connections.get(connection_id)
@@ -248,8 +290,11 @@ class WebSocketRouter:
         def post_to_connection(backend: Any, data: bytes, connection_id: str) -> None:
             connection = router.connections.get(urllib.parse.unquote(connection_id))
             if connection is None or not connection.open:
+                router.gone.append(urllib.parse.unquote(connection_id))
                 raise _Gone()
-            connection.frames.append(_decode(data))
+            if len(data) > MAX_MESSAGE_BYTES:
+                raise _PayloadTooLarge()
+            router._deliver(connection, _decode(data))
 
         def get_connection(backend: Any, connection_id: str) -> Any:
             connection = router.connections.get(urllib.parse.unquote(connection_id))
@@ -266,6 +311,8 @@ class WebSocketRouter:
             if connection is None or not connection.open:
                 raise _Gone()
             router.disconnect(urllib.parse.unquote(connection_id), status_code=1000, reason="closed by the server")
+            if router.on_close is not None:
+                router.on_close(urllib.parse.unquote(connection_id))
 
         with (
             mock.patch.object(ApiGatewayManagementApiBackend, "post_to_connection", post_to_connection),

@@ -1,0 +1,228 @@
+"""``make local`` driven as real clients drive it: HTTP for REST, a WebSocket for the chat.
+
+One server (``python -m local`` in a subprocess, on free ports) serves the module: the whole
+story (sign in, session, streamed chat, summary, handoff accepted and answered by an agent,
+disconnect, cleanup by an admin) and the bad paths each client can hit. Stopping the server
+with SIGINT must exit 0 without a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import urllib.parse
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+import aiohttp
+import pytest
+
+from tests.local.clients import Clients, subject
+from tests.local.process import LocalProcess, local_server
+
+pytestmark = pytest.mark.slow
+
+#: Seconds between the local responder's tokens: a reply of ~70 tokens streams for about a second.
+TOKEN_DELAY = "0.015"
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[LocalProcess]:
+    with local_server("--token-delay", TOKEN_DELAY) as running:
+        yield running
+        code = running.stop()
+        assert code == 0, f"python -m local exited {code} on SIGINT:\n{running.output}"
+        assert "Traceback" not in running.output, running.output
+
+
+def drive(server: LocalProcess, scenario: Callable[[Clients], Awaitable[None]]) -> None:
+    async def run() -> None:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as http:
+            await scenario(Clients(http, server))
+
+    asyncio.run(run())
+
+
+def is_type(kind: str, **fields: Any) -> Callable[[Any], bool]:
+    return lambda frame: frame.get("type") == kind and all(frame.get(k) == v for k, v in fields.items())
+
+
+def test_startup_prints_where_it_serves(server: LocalProcess) -> None:
+    config = server.config()
+    assert config["rest"] == server.rest
+    assert config["websocket"] == server.websocket
+    assert server.rest.startswith("http://127.0.0.1:")
+    assert server.rest.endswith("/dev")
+    assert server.startup_seconds < 30, f"startup took {server.startup_seconds}s"
+    assert {u["role"] for u in config["demo_users"]} == {"customer", "agent", "admin"}
+
+
+def test_the_whole_story_over_http_and_websocket(server: LocalProcess) -> None:
+    async def story(c: Clients) -> None:
+        customer = await c.token("story-customer@example.com", "customer")
+        agent = await c.token("story-agent@example.com", "agent")  # registered by the server, offline
+        admin = await c.token("admin@example.com")
+
+        created = await c.rest("POST", "/sessions", customer, {"customer_id": subject(customer)})
+        assert created.status == 201, created
+        session_id = created.body["session_id"]
+        chat = await c.chat(customer, session_id)
+        welcome = await chat.wait_for(is_type("welcome"))
+        assert welcome["session_id"] == session_id
+
+        # Chat: each reply streams as deltas while it is written, then a final frame.
+        for n in range(1, 6):
+            before = len(chat.frames)
+            await chat.send(f"message {n} about Frieren")
+            final = await chat.wait_for(is_type("final"), after=before)
+            reply = [f for f in chat.frames[before:] if f.body.get("reply_to") == final["reply_to"]]
+            deltas = [f for f in reply if f.body["type"] == "delta"]
+            text = "".join(f.body["text"] for f in deltas)
+            assert text.startswith(f"[local responder] You said: message {n} about Frieren"), text
+            assert len(deltas) >= 3, f"the reply came in {len(deltas)} deltas"
+            # the first delta came well before the end of the reply: streamed, not delivered at the end
+            assert reply[-1].at - deltas[0].at > 0.3, [round(f.at - deltas[0].at, 3) for f in reply]
+        turns = await c.rest("GET", f"/sessions/{session_id}/turns?limit=100", customer)
+        assert turns.status == 200
+        assert len(turns.body["turns"]) == 11, turns
+
+        # The 10th turn made the stream's summary generator write a summary (the pump ran it).
+        for _ in range(100):
+            if server.status()["summaries_written"] >= 1:
+                break
+            await asyncio.sleep(0.2)
+        status = server.status()
+        assert status["summaries_written"] >= 1, status
+        assert status["bedrock_calls"]["not_streamed"] >= 1, status
+
+        # Handoff: no agent is available, so it waits in every agent's inbox.
+        asked = await c.rest("POST", f"/sessions/{session_id}/handoff", customer, {"reason": "general"})
+        assert asked.status == 202, asked
+        inbox = await c.wait_rest(
+            "GET",
+            "/agents/me/inbox",
+            agent,
+            lambda r: any(i["session_id"] == session_id for i in (r.body or {}).get("items", [])),
+        )
+        assert [i["inbox"] for i in inbox.body["items"] if i["session_id"] == session_id] == ["waiting"]
+        presence = await c.rest("POST", "/agents/me/presence", agent, {"status": "available"})
+        assert presence.status == 200, presence
+        accepted = await c.rest("POST", f"/handoffs/{session_id}/accept", agent)
+        assert accepted.status == 200, accepted
+        await chat.wait_for(is_type("notification", event_type="handoff_started"))
+
+        # The agent's reply reaches the customer over the socket; the customer's message reaches the agent.
+        before = len(chat.frames)
+        sent = await c.rest("POST", f"/handoffs/{session_id}/messages", agent, {"text": "Hi, I am your agent."})
+        assert sent.status == 201, sent
+        assert sent.body["delivered"] is True
+        message = await chat.wait_for(is_type("message", role="agent"), after=before)
+        assert message["text"] == "Hi, I am your agent."
+        await chat.send("Is volume 3 out?")
+        await chat.wait_for(is_type("ack"), after=before)
+        turns = await c.rest("GET", f"/sessions/{session_id}/turns?limit=100", agent)
+        assert turns.body["turns"][-1]["content"] == "Is volume 3 out?", turns
+        closed = await c.rest(
+            "POST", f"/handoffs/{session_id}/close", agent, {"resolution": "answered", "outcome": "resume"}
+        )
+        assert closed.status == 200, closed
+        await chat.wait_for(is_type("handoff_closed"), after=before)
+        assert (await c.rest("POST", "/agents/me/presence", agent, {"status": "away"})).status == 200
+
+        # The customer leaves: $disconnect marks the session; an admin's cleanup archives it.
+        await chat.close()
+        await c.wait_rest("GET", f"/sessions/{session_id}", customer, lambda r: r.body.get("status") == "disconnected")
+        await asyncio.sleep(1.1)  # "older than 0 s" means disconnected in an earlier second (epoch seconds)
+        cleanup = await c.rest("POST", "/admin/cleanup", admin, {"older_than_seconds": 0})
+        assert cleanup.status == 202, cleanup
+        arn = urllib.parse.quote(cleanup.body["execution_arn"], safe="")
+        done = await c.wait_rest(
+            "GET", f"/executions/{arn}", admin, lambda r: r.body.get("status") != "RUNNING", timeout=60
+        )
+        assert done.body["status"] == "SUCCEEDED", done
+        archived = await c.rest("GET", f"/sessions/{session_id}", admin)
+        assert archived.body["status"] == "archived", archived
+
+    drive(server, story)
+
+
+def test_rest_refuses_as_api_gateway_does(server: LocalProcess) -> None:
+    async def refusals(c: Clients) -> None:
+        customer = await c.token("customer@example.com")
+        sub = subject(customer)
+        missing = await c.rest("GET", f"/customers/{sub}/sessions")
+        assert (missing.status, missing.code) == (401, "UNAUTHORIZED"), missing
+        wrong_role = await c.rest("POST", "/admin/cleanup", customer, {})
+        assert wrong_role.status == 403, wrong_role
+        unknown = await c.rest("GET", "/no/such/route", customer)
+        assert unknown.status == 403, unknown  # API Gateway's "Missing Authentication Token"
+
+        created = await c.rest("POST", "/sessions", customer, {"customer_id": sub})
+        session_id = created.body["session_id"]
+        bad = await c.rest("POST", f"/sessions/{session_id}/handoff", customer, {"reason": "Drop Table;", "x": 1})
+        assert (bad.status, bad.code, bad.body["error"]["message"]) == (400, "BAD_REQUEST_BODY", "Invalid request body")
+        # what the gateway model cannot check, the Lambda does: its message names the field and the rule
+        refused = await c.rest("GET", "/sessions/Not-A-Uuid/turns?limit=500", customer)
+        assert refused.status == 400, refused
+        assert "must" in refused.body["error"]["message"], refused
+
+        preflight = await c.rest(
+            "OPTIONS", "/sessions", headers={"Origin": "http://localhost:3000", "Access-Control-Request-Method": "POST"}
+        )
+        assert preflight.status == 204, preflight
+        assert preflight.headers["Access-Control-Allow-Origin"] == "http://localhost:3000"
+        assert "POST" in preflight.headers["Access-Control-Allow-Methods"]
+
+        wrong = await c.sign_in("customer@example.com", "not the password")
+        assert wrong.status == 401, wrong
+        no_role = await c._call("POST", f"{c.server.origin}/local/users", {"email": "x@example.com", "role": "root"})
+        assert no_role.status == 400, no_role
+
+    drive(server, refusals)
+
+
+def test_websocket_refuses_and_limits_as_api_gateway_does(server: LocalProcess) -> None:
+    async def refusals(c: Clients) -> None:
+        for token, status in ((None, 401), (await c.token("agent@example.com"), 403)):
+            params = {"token": token} if token else {}
+            with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+                await c.http.ws_connect(server.websocket, params=params)
+            assert refused.value.status == status
+
+        customer = await c.token("limits-customer@example.com", "customer")
+        chat = await c.chat(customer)
+        await chat.wait_for(is_type("welcome"))
+        # exactly 32 KB is a frame API Gateway takes (the handler refuses the text as too long)
+        frame = '{"action": "sendMessage", "text": "'
+        await chat.ws.send_str(frame + "x" * (32 * 1024 - len(frame) - 2) + '"}')
+        refusal = await chat.wait_for(is_type("error"))
+        assert refusal["code"] == "message_too_long", refusal
+        # one byte more closes the connection with 1009 (Message Too Big)
+        await chat.ws.send_str(frame + "x" * (32 * 1024 - len(frame) - 1) + '"}')
+        assert chat.reader is not None
+        await asyncio.wait_for(chat.reader, 10)
+        assert chat.ws.close_code == aiohttp.WSCloseCode.MESSAGE_TOO_BIG
+
+    drive(server, refusals)
+
+
+def test_a_dropped_connection_gets_410_and_the_session_is_disconnected(server: LocalProcess) -> None:
+    async def dropped(c: Clients) -> None:
+        customer = await c.token("dropping-customer@example.com", "customer")
+        created = await c.rest("POST", "/sessions", customer, {"customer_id": subject(customer)})
+        session_id = created.body["session_id"]
+        chat = await c.chat(customer, session_id)
+        await chat.wait_for(is_type("welcome"))
+        gone_before = server.status()["gone_posts"]
+        await chat.send("a question I will not wait for")
+        await chat.wait_for(is_type("delta"))
+        await chat.close()  # while the reply still streams
+        session = await c.wait_rest(
+            "GET", f"/sessions/{session_id}", customer, lambda r: r.body.get("status") == "disconnected"
+        )
+        assert session.status == 200
+        assert server.status()["gone_posts"] > gone_before
+        turns = await c.rest("GET", f"/sessions/{session_id}/turns?limit=100", customer)
+        # the message is stored; the abandoned reply is not
+        assert [t["role"] for t in turns.body["turns"]] == ["assistant", "user"], turns
+
+    drive(server, dropped)

@@ -1,0 +1,104 @@
+"""``make local``'s two pages in headless Chromium: what a customer and an agent see.
+
+The customer signs in on the chat page, chats (the reply streams in), asks for a human; the
+agent signs in on the console, goes available, accepts the waiting handoff and replies; the
+customer sees the handoff notice and the agent's reply. Chromium is the distribution's
+(``make browser`` installs it with apt); without one the test is skipped and says why.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+
+import pytest
+
+from tests.local.process import LocalProcess, local_server
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM_NAMES = ("chromium-headless-shell", "chromium", "chromium-browser")
+
+
+def chromium() -> str | None:
+    """The browser to drive: ``$CHROMIUM`` when set, else the first of the distribution's names on PATH."""
+    given = os.environ.get("CHROMIUM")
+    if given:
+        return given if os.access(given, os.X_OK) else None
+    return next((path for name in CHROMIUM_NAMES if (path := shutil.which(name))), None)
+
+
+@pytest.fixture(scope="module")
+def browser_path() -> str:
+    path = chromium()
+    if path is None:
+        where = (
+            f"CHROMIUM={os.environ['CHROMIUM']} is not executable"
+            if os.environ.get("CHROMIUM")
+            else (f"no {', '.join(CHROMIUM_NAMES)} on PATH")
+        )
+        pytest.skip(
+            f"browser test needs Chromium: {where}; `make browser` installs chromium-headless-shell (apt, root)"
+        )
+    return path
+
+
+@pytest.fixture(scope="module")
+def server(browser_path: str) -> Iterator[LocalProcess]:
+    with local_server("--token-delay", "0.02") as running:
+        yield running
+
+
+def test_customer_and_agent_pages(server: LocalProcess, browser_path: str) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=browser_path, headless=True)
+        try:
+            customer = browser.new_context().new_page()
+            agent = browser.new_context().new_page()
+
+            # The customer signs in (the page fills the demo password in) and the chat connects.
+            customer.goto(f"{server.origin}/pages/chat.html")
+            expect(customer.locator("#password")).not_to_have_value("")
+            customer.click("#sign-in-button")
+            expect(customer.locator("#status")).to_contain_text("Connected to session", timeout=20_000)
+
+            # A question; the reply streams in and ends as the local responder's answer.
+            customer.fill("#text", "Where is volume 3 of Frieren?")
+            customer.click("#send")
+            expect(customer.locator(".msg.user")).to_contain_text("Where is volume 3 of Frieren?")
+            reply = customer.locator(".msg.assistant.done").last
+            expect(reply).to_contain_text("[local responder] You said: Where is volume 3 of Frieren?", timeout=20_000)
+            assert int(reply.get_attribute("data-deltas") or 0) >= 3, "the reply did not arrive in pieces"
+
+            # The customer asks for a human: no agent is available, so the request waits.
+            customer.click("#human")
+            expect(customer.locator('.msg.notice[data-event="requested"]')).to_be_visible()
+
+            # The agent signs in, sees the waiting request, goes available and accepts it.
+            agent.goto(f"{server.origin}/pages/agent.html")
+            expect(agent.locator("#password")).not_to_have_value("")
+            agent.click("#sign-in-button")
+            waiting = agent.locator("#inbox li.item.waiting")
+            expect(waiting).to_have_count(1, timeout=20_000)
+            agent.click("#available")
+            expect(agent.locator("#presence")).to_have_text("available")
+            agent.locator("#inbox li.item button").first.click()
+            expect(agent.locator("#conversation")).to_be_visible(timeout=20_000)
+            expect(agent.locator("#turns")).to_contain_text("Where is volume 3 of Frieren?", timeout=20_000)
+
+            # The customer is told an agent took over, and sees the agent's reply.
+            expect(customer.locator('.msg.notice[data-event="handoff_started"]')).to_be_visible(timeout=20_000)
+            agent.fill("#reply", "Hi, this is your agent: volume 3 is out.")
+            agent.click("#send")
+            expect(customer.locator(".msg.agent")).to_contain_text(
+                "Hi, this is your agent: volume 3 is out.", timeout=20_000
+            )
+            # What the customer writes now reaches the agent's console.
+            customer.fill("#text", "Thanks!")
+            customer.click("#send")
+            expect(agent.locator("#turns")).to_contain_text("Thanks!", timeout=20_000)
+        finally:
+            browser.close()
