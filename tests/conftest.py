@@ -31,14 +31,29 @@ def _work_unit(nodeid: str) -> str:
       synthesized once per process, about 35 s of CPU): one unit, one synthesis.
     * Each other workflow module synthesizes its own stage per module: one unit per module.
     * Each ``tests/local/`` module starts one ``make local`` server for its tests: one unit per module.
+    * The modules in :data:`MODULE_UNITS` stand a stage up (or build a wheel) once for all their
+      tests, in a module-scoped fixture that each worker running one of their tests would repeat:
+      one unit per module.
     * Everything else is balanced test by test.
     """
     path = nodeid.split("::", 1)[0]
     if path.startswith("tests/infra/") or path == "tests/workflows/test_onboarding.py":
         return "default-stages"
-    if path.startswith(("tests/workflows/test_", "tests/local/test_")):
+    if path.startswith(("tests/workflows/test_", "tests/local/test_")) or path in MODULE_UNITS:
         return path
     return nodeid
+
+
+#: Modules whose module-scoped fixture is costly (an embedded stage, a built wheel).
+MODULE_UNITS = frozenset(
+    {
+        "tests/e2e/test_faults.py",
+        "tests/e2e/test_generated_requests.py",
+        "tests/e2e/test_harness_api.py",
+        "tests/e2e/test_trail.py",
+        "tests/library/test_wheel.py",
+    }
+)
 
 
 @pytest.hookimpl(optionalhook=True)  # the hook exists only when pytest-xdist is loaded
