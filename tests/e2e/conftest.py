@@ -17,15 +17,15 @@ E2E_MODEL_ID = "anthropic.claude-3-haiku-20240307-v1:0"
 def e2e_config() -> StageConfig:
     """dev with waits of seconds and a Bedrock model (stubbed at the client by the harness).
 
-    No step waits for an assigned agent to go idle, and on a loaded machine the steps between an
-    agent's accept and reply have taken more than 10 s: the idle limit is longer than the story's
-    steps, the waits the escalation step does wait for stay short.
+    An assigned agent goes idle after 20 s: on a loaded machine the steps between an agent's
+    accept and reply have taken more than 10 s, and an execution whose handoff was closed after
+    the first reply ends at its next idle check, which the story waits for.
     """
     return with_overrides(
         stage_config("dev"),
         handoff_agent_wait_seconds=10,
         handoff_manager_wait_seconds=10,
-        handoff_idle_seconds=60,
+        handoff_idle_seconds=20,
         export_poll_seconds=1,
         export_max_polls=5,
         bedrock_model_id=E2E_MODEL_ID,

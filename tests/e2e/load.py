@@ -26,6 +26,7 @@ from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 from lambdas.shared.settings import settings
 from tests.e2e.chat import SETTLE_LOCK, Chat, open_chat, sign_in, store_of, wait_welcome
@@ -123,41 +124,48 @@ class Handoffs:
         self.directory.ensure_user(address, role="admin", verified=True)
         self.admin = self.directory.sign_in(address).id_token
 
-    def hand_over(self, chat: Chat, number: int) -> None:
-        """A new agent comes online; ``chat``'s customer asks for a human, and the workflow assigns that agent.
+    def hand_over(self, chats: list[Chat]) -> None:
+        """One new agent per chat comes online; then each chat's customer asks for a human at once.
 
-        The agent is available before the request (as agents on shift are), so the workflow
-        reserves it at once: no step of the run races the workflow's wait for an agent, which is
-        seconds on the e2e stage and which a loaded machine could outlast. The story covers the
-        other order (queued, then an agent accepts).
+        The agents are available before the requests (as agents on shift are), so the workflows
+        reserve them at once: no step of the run races a workflow's wait for an agent, which is
+        seconds on the e2e stage. Which agent takes which handoff is the workflows' choice; each
+        must get its own. The story covers the other order (queued, then an agent accepts).
         """
         rest = self.stage.rest
-        agent = sign_in(self.stage, f"load-agent-{number}", "agent", self.directory)
-        agent_id = token_subject(agent)
-        body = {"agent_id": agent_id, "display_name": f"agent {number}", "skills": ["general"]}
-        response = rest.request("POST", "/admin/agents", headers={"Authorization": f"Bearer {self.admin}"}, body=body)
-        _expect(response.status == 201, f"registering agent {number}: {response.status} {response.body}")
-        agent_auth = {"Authorization": f"Bearer {agent}"}
-        response = rest.request("POST", "/agents/me/presence", headers=agent_auth, body={"status": "available"})
-        _expect(response.status == 200, f"presence of agent {number}: {response.status} {response.body}")
-        response = rest.request(
-            "POST", f"/sessions/{chat.session_id}/handoff", headers=chat.auth(), body={"reason": "general"}
-        )
-        _expect(response.status == 202, f"handoff of {chat.who}: {response.status} {response.body}")
+        agents: dict[str, str] = {}  # agent id -> token
+        for _ in chats:
+            number = len(self.taken) + len(agents)
+            agent = sign_in(self.stage, f"load-agent-{number}", "agent", self.directory)
+            agent_id = token_subject(agent)
+            body = {"agent_id": agent_id, "display_name": f"agent {number}", "skills": ["general"]}
+            admin = {"Authorization": f"Bearer {self.admin}"}
+            response = rest.request("POST", "/admin/agents", headers=admin, body=body)
+            _expect(response.status == 201, f"registering agent {number}: {response.status} {response.body}")
+            auth = {"Authorization": f"Bearer {agent}"}
+            response = rest.request("POST", "/agents/me/presence", headers=auth, body={"status": "available"})
+            _expect(response.status == 200, f"presence of agent {number}: {response.status} {response.body}")
+            agents[agent_id] = agent
+        for chat in chats:
+            response = rest.request(
+                "POST", f"/sessions/{chat.session_id}/handoff", headers=chat.auth(), body={"reason": "general"}
+            )
+            _expect(response.status == 202, f"handoff of {chat.who}: {response.status} {response.body}")
         store = store_of(self.stage)
 
-        def assigned() -> bool:
-            handoff = store.current_handoff(chat.session_id)
-            return handoff is not None and handoff.status == "assigned"
+        def current(chat: Chat) -> Any:
+            return store.current_handoff(chat.session_id)
+
+        def all_assigned() -> bool:
+            return all((h := current(c)) is not None and h.status == "assigned" for c in chats)
 
         with SETTLE_LOCK:
-            self.stage.settle(until=assigned, timeout=60)
-        handoff = store.current_handoff(chat.session_id)
-        _expect(
-            handoff is not None and handoff.agent_id == agent_id,
-            f"{chat.who}'s handoff went to {handoff and handoff.agent_id}, not to agent {number}, the only one free",
-        )
-        self.taken[chat.session_id] = agent
+            self.stage.settle(until=all_assigned, timeout=120)
+        holders = [current(chat).agent_id for chat in chats]
+        _expect(len(set(holders)) == len(chats), f"handoffs shared agents: {holders}")
+        for chat, agent_id in zip(chats, holders, strict=True):
+            _expect(agent_id in agents, f"{chat.who}'s handoff went to {agent_id}, none of the agents on shift")
+            self.taken[chat.session_id] = agents[agent_id]
 
     def reply(self, chat: Chat) -> None:
         """The agent of ``chat``'s handoff answers the customer."""
@@ -205,12 +213,11 @@ def run_load(
         for round_number in range(1, messages + 1):
             if round_number == messages // 2 + 1:
                 mark = time.perf_counter()
-                for number, chat in enumerate(handed):
-                    # What the rounds wrote is delivered first, so the workflow's wait for an
-                    # agent (seconds on the e2e stage) is not spent pumping it.
-                    with SETTLE_LOCK:
-                        stage.settle(timeout=300, wait_executions=False)
-                    handoffs.hand_over(chat, number)
+                # What the rounds wrote is delivered first: the handoffs' workflows run on their own.
+                with SETTLE_LOCK:
+                    stage.settle(timeout=300, wait_executions=False)
+                if handed:
+                    handoffs.hand_over(handed)
                 handing += time.perf_counter() - mark
             mark = time.perf_counter()
             texts = [f"{chat.who} message {round_number}" for chat in chats]
