@@ -16,8 +16,10 @@ the layer's rules before and after.
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -26,9 +28,10 @@ from lambdas.shared import aws
 from lambdas.shared.connections import DEFAULT_ATTEMPTS as POST_ATTEMPTS
 from lambdas.shared.retry import DEFAULT_ATTEMPTS as POLICY_ATTEMPTS
 from lambdas.shared.settings import settings
-from tests.e2e.chat import Chat, open_chat, store_of
+from tests.e2e.chat import Chat, open_chat, sign_in, store_of
 from tests.e2e.harness import EmbeddedStage, embedded_stage
 from tests.e2e.harness.bedrock import echo_answer
+from tests.e2e.harness.fanout import Published, published
 from tests.e2e.harness.faults import (
     CONNECT_TIMEOUT,
     KINDS,
@@ -37,6 +40,8 @@ from tests.e2e.harness.faults import (
     THROTTLE,
     FaultLayer,
 )
+from tests.e2e.harness.intrinsics import Deployed
+from tests.e2e.story_base import token_subject
 from tests.support.lambda_bridge import function_environment
 from tests.support.synth import SynthesizedStage
 
@@ -380,9 +385,32 @@ def test_router_dependency_fault_once_delivers_every_change_once(
     )
 
 
-@pytest.mark.parametrize(("service", "operation"), ROUTER_DEPENDENCIES)
+def handoff_opened_and_closed(stage: EmbeddedStage) -> None:
+    """A customer handed to an agent, the handoff closed: the changes the router publishes to the handoff topic."""
+    close_handoff(stage, hand_over(stage, agent_online=True))
+
+
+def summary_due(stage: EmbeddedStage) -> None:
+    """A session starts and chats until a summary is due: a status change, turns, a summary."""
+    chat_until_summary(stage, new_chat(stage))
+
+
+#: Every router dependency, with a scenario whose changes the router passes on through it.
+ROUTER_SCENARIOS: tuple[tuple[str, str, Callable[[EmbeddedStage], None]], ...] = (
+    *((service, operation, summary_due) for service, operation in ROUTER_DEPENDENCIES),
+    ("sns", "PublishBatch", handoff_opened_and_closed),
+)
+
+
+@pytest.mark.parametrize(
+    ("service", "operation", "scenario"), ROUTER_SCENARIOS, ids=[f"{s}-{o}" for s, o, _ in ROUTER_SCENARIOS]
+)
 def test_router_dependency_down_lands_in_the_alarmed_dlq_within_the_retry_bound(
-    stage: EmbeddedStage, layer: FaultLayer, service: str, operation: str
+    stage: EmbeddedStage,
+    layer: FaultLayer,
+    service: str,
+    operation: str,
+    scenario: Callable[[EmbeddedStage], None],
 ) -> None:
     # Given the router's calls of one dependency throttled on every attempt
     mapping = router_mapping(stage)
@@ -392,9 +420,8 @@ def test_router_dependency_down_lands_in_the_alarmed_dlq_within_the_retry_bound(
     stage.queue_messages(dlq)  # start from an empty DLQ
     before, discarded = len(stage.streams.deliveries), len(stage.streams.discarded)
     rule = layer.inject(service, THROTTLE, operations={operation}, callers={ROUTER}, times=None)
-    # When a customer's session starts and chats until a summary is due (a status change, turns, a summary)
-    chat = new_chat(stage)
-    chat_until_summary(stage, chat)
+    # When the scenario makes changes the router passes on through that dependency
+    scenario(stage)
     stage.settle(timeout=60, wait_executions=False)
     # Then the records whose change could not be passed on are in the DLQ, which has an alarm
     records = [json.loads(m["Body"]) for m in stage.queue_messages(dlq)]
@@ -415,3 +442,135 @@ def test_router_dependency_down_lands_in_the_alarmed_dlq_within_the_retry_bound(
         f"{len(failed_calls)} failed calls, {len(given_up)} records in the DLQ"
     )
     layer.clear()
+
+
+# ---------------------------------------------------------------------------------------- handoff topic (SNS)
+
+NOTIFIER = "lambdas.events.customer_notifier.handler"
+AGENT = "lambdas.api.agent.handler"
+CONNECT = "lambdas.ws.connect.handler"
+CLOSED = {"resolution": "answered by the fault tests", "outcome": "resume"}
+
+
+@dataclass
+class HandedOver:
+    """A customer's session handed to an agent of its own skill (the handoff's reason)."""
+
+    chat: Chat
+    reason: str
+    agent: str  # the agent's ID token
+    execution_arn: str
+
+    def agent_auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.agent}"}
+
+
+def admin_auth(stage: EmbeddedStage) -> dict[str, str]:
+    return {"Authorization": f"Bearer {sign_in(stage, 'fault-admin', 'admin')}"}
+
+
+def current_status(stage: EmbeddedStage, chat: Chat) -> str | None:
+    handoff = store_of(stage).current_handoff(chat.session_id)
+    return None if handoff is None else str(handoff.status)
+
+
+def hand_over(stage: EmbeddedStage, *, agent_online: bool) -> HandedOver:
+    """A new customer asks for a human; a new agent, the only one with the handoff's skill, is registered.
+
+    With ``agent_online`` the agent is available first and the workflow assigns it; otherwise the
+    handoff waits in the queue (``queued``) for an accept. Each call has its own skill, so agents
+    left online by other tests never take it.
+    """
+    n = next(_customers)
+    reason = f"faults{n}"
+    chat = open_chat(stage, f"fault-{n}")
+    agent = sign_in(stage, f"fault-agent-{n}", "agent")
+    body = {"agent_id": token_subject(agent), "display_name": f"fault agent {n}", "skills": [reason]}
+    response = stage.rest.request("POST", "/admin/agents", headers=admin_auth(stage), body=body)
+    assert response.status == 201, response.body
+    handed = HandedOver(chat, reason, agent, "")
+    if agent_online:
+        set_presence(stage, handed, "available")
+    response = stage.rest.request(
+        "POST", f"/sessions/{chat.session_id}/handoff", headers=chat.auth(), body={"reason": reason}
+    )
+    assert response.status == 202, response.body
+    handed.execution_arn = str(response.json()["execution_arn"])
+    wanted = "assigned" if agent_online else "queued"
+    stage.settle(until=lambda: current_status(stage, chat) == wanted, timeout=30)
+    stage.settle(timeout=30, wait_executions=False)
+    return handed
+
+
+def set_presence(stage: EmbeddedStage, handed: HandedOver, status: str) -> None:
+    response = stage.rest.request("POST", "/agents/me/presence", headers=handed.agent_auth(), body={"status": status})
+    assert response.status == 200, response.body
+
+
+def close_handoff(stage: EmbeddedStage, handed: HandedOver) -> None:
+    """An admin closes the handoff (resume): the router publishes ``completed``, the workflow ends."""
+    response = stage.rest.request(
+        "POST", f"/handoffs/{handed.chat.session_id}/close", headers=admin_auth(stage), body=CLOSED
+    )
+    assert response.status == 200, response.body
+
+
+def handoff_topic(stage: EmbeddedStage) -> Deployed:
+    arn = stage.function(ROUTER).environment["HANDOFF_TOPIC_ARN"]
+    return stage.only("AWS::SNS::Topic", where=lambda t: t.ref == arn)
+
+
+def router_messages(stage: EmbeddedStage, session_id: str) -> list[tuple[dict[str, Any], Published]]:
+    """What the router published to the handoff topic for ``session_id`` (its messages carry event_id)."""
+    found = []
+    for message in published(stage.cloud, handoff_topic(stage), stage.all("AWS::SNS::Subscription")):
+        with contextlib.suppress(ValueError):
+            body = json.loads(message.message)
+            if isinstance(body, dict) and body.get("session_id") == session_id and "event_id" in body:
+                found.append((body, message))
+    return found
+
+
+def received_event_ids(stage: EmbeddedStage, queue_arn: str) -> list[str]:
+    """The event_id of every message the queue's consumer received (first receipts only)."""
+    ids = []
+    for raw in stage.queues.received.get(queue_arn, []):
+        with contextlib.suppress(ValueError):
+            body = json.loads(raw)
+            if isinstance(body, dict) and "Message" in body and "event_id" not in body:
+                body = json.loads(body["Message"])  # an envelope (no raw message delivery)
+            if isinstance(body, dict) and body.get("event_id"):
+                ids.append(str(body["event_id"]))
+    return ids
+
+
+def closed_frames(chat: Chat) -> list[Any]:
+    return [f for f in chat.frames() if isinstance(f, dict) and f.get("type") == "handoff_closed"]
+
+
+@pytest.mark.parametrize("kind", UNAPPLIED)
+def test_sns_fault_below_the_bound_delivers_every_handoff_event_once_per_queue(
+    stage: EmbeddedStage, layer: FaultLayer, kind: str
+) -> None:
+    # Given the router's PublishBatch failing for all but the last attempt of its retry policy
+    rule = layer.inject("sns", kind, operations={"PublishBatch"}, callers={ROUTER}, times=POLICY_ATTEMPTS - 1)
+    # When a customer is handed to an agent and an admin closes the handoff
+    handed = hand_over(stage, agent_online=True)
+    close_handoff(stage, handed)
+    chat = handed.chat
+    stage.settle(until=lambda: bool(closed_frames(chat)), timeout=30, wait_executions=False)
+    stage.settle(timeout=30, wait_executions=False)
+    # Then the fault was met, and the router published each change once: the new handoff and its close
+    assert rule.injected == POLICY_ATTEMPTS - 1
+    messages = router_messages(stage, chat.session_id)
+    kinds = sorted(body["event_type"] for body, _ in messages)
+    assert kinds == ["completed", "handoff"], kinds
+    # And each reached every queue its subscription's filter selects, once (by event_id)
+    for body, message in messages:
+        assert message.expected_queues, f"{body['event_type']} selects no queue"
+        for queue_arn in message.expected_queues:
+            assert received_event_ids(stage, queue_arn).count(body["event_id"]) == 1, (body, queue_arn)
+    # And the customer was told once that the handoff closed
+    assert len(closed_frames(chat)) == 1
+    # And no message was published twice: each successful PublishBatch carried messages not sent before
+    assert len(layer.calls("sns", "PublishBatch", caller=ROUTER, faulted=False)) <= len(messages)
