@@ -447,6 +447,8 @@ def test_router_dependency_down_lands_in_the_alarmed_dlq_within_the_retry_bound(
 # ---------------------------------------------------------------------------------------- handoff topic (SNS)
 
 NOTIFIER = "lambdas.events.customer_notifier.handler"
+#: botocore's standard-mode attempts for DynamoDB on a client given no retry config (Powertools' idempotency store).
+IDEMPOTENCY_STORE_ATTEMPTS = 4
 AGENT = "lambdas.api.agent.handler"
 CONNECT = "lambdas.ws.connect.handler"
 CLOSED = {"resolution": "answered by the fault tests", "outcome": "resume"}
@@ -574,3 +576,50 @@ def test_sns_fault_below_the_bound_delivers_every_handoff_event_once_per_queue(
     assert len(closed_frames(chat)) == 1
     # And no message was published twice: each successful PublishBatch carried messages not sent before
     assert len(layer.calls("sns", "PublishBatch", caller=ROUTER, faulted=False)) <= len(messages)
+
+
+def consumer_queue(stage: EmbeddedStage, handler: str) -> tuple[Any, Deployed]:
+    """The SQS mapping of ``handler``'s function and the queue it reads."""
+    (mapping,) = [m for m in stage.mappings_of(stage.function(handler).name) if ":sqs:" in m.event_source_arn]
+    queue = stage.only("AWS::SQS::Queue", where=lambda q: q.attributes["Arn"] == mapping.event_source_arn)
+    return mapping, queue
+
+
+@pytest.mark.parametrize("kind", UNAPPLIED)
+def test_notifier_down_redrives_the_notice_to_its_alarmed_dlq_after_max_receives(
+    stage: EmbeddedStage, layer: FaultLayer, kind: str
+) -> None:
+    # Given a handoff assigned to an agent, and the customer notifier's DynamoDB calls failing on every attempt
+    handed = hand_over(stage, agent_online=True)
+    mapping, queue = consumer_queue(stage, NOTIFIER)
+    redrive = queue.properties["RedrivePolicy"]
+    max_receives = int(redrive["maxReceiveCount"])
+    dlq_arn = json.loads(
+        stage.client("sqs").get_queue_attributes(QueueUrl=queue.ref, AttributeNames=["RedrivePolicy"])["Attributes"][
+            "RedrivePolicy"
+        ]
+    )["deadLetterTargetArn"]
+    dlq = stage.only("AWS::SQS::Queue", where=lambda q: q.attributes["Arn"] == dlq_arn)
+    stage.queue_messages(dlq)  # start from an empty DLQ
+    before = len(stage.queues.deliveries)
+    layer.inject("dynamodb", kind, callers={NOTIFIER}, times=None)
+    # When an admin closes the handoff (the router publishes "completed", the notifier's queue gets it)
+    close_handoff(stage, handed)
+    stage.settle(timeout=60, wait_executions=False)
+    # Then the notice is in the queue's DLQ, which has an alarm, and the customer was not told twice or half
+    notices = [json.loads(m["Body"]) for m in stage.queue_messages(dlq)]
+    mine = [n for n in notices if n.get("session_id") == handed.chat.session_id]
+    assert [n["event_type"] for n in mine] == ["completed"], notices
+    assert dlq_alarmed(stage, dlq_arn)
+    assert closed_frames(handed.chat) == []
+    # And the function got it exactly maxReceiveCount times (the redrive policy's, from the template)
+    deliveries = [d for d in stage.queues.deliveries[before:] if d.mapping == mapping.logical_id]
+    assert len(deliveries) == max_receives, [d.item_ids for d in deliveries]
+    assert all(not d.outcome.ok or d.outcome.failed_item_ids() for d in deliveries)
+    # And each delivery stopped at the idempotency record (nothing was posted, mailed or recorded) after one
+    # call's attempts: that record is written by Powertools' own client, built without a retry config, so
+    # botocore's standard-mode default for DynamoDB applies (4 attempts, where the functions' clients make 3)
+    failed = layer.calls("dynamodb", caller=NOTIFIER, faulted=True)
+    assert {a.operation for a in failed} == {"PutItem"}
+    assert len(failed) == max_receives * IDEMPOTENCY_STORE_ATTEMPTS, len(failed)
+    print(f"notifier {kind}: {len(deliveries)} deliveries (maxReceiveCount {max_receives}), {len(failed)} failed calls")
