@@ -5,7 +5,9 @@
   store's conditional write, WaitForAgent's task token is taken from the handoff record (exactly
   one caller gets it) and completed with ``{"available": true, "agent_id"}``. 200, or 409 when
   nothing waits, the agent is not available, or the request expired meanwhile (the reservation
-  is released again).
+  is released again). 500 when Step Functions cannot be told (throttled, 5xx, timed out after the
+  client's retries): the reservation is released and the token stored again, so the handoff
+  still waits and the same accept may be sent again.
   An agent without the skill the handoff asks for (its reason) gets 409 naming the skill, and
   the handoff stays queued.
 * ``POST /handoffs/{session_id}/messages`` ``{"text"}``: only the agent the current handoff is
@@ -129,6 +131,23 @@ def _complete(token: str, output: dict[str, Any]) -> bool:
     return True
 
 
+def _give_back(session_id: str, handoff: Handoff, token: str) -> None:
+    """Store a claimed WaitForAgent token again after SendTaskSuccess failed (throttled, 5xx, timed out).
+
+    Claiming removes the token, so without this the handoff would wait with no token on record:
+    every later accept answers 409 and the workflow only moves at its wait's timeout. Stored only
+    while the handoff still has the status it had (an escalation that claimed meanwhile wins).
+    """
+    try:
+        restored = store().await_callback(
+            session_id, handoff.handoff_id, WAITING_FOR_AGENT, token, while_status=handoff.status
+        )
+    except Exception:
+        logger.exception("the handoff's wait token could not be stored again", extra={"session_id": session_id})
+        return
+    logger.info("handoff waits for an agent again", extra={"session_id": session_id, "restored": restored})
+
+
 def accept(session_id: str, agent_id: str) -> dict[str, Any]:
     """Give the session's waiting handoff to ``agent_id``; raises Conflict/NotFound otherwise."""
     handoff = store().current_handoff(session_id)
@@ -162,6 +181,7 @@ def accept(session_id: str, agent_id: str) -> dict[str, Any]:
         raise AgentNotRegistered(agent_id) from None
     except AgentUnavailable:
         raise Conflict("you are not available (busy or offline); finish or release your current session") from None
+    token: str | None = None
     try:
         token = store().claim_callback(session_id, handoff.handoff_id, WAITING_FOR_AGENT)
         completed = token is not None and _complete(
@@ -169,6 +189,8 @@ def accept(session_id: str, agent_id: str) -> dict[str, Any]:
         )
     except Exception:
         store().release_agent(agent_id, session_id=session_id)  # never leave the agent reserved for nothing
+        if token is not None:
+            _give_back(session_id, handoff, token)
         raise
     if not completed:
         store().release_agent(agent_id, session_id=session_id)

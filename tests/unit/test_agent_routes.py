@@ -9,6 +9,7 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 from moto import mock_aws
 
 from lambdas.api import agent as agent_api
@@ -114,6 +115,32 @@ def test_accept_of_an_expired_request_releases_the_agent_again(store: DynamoSess
     agent = store.get_agent("agent-1")
     assert agent is not None
     assert agent.status == AgentStatus.AVAILABLE
+
+
+def test_accept_whose_send_task_success_fails_gives_the_token_back(
+    store: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a queued handoff and an available agent, and Step Functions throttling SendTaskSuccess
+    session_id = _queued(store)
+    store.put_agent(Agent(agent_id="agent-1", skills=("billing",)))
+
+    class Throttled:
+        def send_task_success(self, **_: Any) -> None:
+            raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, "SendTaskSuccess")
+
+    monkeypatch.setattr(agent_api, "sfn", Throttled)
+
+    status, body = call("accept", session_id, {})
+
+    # Then 500 with a JSON error, the agent is available again, and the handoff still waits with its token,
+    # so a later accept can complete the workflow's wait
+    assert status == 500
+    assert body["error"]["code"]
+    agent = store.get_agent("agent-1")
+    assert agent is not None
+    assert agent.status == AgentStatus.AVAILABLE
+    assert store.waiting_for(session_id, "h-1") == "agent"
+    assert store.claim_callback(session_id, "h-1", "agent") == DEAD_TOKEN
 
 
 def test_accept_by_a_busy_agent_is_409_and_leaves_the_request_waiting(store: DynamoSessionStore) -> None:
