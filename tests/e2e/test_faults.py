@@ -41,6 +41,7 @@ from tests.e2e.harness.faults import (
     FaultLayer,
 )
 from tests.e2e.harness.intrinsics import Deployed
+from tests.e2e.harness.websocket import ConnectionRefused
 from tests.e2e.story_base import token_subject
 from tests.support.lambda_bridge import function_environment
 from tests.support.synth import SynthesizedStage
@@ -623,3 +624,98 @@ def test_notifier_down_redrives_the_notice_to_its_alarmed_dlq_after_max_receives
     assert {a.operation for a in failed} == {"PutItem"}
     assert len(failed) == max_receives * IDEMPOTENCY_STORE_ATTEMPTS, len(failed)
     print(f"notifier {kind}: {len(deliveries)} deliveries (maxReceiveCount {max_receives}), {len(failed)} failed calls")
+
+
+# ---------------------------------------------------------------------------------------- workflows (Step Functions)
+
+
+@pytest.mark.parametrize("kind", UNAPPLIED)
+def test_start_execution_fault_below_the_bound_still_greets_the_customer(
+    stage: EmbeddedStage, layer: FaultLayer, kind: str
+) -> None:
+    # Given $connect's StartExecution of the onboarding workflow failing for all but botocore's last attempt
+    layer.inject("sfn", kind, operations={"StartExecution"}, callers={CONNECT}, times=aws.STANDARD_ATTEMPTS - 1)
+    # When a customer connects (new_chat waits for the welcome the workflow posts)
+    chat = new_chat(stage)
+    # Then the workflow ran to its end: the session is open and the welcome was stored
+    assert [r for _, r, _ in stored_turns(stage, chat)] == ["assistant"]
+    # And the SDK's retries did it: one call, three attempts
+    assert layer.count("sfn", "StartExecution", caller=CONNECT) == aws.STANDARD_ATTEMPTS
+
+
+@pytest.mark.parametrize("kind", UNAPPLIED)
+def test_start_execution_down_refuses_the_connection_and_frees_its_slot(
+    stage: EmbeddedStage, layer: FaultLayer, kind: str
+) -> None:
+    # Given a connected customer, and StartExecution failing on every attempt
+    chat = new_chat(stage)
+    cap = setting(stage, CONNECT, "chat_max_connections_per_customer")
+    layer.inject("sfn", kind, operations={"StartExecution"}, callers={CONNECT}, times=None)
+    query = {"token": chat.token, "session_id": chat.session_id}
+    # When the customer tries to open more connections than its cap allows
+    refused = []
+    for _ in range(cap):
+        with pytest.raises(ConnectionRefused) as caught:
+            stage.websocket.connect(query=query)
+        refused.append(caught.value.status)
+    # Then each was refused with a 500 the client retries (not a 429: no slot was kept for a failed connect)
+    assert refused == [500] * cap
+    # And each connect made exactly botocore's attempts
+    assert len(layer.calls("sfn", "StartExecution", caller=CONNECT, faulted=True)) == cap * aws.STANDARD_ATTEMPTS
+    # And once Step Functions answers again, the customer connects and is greeted on the new connection
+    layer.clear()
+    connection_id = stage.websocket.connect(query=query)
+    stage.settle(until=lambda: bool(stage.websocket.frames(connection_id)), timeout=30)
+    assert stage.websocket.frames(connection_id)[0].get("type") == "welcome"
+
+
+def accept(stage: EmbeddedStage, handed: HandedOver) -> Any:
+    return stage.rest.request("POST", f"/handoffs/{handed.chat.session_id}/accept", headers=handed.agent_auth())
+
+
+@pytest.mark.parametrize("kind", UNAPPLIED)
+def test_send_task_success_fault_below_the_bound_still_assigns_the_accepted_handoff(
+    stage: EmbeddedStage, layer: FaultLayer, kind: str
+) -> None:
+    # Given a handoff waiting for an agent, and the accept's SendTaskSuccess failing for all but the last attempt
+    handed = hand_over(stage, agent_online=False)
+    set_presence(stage, handed, "available")
+    layer.inject("sfn", kind, operations={"SendTaskSuccess"}, callers={AGENT}, times=aws.STANDARD_ATTEMPTS - 1)
+    # When the agent accepts
+    response = accept(stage, handed)
+    # Then the accept succeeds and the workflow goes on: the handoff is assigned to that agent
+    assert response.status == 200, response.body
+    stage.settle(until=lambda: current_status(stage, handed.chat) == "assigned", timeout=30)
+    handoff = store_of(stage).current_handoff(handed.chat.session_id)
+    assert handoff is not None and handoff.agent_id == token_subject(handed.agent)
+    # And the SDK's retries did it: one call, three attempts
+    assert layer.count("sfn", "SendTaskSuccess", caller=AGENT) == aws.STANDARD_ATTEMPTS
+    close_handoff(stage, handed)
+
+
+@pytest.mark.parametrize("kind", UNAPPLIED)
+def test_send_task_success_down_fails_the_accept_and_leaves_the_handoff_acceptable(
+    stage: EmbeddedStage, layer: FaultLayer, kind: str
+) -> None:
+    # Given a handoff waiting for an agent, and SendTaskSuccess failing on every attempt
+    handed = hand_over(stage, agent_online=False)
+    set_presence(stage, handed, "available")
+    layer.inject("sfn", kind, operations={"SendTaskSuccess"}, callers={AGENT}, times=None)
+    # When the agent accepts
+    response = accept(stage, handed)
+    # Then the agent gets a 500 with a JSON error, after exactly botocore's attempts
+    assert response.status == 500, response.body
+    assert set(response.json()["error"]) >= {"code", "message"}
+    assert layer.count("sfn", "SendTaskSuccess", caller=AGENT) == aws.STANDARD_ATTEMPTS
+    # And nothing is half done: the agent is not left busy, the handoff still waits for an agent
+    agent = store_of(stage).get_agent(token_subject(handed.agent))
+    assert agent is not None and str(agent.status) == "available"
+    handoff = store_of(stage).current_handoff(handed.chat.session_id)
+    assert handoff is not None and str(handoff.status) == "queued"
+    assert store_of(stage).waiting_for(handed.chat.session_id, handoff.handoff_id) == "agent"
+    # And once Step Functions answers again, the same accept succeeds and the workflow assigns the handoff
+    layer.clear()
+    again = accept(stage, handed)
+    assert again.status == 200, again.body
+    stage.settle(until=lambda: current_status(stage, handed.chat) == "assigned", timeout=30)
+    close_handoff(stage, handed)
