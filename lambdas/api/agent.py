@@ -13,7 +13,9 @@
 * ``POST /handoffs/{session_id}/messages`` ``{"text"}``: only the agent the current handoff is
   assigned to (access ends with the handoff). Stores an ``agent`` turn, posts it to the
   customer's WebSocket connection (``lambdas.shared.connections.post_to_connection``) and, for
-  the first reply, completes MonitorHandoff's token. 201 ``{"turn_number", "delivered"}``.
+  the first reply, completes MonitorHandoff's token. 201 ``{"turn_number", "delivered"}``, also
+  when Step Functions cannot be told (the turn is stored and pushed; the token is stored again
+  for the next reply or the close to complete).
 * ``POST /handoffs/{session_id}/close`` ``{"resolution", "outcome": "resume"|"end"}``: the agent
   of the handoff or an admin. The handoff is completed, its agent released and the session back
   to ``active`` (the assistant answers) or ended, in one conditional transaction; the customer
@@ -49,7 +51,7 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from lambdas.api import inbox, validation
 from lambdas.api.responses import Forbidden, json_response, register_error_handlers
@@ -237,7 +239,16 @@ def send_message(session_id: str, agent_id: str, text: str) -> dict[str, Any]:
     delivered = _push(session, frame)
     token = store().claim_callback(session_id, handoff.handoff_id, WAITING_FOR_REPLY)
     if token is not None:
-        _complete(token, {"agent_id": agent_id, "turn_number": turn.turn_number})
+        try:
+            _complete(token, {"agent_id": agent_id, "turn_number": turn.turn_number})
+        except (ClientError, BotoCoreError):
+            # The turn is stored and pushed: failing the request now would make the console send
+            # it again (a second turn). The token goes back, so the next reply or the close tells
+            # the workflow; until then the handoff's idle timer runs as if the agent had not replied.
+            logger.exception("MonitorHandoff not told of the reply", extra={"session_id": session_id})
+            store().await_callback(
+                session_id, handoff.handoff_id, WAITING_FOR_REPLY, token, while_status=HandoffStatus.ASSIGNED
+            )
     return {"session_id": session_id, "turn_number": turn.turn_number, "delivered": delivered}
 
 

@@ -197,6 +197,28 @@ def test_message_from_the_assigned_agent_is_stored_pushed_and_completes_the_wait
     assert store.waiting_for(session_id, "h-1") is None  # the token was taken
 
 
+def test_message_whose_send_task_success_fails_is_stored_once_and_keeps_the_token(
+    store: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a session handed to agent-1 waiting for the first reply, and Step Functions throttling SendTaskSuccess
+    session_id = _handed_over(store)
+    store.await_callback(session_id, "h-1", "reply", "live-token")
+
+    class Throttled:
+        def send_task_success(self, **_: Any) -> None:
+            raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, "SendTaskSuccess")
+
+    monkeypatch.setattr(agent_api, "sfn", Throttled)
+
+    status, body = call("messages", session_id, {"text": "Hi, this is Ana."})
+
+    # Then 201 (stored and pushed: a retry would store it twice), and the token waits for the next reply
+    assert status == 201
+    assert body["turn_number"] == 2
+    assert [t.content for t in store.list_turns(session_id).items if t.role == Role.AGENT] == ["Hi, this is Ana."]
+    assert store.claim_callback(session_id, "h-1", "reply") == "live-token"
+
+
 def test_message_from_another_agent_is_403_and_stores_nothing(store: DynamoSessionStore) -> None:
     session_id = _handed_over(store)
     assert call("messages", session_id, {"text": "sneaky"}, sub="agent-2")[0] == 403
