@@ -719,3 +719,60 @@ def test_send_task_success_down_fails_the_accept_and_leaves_the_handoff_acceptab
     assert again.status == 200, again.body
     stage.settle(until=lambda: current_status(stage, handed.chat) == "assigned", timeout=30)
     close_handoff(stage, handed)
+
+
+def agent_reply(stage: EmbeddedStage, handed: HandedOver, text: str) -> Any:
+    return stage.rest.request(
+        "POST", f"/handoffs/{handed.chat.session_id}/messages", headers=handed.agent_auth(), body={"text": text}
+    )
+
+
+def waiting_for(stage: EmbeddedStage, handed: HandedOver) -> str | None:
+    handoff = store_of(stage).current_handoff(handed.chat.session_id)
+    return None if handoff is None else store_of(stage).waiting_for(handed.chat.session_id, handoff.handoff_id)
+
+
+def agent_turns(stage: EmbeddedStage, chat: Chat) -> list[str]:
+    return [content for _, role, content in stored_turns(stage, chat) if role == "agent"]
+
+
+@pytest.mark.parametrize("kind", UNAPPLIED)
+def test_send_task_success_fault_below_the_bound_on_the_first_reply_ends_the_workflow(
+    stage: EmbeddedStage, layer: FaultLayer, kind: str
+) -> None:
+    # Given an assigned handoff whose workflow waits for the agent's first reply (MonitorHandoff)
+    handed = hand_over(stage, agent_online=True)
+    stage.settle(until=lambda: waiting_for(stage, handed) == "reply", timeout=30)
+    layer.inject("sfn", kind, operations={"SendTaskSuccess"}, callers={AGENT}, times=aws.STANDARD_ATTEMPTS - 1)
+    # When the agent replies
+    response = agent_reply(stage, handed, "Hello, I am here.")
+    # Then the reply is stored once and the workflow, told by the SDK's last attempt, ends
+    assert response.status == 201, response.body
+    assert agent_turns(stage, handed.chat) == ["Hello, I am here."]
+    assert stage.wait_execution(handed.execution_arn, timeout=30)["status"] == "SUCCEEDED"
+    assert layer.count("sfn", "SendTaskSuccess", caller=AGENT) == aws.STANDARD_ATTEMPTS
+    close_handoff(stage, handed)
+
+
+@pytest.mark.parametrize("kind", UNAPPLIED)
+def test_send_task_success_down_on_the_first_reply_keeps_the_turn_and_the_token(
+    stage: EmbeddedStage, layer: FaultLayer, kind: str
+) -> None:
+    # Given an assigned handoff waiting for the first reply, and SendTaskSuccess failing on every attempt
+    handed = hand_over(stage, agent_online=True)
+    stage.settle(until=lambda: waiting_for(stage, handed) == "reply", timeout=30)
+    layer.inject("sfn", kind, operations={"SendTaskSuccess"}, callers={AGENT}, times=None)
+    before = len(handed.chat.frames())
+    # When the agent replies
+    response = agent_reply(stage, handed, "Hello, I am here.")
+    # Then the reply is stored once and reached the customer, and the agent is not asked to send it again
+    assert response.status == 201, response.body
+    assert agent_turns(stage, handed.chat) == ["Hello, I am here."]
+    assert [f.get("role") for f in handed.chat.frames()[before:] if f.get("type") == "message"] == ["agent"]
+    assert layer.count("sfn", "SendTaskSuccess", caller=AGENT) == aws.STANDARD_ATTEMPTS
+    # And the workflow's token is kept: the next reply, once Step Functions answers, ends the workflow
+    assert waiting_for(stage, handed) == "reply"
+    layer.clear()
+    assert agent_reply(stage, handed, "Volume 3 ships on the 14th.").status == 201
+    assert stage.wait_execution(handed.execution_arn, timeout=30)["status"] == "SUCCEEDED"
+    close_handoff(stage, handed)
