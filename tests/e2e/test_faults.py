@@ -776,3 +776,51 @@ def test_send_task_success_down_on_the_first_reply_keeps_the_turn_and_the_token(
     assert agent_reply(stage, handed, "Volume 3 ships on the 14th.").status == 201
     assert stage.wait_execution(handed.execution_arn, timeout=30)["status"] == "SUCCEEDED"
     close_handoff(stage, handed)
+
+
+DISCONNECT = "lambdas.ws.disconnect.handler"
+
+
+def customer_leaves_a_waiting_handoff(stage: EmbeddedStage, layer: FaultLayer, kind: str, times: int | None) -> HandedOver:
+    """A handoff waits for an agent; with SendTaskFailure faulted, the customer disconnects."""
+    handed = hand_over(stage, agent_online=False)
+    stage.settle(until=lambda: waiting_for(stage, handed) == "agent", timeout=30)
+    layer.inject("sfn", kind, operations={"SendTaskFailure"}, callers={DISCONNECT}, times=times)
+    stage.websocket.disconnect(handed.chat.connection_id)
+    return handed
+
+
+def expect_the_customer_left(stage: EmbeddedStage, handed: HandedOver) -> None:
+    """The table says the customer left: handoff failed, session disconnected, connection record gone."""
+    store = store_of(stage)
+    handoff = store.current_handoff(handed.chat.session_id)
+    session = store.get_session(handed.chat.session_id)
+    assert handoff is not None and str(handoff.status) == "failed", handoff
+    assert session is not None and str(session.status) == "disconnected", session
+    assert store.get_connection(handed.chat.connection_id) is None
+
+
+@pytest.mark.parametrize("kind", UNAPPLIED)
+def test_send_task_failure_fault_below_the_bound_stops_the_wait_when_the_customer_leaves(
+    stage: EmbeddedStage, layer: FaultLayer, kind: str
+) -> None:
+    # Given a customer whose handoff waits for an agent leaves, SendTaskFailure failing for all but the last attempt
+    handed = customer_leaves_a_waiting_handoff(stage, layer, kind, aws.STANDARD_ATTEMPTS - 1)
+    # Then the table says the customer left, and the workflow, told by the SDK's last attempt, ends failed at once
+    expect_the_customer_left(stage, handed)
+    assert layer.count("sfn", "SendTaskFailure", caller=DISCONNECT) == aws.STANDARD_ATTEMPTS
+    assert stage.wait_execution(handed.execution_arn, timeout=30)["status"] == "FAILED"
+
+
+@pytest.mark.parametrize("kind", UNAPPLIED)
+def test_send_task_failure_down_still_ends_the_handoff_when_the_customer_leaves(
+    stage: EmbeddedStage, layer: FaultLayer, kind: str
+) -> None:
+    # Given a customer whose handoff waits for an agent leaves, SendTaskFailure failing on every attempt
+    handed = customer_leaves_a_waiting_handoff(stage, layer, kind, None)
+    # Then the table says the customer left (the connection record too), after exactly botocore's attempts
+    expect_the_customer_left(stage, handed)
+    assert layer.count("sfn", "SendTaskFailure", caller=DISCONNECT) == aws.STANDARD_ATTEMPTS
+    # And the workflow is not left waiting: its wait times out, finds the handoff over and ends failed
+    layer.clear()
+    assert stage.wait_execution(handed.execution_arn, timeout=60)["status"] == "FAILED"
