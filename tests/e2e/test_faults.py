@@ -477,12 +477,12 @@ def current_status(stage: EmbeddedStage, chat: Chat) -> str | None:
     return None if handoff is None else str(handoff.status)
 
 
-def hand_over(stage: EmbeddedStage, *, agent_online: bool) -> HandedOver:
+def hand_over(stage: EmbeddedStage, *, agent_online: bool, until: str | None = None) -> HandedOver:
     """A new customer asks for a human; a new agent, the only one with the handoff's skill, is registered.
 
     With ``agent_online`` the agent is available first and the workflow assigns it; otherwise the
     handoff waits in the queue (``queued``) for an accept. Each call has its own skill, so agents
-    left online by other tests never take it.
+    left online by other tests never take it. ``until`` names another status to wait for.
     """
     n = next(_customers)
     reason = f"faults{n}"
@@ -499,7 +499,7 @@ def hand_over(stage: EmbeddedStage, *, agent_online: bool) -> HandedOver:
     )
     assert response.status == 202, response.body
     handed.execution_arn = str(response.json()["execution_arn"])
-    wanted = "assigned" if agent_online else "queued"
+    wanted = until or ("assigned" if agent_online else "queued")
     stage.settle(until=lambda: current_status(stage, chat) == wanted, timeout=30)
     stage.settle(timeout=30, wait_executions=False)
     return handed
@@ -824,3 +824,54 @@ def test_send_task_failure_down_still_ends_the_handoff_when_the_customer_leaves(
     # And the workflow is not left waiting: its wait times out, finds the handoff over and ends failed
     layer.clear()
     assert stage.wait_execution(handed.execution_arn, timeout=60)["status"] == "FAILED"
+
+
+# ---------------------------------------------------------------------------------------- SNS from the handoff workflow
+
+TRANSFER = "lambdas.orchestration.handoff.transfer_context"
+ASSIGNMENT = "lambdas.orchestration.handoff.queue_consumer"
+
+
+def notifications(chat: Chat) -> list[str]:
+    return [str(f.get("event_type")) for f in chat.frames() if isinstance(f, dict) and f.get("type") == "notification"]
+
+
+@pytest.mark.parametrize("kind", UNAPPLIED)
+def test_context_publish_fault_below_the_bound_reaches_the_agent_once(
+    stage: EmbeddedStage, layer: FaultLayer, kind: str
+) -> None:
+    # Given the workflow's TransferConversationContext Publish failing for all but botocore's last attempt
+    layer.inject("sns", kind, operations={"Publish"}, callers={TRANSFER}, times=aws.STANDARD_ATTEMPTS - 1)
+    # When a customer is handed to an agent
+    handed = hand_over(stage, agent_online=True)
+    stage.settle(until=lambda: waiting_for(stage, handed) == "reply", timeout=30)
+    # Then the workflow went on to wait for the agent's reply, and the context was published once
+    contexts = [
+        m
+        for m in published(stage.cloud, handoff_topic(stage), stage.all("AWS::SNS::Subscription"))
+        if m.event_type == "handoff_context" and handed.chat.session_id in m.message
+    ]
+    assert len(contexts) == 1
+    assert layer.count("sns", "Publish", caller=TRANSFER) == aws.STANDARD_ATTEMPTS
+    close_handoff(stage, handed)
+
+
+def test_context_publish_down_fails_the_handoff_cleanly(stage: EmbeddedStage, layer: FaultLayer) -> None:
+    # Given the workflow's TransferConversationContext Publish throttled on every attempt
+    layer.inject("sns", THROTTLE, operations={"Publish"}, callers={TRANSFER}, times=None)
+    # When a customer is handed to an (available) agent
+    handed = hand_over(stage, agent_online=True, until="failed")
+    done = stage.wait_execution(handed.execution_arn, timeout=30)
+    stage.settle(timeout=30, wait_executions=False)
+    # Then the execution ends failed, and nothing is left half done: the handoff is failed, the agent
+    # available, the session the assistant's again, and the customer told (started, then failed)
+    assert done["status"] == "FAILED"
+    chat = handed.chat
+    assert current_status(stage, chat) == "failed"
+    agent = store_of(stage).get_agent(token_subject(handed.agent))
+    assert agent is not None and str(agent.status) == "available"
+    session = store_of(stage).get_session(chat.session_id)
+    assert session is not None and str(session.status) == "active"
+    assert notifications(chat) == ["handoff_started", "handoff_failed"]
+    # And the function gave up after one call's attempts (the workflow does not retry a function's own error)
+    assert layer.count("sns", "Publish", caller=TRANSFER) == aws.STANDARD_ATTEMPTS
