@@ -586,6 +586,15 @@ def consumer_queue(stage: EmbeddedStage, handler: str) -> tuple[Any, Deployed]:
     return mapping, queue
 
 
+def redrive_of(stage: EmbeddedStage, queue: Deployed) -> tuple[Deployed, str, int]:
+    """The queue's DLQ (as deployed), its ARN, and maxReceiveCount (the template's redrive policy)."""
+    max_receives = int(queue.properties["RedrivePolicy"]["maxReceiveCount"])
+    attributes = stage.client("sqs").get_queue_attributes(QueueUrl=queue.ref, AttributeNames=["RedrivePolicy"])
+    dlq_arn = str(json.loads(attributes["Attributes"]["RedrivePolicy"])["deadLetterTargetArn"])
+    dlq = stage.only("AWS::SQS::Queue", where=lambda q: q.attributes["Arn"] == dlq_arn)
+    return dlq, dlq_arn, max_receives
+
+
 @pytest.mark.parametrize("kind", UNAPPLIED)
 def test_notifier_down_redrives_the_notice_to_its_alarmed_dlq_after_max_receives(
     stage: EmbeddedStage, layer: FaultLayer, kind: str
@@ -593,14 +602,7 @@ def test_notifier_down_redrives_the_notice_to_its_alarmed_dlq_after_max_receives
     # Given a handoff assigned to an agent, and the customer notifier's DynamoDB calls failing on every attempt
     handed = hand_over(stage, agent_online=True)
     mapping, queue = consumer_queue(stage, NOTIFIER)
-    redrive = queue.properties["RedrivePolicy"]
-    max_receives = int(redrive["maxReceiveCount"])
-    dlq_arn = json.loads(
-        stage.client("sqs").get_queue_attributes(QueueUrl=queue.ref, AttributeNames=["RedrivePolicy"])["Attributes"][
-            "RedrivePolicy"
-        ]
-    )["deadLetterTargetArn"]
-    dlq = stage.only("AWS::SQS::Queue", where=lambda q: q.attributes["Arn"] == dlq_arn)
+    dlq, dlq_arn, max_receives = redrive_of(stage, queue)
     stage.queue_messages(dlq)  # start from an empty DLQ
     before = len(stage.queues.deliveries)
     layer.inject("dynamodb", kind, callers={NOTIFIER}, times=None)
@@ -875,3 +877,29 @@ def test_context_publish_down_fails_the_handoff_cleanly(stage: EmbeddedStage, la
     assert notifications(chat) == ["handoff_started", "handoff_failed"]
     # And the function gave up after one call's attempts (the workflow does not retry a function's own error)
     assert layer.count("sns", "Publish", caller=TRANSFER) == aws.STANDARD_ATTEMPTS
+
+
+def test_waiting_publish_down_redrives_the_assignment_to_its_alarmed_dlq_and_keeps_the_handoff_acceptable(
+    stage: EmbeddedStage, layer: FaultLayer
+) -> None:
+    # Given the assignment queue's consumer unable to publish handoff_waiting (throttled on every attempt)
+    mapping, queue = consumer_queue(stage, ASSIGNMENT)
+    dlq, dlq_arn, max_receives = redrive_of(stage, queue)
+    stage.queue_messages(dlq)  # start from an empty DLQ
+    before = len(stage.queues.deliveries)
+    layer.inject("sns", THROTTLE, operations={"Publish"}, callers={ASSIGNMENT}, times=None)
+    # When a customer asks for a human and no agent is online
+    handed = hand_over(stage, agent_online=False)
+    # Then the assignment message was delivered exactly maxReceiveCount times, then moved to the DLQ, which alarms
+    messages = [json.loads(m["Body"]) for m in stage.queue_messages(dlq)]
+    assert [m["session_id"] for m in messages] == [handed.chat.session_id], messages
+    assert dlq_alarmed(stage, dlq_arn)
+    deliveries = [d for d in stage.queues.deliveries[before:] if d.mapping == mapping.logical_id]
+    assert len(deliveries) == max_receives
+    assert layer.count("sns", "Publish", caller=ASSIGNMENT) == max_receives * aws.STANDARD_ATTEMPTS
+    # And the handoff is not lost: it waits with its token, and an agent's accept assigns it
+    layer.clear()
+    set_presence(stage, handed, "available")
+    assert accept(stage, handed).status == 200
+    stage.settle(until=lambda: current_status(stage, handed.chat) == "assigned", timeout=30)
+    close_handoff(stage, handed)
