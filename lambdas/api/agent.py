@@ -21,7 +21,9 @@
   to ``active`` (the assistant answers) or ended, in one conditional transaction; the customer
   is told once by the customer notifier (the ``handoff_closed`` frame, or e-mail, or the
   transcript). 200, 409 when it is closed already (nothing changes).
-  A released agent becomes available again, unless it chose ``away`` meanwhile.
+  A released agent becomes available again, unless it chose ``away`` meanwhile. Step Functions
+  failing to take MonitorHandoff's completion does not fail the close (the workflow then ends at
+  the reply wait's timeout, finding the handoff closed).
 * ``POST /agents/me/presence`` ``{"status": "available"|"away"}``: the calling agent's presence,
   in the AvailableAgentsIndex at once; a busy agent's choice applies when it is released. Only
   the caller's own (``me`` is the token's ``sub``; the body names no agent).
@@ -277,7 +279,13 @@ def close(session_id: str, caller: str, role: str, body: dict[str, Any]) -> dict
     )
     token = store().claim_callback(session_id, handoff.handoff_id, WAITING_FOR_REPLY)
     if token is not None:
-        _complete(token, {"agent_id": handoff.agent_id, "closed": True, "outcome": outcome})
+        try:
+            _complete(token, {"agent_id": handoff.agent_id, "closed": True, "outcome": outcome})
+        except (ClientError, BotoCoreError):
+            # The close is committed (a second close is 409): a 500 would report a failure that
+            # did not happen. The workflow finishes at MonitorHandoff's idle timeout instead, where
+            # ReassignAgent finds the handoff closed.
+            logger.exception("MonitorHandoff not told of the close", extra={"session_id": session_id})
     # The customer is told by the customer notifier, from the router's "completed" event: over the
     # WebSocket when connected, else by e-mail or in the conversation (once, whichever it is).
     logger.info("handoff closed", extra={"session_id": session_id, "outcome": outcome, "by": role})

@@ -323,6 +323,29 @@ def test_a_busy_agent_who_chose_away_is_away_once_its_handoff_closes(store: Dyna
     assert store.find_available_agent("billing") is None
 
 
+def test_close_whose_send_task_success_fails_is_still_a_close(
+    store: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given agent-1 serving a handoff whose MonitorHandoff token is stored, and Step Functions throttling
+    store.put_agent(Agent(agent_id="agent-1", skills=("billing",)))
+    session_id = _handed_over(store)
+    store.reserve_agent("agent-1", session_id)
+    store.await_callback(session_id, "h-1", "reply", "live-token")
+
+    class Throttled:
+        def send_task_success(self, **_: Any) -> None:
+            raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, "SendTaskSuccess")
+
+    monkeypatch.setattr(agent_api, "sfn", Throttled)
+
+    status, body = call("close", session_id, {"resolution": "done", "outcome": "resume"})
+
+    # Then 200: the close is committed (a second close would be 409), whatever Step Functions answered
+    assert status == 200
+    assert (body["status"], body["session_status"], body["released_agent_id"]) == ("completed", "active", "agent-1")
+    assert call("close", session_id, {"resolution": "done", "outcome": "resume"})[0] == 409
+
+
 def test_a_retried_message_with_its_idempotency_key_stores_one_turn(store: DynamoSessionStore) -> None:
     # Given an agent serving the session whose first send's answer was lost
     session_id = _handed_over(store)
