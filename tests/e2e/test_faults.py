@@ -54,9 +54,9 @@ SUMMARY = "lambdas.events.summary.handler"
 #: Faults a retry can repair without the service having applied the call; a read timeout may
 #: have been applied, and is tested apart where that matters.
 UNAPPLIED = (THROTTLE, SERVER_ERROR, CONNECT_TIMEOUT)
-#: One fault the service answers and one it never sees. A 5xx takes the throttle's path everywhere
-#: (a retryable ClientError to botocore and to the functions), so the consumer and workflow tests,
-#: each of which drives a whole handoff, leave it out.
+#: One fault the service answers and one it never sees. botocore retries a 5xx like a throttle and
+#: the functions handle both as a ClientError, so the consumer and workflow tests, each of which
+#: drives a whole handoff, leave it out.
 ANSWERED_OR_NOT = (THROTTLE, CONNECT_TIMEOUT)
 
 
