@@ -5,19 +5,25 @@
   store's conditional write, WaitForAgent's task token is taken from the handoff record (exactly
   one caller gets it) and completed with ``{"available": true, "agent_id"}``. 200, or 409 when
   nothing waits, the agent is not available, or the request expired meanwhile (the reservation
-  is released again).
+  is released again). 500 when Step Functions cannot be told (throttled, 5xx, timed out after the
+  client's retries): the reservation is released and the token stored again, so the handoff
+  still waits and the same accept may be sent again.
   An agent without the skill the handoff asks for (its reason) gets 409 naming the skill, and
   the handoff stays queued.
 * ``POST /handoffs/{session_id}/messages`` ``{"text"}``: only the agent the current handoff is
   assigned to (access ends with the handoff). Stores an ``agent`` turn, posts it to the
   customer's WebSocket connection (``lambdas.shared.connections.post_to_connection``) and, for
-  the first reply, completes MonitorHandoff's token. 201 ``{"turn_number", "delivered"}``.
+  the first reply, completes MonitorHandoff's token. 201 ``{"turn_number", "delivered"}``, also
+  when Step Functions cannot be told (the turn is stored and pushed; the token is stored again
+  for the next reply or the close to complete).
 * ``POST /handoffs/{session_id}/close`` ``{"resolution", "outcome": "resume"|"end"}``: the agent
   of the handoff or an admin. The handoff is completed, its agent released and the session back
   to ``active`` (the assistant answers) or ended, in one conditional transaction; the customer
   is told once by the customer notifier (the ``handoff_closed`` frame, or e-mail, or the
   transcript). 200, 409 when it is closed already (nothing changes).
-  A released agent becomes available again, unless it chose ``away`` meanwhile.
+  A released agent becomes available again, unless it chose ``away`` meanwhile. Step Functions
+  failing to take MonitorHandoff's completion does not fail the close (the workflow then ends at
+  the reply wait's timeout, finding the handoff closed).
 * ``POST /agents/me/presence`` ``{"status": "available"|"away"}``: the calling agent's presence,
   in the AvailableAgentsIndex at once; a busy agent's choice applies when it is released. Only
   the caller's own (``me`` is the token's ``sub``; the body names no agent).
@@ -47,7 +53,7 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from lambdas.api import inbox, validation
 from lambdas.api.responses import Forbidden, json_response, register_error_handlers
@@ -129,6 +135,23 @@ def _complete(token: str, output: dict[str, Any]) -> bool:
     return True
 
 
+def _give_back(session_id: str, handoff: Handoff, token: str) -> None:
+    """Store a claimed WaitForAgent token again after SendTaskSuccess failed (throttled, 5xx, timed out).
+
+    Claiming removes the token, so without this the handoff would wait with no token on record:
+    every later accept answers 409 and the workflow only moves at its wait's timeout. Stored only
+    while the handoff still has the status it had (an escalation that claimed meanwhile wins).
+    """
+    try:
+        restored = store().await_callback(
+            session_id, handoff.handoff_id, WAITING_FOR_AGENT, token, while_status=handoff.status
+        )
+    except Exception:
+        logger.exception("the handoff's wait token could not be stored again", extra={"session_id": session_id})
+        return
+    logger.info("handoff waits for an agent again", extra={"session_id": session_id, "restored": restored})
+
+
 def accept(session_id: str, agent_id: str) -> dict[str, Any]:
     """Give the session's waiting handoff to ``agent_id``; raises Conflict/NotFound otherwise."""
     handoff = store().current_handoff(session_id)
@@ -162,6 +185,7 @@ def accept(session_id: str, agent_id: str) -> dict[str, Any]:
         raise AgentNotRegistered(agent_id) from None
     except AgentUnavailable:
         raise Conflict("you are not available (busy or offline); finish or release your current session") from None
+    token: str | None = None
     try:
         token = store().claim_callback(session_id, handoff.handoff_id, WAITING_FOR_AGENT)
         completed = token is not None and _complete(
@@ -169,6 +193,8 @@ def accept(session_id: str, agent_id: str) -> dict[str, Any]:
         )
     except Exception:
         store().release_agent(agent_id, session_id=session_id)  # never leave the agent reserved for nothing
+        if token is not None:
+            _give_back(session_id, handoff, token)
         raise
     if not completed:
         store().release_agent(agent_id, session_id=session_id)
@@ -215,7 +241,16 @@ def send_message(session_id: str, agent_id: str, text: str) -> dict[str, Any]:
     delivered = _push(session, frame)
     token = store().claim_callback(session_id, handoff.handoff_id, WAITING_FOR_REPLY)
     if token is not None:
-        _complete(token, {"agent_id": agent_id, "turn_number": turn.turn_number})
+        try:
+            _complete(token, {"agent_id": agent_id, "turn_number": turn.turn_number})
+        except (ClientError, BotoCoreError):
+            # The turn is stored and pushed: failing the request now would make the console send
+            # it again (a second turn). The token goes back, so the next reply or the close tells
+            # the workflow; until then the handoff's idle timer runs as if the agent had not replied.
+            logger.exception("MonitorHandoff not told of the reply", extra={"session_id": session_id})
+            store().await_callback(
+                session_id, handoff.handoff_id, WAITING_FOR_REPLY, token, while_status=HandoffStatus.ASSIGNED
+            )
     return {"session_id": session_id, "turn_number": turn.turn_number, "delivered": delivered}
 
 
@@ -244,7 +279,13 @@ def close(session_id: str, caller: str, role: str, body: dict[str, Any]) -> dict
     )
     token = store().claim_callback(session_id, handoff.handoff_id, WAITING_FOR_REPLY)
     if token is not None:
-        _complete(token, {"agent_id": handoff.agent_id, "closed": True, "outcome": outcome})
+        try:
+            _complete(token, {"agent_id": handoff.agent_id, "closed": True, "outcome": outcome})
+        except (ClientError, BotoCoreError):
+            # The close is committed (a second close is 409): a 500 would report a failure that
+            # did not happen. The workflow finishes at MonitorHandoff's idle timeout instead, where
+            # ReassignAgent finds the handoff closed.
+            logger.exception("MonitorHandoff not told of the close", extra={"session_id": session_id})
     # The customer is told by the customer notifier, from the router's "completed" event: over the
     # WebSocket when connected, else by e-mail or in the conversation (once, whichever it is).
     logger.info("handoff closed", extra={"session_id": session_id, "outcome": outcome, "by": role})

@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from aws_lambda_powertools import Logger
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from lambdas.shared.errors import Conflict, ConnectionSuperseded, InvalidTransition, NotFound, SessionNotFound
 from lambdas.shared.records import TURN_ACCEPTING, HandoffStatus, Session, SessionStatus
@@ -138,8 +138,8 @@ def _abandon_waiting_handoff(store: DynamoSessionStore, session: Session, connec
 def _stop_wait(token: str, handoff_id: str) -> bool:
     """Fail the waiting task, whose token only this caller holds now; False when that did not happen.
 
-    A wait that ended already (timed out, execution over) needs nothing. Any other refusal (the
-    client retried throttling already) is logged and not raised: the handoff is failed and the
+    A wait that ended already (timed out, execution over) needs nothing. Any other refusal or a
+    timeout (the client retried already) is logged and not raised: the handoff is failed and the
     session disconnected in the table, and the wait ends at its own timeout, after which the
     workflow's next step finds the session no longer active and ends in HandoffFailed.
     """
@@ -151,6 +151,11 @@ def _stop_wait(token: str, handoff_id: str) -> bool:
         code = err.response.get("Error", {}).get("Code")
         if code not in _ENDED_TASK_CODES:
             logger.exception("the handoff's wait was not stopped", extra={"handoff_id": handoff_id, "code": code})
+        return False
+    except BotoCoreError:
+        # A connect or read timeout after the client's retries: no answer at all. Raising here would
+        # leave the connection's record behind (the caller deletes it after the handoff is ended).
+        logger.exception("the handoff's wait was not stopped", extra={"handoff_id": handoff_id, "code": None})
         return False
     return True
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 from moto import mock_aws
 
 from lambdas.api import agent as agent_api
@@ -116,6 +117,32 @@ def test_accept_of_an_expired_request_releases_the_agent_again(store: DynamoSess
     assert agent.status == AgentStatus.AVAILABLE
 
 
+def test_accept_whose_send_task_success_fails_gives_the_token_back(
+    store: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a queued handoff and an available agent, and Step Functions throttling SendTaskSuccess
+    session_id = _queued(store)
+    store.put_agent(Agent(agent_id="agent-1", skills=("billing",)))
+
+    class Throttled:
+        def send_task_success(self, **_: Any) -> None:
+            raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, "SendTaskSuccess")
+
+    monkeypatch.setattr(agent_api, "sfn", Throttled)
+
+    status, body = call("accept", session_id, {})
+
+    # Then 500 with a JSON error, the agent is available again, and the handoff still waits with its token,
+    # so a later accept can complete the workflow's wait
+    assert status == 500
+    assert body["error"]["code"]
+    agent = store.get_agent("agent-1")
+    assert agent is not None
+    assert agent.status == AgentStatus.AVAILABLE
+    assert store.waiting_for(session_id, "h-1") == "agent"
+    assert store.claim_callback(session_id, "h-1", "agent") == DEAD_TOKEN
+
+
 def test_accept_by_a_busy_agent_is_409_and_leaves_the_request_waiting(store: DynamoSessionStore) -> None:
     session_id = _queued(store)
     store.put_agent(Agent(agent_id="agent-1", skills=("billing",)))
@@ -168,6 +195,28 @@ def test_message_from_the_assigned_agent_is_stored_pushed_and_completes_the_wait
     last = store.list_turns(session_id).items[-1]
     assert (last.role, last.content) == (Role.AGENT, "Hi, this is Ana.")
     assert store.waiting_for(session_id, "h-1") is None  # the token was taken
+
+
+def test_message_whose_send_task_success_fails_is_stored_once_and_keeps_the_token(
+    store: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a session handed to agent-1 waiting for the first reply, and Step Functions throttling SendTaskSuccess
+    session_id = _handed_over(store)
+    store.await_callback(session_id, "h-1", "reply", "live-token")
+
+    class Throttled:
+        def send_task_success(self, **_: Any) -> None:
+            raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, "SendTaskSuccess")
+
+    monkeypatch.setattr(agent_api, "sfn", Throttled)
+
+    status, body = call("messages", session_id, {"text": "Hi, this is Ana."})
+
+    # Then 201 (stored and pushed: a retry would store it twice), and the token waits for the next reply
+    assert status == 201
+    assert body["turn_number"] == 2
+    assert [t.content for t in store.list_turns(session_id).items if t.role == Role.AGENT] == ["Hi, this is Ana."]
+    assert store.claim_callback(session_id, "h-1", "reply") == "live-token"
 
 
 def test_message_from_another_agent_is_403_and_stores_nothing(store: DynamoSessionStore) -> None:
@@ -272,6 +321,29 @@ def test_a_busy_agent_who_chose_away_is_away_once_its_handoff_closes(store: Dyna
     assert agent is not None
     assert agent.status == AgentStatus.AWAY
     assert store.find_available_agent("billing") is None
+
+
+def test_close_whose_send_task_success_fails_is_still_a_close(
+    store: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given agent-1 serving a handoff whose MonitorHandoff token is stored, and Step Functions throttling
+    store.put_agent(Agent(agent_id="agent-1", skills=("billing",)))
+    session_id = _handed_over(store)
+    store.reserve_agent("agent-1", session_id)
+    store.await_callback(session_id, "h-1", "reply", "live-token")
+
+    class Throttled:
+        def send_task_success(self, **_: Any) -> None:
+            raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, "SendTaskSuccess")
+
+    monkeypatch.setattr(agent_api, "sfn", Throttled)
+
+    status, body = call("close", session_id, {"resolution": "done", "outcome": "resume"})
+
+    # Then 200: the close is committed (a second close would be 409), whatever Step Functions answered
+    assert status == 200
+    assert (body["status"], body["session_status"], body["released_agent_id"]) == ("completed", "active", "agent-1")
+    assert call("close", session_id, {"resolution": "done", "outcome": "resume"})[0] == 409
 
 
 def test_a_retried_message_with_its_idempotency_key_stores_one_turn(store: DynamoSessionStore) -> None:

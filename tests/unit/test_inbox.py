@@ -8,6 +8,7 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ConnectTimeoutError
 from botocore.stub import Stubber
 from moto import mock_aws
 
@@ -429,6 +430,30 @@ def test_disconnect_while_queued_is_done_even_when_the_wait_cannot_be_stopped(
 
     # Then the session is disconnected and the handoff failed all the same (the wait ends at
     # its timeout and the workflow finds the session no longer active)
+    assert outcome == "disconnected"
+    handoff = store.get_handoff(sid, "h-1")
+    assert handoff is not None
+    assert handoff.status == HandoffStatus.FAILED
+    assert store.get_connection("conn-1") is None
+
+
+def test_disconnect_while_queued_is_done_even_when_step_functions_times_out(
+    store: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a queued handoff and SendTaskFailure never answered (a connect timeout after the client's retries)
+    sid = queued(store)
+    store.put_connection("conn-1", session_id=sid, customer_id="customer-1", domain_name="d", stage="prod")
+    store.set_connection(sid, "conn-1")
+
+    class Unreachable:
+        def send_task_failure(self, **_: Any) -> None:
+            raise ConnectTimeoutError(endpoint_url="https://states.us-east-1.amazonaws.com")
+
+    monkeypatch.setattr(runtime, "stepfunctions", Unreachable)
+
+    # When the customer disconnects: nothing raises, and nothing is left behind
+    outcome = disconnect.disconnect_connection(store, "conn-1")
+
     assert outcome == "disconnected"
     handoff = store.get_handoff(sid, "h-1")
     assert handoff is not None
