@@ -24,7 +24,7 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 export AWS_EC2_METADATA_DISABLED := true
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help install synth synth-all test lint typecheck unit browser cfn-lint checkov bench demo local mint-token deploy diff destroy redrive openapi clean
+.PHONY: help install synth synth-all test lint typecheck unit browser cfn-lint checkov bench demo load local mint-token deploy diff destroy redrive openapi clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -110,6 +110,10 @@ local: install ## The dev stage on localhost over embedded AWS: make local [HOST
 	@# HOST only from the command line: some shells export HOST as the machine's name.
 	$(PY) -m local $(if $(filter command line,$(origin HOST)),--host "$(HOST)") $(if $(REST_PORT),--rest-port "$(REST_PORT)") \
 		$(if $(WS_PORT),--ws-port "$(WS_PORT)") $(if $(BEDROCK),--bedrock "$(BEDROCK)")
+
+load: install ## Load on embedded AWS: make load [SESSIONS=50 MESSAGES=20 HANDOFF_EVERY=10 THREADS=8]; prints throughput and the slowest step
+	$(PY) -m tests.e2e.run_load $(if $(SESSIONS),--sessions $(SESSIONS)) $(if $(MESSAGES),--messages $(MESSAGES)) \
+		$(if $(HANDOFF_EVERY),--handoff-every $(HANDOFF_EVERY)) $(if $(THREADS),--threads $(THREADS))
 
 mint-token: install ## A deployed dev pool's token: make mint-token EMAIL=a@example.com ROLE=customer [CREATE=1] (password in env DEV_USER_PASSWORD)
 	$(PY) -m tools.mint_token --stage $(STAGE) --email "$(EMAIL)" $(if $(ROLE),--role "$(ROLE)") $(if $(CREATE),--create)

@@ -12,7 +12,7 @@ the stream, the queues and the bus are settled, and :func:`check` says what was 
 Figures (:class:`LoadReport`): wall time, messages/s and turns/s, and per handler the count,
 p50/p95/max of its run time, so the slowest step is named. They are reported, never asserted.
 
-Larger runs: ``python -m tests.e2e.load --sessions 200 --messages 20`` (or ``LOAD_SESSIONS`` /
+Larger runs: ``make load SESSIONS=200 MESSAGES=20`` (``tests/e2e/run_load.py``; or ``LOAD_SESSIONS`` /
 ``LOAD_MESSAGES`` for the pytest run, ``tests/e2e/test_load.py``).
 """
 
@@ -34,7 +34,6 @@ from tests.e2e.harness import EmbeddedStage
 from tests.e2e.harness.identity import Directory
 from tests.e2e.story_base import token_subject
 from tests.support.lambda_bridge import function_environment
-from tests.support.offline import go_offline
 
 DEFAULT_SESSIONS = 50
 DEFAULT_MESSAGES = 20
@@ -308,6 +307,7 @@ def _status_deliveries(stage: EmbeddedStage) -> dict[tuple[str, str, str, str], 
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line (``make load``, which sets the offline environment first)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0] if __doc__ else None)
     parser.add_argument("--sessions", type=int, default=DEFAULT_SESSIONS)
     parser.add_argument("--messages", type=int, default=DEFAULT_MESSAGES)
@@ -315,7 +315,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=DEFAULT_THREADS)
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     args = parser.parse_args(argv)
-    go_offline()
     from bench.quiet import function_logs
     from tests.e2e.conftest import e2e_stage
     from tests.e2e.harness import embedded_stage
