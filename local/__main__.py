@@ -16,20 +16,9 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from tests.support.offline import go_offline
+
 ROOT = Path(__file__).resolve().parents[1]
-#: What moto and the handlers need in place of an AWS account (set before they are imported).
-FAKE_AWS = {
-    "AWS_ACCESS_KEY_ID": "local",
-    "AWS_SECRET_ACCESS_KEY": "local",
-    "AWS_SESSION_TOKEN": "local",
-    "AWS_DEFAULT_REGION": "us-east-1",
-    "AWS_REGION": "us-east-1",
-    "AWS_EC2_METADATA_DISABLED": "true",
-    "POWERTOOLS_TRACE_DISABLED": "1",
-    "POWERTOOLS_METRICS_DISABLED": "true",
-    "JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION": "1",
-    "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
-}
 
 
 def process_age() -> float:
@@ -99,9 +88,8 @@ def main(argv: list[str]) -> int:
         from local.responder import aws_bedrock
 
         bedrock_credentials = aws_bedrock(args.bedrock_region)  # the user's credentials, before moto's
-    for key, value in FAKE_AWS.items():
-        os.environ[key] = value
-    os.environ.pop("AWS_PROFILE", None)
+    # What moto and the handlers need in place of an AWS account, before they are imported.
+    go_offline()
     # Lambda's advanced logging controls name WARN, not WARNING; they win over the functions' own level.
     level = args.lambda_log_level.upper()
     os.environ["AWS_LAMBDA_LOG_LEVEL"] = "WARN" if level == "WARNING" else level
