@@ -248,9 +248,13 @@ def send_message(session_id: str, agent_id: str, text: str) -> dict[str, Any]:
             # it again (a second turn). The token goes back, so the next reply or the close tells
             # the workflow; until then the handoff's idle timer runs as if the agent had not replied.
             logger.exception("MonitorHandoff not told of the reply", extra={"session_id": session_id})
-            store().await_callback(
-                session_id, handoff.handoff_id, WAITING_FOR_REPLY, token, while_status=HandoffStatus.ASSIGNED
-            )
+            try:
+                store().await_callback(
+                    session_id, handoff.handoff_id, WAITING_FOR_REPLY, token, while_status=HandoffStatus.ASSIGNED
+                )
+            except (ClientError, BotoCoreError):
+                # Still a stored, delivered reply: the idle timer ends the wait if nothing else does.
+                logger.exception("MonitorHandoff's token not stored again", extra={"session_id": session_id})
     return {"session_id": session_id, "turn_number": turn.turn_number, "delivered": delivered}
 
 
