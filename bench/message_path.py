@@ -21,6 +21,7 @@ import statistics
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 from unittest import mock
 
@@ -122,22 +123,48 @@ def _measure(
     }
 
 
-def measure() -> dict[str, dict[str, dict[str, float]]]:
-    """Both designs on both cases: {design: {case: figures}}."""
-    results: dict[str, dict[str, dict[str, float]]] = {"ours": {}, "baseline": {}}
-    with _aws():
+@dataclass(frozen=True)
+class ChatBench:
+    """What both chat benchmarks drive, on moto inside :func:`_aws`: the table, the management
+    API, a fake clock, the store on them and the stage's two message rates."""
+
+    ddb: Any
+    management: Any
+    clock: FakeClock
+    store: DynamoSessionStore
+    per_connection: Rate
+    per_customer: Rate
+    context_turns: int
+
+    @classmethod
+    def create(cls) -> ChatBench:
         ddb = boto3.client("dynamodb", region_name=REGION)
         create_sessions_table(ddb, TABLE)
         management = boto3.client("apigatewaymanagementapi", region_name=REGION, endpoint_url=ENDPOINT)
         clock = FakeClock()
-        store = DynamoSessionStore(TABLE, client=ddb, clock=clock)
-        model = TimedEcho()
         config = settings()
-        per_connection = Rate(config.chat_connection_messages_per_minute, config.chat_connection_burst)
-        per_customer = Rate(config.chat_customer_messages_per_minute, config.chat_customer_burst)
+        return cls(
+            ddb=ddb,
+            management=management,
+            clock=clock,
+            store=DynamoSessionStore(TABLE, client=ddb, clock=clock),
+            per_connection=Rate(config.chat_connection_messages_per_minute, config.chat_connection_burst),
+            per_customer=Rate(config.chat_customer_messages_per_minute, config.chat_customer_burst),
+            context_turns=config.context_turns,
+        )
 
-        def send_to(connection_id: str) -> Callable[[Mapping[str, Any]], bool]:
-            return lambda frame: connections.post_to_connection(ENDPOINT, connection_id, frame, client=management)
+    def send_to(self, connection_id: str) -> Callable[[Mapping[str, Any]], bool]:
+        """Post a frame to ``connection_id`` through the management API, as the message function does."""
+        return lambda frame: connections.post_to_connection(ENDPOINT, connection_id, frame, client=self.management)
+
+
+def measure() -> dict[str, dict[str, dict[str, float]]]:
+    """Both designs on both cases: {design: {case: figures}}."""
+    results: dict[str, dict[str, dict[str, float]]] = {"ours": {}, "baseline": {}}
+    with _aws():
+        bench = ChatBench.create()
+        store, clock, send_to = bench.store, bench.clock, bench.send_to
+        model = TimedEcho()
 
         for case, gap in CASES.items():
             ours_conn, base_conn = f"ours-{case}", f"base-{case}"
@@ -163,14 +190,14 @@ def measure() -> dict[str, dict[str, dict[str, float]]]:
                     f"bob-{case}",
                     text,
                     send_to(connection_id),
-                    per_connection=per_connection,
-                    per_customer=per_customer,
-                    context_turns=config.context_turns,
+                    per_connection=bench.per_connection,
+                    per_customer=bench.per_customer,
+                    context_turns=bench.context_turns,
                     clock=clock,
                 )
 
-            results["ours"][case] = _measure(ours, (ddb, management), model, clock, gap)
-            results["baseline"][case] = _measure(baseline, (ddb, management), model, clock, gap)
+            results["ours"][case] = _measure(ours, (bench.ddb, bench.management), model, clock, gap)
+            results["baseline"][case] = _measure(baseline, (bench.ddb, bench.management), model, clock, gap)
     return results
 
 

@@ -24,26 +24,20 @@ from __future__ import annotations
 import json
 import statistics
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import boto3
 from botocore.awsrequest import AWSResponse
 
 from bench import baseline_reply
-from bench.message_path import LATENCY, REGION, TABLE, _aws, _chatting
-from lambdas.shared import connections
+from bench.message_path import LATENCY, REGION, ChatBench, _aws, _chatting
 from lambdas.shared.responder import BedrockResponder
-from lambdas.shared.settings import settings
-from lambdas.shared.store import DynamoSessionStore, Rate
 from lambdas.ws import message
 from lambdas.ws.frames import route_context
 from tests.support.bedrock_stream import Pacing, StreamAnswers, reply_events, tokens
-from tests.support.clock import FakeClock
-from tests.support.ddb import create_sessions_table
 from tests.support.events import authorizer_context, ws_event
 from tests.support.round_trips import RoundTrips
-from tests.support.websocket import ENDPOINT
 
 RUNS = 5
 FIRST_TOKEN_SECONDS = 0.25
@@ -92,16 +86,8 @@ def measure() -> dict[str, dict[str, float]]:
     """Medians of both paths: first_frame_ms, extra_ms, posts (per reply)."""
     results: dict[str, list[dict[str, float]]] = {"streamed": [], "whole": []}
     with _aws():
-        ddb = boto3.client("dynamodb", region_name=REGION)
-        create_sessions_table(ddb, TABLE)
-        management = boto3.client("apigatewaymanagementapi", region_name=REGION, endpoint_url=ENDPOINT)
-        clock = FakeClock()
-        store = DynamoSessionStore(TABLE, client=ddb, clock=clock)
-        config = settings()
-        rates = {
-            "per_connection": Rate(config.chat_connection_messages_per_minute, config.chat_connection_burst),
-            "per_customer": Rate(config.chat_customer_messages_per_minute, config.chat_customer_burst),
-        }
+        bench = ChatBench.create()
+        ddb, management, clock, store, send_to = bench.ddb, bench.management, bench.clock, bench.store, bench.send_to
         streaming_client = boto3.client("bedrock-runtime", region_name=REGION)
         answers = StreamAnswers(
             streaming_client,
@@ -121,9 +107,6 @@ def measure() -> dict[str, dict[str, float]]:
                 authorizer=authorizer_context("alice", customer_id="alice", role="customer"),
             )
         )
-
-        def send_to(connection_id: str) -> Callable[[Mapping[str, Any]], bool]:
-            return lambda frame: connections.post_to_connection(ENDPOINT, connection_id, frame, client=management)
 
         for run in range(RUNS):
             clock.advance(60)  # the buckets are idle again: each message takes the path of a person typing
@@ -150,8 +133,9 @@ def measure() -> dict[str, dict[str, float]]:
                     "bob",
                     f"Tell me about Frieren ({run})",
                     send_to("conn-whole"),
-                    context_turns=config.context_turns,
-                    **rates,
+                    context_turns=bench.context_turns,
+                    per_connection=bench.per_connection,
+                    per_customer=bench.per_customer,
                 )
             if outcome != "replied":
                 raise RuntimeError(f"a whole bench reply was not answered: {outcome}")
