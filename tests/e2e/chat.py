@@ -56,6 +56,16 @@ def table_name(stage: EmbeddedStage) -> str:
     return str(stage.only("AWS::DynamoDB::Table").ref)
 
 
+def summary_items(stage: EmbeddedStage, session_id: str) -> list[dict[str, Any]]:
+    """The session's stored summaries, as raw DynamoDB items (read straight from the table)."""
+    items: list[dict[str, Any]] = stage.client("dynamodb").query(
+        TableName=table_name(stage),
+        KeyConditionExpression="PK = :pk AND begins_with(SK, :s)",
+        ExpressionAttributeValues={":pk": {"S": f"SESSION#{session_id}"}, ":s": {"S": "SUMMARY#"}},
+    )["Items"]
+    return items
+
+
 def store_of(stage: EmbeddedStage) -> DynamoSessionStore:
     return DynamoSessionStore(table_name(stage), client=stage.client("dynamodb"), clock=stage.clock)
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lambdas.shared.settings import settings
-from tests.e2e.chat import SETTLE_LOCK, Chat, open_chat, sign_in, store_of, wait_welcome
+from tests.e2e.chat import SETTLE_LOCK, Chat, open_chat, sign_in, store_of, summary_items, wait_welcome
 from tests.e2e.harness import EmbeddedStage
 from tests.e2e.harness.identity import Directory
 from tests.e2e.story_base import token_subject
@@ -268,12 +268,7 @@ def check(
         answered = [text for text in chat.sent if f"You said: {text}" in replies]
         if chat.session_id not in handed and len(answered) != len(chat.sent):
             problems.append(f"{chat.who}: {len(answered)} of {len(chat.sent)} messages got their reply stored")
-        items = stage.client("dynamodb").query(
-            TableName=stage.only("AWS::DynamoDB::Table").ref,
-            KeyConditionExpression="PK = :pk AND begins_with(SK, :s)",
-            ExpressionAttributeValues={":pk": {"S": f"SESSION#{chat.session_id}"}, ":s": {"S": "SUMMARY#"}},
-        )["Items"]
-        numbers = sorted(int(i["summary_number"]["N"]) for i in items)
+        numbers = sorted(int(i["summary_number"]["N"]) for i in summary_items(stage, chat.session_id))
         if numbers != list(range(1, count // interval + 1)):
             problems.append(f"{chat.who}: summaries {numbers} for {count} turns (every {interval})")
         mine = {key: n for key, n in statuses.items() if key[0] == chat.session_id}

@@ -28,7 +28,7 @@ from lambdas.shared import aws
 from lambdas.shared.connections import DEFAULT_ATTEMPTS as POST_ATTEMPTS
 from lambdas.shared.retry import DEFAULT_ATTEMPTS as POLICY_ATTEMPTS
 from lambdas.shared.settings import settings
-from tests.e2e.chat import Chat, open_chat, sign_in, store_of
+from tests.e2e.chat import Chat, open_chat, sign_in, store_of, summary_items
 from tests.e2e.harness import EmbeddedStage, embedded_stage
 from tests.e2e.harness.bedrock import echo_answer
 from tests.e2e.harness.fanout import Published, published
@@ -325,15 +325,6 @@ def trail_lines(stage: EmbeddedStage, variable: str, session_id: str) -> list[di
     return [line for line in lines if line.get("pk") == f"SESSION#{session_id}" or line.get("session_id") == session_id]
 
 
-def summaries(stage: EmbeddedStage, session_id: str) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = stage.client("dynamodb").query(
-        TableName=stage.only("AWS::DynamoDB::Table").ref,
-        KeyConditionExpression="PK = :pk AND begins_with(SK, :s)",
-        ExpressionAttributeValues={":pk": {"S": f"SESSION#{session_id}"}, ":s": {"S": "SUMMARY#"}},
-    )["Items"]
-    return items
-
-
 def chat_until_summary(stage: EmbeddedStage, chat: Chat) -> None:
     """Messages until the session holds a full summary window of turns (the welcome is turn 1)."""
     interval = setting(stage, ROUTER, "summary_interval")
@@ -368,7 +359,7 @@ def expect_every_change_once(stage: EmbeddedStage, chat: Chat) -> None:
     events = change_events(stage, chat.session_id)
     assert events, "no status change reached the bus's targets"
     assert all(count == 1 for count in events.values()), events
-    assert len(summaries(stage, chat.session_id)) == 1
+    assert len(summary_items(stage, chat.session_id)) == 1
 
 
 @pytest.mark.parametrize("kind", UNAPPLIED)
