@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import SimpleNamespace
 from typing import Any
@@ -94,34 +94,42 @@ def atomic_requests() -> Iterator[None]:
     original = DynamoHandler.call_action
 
     def call_action(self: DynamoHandler) -> Any:
-        with _REQUEST_LOCK, _table_copied_once_per_transaction():
+        with _REQUEST_LOCK:
             return original(self)
 
     DynamoHandler.call_action = call_action  # type: ignore[method-assign]
     try:
-        yield
+        with mock.patch.object(
+            dynamodb_models.DynamoDBBackend,
+            "transact_write_items",
+            _copying_each_table_once(dynamodb_models.DynamoDBBackend.transact_write_items),
+        ):
+            yield
     finally:
         DynamoHandler.call_action = original  # type: ignore[method-assign]
 
 
-@contextmanager
-def _table_copied_once_per_transaction() -> Iterator[None]:
+def _copying_each_table_once(transact_write_items: Callable[..., None]) -> Callable[..., None]:
     """moto's TransactWriteItems backs up the whole table once per *action*, for its rollback.
 
     A deep copy of every item and every stream record the table ever had, four times for a
     four-action transaction: on a stage holding a few thousand turns a transaction took seconds,
-    and grew with the table. Within one request (under the request lock, so no other request
-    sees it) each table is copied once and the copy reused: the rollback restores the same state,
-    taken before any action was applied.
+    and grew with the table. Within one transaction (under the request lock, so no other request
+    sees the swap) each table is copied once and the copy reused: the rollback restores the same
+    state, taken before any action was applied.
     """
-    copies: dict[int, Any] = {}
 
-    def deepcopy(value: Any, memo: dict[int, Any] | None = None) -> Any:
-        if not isinstance(value, Table):
-            return copy.deepcopy(value, memo)
-        if id(value) not in copies:
-            copies[id(value)] = copy.deepcopy(value, memo)
-        return copies[id(value)]
+    def transact(self: Any, transact_items: list[dict[str, Any]]) -> None:
+        copies: dict[int, Any] = {}
 
-    with mock.patch.object(dynamodb_models, "copy", SimpleNamespace(deepcopy=deepcopy)):
-        yield
+        def deepcopy(value: Any, memo: dict[int, Any] | None = None) -> Any:
+            if not isinstance(value, Table):
+                return copy.deepcopy(value, memo)
+            if id(value) not in copies:
+                copies[id(value)] = copy.deepcopy(value, memo)
+            return copies[id(value)]
+
+        with mock.patch.object(dynamodb_models, "copy", SimpleNamespace(deepcopy=deepcopy)):
+            transact_write_items(self, transact_items)
+
+    return transact
