@@ -11,6 +11,7 @@ import base64
 import hashlib
 import hmac
 import json
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -81,9 +82,18 @@ HOSTILE_CURSOR = st.one_of(
     NASTY_TEXT,
     st.binary(max_size=64).map(lambda raw: base64.urlsafe_b64encode(raw).decode().rstrip("=")),
 )
+
+
+def _a_page_size(text: str) -> bool:
+    """Whether ``text`` is a page size some listing accepts (an integer 1..100): not hostile."""
+    return re.fullmatch(r"-?[0-9]{1,9}", text) is not None and 1 <= int(text) <= 100
+
+
+#: Random text may spell a valid page size ("1"), which a listing rightly answers with 200.
+HOSTILE_LIMIT = st.one_of(NUMBERS, NASTY_TEXT.filter(lambda text: not _a_page_size(text)))
 HOSTILE_QUERY = st.fixed_dictionaries(
     {},
-    optional={"limit": st.one_of(NUMBERS, NASTY_TEXT), "cursor": HOSTILE_CURSOR, "x": NASTY_TEXT},
+    optional={"limit": HOSTILE_LIMIT, "cursor": HOSTILE_CURSOR, "x": NASTY_TEXT},
 )
 HOSTILE_ID = st.one_of(NASTY_TEXT, st.just(SESSION + "\n"), st.just(SESSION.upper()), NUMBERS)
 
