@@ -56,9 +56,10 @@ synth-all: install
 	rm -rf cdk.out.all
 	$(CDK) synth $(CDK_FLAGS) -c stage=dev,prod -o cdk.out.all
 
-lint: install ## ruff lint and format check
+lint: install ## ruff lint and format check, and the architecture's import rules (import-linter)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports --no-cache
 
 typecheck: install ## mypy (strict) over the app, stacks, constructs, lambdas, tools and bench
 	$(VENV)/bin/mypy
@@ -97,7 +98,7 @@ bench: install ## Benchmarks; writes docs/performance.md
 	@$(PY) -m bench
 
 demo: install ## The whole story on embedded AWS (moto), step by step
-	$(PY) -m tests.e2e.demo
+	$(PY) -m local.demo
 
 LOCAL_ASSEMBLY := cdk.out/assembly-MangaAssist-dev/manifest.json
 local: install ## The dev stage on localhost over embedded AWS: make local [HOST=127.0.0.1 REST_PORT=8300 WS_PORT=8301 BEDROCK=local|aws]; see docs/local.md
@@ -112,7 +113,7 @@ local: install ## The dev stage on localhost over embedded AWS: make local [HOST
 		$(if $(WS_PORT),--ws-port "$(WS_PORT)") $(if $(BEDROCK),--bedrock "$(BEDROCK)")
 
 load: install ## Load on embedded AWS: make load [SESSIONS=50 MESSAGES=20 HANDOFF_EVERY=10 THREADS=8]; prints throughput and the slowest step
-	$(PY) -m tests.e2e.run_load $(if $(SESSIONS),--sessions $(SESSIONS)) $(if $(MESSAGES),--messages $(MESSAGES)) \
+	$(PY) -m local.load $(if $(SESSIONS),--sessions $(SESSIONS)) $(if $(MESSAGES),--messages $(MESSAGES)) \
 		$(if $(HANDOFF_EVERY),--handoff-every $(HANDOFF_EVERY)) $(if $(THREADS),--threads $(THREADS))
 
 mint-token: install ## A deployed dev pool's token: make mint-token EMAIL=a@example.com ROLE=customer [CREATE=1] (password in env DEV_USER_PASSWORD)

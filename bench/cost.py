@@ -179,7 +179,7 @@ def _handlers(design: str) -> Iterator[None]:
     """Run the seed-shaped handlers in place of the app's (the functions stay the stage's)."""
     from unittest import mock
 
-    from tests.support import lambda_bridge
+    from embedded import runtime as lambda_bridge
 
     if design == DESIGNS[0]:
         yield
@@ -197,9 +197,9 @@ def measure_design(assembly: Path, design: str) -> Usage:
     """Stand the stage up, open the sessions, then count ``design`` answering the turns."""
     from bench import quiet
     from bench.meter import Meter
-    from tests.e2e.harness import embedded_stage
-    from tests.e2e.harness.identity import Directory
-    from tests.e2e.story_base import token_subject
+    from embedded import embedded_stage
+    from embedded.services.cognito import Directory
+    from local.story.base import token_subject
 
     usage = Usage(design)
     meter = Meter(usage)

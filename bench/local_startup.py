@@ -23,7 +23,7 @@ TARGET_SECONDS = 30.0
 _BASELINE = (
     "import sys\n"
     "from pathlib import Path\n"
-    "from tests.e2e.harness import embedded_stage\n"
+    "from embedded import embedded_stage\n"
     "with embedded_stage(Path(sys.argv[1])):\n"
     "    print('deployed', flush=True)\n"
 )
@@ -71,7 +71,7 @@ def assembly_in(cdk_out: Path | None) -> Path:
     for root in (cdk_out, ROOT / "cdk.out"):
         if root is not None and (root / "assembly-MangaAssist-dev" / "manifest.json").exists():
             return root / "assembly-MangaAssist-dev"
-    from tests.support.synth import stage_config, synthesize
+    from embedded.synth import stage_config, synthesize
 
     return synthesize(stage_config("dev"), nag=False)["dev"].assembly_dir
 

@@ -4,7 +4,7 @@ Run with ``python -m bench.message_path``. The message Lambda's own ``handle_mes
 one-call-after-another design it replaced (bench/baseline_message.py) answer the same messages
 in the same run, on moto in this process, each on its own connection and customer.
 
-Every DynamoDB and management API call is seen by botocore hooks (tests/support/round_trips.py)
+Every DynamoDB and management API call is seen by botocore hooks (embedded/round_trips.py)
 that also add :data:`LATENCY` of simulated network time to each: on moto a call takes
 microseconds, so without it calls made at once would seldom overlap. A call that starts after
 another ended waited for it; calls made at once (the message path runs independent ones on a
@@ -29,6 +29,10 @@ import boto3
 from moto import mock_aws
 
 from bench import baseline_message
+from embedded.clock import FakeClock
+from embedded.events import DEFAULT_API, authorizer_context, ws_event
+from embedded.round_trips import RoundTrips
+from embedded.services.dynamodb import atomic_requests, create_sessions_table
 from lambdas.shared import connections, env
 from lambdas.shared.records import Summary, Turn
 from lambdas.shared.responder import ReplyEnd
@@ -36,11 +40,6 @@ from lambdas.shared.settings import settings
 from lambdas.shared.store import DynamoSessionStore, Rate
 from lambdas.ws import message
 from lambdas.ws.frames import route_context
-from tests.support.clock import FakeClock
-from tests.support.ddb import atomic_requests, create_sessions_table
-from tests.support.events import authorizer_context, ws_event
-from tests.support.round_trips import RoundTrips
-from tests.support.websocket import ENDPOINT
 
 REGION = "us-east-1"
 TABLE = "manga-assist-sessions-bench"
@@ -140,7 +139,7 @@ class ChatBench:
     def create(cls) -> ChatBench:
         ddb = boto3.client("dynamodb", region_name=REGION)
         create_sessions_table(ddb, TABLE)
-        management = boto3.client("apigatewaymanagementapi", region_name=REGION, endpoint_url=ENDPOINT)
+        management = boto3.client("apigatewaymanagementapi", region_name=REGION, endpoint_url=DEFAULT_API.endpoint)
         clock = FakeClock()
         config = settings()
         return cls(
@@ -155,7 +154,9 @@ class ChatBench:
 
     def send_to(self, connection_id: str) -> Callable[[Mapping[str, Any]], bool]:
         """Post a frame to ``connection_id`` through the management API, as the message function does."""
-        return lambda frame: connections.post_to_connection(ENDPOINT, connection_id, frame, client=self.management)
+        return lambda frame: connections.post_to_connection(
+            DEFAULT_API.endpoint, connection_id, frame, client=self.management
+        )
 
 
 def measure() -> dict[str, dict[str, dict[str, float]]]:

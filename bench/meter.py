@@ -1,6 +1,6 @@
 """Count what the functions of an embedded stage do, attributed to the invocation that did it.
 
-Inside :meth:`Meter.installed` (within ``tests.e2e.harness.embedded_stage``) and while
+Inside :meth:`Meter.installed` (within ``embedded.embedded_stage``) and while
 :meth:`Meter.measuring`, every Lambda invocation the stage runs in-process is recorded as a
 :class:`~bench.usage.Invocation`, and every AWS call a handler makes (whatever client, session or
 code path made it: botocore's ``_make_api_call`` is wrapped) is counted against it:
@@ -50,7 +50,7 @@ from bench.usage import (
     tokens,
     write_units,
 )
-from tests.support import lambda_bridge
+from embedded import runtime as lambda_bridge
 
 Item = Mapping[str, Any]  # an item in DynamoDB's wire format ({"PK": {"S": "..."}})
 

@@ -26,11 +26,11 @@ from moto import mock_aws
 from moto.awslambda.models import LambdaFunction
 
 from bench import baseline_router
+from embedded.events import StreamRecords, batch_event
+from embedded.services.firehose import create_s3_delivery_stream
 from lambdas.events import router
 from lambdas.events.delivery import Backoff
 from lambdas.shared.records import Handoff, HandoffStatus, Role, Session, SessionStatus, Summary, Turn
-from tests.support.events import StreamRecords, batch_event
-from tests.support.firehose import create_s3_delivery_stream
 
 REGION = "us-east-1"
 RUNS = 5

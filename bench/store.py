@@ -20,11 +20,11 @@ from typing import Any
 import boto3
 from moto import mock_aws
 
+from embedded.services.dynamodb import create_sessions_table
 from lambdas.shared import keys
 from lambdas.shared.records import Role, Turn
 from lambdas.shared.serialize import marshal_item
 from lambdas.shared.store import BATCH_SIZE, DynamoSessionStore
-from tests.support.ddb import create_sessions_table
 
 TABLE = "manga-assist-sessions-bench"
 CHAT_TURNS = 200

@@ -32,12 +32,12 @@ from botocore.awsrequest import AWSResponse
 
 from bench import baseline_reply
 from bench.message_path import LATENCY, REGION, ChatBench, _aws, _chatting
+from embedded.events import authorizer_context, ws_event
+from embedded.round_trips import RoundTrips
+from embedded.services.bedrock_stream import Pacing, StreamAnswers, reply_events, tokens
 from lambdas.shared.responder import BedrockResponder
 from lambdas.ws import message
 from lambdas.ws.frames import route_context
-from tests.support.bedrock_stream import Pacing, StreamAnswers, reply_events, tokens
-from tests.support.events import authorizer_context, ws_event
-from tests.support.round_trips import RoundTrips
 
 RUNS = 5
 FIRST_TOKEN_SECONDS = 0.25

@@ -1,6 +1,6 @@
 """``make local``: the synthesized dev stage on embedded AWS (moto), served on localhost.
 
-The stage is the one ``make demo`` and the end-to-end tests stand up (``tests.e2e.harness``):
+The stage is the one ``make demo`` and the end-to-end tests stand up (``embedded``):
 every stack of the cloud assembly deployed on moto, the Lambda handlers run in this process, the
 REST and WebSocket APIs emulated from the templates. This package puts real sockets in front of
 it: an HTTP server for the REST API (``server.py``), a WebSocket server for the chat API, a pump

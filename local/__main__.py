@@ -16,7 +16,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from tests.support.offline import go_offline
+from embedded.offline import go_offline
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -109,10 +109,10 @@ def main(argv: list[str]) -> int:
 
 
 async def serve(args: argparse.Namespace, bedrock: Any) -> int:
+    from embedded.services.bedrock_stream import Pacing
     from local.responder import BEDROCK_URLS, local_responder
     from local.server import LocalServer
     from local.stage import DEMO_PASSWORD, local_stage
-    from tests.support.bedrock_stream import Pacing
 
     loop = asyncio.get_running_loop()
     stopped = asyncio.Event()

@@ -20,9 +20,9 @@ from unittest import mock
 
 import boto3
 
+from embedded.services.bedrock import SERVICE, BedrockStub
+from embedded.services.bedrock_stream import Pacing
 from lambdas.events import summary as summary_generator
-from tests.e2e.harness.bedrock import SERVICE, BedrockStub
-from tests.support.bedrock_stream import Pacing
 
 PREFIX = "[local responder]"
 #: Requests moto must let through to AWS when Bedrock is real.

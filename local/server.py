@@ -32,8 +32,8 @@ from typing import Any, TypeVar
 
 from aiohttp import WSCloseCode, WSMsgType, web
 
+from embedded.services.apigateway_websocket import ConnectionRefused
 from local.stage import DEMO_USERS, LocalStage, StageError
-from tests.e2e.harness.websocket import ConnectionRefused
 
 T = TypeVar("T")
 log = logging.getLogger("local")

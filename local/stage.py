@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tests.e2e.harness import EmbeddedStage, embedded_stage
-from tests.e2e.harness.bedrock import BedrockStub
-from tests.e2e.harness.identity import Directory, SignedIn, claims_of
-from tests.e2e.harness.intrinsics import Deployed
+from embedded import EmbeddedStage, embedded_stage
+from embedded.cloudformation.intrinsics import Deployed
+from embedded.services.bedrock import BedrockStub
+from embedded.services.cognito import Directory, SignedIn, claims_of
 
 T = TypeVar("T")
 log = logging.getLogger("local")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.e2e.harness.assembly import StackTemplate
+from embedded.cloudformation.assembly import StackTemplate
 
 
 def stack(name: str, part: str, resources: dict[str, Any], outputs: dict[str, Any] | None = None) -> StackTemplate:

@@ -1,6 +1,6 @@
 """Transient AWS faults on the chat and event paths of the embedded stage: nothing lost, no unbounded retry.
 
-Every test injects one kind of fault (``tests.e2e.harness.faults``: throttle, 5xx, connect or read
+Every test injects one kind of fault (``embedded.faults``: throttle, 5xx, connect or read
 timeout) into one dependency, drives the product through its public surface, and checks:
 
 * the chat path: the customer's turn stays stored and the customer gets a reply or a clear error
@@ -24,15 +24,9 @@ from typing import Any
 
 import pytest
 
-from lambdas.shared import aws
-from lambdas.shared.connections import DEFAULT_ATTEMPTS as POST_ATTEMPTS
-from lambdas.shared.retry import DEFAULT_ATTEMPTS as POLICY_ATTEMPTS
-from lambdas.shared.settings import settings
-from tests.e2e.chat import Chat, open_chat, sign_in, store_of, summary_items
-from tests.e2e.harness import EmbeddedStage, embedded_stage
-from tests.e2e.harness.bedrock import echo_answer
-from tests.e2e.harness.fanout import Published, published
-from tests.e2e.harness.faults import (
+from embedded import EmbeddedStage, embedded_stage
+from embedded.cloudformation.intrinsics import Deployed
+from embedded.faults import (
     CONNECT_TIMEOUT,
     KINDS,
     READ_TIMEOUT,
@@ -40,11 +34,17 @@ from tests.e2e.harness.faults import (
     THROTTLE,
     FaultLayer,
 )
-from tests.e2e.harness.intrinsics import Deployed
-from tests.e2e.harness.websocket import ConnectionRefused
-from tests.e2e.story_base import token_subject
-from tests.support.lambda_bridge import function_environment
-from tests.support.synth import SynthesizedStage
+from embedded.runtime import function_environment
+from embedded.services.apigateway_websocket import ConnectionRefused
+from embedded.services.bedrock import echo_answer
+from embedded.services.sns import Published, published
+from embedded.synth import SynthesizedStage
+from lambdas.shared import aws
+from lambdas.shared.connections import DEFAULT_ATTEMPTS as POST_ATTEMPTS
+from lambdas.shared.retry import DEFAULT_ATTEMPTS as POLICY_ATTEMPTS
+from lambdas.shared.settings import settings
+from local.story.base import token_subject
+from local.story.chat import Chat, open_chat, sign_in, store_of, summary_items
 
 pytestmark = pytest.mark.slow
 
@@ -313,7 +313,7 @@ def change_events(stage: EmbeddedStage, session_id: str) -> dict[str, int]:
 
 def trail_lines(stage: EmbeddedStage, variable: str, session_id: str) -> list[dict[str, Any]]:
     """Every line the delivery stream named by the router's ``variable`` wrote for ``session_id``."""
-    from tests.support.firehose import read_lines
+    from embedded.services.firehose import read_lines
 
     stream = stage.function(ROUTER).environment[variable]
     destination = stage.client("firehose").describe_delivery_stream(DeliveryStreamName=stream)[

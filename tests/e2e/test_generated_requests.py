@@ -25,10 +25,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from embedded import EmbeddedStage, embedded_stage
+from embedded.services.cognito import Directory, claims_of
+from embedded.synth import SynthesizedStage
 from lambdas.api import access
-from tests.e2e.harness import EmbeddedStage, embedded_stage
-from tests.e2e.harness.identity import Directory, claims_of
-from tests.support.synth import SynthesizedStage
 
 pytestmark = pytest.mark.slow
 

@@ -10,10 +10,10 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
+from embedded import EmbeddedStage, embedded_stage
+from embedded.services.apigateway_websocket import ConnectionRefused
+from embedded.services.vtl import VtlError, escape_javascript, mapping_scope, render
 from tests.e2e import templates as t
-from tests.e2e.harness import EmbeddedStage, embedded_stage
-from tests.e2e.harness.websocket import ConnectionRefused
-from tests.support.vtl import VtlError, escape_javascript, mapping_scope, render
 
 HERE = __name__
 

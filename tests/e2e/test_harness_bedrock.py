@@ -9,11 +9,11 @@ import pytest
 from botocore.exceptions import ParamValidationError
 from moto import mock_aws
 
+from embedded.services.bedrock import BedrockStub
 from lambdas.shared import env
 from lambdas.shared.bedrock import bedrock_client, converse_text
 from lambdas.shared.records import Role, Turn
 from lambdas.shared.responder import BedrockResponder, ReplyEnd
-from tests.e2e.harness.bedrock import BedrockStub
 
 MODEL = "anthropic.claude-3-haiku-20240307-v1:0"
 

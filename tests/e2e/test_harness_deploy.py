@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
+from embedded import EmbeddedStage, embedded_stage
+from embedded.cloudformation.deploy import DeploymentError
+from embedded.services.dynamodb_streams import StreamRetriesForever
 from tests.e2e import templates as t
-from tests.e2e.harness import EmbeddedStage, embedded_stage
-from tests.e2e.harness.deploy import DeploymentError
-from tests.e2e.harness.streams import StreamRetriesForever
 
 HERE = __name__
 SEEN: list[dict[str, Any]] = []

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.harness.deploy import DeploymentError, dependency_order, references
-from tests.e2e.harness.intrinsics import NO_VALUE, Deployed, Pseudo, Resolver, Unresolvable
+from embedded.cloudformation.deploy import DeploymentError, dependency_order, references
+from embedded.cloudformation.intrinsics import NO_VALUE, Deployed, Pseudo, Resolver, Unresolvable
 
 PSEUDO = Pseudo(region="eu-west-1", account="111122223333", stack_name="App-Events")
 

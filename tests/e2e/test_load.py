@@ -1,4 +1,4 @@
-"""Load on the embedded stage, bounded in count and time: see ``tests/e2e/load.py``.
+"""Load on the embedded stage, bounded in count and time: see ``local/load/run.py``.
 
 Select it with ``-m load``; size it with ``LOAD_SESSIONS`` and ``LOAD_MESSAGES`` (defaults 50 and
 20). The figures are printed (``-s``), never asserted.
@@ -10,9 +10,9 @@ import os
 
 import pytest
 
-from tests.e2e.harness import embedded_stage
-from tests.e2e.load import DEFAULT_MESSAGES, DEFAULT_SESSIONS, run_load
-from tests.support.synth import SynthesizedStage
+from embedded import embedded_stage
+from embedded.synth import SynthesizedStage
+from local.load.run import DEFAULT_MESSAGES, DEFAULT_SESSIONS, run_load
 
 pytestmark = [pytest.mark.slow, pytest.mark.load]
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.conftest import e2e_config
-from tests.e2e.harness import embedded_stage
-from tests.e2e.story import STEPS, Step, run_story
-from tests.support.synth import SynthesizedStage
+from embedded import embedded_stage
+from embedded.synth import SynthesizedStage
+from local.story import STEPS, Step, run_story
+from local.story.stage import story_config
 
 pytestmark = pytest.mark.slow
 
@@ -16,8 +16,8 @@ def test_story_runs_end_to_end_on_the_synthesized_stage(synthesized: Synthesized
     # Given the synthesized stage deployed on a fresh moto account
     done: list[Step] = []
     with embedded_stage(synthesized.assembly_dir) as stage:
-        # When the story runs (each step asserts its own outcome: see tests/e2e/story.py)
-        run_story(stage, e2e_config(), done.append)
+        # When the story runs (each step asserts its own outcome: see local/story/__init__.py)
+        run_story(stage, story_config(), done.append)
         # Then every step ran, and nothing the harness emulates was left unconsumed
         assert len(done) == len(STEPS)
         assert stage.streams.pending() == 0
@@ -25,4 +25,4 @@ def test_story_runs_end_to_end_on_the_synthesized_stage(synthesized: Synthesized
         assert [(c.handler, repr(c.error)) for c in stage.calls.calls if c.error is not None] == []
         # And every Bedrock call (answered by the client stub) named the stage's model
         assert stage.bedrock.calls
-        assert {c.model_id for c in stage.bedrock.calls} == {e2e_config().bedrock_model_id}
+        assert {c.model_id for c in stage.bedrock.calls} == {story_config().bedrock_model_id}

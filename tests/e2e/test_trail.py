@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import e2e_config
-from tests.e2e.harness import EmbeddedStage, embedded_stage
-from tests.e2e.story import Story
-from tests.support.firehose import read_lines
-from tests.support.synth import SynthesizedStage
-from tests.support.trail import CatalogTable, locked_for, misfits, partition_date, resolve_query
+from embedded import EmbeddedStage, embedded_stage
+from embedded.services.athena import CatalogTable, locked_for, misfits, partition_date, resolve_query
+from embedded.services.firehose import read_lines
+from embedded.synth import SynthesizedStage
+from local.story import Story
+from local.story.stage import story_config
 
 pytestmark = pytest.mark.slow
 
@@ -49,7 +49,7 @@ PARAMETERS = {
 @pytest.fixture(scope="module")
 def played(synthesized: SynthesizedStage) -> Iterator[tuple[EmbeddedStage, Story]]:
     with embedded_stage(synthesized.assembly_dir) as stage:
-        story = Story(stage, e2e_config())
+        story = Story(stage, story_config())
         for name in STEPS:
             getattr(story, name)()
         stage.settle(timeout=30)
@@ -111,7 +111,7 @@ def test_every_audit_object_is_locked_for_the_stages_retention_though_the_bucket
 ) -> None:
     # Given the audit bucket, which locks nothing by itself (Firehose's uploads need no checksum)
     stage, _ = played
-    config = e2e_config()
+    config = story_config()
     bucket, _, _ = _delivered(stage, "AUDIT_STREAM_NAME")
     s3 = stage.client("s3")
     assert "Rule" not in s3.get_object_lock_configuration(Bucket=bucket)["ObjectLockConfiguration"]
@@ -135,7 +135,7 @@ def test_the_workgroup_enforces_encrypted_results_in_the_stage_and_the_scan_limi
     (key,) = stage.all("AWS::KMS::Key", "Storage")
 
     assert configuration["EnforceWorkGroupConfiguration"] is True
-    assert configuration["BytesScannedCutoffPerQuery"] == e2e_config().trail_query_scan_limit_mb * 1024 * 1024
+    assert configuration["BytesScannedCutoffPerQuery"] == story_config().trail_query_scan_limit_mb * 1024 * 1024
     assert results["EncryptionConfiguration"] == {"EncryptionOption": "SSE_KMS", "KmsKey": key.attributes["Arn"]}
     assert results["OutputLocation"].split("/")[2] in buckets
 

@@ -1,10 +1,10 @@
-"""Infrastructure tests read templates synthesized once per process (see tests/support/synth.py)."""
+"""Infrastructure tests read templates synthesized once per process (see embedded/synth.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.support.synth import SynthesizedStage, default_stages
+from embedded.synth import SynthesizedStage, default_stages
 
 
 @pytest.fixture(scope="session")

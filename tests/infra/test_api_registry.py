@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from embedded.synth import SynthesizedStage
 from lambdas.api import access
 from lambdas.api.validation import REGISTER_AGENT, UPDATE_AGENT, gateway_schema
 from tests.infra.test_api_rest import _methods, _resources
-from tests.support.synth import SynthesizedStage
 
 REGISTRY_ROUTES = {
     ("POST", "/admin/agents"),

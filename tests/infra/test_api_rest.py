@@ -10,10 +10,10 @@ import pytest
 from aws_cdk.assertions import Match
 
 from constructs_lib.sfn_start_integration import InputField, start_execution_template
+from embedded.synth import SynthesizedStage
 from lambdas.api import access
 from lambdas.api.validation import BODY_MODELS, gateway_schema
 from lambdas.shared.tokens import ISSUER_VARIABLES
-from tests.support.synth import SynthesizedStage
 
 #: Direct StartExecution routes -> (integration construct id, Orchestration output name fragment, model)
 DIRECT = {

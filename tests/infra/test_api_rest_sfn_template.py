@@ -15,7 +15,7 @@ from constructs_lib.sfn_start_integration import (
     InputField,
     start_execution_template,
 )
-from tests.support.vtl import escape_javascript, mapping_scope, render
+from embedded.services.vtl import escape_javascript, mapping_scope, render
 
 ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:Handoff"
 FIELDS = {

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from embedded.synth import SynthesizedStage
 from lambdas.shared.tokens import ISSUER_VARIABLES
-from tests.support.synth import SynthesizedStage
 
 Template = dict[str, Any]
 
@@ -327,8 +327,8 @@ def test_agent_route_gets_the_websocket_endpoint(any_stage: SynthesizedStage) ->
 @pytest.fixture(scope="module")
 def echo_stage() -> SynthesizedStage:
     """dev without a model: the stage config chooses the echo responder."""
+    from embedded.synth import stage_config, synthesize
     from stacks.config import with_overrides
-    from tests.support.synth import stage_config, synthesize
 
     config = with_overrides(stage_config("dev"), name="echo", bedrock_model_id=None)
     return synthesize(config)["echo"]

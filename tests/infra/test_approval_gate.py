@@ -15,7 +15,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk.assertions import Match, Template
 
 from constructs_lib.approval_gate import HumanApprovalGate
-from tests.support.synth import SynthesizedStage
+from embedded.synth import SynthesizedStage
 
 # ---------------------------------------------------------------------------- helpers
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+from embedded.synth import PARTS, SynthesizedStage
 from tests.infra.test_invariants import _dead_letter_queues, _fail_if, _of_type, _props, _refs, _resolve
-from tests.support.synth import PARTS, SynthesizedStage
 
 # Queues a reader outside the templates polls; each names that reader.
 EXTERNAL_QUEUE_READERS: dict[str, str] = {}

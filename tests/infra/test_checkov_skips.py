@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.support.synth import PARTS, ROOT, SynthesizedStage
+from embedded.synth import PARTS, ROOT, SynthesizedStage
 from tools.checkov_gate import StackTemplate, load_skips
 
 

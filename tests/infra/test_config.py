@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from embedded.synth import cdk_context
 from stacks.config import ConfigError, StageConfig, load_stage_config, with_overrides
-from tests.support.synth import cdk_context
 
 
 @pytest.fixture(scope="module")

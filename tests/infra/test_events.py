@@ -19,12 +19,12 @@ from aws_cdk.assertions import Match, Template
 from moto import mock_aws
 
 from constructs_lib import FanoutTopic, S3DeliveryStream, SecureEventBus, SecureQueue, StreamConsumer
+from embedded.events import StreamRecords
+from embedded.synth import SynthesizedStage
 from lambdas.events import routing
 from lambdas.events.delivery import Backoff, Entry, TopicWriter
 from lambdas.shared.records import Handoff, HandoffStatus
 from stacks.events_stack import ROUTED_SORT_KEYS
-from tests.support.events import StreamRecords
-from tests.support.synth import SynthesizedStage
 
 
 def resources(stage: SynthesizedStage, type_: str) -> dict[str, dict[str, Any]]:

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
+from embedded.synth import SynthesizedStage, stage_config, synthesize
 from lambdas.shared.tokens import ISSUER_VARIABLES, ROLES
 from stacks.config import IdentityConfig, with_overrides
 from stacks.outputs import COGNITO_OUTPUTS, OUTPUTS
-from tests.support.synth import SynthesizedStage, stage_config, synthesize
 
 AUTHORIZERS = ("lambdas.api.authorizer.handler", "lambdas.ws.authorizer.handler")
 

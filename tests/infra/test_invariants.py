@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from embedded.synth import PARTS, SynthesizedStage
 from stacks.config import StageConfig
 from tests.support.cold_imports import ALLOWED, handler_module
-from tests.support.synth import PARTS, SynthesizedStage
 
 Resource = dict[str, Any]
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from openapi_spec_validator import validate
 
+from embedded.synth import SynthesizedStage
 from lambdas.api import access
-from tests.support.synth import SynthesizedStage
 from tools import openapi
 
 

@@ -11,8 +11,8 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sqs as sqs
 
 from constructs_lib import SecureQueue, SharedFunction
+from embedded.synth import SynthesizedStage
 from stacks.operations import dead_letter_queues
-from tests.support.synth import SynthesizedStage
 
 
 def _of_type(stage: SynthesizedStage, part: str, type_: str) -> dict[str, dict[str, Any]]:

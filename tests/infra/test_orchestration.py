@@ -13,9 +13,9 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk.assertions import Match
 
 from constructs_lib.workflow_defaults import RetryPolicy, WorkflowOptions
+from embedded.synth import SynthesizedStage
 from stacks.workflows.cleanup import CleanupWorkflow
 from stacks.workflows.export import ExportWorkflow
-from tests.support.synth import SynthesizedStage
 
 ROOT = Path(__file__).resolve().parents[2]
 HANDOFF_STATES = {

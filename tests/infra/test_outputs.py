@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from embedded.synth import ROOT, SynthesizedStage
 from stacks.outputs import OUTPUTS
-from tests.support.synth import ROOT, SynthesizedStage
 
 
 def _named_outputs(stage: SynthesizedStage, part: str) -> dict[str, dict[str, object]]:

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from tests.support.synth import stage_config, synthesize
+from embedded.synth import stage_config, synthesize
 
 _FINDING = re.compile(r"MangaAssist-\w+/")
 

@@ -11,10 +11,10 @@ from aws_cdk import App, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk.assertions import Template
 
+from embedded.synth import PARTS, SynthesizedStage, stage_config, synthesize
 from lambdas.shared.settings import STAGE_VARIABLES
 from stacks.config import with_overrides
 from stacks.functions import STAGE_VARIABLE_NAMES, grant_invoke_model, stage_environment
-from tests.support.synth import PARTS, SynthesizedStage, stage_config, synthesize
 
 #: Functions a library construct builds with its own runtime, not the app's stage functions: the
 #: approval gate's writes only review records, which expire after the stage's review_ttl_days

@@ -10,8 +10,8 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Match, Template
 
 from constructs_lib import SecureBucket
+from embedded.synth import SynthesizedStage
 from lambdas.shared import schema
-from tests.support.synth import SynthesizedStage
 
 
 def _resources(stage: SynthesizedStage, part: str, type_: str) -> dict[str, dict[str, Any]]:

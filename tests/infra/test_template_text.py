@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from tests.support.synth import PARTS, SynthesizedStage
+from embedded.synth import PARTS, SynthesizedStage
 
 #: C0 controls but tab, newline and carriage return, and DEL (what YAML refuses in a document).
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")

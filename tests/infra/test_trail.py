@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from embedded.services.athena import CatalogTable, resolve_query
+from embedded.synth import SynthesizedStage
 from lambdas.events import trail
 from stacks.trail import SAVED_QUERIES
-from tests.support.synth import SynthesizedStage
-from tests.support.trail import CatalogTable, resolve_query
 
 
 def _resources(stage: SynthesizedStage, part: str, type_: str) -> dict[str, dict[str, Any]]:

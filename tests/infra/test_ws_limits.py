@@ -10,10 +10,10 @@ from aws_cdk import App, Stack
 from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk.assertions import Template
 
+from embedded.synth import SynthesizedStage, stage_config
 from stacks.config import ConfigError, with_overrides
 from tests.infra.test_api_websocket import api, function_id, resources
 from tests.infra.test_api_websocket_constructs import _chat
-from tests.support.synth import SynthesizedStage, stage_config
 
 
 def only_stage(stage: SynthesizedStage) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from moto import mock_aws
 
 from constructs_lib.approval_gate import gate_runtime
 from constructs_lib.approval_gate.gate_runtime.records import KeyLayout, ReviewStore
-from tests.support.clock import FakeClock
+from embedded.clock import FakeClock
 
 TABLE_NAME = "gate-reviews"
 #: The layout the tests' table has: partition key PK, sort key SK (the construct's env says so).

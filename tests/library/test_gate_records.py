@@ -15,7 +15,7 @@ from constructs_lib.approval_gate.gate_runtime.records import (
     ReviewStatus,
     ReviewStore,
 )
-from tests.support.clock import START_TIME, FakeClock
+from embedded.clock import START_TIME, FakeClock
 
 WEEK = 7 * 86400
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.support.synth import ROOT
+from embedded.synth import ROOT
 
 _URL = re.compile(r"^\s+(REST API|WebSocket)\s+(\S+)")
 _SERVING = re.compile(r"^serving after (\d+(?:\.\d+)?)s")
@@ -61,7 +61,7 @@ def assembly() -> Path:
     made = ROOT / "cdk.out" / "assembly-MangaAssist-dev"
     if (made / "manifest.json").exists():
         return made
-    from tests.support.synth import stage_config, synthesize
+    from embedded.synth import stage_config, synthesize
 
     return synthesize(stage_config("dev"), nag=False)["dev"].assembly_dir
 

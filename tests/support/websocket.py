@@ -2,7 +2,7 @@
 
 Usage::
 
-    event = ws_event("sendMessage", connection_id="L0SM9cOFvHcCIhw=", body=...)  # tests.support.events
+    event = ws_event("sendMessage", connection_id="L0SM9cOFvHcCIhw=", body=...)  # embedded.events
     frames = sent_frames("L0SM9cOFvHcCIhw=")     # inside mock_aws(): every frame posted so far
 """
 
@@ -15,7 +15,7 @@ from urllib.parse import quote
 from moto.apigatewaymanagementapi.models import apigatewaymanagementapi_backends
 from moto.core.models import DEFAULT_ACCOUNT_ID
 
-from tests.support.events import DEFAULT_API
+from embedded.events import DEFAULT_API
 
 STAGE = DEFAULT_API.stage
 REGION = DEFAULT_API.region

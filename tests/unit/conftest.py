@@ -9,10 +9,10 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from embedded.clock import FakeClock
+from embedded.services.dynamodb import DEFAULT_TABLE_NAME, atomic_requests, create_sessions_table
 from lambdas.shared import env as lambda_env
 from lambdas.shared.store import DynamoSessionStore
-from tests.support.clock import FakeClock
-from tests.support.ddb import DEFAULT_TABLE_NAME, atomic_requests, create_sessions_table
 
 #: The stage settings every function gets from the deploy side (dev's values); a test may override one.
 STAGE_ENVIRONMENT = {"SESSION_TTL_HOURS": "24", "CLEANUP_SHARDS": "8"}

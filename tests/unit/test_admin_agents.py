@@ -12,6 +12,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from embedded.events import Api, authorizer_context, lambda_context, rest_proxy_event
+from embedded.services.dynamodb import atomic_requests, create_sessions_table
 from lambdas.api import admin_agents
 from lambdas.api import agent as agent_api
 from lambdas.shared import env as lambda_env
@@ -19,8 +21,6 @@ from lambdas.shared.errors import AgentBusy, AgentExists, AgentRetired, AgentUna
 from lambdas.shared.records import AgentStatus
 from lambdas.shared.schema import AVAILABLE_AGENTS
 from lambdas.shared.store import DynamoSessionStore
-from tests.support.ddb import atomic_requests, create_sessions_table
-from tests.support.events import Api, authorizer_context, lambda_context, rest_proxy_event
 
 TABLE = "agent-registry"
 API = Api(stage="prod")

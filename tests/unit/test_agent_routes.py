@@ -12,12 +12,12 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
+from embedded.events import Api, authorizer_context, lambda_context, rest_proxy_event
+from embedded.services.dynamodb import atomic_requests, create_sessions_table
 from lambdas.api import agent as agent_api
 from lambdas.shared import env as lambda_env
 from lambdas.shared.records import Agent, AgentStatus, HandoffStatus, Role
 from lambdas.shared.store import DynamoSessionStore
-from tests.support.ddb import atomic_requests, create_sessions_table
-from tests.support.events import Api, authorizer_context, lambda_context, rest_proxy_event
 
 
 @pytest.fixture

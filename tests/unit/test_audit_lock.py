@@ -12,9 +12,9 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
+from embedded.events import lambda_context, s3_object_created_event
 from lambdas.events import audit_lock
 from lambdas.shared import env
-from tests.support.events import lambda_context, s3_object_created_event
 
 BUCKET = "audit-bucket-test"
 CREATED = "2026-11-24T06:00:00Z"

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from embedded.events import lambda_context, token_authorizer_event
 from lambdas.api import access, authorizer
 from lambdas.shared import env
-from tests.support.events import lambda_context, token_authorizer_event
 from tests.support.identity import TokenIssuer
 
 ISSUER = TokenIssuer()

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from embedded.clock import FakeClock
+from embedded.services.bedrock_stream import tokens
 from lambdas.ws.deltas import MAX_CHARS, MAX_WAIT_SECONDS, DeltaCoalescer
-from tests.support.bedrock_stream import tokens
-from tests.support.clock import FakeClock
 
 REPLY = (
     "Frieren: Beyond Journey's End follows an elf mage after her party has defeated the Demon King. "

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from embedded.synth import stage_config
 from stacks.config import with_overrides
-from tests.support.synth import stage_config
 from tools import deploy
 
 

@@ -10,12 +10,12 @@ import boto3
 import pytest
 from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
 
+from embedded.events import lambda_context, sns_notification, sqs_event
 from lambdas.events import customer_notifier, dashboard, escalation, metrics
 from lambdas.shared import connections, env, keys, mail
 from lambdas.shared.records import HandoffStatus, Role, SessionStatus
 from lambdas.shared.serialize import public, unmarshal_item
 from lambdas.shared.store import DynamoSessionStore, InboxWrite
-from tests.support.events import lambda_context, sns_notification, sqs_event
 
 CONTEXT = lambda_context("fn", memory_limit_in_mb=128)
 

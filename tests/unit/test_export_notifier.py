@@ -11,9 +11,9 @@ import pytest
 from moto.core.models import DEFAULT_ACCOUNT_ID
 from moto.ses.models import ses_backends
 
+from embedded.events import lambda_context, sqs_event
 from lambdas.orchestration import export_notifier
 from lambdas.shared import env
-from tests.support.events import lambda_context, sqs_event
 
 SENDER = "notices@dev.mangaassist.example"
 EXECUTION = "arn:aws:states:us-east-1:123456789012:execution:MangaAssist-dev-Export:export-7"

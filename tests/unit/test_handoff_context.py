@@ -9,11 +9,11 @@ from typing import Any
 import boto3
 import pytest
 
+from embedded.events import lambda_context
 from lambdas.orchestration import context as handoff_context
 from lambdas.orchestration import handoff
 from lambdas.shared.records import Role
 from lambdas.shared.store import DynamoSessionStore
-from tests.support.events import lambda_context
 
 SNS_LIMIT = 256 * 1024
 EMOJI = "\U0001f600"  # four bytes in UTF-8, twelve as a JSON \\uXXXX pair

@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from jwt.algorithms import RSAAlgorithm
 
+from embedded.events import DEFAULT_API, authorizer_context, lambda_context, rest_proxy_event, ws_authorizer_event
 from lambdas.api import access, admin_agents, rest
 from lambdas.api import agent as agent_api
 from lambdas.api import authorizer as rest_authorizer
@@ -30,7 +31,6 @@ from lambdas.shared import cursor, env
 from lambdas.shared.errors import InvalidCursor
 from lambdas.shared.store import DynamoSessionStore
 from lambdas.ws import authorizer as ws_authorizer
-from tests.support.events import DEFAULT_API, authorizer_context, lambda_context, rest_proxy_event, ws_authorizer_event
 from tests.support.identity import TokenIssuer
 
 ISSUER = TokenIssuer()

@@ -12,6 +12,8 @@ from botocore.exceptions import ConnectTimeoutError
 from botocore.stub import Stubber
 from moto import mock_aws
 
+from embedded.events import Api, authorizer_context, lambda_context, rest_proxy_event, sqs_event
+from embedded.services.dynamodb import atomic_requests, create_sessions_table
 from lambdas.api import agent as agent_api
 from lambdas.events import dashboard
 from lambdas.shared import env as lambda_env
@@ -20,8 +22,6 @@ from lambdas.shared.errors import InvalidCursor
 from lambdas.shared.records import Agent, AgentStatus, HandoffStatus, SessionStatus
 from lambdas.shared.store import DynamoSessionStore, HandoffClosed, InboxWrite
 from lambdas.ws import disconnect, runtime
-from tests.support.ddb import atomic_requests, create_sessions_table
-from tests.support.events import Api, authorizer_context, lambda_context, rest_proxy_event, sqs_event
 
 TABLE = "inbox-test"
 CONTEXT = lambda_context("inbox")

@@ -11,7 +11,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from tests.support.lambda_bridge import deploy_function, in_process
+from embedded.runtime import deploy_function, in_process
 
 SFN_CONFIG = {"stepfunctions": {"execute_state_machine": True}}
 

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
+from embedded.clock import FakeClock
 from lambdas.shared import keys
 from lambdas.shared.serialize import marshal_item, unmarshal_item
 from lambdas.shared.store import Admission, DynamoSessionStore
 from lambdas.shared.store.limits import CONNECTION_SCOPE, CUSTOMER_SCOPE, MAX_CONNECTION_SECONDS
-from tests.support.clock import FakeClock
 
 
 def take(store: DynamoSessionStore, subject: str = "conn-1", per_minute: int = 6, burst: int = 3) -> Admission:

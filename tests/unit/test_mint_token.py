@@ -10,8 +10,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from embedded.services.cognito import fetch_over_mock
 from lambdas.shared.tokens import Issuer, KeySet, verify
-from tests.e2e.harness.identity import fetch_over_mock
 from tools import mint_token
 
 PASSWORD = "Dev-User-Passw0rd!"

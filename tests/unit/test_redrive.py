@@ -19,7 +19,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from tests.support.clock import FakeClock
+from embedded.clock import FakeClock
 from tools import redrive
 
 REGION = "us-east-1"

@@ -8,6 +8,7 @@ import boto3
 import pytest
 from botocore.stub import ANY, Stubber
 
+from embedded.services.bedrock_stream import Refusal, StreamAnswers, reply_events, stream_error, tokens
 from lambdas.shared.records import Role, Summary, Turn
 from lambdas.shared.responder import (
     SYSTEM_PROMPT,
@@ -19,7 +20,6 @@ from lambdas.shared.responder import (
     build_messages,
     responder_for,
 )
-from tests.support.bedrock_stream import Refusal, StreamAnswers, reply_events, stream_error, tokens
 
 MODEL = "anthropic.claude-3-haiku-20240307-v1:0"
 

@@ -12,10 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from embedded.events import DEFAULT_API, authorizer_context, lambda_context, rest_proxy_event
 from lambdas.api import rest
 from lambdas.shared import env
 from lambdas.shared.store import DynamoSessionStore
-from tests.support.events import DEFAULT_API, authorizer_context, lambda_context, rest_proxy_event
 
 ORIGIN = "http://localhost:3000"
 Invoke = Callable[..., dict[str, Any]]

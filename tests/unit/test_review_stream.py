@@ -17,10 +17,10 @@ import pytest
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 
 from constructs_lib.approval_gate.gate_runtime.records import KeyLayout, ReviewStore
+from embedded.events import stream_record_from
+from embedded.services.dynamodb import create_sessions_table
 from lambdas.events import routing
 from lambdas.shared import keys, schema
-from tests.support.ddb import create_sessions_table
-from tests.support.events import stream_record_from
 
 TOKEN = "task-token-that-must-stay-in-the-table"
 #: Where the app's gate keeps its reviews (OrchestrationStack passes the same values).

@@ -19,13 +19,13 @@ from typing import Any
 import boto3
 import pytest
 
+from embedded.events import StreamRecords, batch_event, sequence_of, stream_record_from
+from embedded.runtime import Invocations, deploy_function, in_process
+from embedded.services.firehose import create_s3_delivery_stream
 from lambdas.events import router
 from lambdas.events.delivery import Backoff
 from lambdas.shared.records import Handoff, HandoffStatus, Role, Session, SessionStatus, Summary, Turn
 from lambdas.shared.store import DynamoSessionStore
-from tests.support.events import StreamRecords, batch_event, sequence_of, stream_record_from
-from tests.support.firehose import create_s3_delivery_stream
-from tests.support.lambda_bridge import Invocations, deploy_function, in_process
 
 REGION = "us-east-1"
 NOW = 1_767_225_600

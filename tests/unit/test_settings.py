@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
+from embedded.events import sqs_record
 from lambdas.events import customer_notifier, dashboard, summary
 from lambdas.events.messages import EVENT_HANDOFF_WAITING, HandoffMessage
 from lambdas.orchestration import handoff as handoff_steps
@@ -20,7 +21,6 @@ from lambdas.shared import env, keys, settings
 from lambdas.shared.records import Agent, Role
 from lambdas.shared.serialize import marshal_item, unmarshal_item
 from lambdas.shared.store import DynamoSessionStore
-from tests.support.events import sqs_record
 
 PROD_TTL_HOURS = 72
 LAMBDAS = Path(__file__).resolve().parents[2] / "lambdas"

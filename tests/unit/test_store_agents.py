@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from embedded.clock import START_TIME, FakeClock
 from lambdas.shared import keys
 from lambdas.shared.errors import (
     AgentNotFound,
@@ -18,7 +19,6 @@ from lambdas.shared.errors import (
 from lambdas.shared.records import Agent, AgentStatus, HandoffStatus
 from lambdas.shared.schema import AVAILABLE_AGENTS
 from lambdas.shared.store import DynamoSessionStore
-from tests.support.clock import START_TIME, FakeClock
 
 
 def _index_rows(store: DynamoSessionStore, skill: str) -> list[str]:

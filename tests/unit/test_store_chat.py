@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
+from embedded.round_trips import RoundTrips
 from lambdas.shared.errors import Conflict, InvalidInput, SessionClosed, SessionNotFound
 from lambdas.shared.records import Role, Turn
 from lambdas.shared.serialize import marshal_item
 from lambdas.shared.store import Admission, DynamoSessionStore, Rate
 from lambdas.shared.store.limits import CONNECTION_SCOPE, CUSTOMER_SCOPE
-from tests.support.round_trips import RoundTrips
 
 CONN = "conn-1"
 #: A connection bucket of 2 and a customer bucket of 3, one message a minute each.

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from constructs_lib.approval_gate.gate_runtime.records import KeyLayout, ReviewStore
+from embedded.clock import START_TIME
 from lambdas.shared import cursor as cursors
 from lambdas.shared import keys, serialize
 from lambdas.shared.errors import InvalidCursor
@@ -27,7 +28,6 @@ from lambdas.shared.records import (
     record_from_item,
 )
 from lambdas.shared.store import DynamoSessionStore
-from tests.support.clock import START_TIME
 
 APP_REVIEW_LAYOUT = KeyLayout(key_prefix=keys.REVIEW_PREFIX, sort_key_value=keys.META_SK)
 

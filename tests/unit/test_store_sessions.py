@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from embedded.clock import START_TIME, FakeClock
 from lambdas.shared import keys
 from lambdas.shared.errors import (
     Conflict,
@@ -22,7 +23,6 @@ from lambdas.shared.records import SessionStatus
 from lambdas.shared.schema import CLEANUP
 from lambdas.shared.serialize import marshal_item, unmarshal_item
 from lambdas.shared.store import DynamoSessionStore
-from tests.support.clock import START_TIME, FakeClock
 
 # The architecture page (docs ARCHITECTURE.md, "Single table"), verbatim. The expected legal
 # transitions are parsed from this text, not copied from the store's own table.

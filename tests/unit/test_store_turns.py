@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
+from embedded.clock import START_TIME, FakeClock
 from lambdas.shared import cursor as cursors
 from lambdas.shared import keys
 from lambdas.shared.errors import Conflict, InvalidCursor, InvalidInput, SessionClosed, SessionNotFound
 from lambdas.shared.serialize import marshal_item
 from lambdas.shared.store import DynamoSessionStore
-from tests.support.clock import START_TIME, FakeClock
 
 
 def _new_session(store: DynamoSessionStore, customer_id: str = "cust-1") -> str:

@@ -20,10 +20,10 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from embedded.events import DEFAULT_API, token_authorizer_event, ws_authorizer_event
 from lambdas.api import access
 from lambdas.api import authorizer as rest_authorizer
 from lambdas.ws import authorizer as ws_authorizer
-from tests.support.events import DEFAULT_API, token_authorizer_event, ws_authorizer_event
 from tests.support.identity import TokenIssuer
 
 ISSUER = TokenIssuer()

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 
+from embedded.events import StreamRecords
+from embedded.services.athena import fits
 from lambdas.events import routing, trail
-from tests.support.events import StreamRecords
-from tests.support.trail import fits
 
 #: One item of each type the router knows, holding every attribute analytics may copy.
 ITEMS: dict[str, dict[str, Any]] = {

@@ -11,6 +11,10 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
+from embedded.events import authorizer_context, lambda_context, ws_authorizer_event, ws_event
+from embedded.round_trips import RoundTrips
+from embedded.services.bedrock_stream import Refusal, StreamAnswers, reply_events, stream_error
+from embedded.services.bedrock_stream import tokens as model_tokens
 from lambdas.shared import aws, connections, env
 from lambdas.shared.errors import ConnectionSuperseded
 from lambdas.shared.records import Role, SessionStatus, Summary, Turn
@@ -18,11 +22,7 @@ from lambdas.shared.responder import BedrockResponder, Guardrail, ReplyEnd
 from lambdas.shared.store import DynamoSessionStore
 from lambdas.ws import authorizer, connect, default, disconnect, message, onboarding
 from lambdas.ws.frames import MAX_TEXT_CHARS
-from tests.support.bedrock_stream import Refusal, StreamAnswers, reply_events, stream_error
-from tests.support.bedrock_stream import tokens as model_tokens
-from tests.support.events import authorizer_context, lambda_context, ws_authorizer_event, ws_event
 from tests.support.identity import TokenIssuer
-from tests.support.round_trips import RoundTrips
 from tests.support.websocket import DOMAIN, ENDPOINT, STAGE, sent_frames
 
 CONN = "L0SM9cOFvHcCIhw="

@@ -2,7 +2,7 @@
 
 A CDK test stack holds the gate(s); :func:`deploy_gate_machine` resolves one state machine's
 definition and the request Lambda's environment against moto resources (table, topic, secret,
-in-process Lambda functions via ``tests.support.lambda_bridge``) and creates it on moto. The
+in-process Lambda functions via ``embedded.runtime``) and creates it on moto. The
 reviewer's e-mails land on an SQS queue subscribed to the topic (raw delivery), so a test reads
 the links exactly as a person would, and clicks them through the gate's deployed decision function.
 """
@@ -28,9 +28,9 @@ from moto.core.responses import EmptyResult
 from moto.stepfunctions.responses import StepFunctionResponse
 
 from constructs_lib.approval_gate.gate_runtime.records import KeyLayout, ReviewStore
-from tests.support.ddb import create_sessions_table
-from tests.support.events import Api, rest_proxy_event
-from tests.support.lambda_bridge import deploy_function
+from embedded.events import Api, rest_proxy_event
+from embedded.runtime import deploy_function
+from embedded.services.dynamodb import create_sessions_table
 
 LINK_BASE_URL = "https://api.example.test/prod"
 REGION = "us-east-1"

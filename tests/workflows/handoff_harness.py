@@ -19,15 +19,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from lambdas.api import agent as agent_api
-from lambdas.api import rest as session_api
-from lambdas.shared import env as lambda_env
-from lambdas.shared.records import Agent, Role
-from lambdas.shared.store import DynamoSessionStore
-from stacks.config import with_overrides
-from stacks.functions import stage_environment
-from tests.support.ddb import atomic_requests
-from tests.support.events import (
+from embedded.events import (
     ACCOUNT,
     Api,
     authorizer_context,
@@ -36,8 +28,16 @@ from tests.support.events import (
     rest_proxy_event,
     sqs_record_from,
 )
-from tests.support.lambda_bridge import Invocations, in_process
-from tests.support.synth import stage_config
+from embedded.runtime import Invocations, in_process
+from embedded.services.dynamodb import atomic_requests
+from embedded.synth import stage_config
+from lambdas.api import agent as agent_api
+from lambdas.api import rest as session_api
+from lambdas.shared import env as lambda_env
+from lambdas.shared.records import Agent, Role
+from lambdas.shared.store import DynamoSessionStore
+from stacks.config import with_overrides
+from stacks.functions import stage_environment
 from tests.workflows.orchestration_harness import REGION, Deployed, deploy
 
 CONFIG = with_overrides(

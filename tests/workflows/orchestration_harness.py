@@ -4,7 +4,7 @@
 (the API stack is not needed to run the workflows) and returns their templates.
 :func:`deploy` creates, on moto, what the workflows touch -- the sessions table (from the
 schema), the keys, buckets, queues, topics and the SSM parameter -- then every Lambda function
-of the Orchestration template (in-process, through ``tests.support.lambda_bridge``, with its
+of the Orchestration template (in-process, through ``embedded.runtime``, with its
 Environment resolved) and every state machine from its synthesized ``DefinitionString``, with
 Ref / Fn::GetAtt / Fn::Join / Fn::GetStackOutput (cross-stack) resolved to the moto resources.
 """
@@ -22,13 +22,13 @@ from typing import Any
 import boto3
 from aws_cdk import App, Stage
 
+from embedded.runtime import deploy_function
+from embedded.services.dynamodb import create_sessions_table
+from embedded.synth import cdk_context
 from stacks.config import StageConfig
 from stacks.events_stack import EventsStack
 from stacks.orchestration_stack import OrchestrationStack, rest_api_url_parameter
 from stacks.storage_stack import StorageStack
-from tests.support.ddb import create_sessions_table
-from tests.support.lambda_bridge import deploy_function
-from tests.support.synth import cdk_context
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"

@@ -2,7 +2,7 @@
 
 The definitions are the synthesized ones of a small test stack (Prepare -> gate -> Continue, the
 rejection path NotifyRequester -> Fail); the gate's request and decision functions run in-process
-through ``tests.support.lambda_bridge``, from the gate's own code.
+through ``embedded.runtime``, from the gate's own code.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from moto import mock_aws
 
 from constructs_lib.approval_gate import HumanApprovalGate
 from constructs_lib.approval_gate.gate_runtime import signing
-from tests.support.lambda_bridge import in_process
+from embedded.runtime import in_process
 from tests.workflows.gate_harness import (
     LINK_BASE_URL,
     REGION,

@@ -15,6 +15,9 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from embedded.runtime import Invocations, in_process
+from embedded.services.dynamodb import atomic_requests
+from embedded.synth import stage_config
 from lambdas.orchestration import cleanup_worker
 from lambdas.shared import env as lambda_env
 from lambdas.shared import keys
@@ -22,9 +25,6 @@ from lambdas.shared.records import Role, SessionStatus
 from lambdas.shared.store import DynamoSessionStore
 from stacks.config import with_overrides
 from stacks.functions import stage_environment
-from tests.support.ddb import atomic_requests
-from tests.support.lambda_bridge import Invocations, in_process
-from tests.support.synth import stage_config
 from tests.workflows.orchestration_harness import REGION, Deployed, deploy, synthesize_orchestration
 
 SHARDS = 3

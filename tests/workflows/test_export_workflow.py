@@ -17,12 +17,12 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from embedded.runtime import in_process
+from embedded.services.dynamodb import atomic_requests
+from embedded.synth import stage_config
 from lambdas.orchestration import export_notifier
 from lambdas.shared import env as lambda_env
 from stacks.config import with_overrides
-from tests.support.ddb import atomic_requests
-from tests.support.lambda_bridge import in_process
-from tests.support.synth import stage_config
 from tests.workflows.gate_harness import api_gateway_event, confirmation_form, links_of
 from tests.workflows.orchestration_harness import (
     LINK_BASE_URL,

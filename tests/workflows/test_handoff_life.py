@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
+from embedded.events import lambda_context
 from lambdas.orchestration import handoff
 from lambdas.shared import env as lambda_env
 from lambdas.shared import keys
 from lambdas.shared.records import AgentStatus, HandoffStatus, SessionStatus
 from lambdas.ws.disconnect import disconnect_connection
-from tests.support.events import lambda_context
 from tests.workflows.handoff_harness import CONFIG, World, running_world
 from tests.workflows.orchestration_harness import synthesize_orchestration
 

@@ -1,6 +1,6 @@
 """The Onboarding Express workflow, as synthesized for dev, executed on moto's state machine executor.
 
-Its two Lambda tasks run our handlers in this process (tests.support.lambda_bridge) against a moto
+Its two Lambda tasks run our handlers in this process (embedded.runtime) against a moto
 table and moto's API Gateway management API. Retry waits are recorded instead of slept, so the
 bounded, jittered "retry while the connection is not open yet" policy is checked exactly.
 """
@@ -21,13 +21,13 @@ import pytest
 from moto import mock_aws
 from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
 
+from embedded.runtime import Invocations, deploy_function, in_process
+from embedded.services.dynamodb import atomic_requests, create_sessions_table
+from embedded.synth import default_stages
 from lambdas.shared import connections, env
 from lambdas.shared.records import SessionStatus
 from lambdas.shared.store import DynamoSessionStore
 from lambdas.ws import onboarding
-from tests.support.ddb import atomic_requests, create_sessions_table
-from tests.support.lambda_bridge import Invocations, deploy_function, in_process
-from tests.support.synth import default_stages
 from tests.support.websocket import DOMAIN, STAGE, sent_frames
 
 pytestmark = pytest.mark.slow

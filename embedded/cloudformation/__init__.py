@@ -1,0 +1,1 @@
+"""CloudFormation on moto: the cloud assembly, intrinsics, one loader per resource type, deployment."""

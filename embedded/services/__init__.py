@@ -1,0 +1,1 @@
+"""One module per emulated AWS service: what moto lacks or does differently, completed as AWS behaves."""

@@ -1,0 +1,155 @@
+"""Bedrock Runtime ``Converse`` and ``ConverseStream`` answered in-process, at the client: moto 5.2 has neither.
+
+Inside ``stub.installed()``, every ``boto3.client("bedrock-runtime", ...)`` the code under test
+creates is a real botocore client (so the request is validated against the service model, as
+AWS would) whose ``Converse`` and ``ConverseStream`` never leave the process: a ``before-call``
+hook answers them with ``stub.answer(request)`` (``request`` as the caller passed it:
+``modelId``, ``system``, ``messages``, ...). Converse gets it wrapped in a complete response
+(validated against the output shape, as botocore's Stubber does); ConverseStream gets a botocore
+EventStream of the answer split into token-sized deltas (``embedded.services.bedrock_stream``:
+encoded in AWS's event-stream framing and decoded by botocore's own parser). Every call of
+either is recorded in ``stub.calls`` (``streamed`` tells them apart). Other services and other
+operations are untouched (moto still serves them).
+
+Usage::
+
+    stub = BedrockStub(answer=lambda request: "a fixed reply")
+    with mock_aws(), stub.installed():
+        ... code that calls boto3.client("bedrock-runtime").converse(...) or .converse_stream(...) ...
+    assert stub.calls[0].model_id == "anthropic.claude-3-haiku-20240307-v1:0"
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+from unittest import mock
+
+import boto3
+from botocore.awsrequest import AWSResponse
+from botocore.validate import validate_parameters
+
+from embedded.services.bedrock_stream import Pacing, event_stream, reply_events, tokens
+
+SERVICE = "bedrock-runtime"
+_PARAMS_KEY = "e2e_bedrock_stub_params"
+
+
+@dataclass(frozen=True)
+class ConverseCall:
+    """One Converse call the stub answered."""
+
+    model_id: str
+    system: tuple[str, ...]
+    messages: tuple[tuple[str, str], ...]  # (role, text) per message, text blocks joined
+    caller: str  # POWERTOOLS_SERVICE_NAME of the invocation that called (the function's service)
+    reply: str
+    streamed: bool = False  # ConverseStream (True) or Converse
+    tokens: int = 0  # the deltas a streamed reply was split into
+
+    @property
+    def prompt(self) -> str:
+        """The text of the last user message."""
+        return next((text for role, text in reversed(self.messages) if role == "user"), "")
+
+
+def echo_answer(request: dict[str, Any]) -> str:
+    """The default answer: the echo responder's reply to the last user message."""
+    messages = request.get("messages") or []
+    last = next((m for m in reversed(messages) if m.get("role") == "user"), None)
+    text = "".join(block.get("text", "") for block in (last or {}).get("content", []))
+    return f"You said: {text}" if text else "Hello! How can I help you find your next manga?"
+
+
+@dataclass
+class BedrockStub:
+    """Answers Converse for clients created while ``installed()`` (see the module docstring)."""
+
+    answer: Callable[[dict[str, Any]], str] = echo_answer
+    calls: list[ConverseCall] = field(default_factory=list)
+    #: when a streamed answer's deltas are handed over (None: all at once), as a model writes them
+    pacing: Pacing | None = None
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+
+    def _record(self, request: dict[str, Any], reply: str, *, streamed: bool, token_count: int = 0) -> ConverseCall:
+        messages = tuple(
+            (str(m.get("role")), "".join(str(b.get("text", "")) for b in m.get("content", [])))
+            for m in request.get("messages", [])
+        )
+        call = ConverseCall(
+            model_id=str(request.get("modelId")),
+            system=tuple(str(block.get("text", "")) for block in request.get("system", [])),
+            messages=messages,
+            caller=os.environ.get("POWERTOOLS_SERVICE_NAME", ""),
+            reply=reply,
+            streamed=streamed,
+            tokens=token_count,
+        )
+        with self._lock:
+            self.calls.append(call)
+        return call
+
+    def respond_stream(self, client: Any, request: dict[str, Any]) -> dict[str, Any]:
+        """The ConverseStream response to ``request`` (recorded): the answer as token-sized deltas."""
+        reply = self.answer(request)
+        self._record(request, reply, streamed=True, token_count=len(tokens(reply)))
+        stream = event_stream(client, reply_events(reply), pacing=self.pacing)
+        return {"stream": stream, "ResponseMetadata": {"HTTPStatusCode": 200}}
+
+    def respond(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The Converse response to ``request`` (recorded)."""
+        reply = self.answer(request)
+        call = self._record(request, reply, streamed=False)
+        messages = call.messages
+        prompt_chars = sum(len(text) for _, text in messages) + sum(len(text) for text in call.system)
+        input_tokens, output_tokens = prompt_chars // 4 + 1, len(reply) // 4 + 1
+        return {
+            "output": {"message": {"role": "assistant", "content": [{"text": reply}]}},
+            "stopReason": "end_turn",
+            "usage": {
+                "inputTokens": input_tokens,
+                "outputTokens": output_tokens,
+                "totalTokens": input_tokens + output_tokens,
+            },
+            "metrics": {"latencyMs": 1},
+        }
+
+    def attach(self, client: Any) -> Any:
+        """Make ``client`` (a bedrock-runtime client) answer Converse and ConverseStream from this stub."""
+
+        def capture(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+            context[_PARAMS_KEY] = copy.deepcopy(params)
+
+        def answer(model: Any, context: dict[str, Any], **_: Any) -> tuple[AWSResponse, dict[str, Any]]:
+            response = self.respond(context[_PARAMS_KEY])
+            validate_parameters(response, model.output_shape)
+            return AWSResponse(None, 200, {}, None), response
+
+        def answer_stream(context: dict[str, Any], **_: Any) -> tuple[AWSResponse, dict[str, Any]]:
+            return AWSResponse(None, 200, {}, None), self.respond_stream(client, context[_PARAMS_KEY])
+
+        service_id = client.meta.service_model.service_id.hyphenize()
+        for operation, handler in (("Converse", answer), ("ConverseStream", answer_stream)):
+            client.meta.events.register(f"before-parameter-build.{service_id}.{operation}", capture)
+            client.meta.events.register(f"before-call.{service_id}.{operation}", handler)
+        return client
+
+    @contextmanager
+    def installed(self) -> Iterator[BedrockStub]:
+        """Patch ``boto3.client`` so every bedrock-runtime client created in the block is attached."""
+        original = boto3.client
+
+        def client(*args: Any, **kwargs: Any) -> Any:
+            created = original(*args, **kwargs)
+            service = args[0] if args else kwargs.get("service_name")
+            return self.attach(created) if service == SERVICE else created
+
+        with mock.patch.object(boto3, "client", client):
+            yield self

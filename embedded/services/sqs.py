@@ -1,0 +1,116 @@
+"""The SQS pump: what Lambda's queue poller does for the queue event source mappings.
+
+``pump()`` receives up to ``BatchSize`` messages per invocation, invokes the mapped function with
+them shaped as Lambda sends them, deletes what succeeded and makes what failed visible again at
+once (time compressed: the visibility timeout is not waited for). With ``ReportBatchItemFailures``
+only the listed ``itemIdentifier`` (message ids) fail; a function error fails the whole batch. The
+queue's own redrive policy moves a message to its DLQ after ``maxReceiveCount`` receives (moto
+does that on receive, as SQS does).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from moto.events.models import EventPattern
+
+from embedded.cloudformation.loaders import Cloud, EventSourceMapping
+from embedded.events import sqs_record_from
+from embedded.services.dynamodb_streams import Delivery
+from embedded.services.lambda_invoke import invoke
+
+MAX_ROUNDS = 50
+
+
+@dataclass
+class SqsPump:
+    """Delivers queue messages to the functions mapped onto the queues (see module docstring)."""
+
+    cloud: Cloud
+    mappings: list[EventSourceMapping]
+    deliveries: list[Delivery] = field(default_factory=list)
+    #: every message body each mapped queue handed to its function (queue ARN -> bodies, in order)
+    received: dict[str, list[str]] = field(default_factory=dict)
+
+    def queue_url(self, arn: str) -> str:
+        parts = arn.split(":")
+        url: str = self.cloud.client("sqs").get_queue_url(QueueName=parts[5], QueueOwnerAWSAccountId=parts[4])[
+            "QueueUrl"
+        ]
+        return url
+
+    def pump(self) -> int:
+        """Drain every mapped queue (bounded); returns the number of invocations."""
+        before = len(self.deliveries)
+        for _round in range(MAX_ROUNDS):
+            progressed = False
+            for mapping in self.mappings:
+                if mapping.enabled and self._pump_once(mapping):
+                    progressed = True
+            if not progressed:
+                break
+        return len(self.deliveries) - before
+
+    def _receive(self, url: str, limit: int) -> list[dict[str, Any]]:
+        sqs = self.cloud.client("sqs")
+        messages: list[dict[str, Any]] = []
+        while len(messages) < limit:
+            response = sqs.receive_message(
+                QueueUrl=url,
+                MaxNumberOfMessages=min(10, limit - len(messages)),
+                AttributeNames=["All"],
+                MessageAttributeNames=["All"],
+                VisibilityTimeout=30,
+            )
+            batch = response.get("Messages", [])
+            if not batch:
+                break
+            messages.extend(batch)
+        return messages
+
+    def _pump_once(self, mapping: EventSourceMapping) -> bool:
+        sqs = self.cloud.client("sqs")
+        url = self.queue_url(mapping.event_source_arn)
+        messages = self._receive(url, mapping.batch_size)
+        if not messages:
+            return False
+        records = [sqs_record_from(m, queue_arn=mapping.event_source_arn) for m in messages]
+        seen = self.received.setdefault(mapping.event_source_arn, [])
+        seen.extend(r["body"] for r in records if r["attributes"].get("ApproximateReceiveCount") == "1")
+        passing = [r for r in records if _passes(mapping, r)]
+        # Lambda deletes messages its filters reject.
+        for record in records:
+            if record not in passing:
+                sqs.delete_message(QueueUrl=url, ReceiptHandle=record["receiptHandle"])
+        if not passing:
+            return True
+        outcome = invoke(self.cloud.client("lambda"), mapping.function_name, {"Records": passing})
+        ids = [r["messageId"] for r in passing]
+        self.deliveries.append(Delivery(mapping.logical_id, ids, outcome, 0))
+        failed: set[str]
+        if not outcome.ok:
+            failed = set(ids)
+        else:
+            listed = outcome.failed_item_ids() if mapping.report_batch_item_failures else None
+            failed = set(listed or [])
+            if listed and not failed <= set(ids):
+                failed = set(ids)  # an unknown identifier fails the whole batch, as in Lambda
+        for record in passing:
+            if record["messageId"] in failed:
+                sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=record["receiptHandle"], VisibilityTimeout=0)
+            else:
+                sqs.delete_message(QueueUrl=url, ReceiptHandle=record["receiptHandle"])
+        return True
+
+
+def _passes(mapping: EventSourceMapping, record: dict[str, Any]) -> bool:
+    if not mapping.filters:
+        return True
+    candidate = dict(record)
+    with contextlib.suppress(ValueError):
+        candidate["body"] = json.loads(record["body"])
+    event: Any = candidate
+    return any(EventPattern.load(pattern).matches_event(event) for pattern in mapping.filters)

@@ -1,0 +1,1 @@
+"""``make load``: concurrent customers on the embedded stage."""

@@ -1,0 +1,160 @@
+"""The story's inbox steps: an agent reads its inbox through the API, and a customer who leaves while queued.
+
+The inbox follows the first handoff: offered in the waiting inbox while it is queued, in the
+agent's own inbox once accepted, gone once closed. At the end, a second customer requests a
+handoff while no agent is free and disconnects before anyone takes it: the handoff fails
+("customer left"), the workflow's wait ends, an agent's accept is 409 and no inbox offers it.
+
+A mixin of :class:`local.story.Story`, which provides the stage, the tokens, the REST and
+WebSocket plumbing and the step bookkeeping declared here.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from lambdas.shared.records import HandoffStatus, SessionStatus
+from local.story.base import Step, StoryError, StoryParts, expect, present
+
+LEAVING_CUSTOMER = "dave"
+
+
+class InboxSteps(StoryParts):
+    """What an agent's console reads, and a customer who leaves while waiting (see the module docstring)."""
+
+    def _inbox(self, step: Step, who: str, **query: str) -> list[dict[str, Any]]:
+        """``GET /agents/me/inbox`` as ``who``: every item, following ``next_cursor`` to the end."""
+        items: list[dict[str, Any]] = []
+        params = dict(query)
+        while True:
+            response = self.rest(step, "GET", "/agents/me/inbox", who, query=params)
+            expect(response.status == 200, f"GET /agents/me/inbox answered {response.status}: {response.body}")
+            body = response.json()
+            items += body["items"]
+            if body["next_cursor"] is None:
+                return items
+            params["cursor"] = body["next_cursor"]
+
+    def _settle_inbox(self, who: str, wanted: set[tuple[str, str]], *, managers: bool = False) -> None:
+        """Pump the stage until the dashboard consumer has brought ``who``'s inbox in the store to ``wanted``."""
+        store, agent_id = self.store(), self.subject(who)
+
+        def reached() -> bool:
+            items = store.list_inbox(agent_id, managers=managers, limit=100).items
+            return {(i.inbox, i.handoff_id) for i in items} == wanted
+
+        try:
+            self.stage.settle(until=reached, timeout=20, wait_executions=False)
+        except TimeoutError:
+            items = store.list_inbox(agent_id, managers=managers, limit=100).items
+            raise StoryError(f"{who}'s inbox never became {wanted}: {items}") from None
+
+    def agent_reads_the_waiting_inbox(self) -> None:
+        started, step = time.monotonic(), self.step("The agent's console reads its inbox: the customer waits there")
+        handoff_id = str(self.values["handoff_id"])
+        self._settle_inbox("agent-7", {("waiting", handoff_id)})
+        items = self._inbox(step, "agent-7")
+        expect(
+            [(i["inbox"], i["handoff_id"], i["session_id"], i["reason"], i["priority"]) for i in items]
+            == [("waiting", handoff_id, self.session_id, "general", "high")],
+            f"agent-7's inbox: {items}",
+        )
+        expect(isinstance(items[0]["since"], int), f"no 'since' on {items[0]}")
+        bad = self.rest(step, "GET", "/agents/me/inbox", "agent-7", query={"limit": "0"})
+        customer = self.rest(step, "GET", "/agents/me/inbox", "alice")
+        expect((bad.status, customer.status) == (400, 403), f"limit=0: {bad.status}, a customer: {customer.status}")
+        step.changes.append(f"waiting: {handoff_id} (general, high); limit=0 -> 400; a customer -> 403")
+        self.done(step, started)
+
+    def accepted_handoff_moves_to_the_agents_inbox(self) -> None:
+        started, step = time.monotonic(), self.step("After the accept, the handoff is in the agent's own inbox only")
+        handoff_id = str(self.values["handoff_id"])
+        self._settle_inbox("agent-7", {("own", handoff_id)})
+        items = self._inbox(step, "agent-7")
+        expect(
+            [(i["inbox"], i["handoff_id"]) for i in items] == [("own", handoff_id)],
+            f"agent-7's inbox after the accept: {items}",
+        )
+        step.changes.append(f"own: {handoff_id}; the waiting inbox no longer offers it")
+        self.done(step, started)
+
+    def closed_handoff_leaves_the_inbox(self) -> None:
+        started, step = time.monotonic(), self.step("After the close, the agent's inbox is empty")
+        self.stage.settle(timeout=20, wait_executions=False)  # late dashboard messages write nothing now
+        items = self._inbox(step, "agent-7")
+        expect(items == [], f"agent-7's inbox after the close: {items}")
+        step.changes.append("inbox empty; late messages did not bring the item back")
+        self.done(step, started)
+
+    def customer_leaves_while_queued(self) -> None:
+        started, step = (
+            time.monotonic(),
+            self.step("A customer who disconnects while queued ends the handoff; a later accept is 409"),
+        )
+        store = self.store()
+        # The only agent with the skill steps away, so the handoff has to wait.
+        self.sign_in(LEAVING_CUSTOMER, "customer")
+        away = self.rest(step, "POST", "/agents/me/presence", "agent-8", body={"status": "away"})
+        expect(away.status == 200, f"agent-8's presence answered {away.status}: {away.body}")
+        created = self.rest(
+            step, "POST", "/sessions", LEAVING_CUSTOMER, body={"customer_id": self.subject(LEAVING_CUSTOMER)}
+        )
+        expect(created.status == 201, f"POST /sessions answered {created.status}: {created.body}")
+        body = created.json()
+        session_id = str(body.get("session_id") or body.get("id"))
+        ws = self.stage.websocket
+        connection_id = ws.connect(query={"token": self.tokens[LEAVING_CUSTOMER], "session_id": session_id})
+        self.stage.settle(until=lambda: bool(ws.frames(connection_id)), timeout=20)
+        requested = self.rest(
+            step,
+            "POST",
+            f"/sessions/{session_id}/handoff",
+            LEAVING_CUSTOMER,
+            body={"reason": "general", "priority": "normal"},
+        )
+        expect(requested.status == 202, f"handoff request answered {requested.status}: {requested.body}")
+        execution = requested.json()["execution_arn"]
+
+        def queued() -> bool:
+            handoff = store.current_handoff(session_id)
+            return handoff is not None and handoff.status == HandoffStatus.QUEUED
+
+        self.stage.settle(until=queued, timeout=20, wait_executions=False)
+        handoff = store.current_handoff(session_id)
+        handoff = present(handoff, "handoff")
+        self._settle_inbox("agent-8", {("waiting", handoff.handoff_id)})
+        offered = [i["handoff_id"] for i in self._inbox(step, "agent-8")]
+        expect(offered == [handoff.handoff_id], f"agent-8's inbox while {LEAVING_CUSTOMER} waits: {offered}")
+        step.changes.append(f"agent-8 away; {LEAVING_CUSTOMER}'s handoff {handoff.handoff_id} queued, in the inbox")
+
+        ws.disconnect(connection_id)
+        step.calls.append("$disconnect")
+        done = self.stage.wait_execution(execution, timeout=30)
+        self.stage.settle(timeout=20, wait_executions=False)
+
+        after = store.get_handoff(session_id, handoff.handoff_id)
+        session = store.get_session(session_id)
+        expect(after is not None and after.status == HandoffStatus.FAILED, f"the handoff is {after}")
+        expect(
+            session is not None and session.status == SessionStatus.DISCONNECTED,
+            f"{LEAVING_CUSTOMER}'s session is {session and session.status}",
+        )
+        errors = self.stage.execution_errors(execution)
+        expect(
+            done["status"] == "FAILED" and any("CustomerLeft" in e for e in errors),
+            f"the handoff execution ended {done['status']}: {errors}",
+        )
+        back = self.rest(step, "POST", "/agents/me/presence", "agent-8", body={"status": "available"})
+        accept = self.rest(step, "POST", f"/handoffs/{session_id}/accept", "agent-8")
+        expect((back.status, accept.status) == (200, 409), f"presence {back.status}, accept {accept.status}")
+        agent = store.get_agent(self.subject("agent-8"))
+        expect(agent is not None and agent.status == "available", f"agent-8 after the refused accept: {agent}")
+        self.stage.settle(timeout=30)  # the workflow's last writes reach the stream's consumers too
+        left = self._inbox(step, "agent-8")
+        expect(left == [], f"agent-8's inbox after {LEAVING_CUSTOMER} left: {left}")
+        step.changes.append(
+            f"handoff failed (customer left), session disconnected, execution {done['status']} "
+            "(CustomerLeft -> HandoffFailed); accept 409; inbox empty"
+        )
+        self.done(step, started)

@@ -1,0 +1,86 @@
+"""The story's agent-registry step: an admin onboards, lists and retires an agent on the deployed stage.
+
+A mixin of :class:`local.story.Story`, which provides the stage, the tokens, the REST plumbing
+and the registry helpers (``register_agent``, ``set_presence``) declared in ``StoryParts``.
+"""
+
+from __future__ import annotations
+
+import time
+
+from lambdas.shared.records import AgentStatus
+from local.story.base import StoryParts, expect
+
+#: A skill no other step's agent has, so the available-agents index shows this agent alone.
+SKILL = "manga_rights"
+
+
+class RegistrySteps(StoryParts):
+    """The registry's whole life through the API (see the module docstring)."""
+
+    def agent_registry(self) -> None:
+        started, step = time.monotonic(), self.step("An admin onboards, lists and retires an agent (registry routes)")
+        store = self.store()
+
+        # Onboarding: registered by root, in the available-agents index only once it says so itself
+        agent_id = self.register_agent(step, "agent-9", skills=(SKILL,), display_name="Agent Nine")
+        expect(store.find_available_agent(SKILL) is None, "a registered agent is offered work before its presence")
+        self.set_presence(step, "agent-9", "available")
+        found = store.find_available_agent(SKILL)
+        expect(found is not None and found.agent_id == agent_id, f"agent-9 not in the available index: {found}")
+
+        # The gateway's model refuses a bad skill before any Lambda runs; a second registration is 409
+        bad = self.rest(
+            step, "POST", "/admin/agents", "root", body={"agent_id": agent_id, "display_name": "X", "skills": ["a b"]}
+        )
+        expect(bad.status == 400, f"a bad skill answered {bad.status}: {bad.body}")
+        expect(bad.json()["error"]["code"] == "BAD_REQUEST_BODY", f"not the gateway's 400: {bad.body}")
+        again = self.rest(
+            step, "POST", "/admin/agents", "root", body={"agent_id": agent_id, "display_name": "X", "skills": [SKILL]}
+        )
+        expect(again.status == 409, f"a second registration answered {again.status}: {again.body}")
+
+        # Only admins: the agent cannot list or retire (the authorizer's policy denies it)
+        for method, path in (("GET", "/admin/agents"), ("POST", f"/admin/agents/{agent_id}/retire")):
+            denied = self.rest(step, method, path, "agent-9")
+            expect(denied.status == 403, f"agent-9 on {method} {path} answered {denied.status}")
+
+        # The listing, filtered by status, pages with a cursor and shows the live status
+        listed = self.rest(step, "GET", "/admin/agents", "root", query={"status": "available", "limit": "1"})
+        expect(listed.status == 200, f"listing answered {listed.status}: {listed.body}")
+        seen, page = [], listed.json()
+        seen += [a["agent_id"] for a in page["agents"]]
+        while page["next_cursor"]:
+            more = self.rest(
+                step,
+                "GET",
+                "/admin/agents",
+                "root",
+                query={"status": "available", "limit": "1", "cursor": page["next_cursor"]},
+            )
+            expect(more.status == 200, f"the next page answered {more.status}: {more.body}")
+            page = more.json()
+            seen += [a["agent_id"] for a in page["agents"]]
+        expect(agent_id in seen, f"agent-9 not among the available agents listed: {seen}")
+
+        # Retiring takes it out of the index; its own presence change is then refused, saying why
+        retired = self.rest(step, "POST", f"/admin/agents/{agent_id}/retire", "root")
+        expect(retired.status == 200, f"retire answered {retired.status}: {retired.body}")
+        expect(store.find_available_agent(SKILL) is None, "a retired agent is still offered work")
+        refused = self.rest(step, "POST", "/agents/me/presence", "agent-9", body={"status": "available"})
+        expect(refused.status == 409, f"a retired agent's presence answered {refused.status}: {refused.body}")
+        expect(refused.json()["error"]["code"] == "AgentRetired", f"not the retired error: {refused.body}")
+        read = self.rest(step, "GET", f"/admin/agents/{agent_id}", "root")
+        expect(read.json()["status"] == "retired", f"the registry shows {read.body}")
+        record = store.get_agent(agent_id)
+        expect(record is not None and record.status == AgentStatus.RETIRED, f"the record is {record}")
+        step.changes.append(f"agent-9 ({agent_id}) retired: out of the index, presence 409, record kept")
+
+        # A caller nobody registered is told so
+        self.sign_in("agent-10", "agent")
+        stranger = self.rest(step, "POST", "/agents/me/presence", "agent-10", body={"status": "available"})
+        expect(stranger.status == 404, f"an unregistered agent's presence answered {stranger.status}")
+        step.changes.append("unregistered agent-10: presence 404 (not registered)")
+        # The registry's writes reach the stream consumers like any other change (nothing left pending)
+        self.stage.settle(timeout=20, wait_executions=False)
+        self.done(step, started)
