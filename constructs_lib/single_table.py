@@ -23,7 +23,13 @@ _ITEM_READ = (
     "dynamodb:ConditionCheckItem",
     "dynamodb:DescribeTable",
 )
-_ITEM_WRITE = ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem")
+_ITEM_WRITE = (
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:BatchWriteItem",
+    "dynamodb:ConditionCheckItem",  # a ConditionCheck in a TransactWriteItems is authorized as this action
+)
 _KEY_READ = ("kms:Decrypt", "kms:DescribeKey")
 _KEY_WRITE = ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey")
 
