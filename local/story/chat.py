@@ -11,9 +11,9 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from embedded import EmbeddedStage
+from embedded.services.cognito import Directory
 from lambdas.shared.store import DynamoSessionStore
-from tests.e2e.harness import EmbeddedStage
-from tests.e2e.harness.identity import Directory
 
 #: The Step Functions executor threads of moto and the stage's pumps are not built for callers on
 #: several threads; a test that drives the stage from threads takes this lock around ``settle``.
@@ -84,7 +84,7 @@ def open_chat(stage: EmbeddedStage, who: str, *, directory: Directory | None = N
     ``settle=False`` leaves the onboarding workflow to a later ``stage.settle()`` (many chats
     opened at once settle together).
     """
-    from tests.e2e.story_base import token_subject
+    from local.story.base import token_subject
 
     token = sign_in(stage, who, "customer", directory)
     response = stage.rest.request(
