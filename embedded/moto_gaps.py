@@ -7,6 +7,9 @@ Each fix makes moto accept what AWS accepts; none makes moto more lenient than A
   name starting with ``States.``. Only the AWS-defined names below are let through.
 * DynamoDB Streams: botocore >= 1.38 calls ``<account>.streams-ddb.<region>`` endpoints that
   moto does not route (handled in ``loaders.Cloud.client`` with the classic endpoint).
+* DynamoDB exports: moto names an export ``table/<table ARN>/import/<id>``; AWS names it
+  ``table/<table name>/export/<id>``, the ARN a ``DescribeExport`` grant on ``<table ARN>/export/*``
+  matches.
 * Firehose: moto writes every S3 delivery under ``<prefix>YYYY/MM/DD/HH/``, uncompressed, and
   ignores the prefix's ``!{timestamp:...}`` expressions; Firehose evaluates them (the stage's
   ``year=/month=/day=`` partitions, which the trail's tables project) and writes GZIP objects as
@@ -16,10 +19,13 @@ Each fix makes moto accept what AWS accepts; none makes moto more lenient than A
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 from unittest import mock
 
+from moto.dynamodb.models.table_export import TableExport
 from moto.stepfunctions.parser.asl.component.common.error_name.custom_error_name import CustomErrorName
 from moto.stepfunctions.parser.asl.component.common.error_name.error_name import ErrorName
 
@@ -40,5 +46,15 @@ def patched() -> Iterator[None]:
             return
         original(self, error_name)
 
-    with mock.patch.object(CustomErrorName, "__init__", init), delivering_like_firehose():
+    export_init = TableExport.__init__
+
+    def export(self: TableExport, *args: Any, **kwargs: Any) -> None:
+        export_init(self, *args, **kwargs)
+        self.arn = f"{self.table.table_arn}/export/{uuid.uuid4().hex}"
+
+    with (
+        mock.patch.object(CustomErrorName, "__init__", init),
+        mock.patch.object(TableExport, "__init__", export),
+        delivering_like_firehose(),
+    ):
         yield

@@ -15,9 +15,10 @@ so Step Functions Retry/Catch match on the exception's class name as they do in 
 
 Invocations run one at a time (a re-entrant lock), because environment variables are
 process-wide; nested invocations (a handler invoking another function) work. While a handler
-runs, :data:`CURRENT_HANDLER` holds its Handler string (a context variable: the threads a handler
-starts with a copy of its context see it too), so a test layer can tell the functions' AWS calls
-from the harness's own.
+runs, :data:`CURRENT_HANDLER` holds its Handler string and ``embedded.iam.caller.CALLER`` its role
+(context variables: the threads a handler starts with a copy of its context see them too), so a
+test layer can tell the functions' AWS calls from the harness's own, and the embedded stage
+authorizes each call as the function's role.
 
 Usage::
 
@@ -53,6 +54,7 @@ from moto.awslambda.models import LambdaFunction
 
 from constructs_lib.approval_gate import RUNTIME_PACKAGE as GATE_RUNTIME_PACKAGE
 from constructs_lib.approval_gate import gate_runtime
+from embedded.iam.caller import CALLER, Caller
 from lambdas.shared import env as lambda_env
 
 _LOCK = threading.RLock()
@@ -172,6 +174,7 @@ def in_process() -> Iterator[Invocations]:
         record.calls.append(call)
         with _LOCK, function_environment(function.environment_vars or {}):
             running, started = CURRENT_HANDLER.set(handler), time.perf_counter()
+            role = CALLER.set(Caller(str(function.role), f"function {function.function_name}"))
             try:
                 call.result = resolve_handler(handler)(payload, LambdaContext(function))
             except Exception as error:  # every handler error becomes Lambda's error payload
@@ -179,6 +182,7 @@ def in_process() -> Iterator[Invocations]:
                 return json.dumps(_error_payload(error)), True, traceback.format_exc()
             finally:
                 call.seconds = time.perf_counter() - started
+                CALLER.reset(role)
                 CURRENT_HANDLER.reset(running)
         return json.dumps(call.result, default=str), False, ""
 

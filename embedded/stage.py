@@ -24,10 +24,14 @@ from moto import mock_aws
 from embedded import moto_gaps
 from embedded.clock import Clock
 from embedded.cloudformation.assembly import StackTemplate, load_assembly
-from embedded.cloudformation.deploy import DeployedStack, deploy_stack
+from embedded.cloudformation.deploy import DeployedStack, DeploymentError, deploy_stack
 from embedded.cloudformation.intrinsics import Deployed
 from embedded.cloudformation.loaders import Cloud, EventSourceMapping
+from embedded.iam import deployment
+from embedded.iam.authority import Authority
+from embedded.iam.guard import Guard, Refusal
 from embedded.runtime import Invocations, in_process
+from embedded.services import firehose, sns
 from embedded.services.apigateway_rest import RestRouter
 from embedded.services.apigateway_websocket import WebSocketRouter
 from embedded.services.bedrock import BedrockStub
@@ -64,6 +68,7 @@ class EmbeddedStage:
     calls: Invocations
     events: EventLog
     bedrock: BedrockStub = field(default_factory=BedrockStub)
+    guard: Guard | None = None
     streams: StreamPump = field(init=False)
     queues: SqsPump = field(init=False)
     rest_apis: dict[str, RestRouter] = field(init=False)
@@ -81,6 +86,11 @@ class EmbeddedStage:
             for api in stack.of_type("AWS::ApiGatewayV2::Api"):
                 if str(api.properties.get("ProtocolType", "")).upper() == "WEBSOCKET":
                     self.websocket_apis[api.logical_id] = WebSocketRouter(self.cloud, stack, api.logical_id, self.clock)
+
+    @property
+    def refusals(self) -> list[Refusal]:
+        """Every call and delivery AWS would have refused so far (empty when not strict)."""
+        return list(self.guard.refusals) if self.guard is not None and self.cloud.guard is not None else []
 
     @property
     def rest(self) -> RestRouter:
@@ -275,7 +285,17 @@ class EmbeddedStage:
                 for m in self.cloud.registry.mappings
             ],
             "passive": len(self.cloud.registry.passive),
+            "policies": self._policy_count(),
+            "refusals": len(self.refusals),
         }
+
+    def _policy_count(self) -> int:
+        if self.guard is None:
+            return 0
+        authority = self.guard.authority
+        roles = sum(len(authority.identity(arn)) + 1 for arn in authority.roles)
+        resources = sum(len(p) for p in authority.resource_policies.values())
+        return roles + resources + len(authority.keys)
 
 
 @contextmanager
@@ -288,6 +308,7 @@ def embedded_stage(
     before_deploy: Callable[[Cloud], None] | None = None,
     bedrock: BedrockStub | None = None,
     passthrough_urls: Sequence[str] = (),
+    strict: bool = True,
 ) -> Iterator[EmbeddedStage]:
     """Deploy every stack onto a fresh moto account, for the block's duration.
 
@@ -299,6 +320,11 @@ def embedded_stage(
     Bedrock Runtime Converse calls at the client (moto has no Converse); by default a
     ``BedrockStub`` that echoes the last user message. Its calls are ``stage.bedrock.calls``.
     ``passthrough_urls`` (regular expressions) are requests moto lets through to the real service.
+
+    ``strict`` (the default) enforces the stage's IAM, resource and key policies on every call a
+    function, a workflow or a service delivery makes (``embedded.iam``), and refuses to deploy what
+    AWS would refuse to create. ``strict=False`` is for tests of the emulator's other mechanics on
+    small hand-made templates that carry no policies; the refusals are still decided, never enforced.
     """
     clock = clock or Clock()
     bedrock = bedrock or BedrockStub()
@@ -327,7 +353,16 @@ def embedded_stage(
             deploy_stack(cloud, t, exports, parameters=(parameters or {}).get(t.stack_name), stack_outputs=outputs)
             for t in templates
         ]
-        embedded = EmbeddedStage(cloud, deployed, clock, calls, log, bedrock)
+        guard = Guard(Authority.of(region, str(account), deployed, clock))
+        if strict:
+            refused = deployment.problems(guard, deployed)
+            if refused:
+                raise DeploymentError("AWS would refuse to create:\n  " + "\n  ".join(refused))
+            cloud.guard = guard
+            stack.enter_context(guard.installed())
+            stack.enter_context(sns.deliveries_authorized(cloud))
+            stack.enter_context(firehose.deliveries_authorized(cloud))
+        embedded = EmbeddedStage(cloud, deployed, clock, calls, log, bedrock, guard)
         for router in embedded.websocket_apis.values():
             stack.enter_context(router.management_api())
         yield embedded

@@ -22,38 +22,32 @@ import string
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import boto3
 
 from embedded.cloudformation.intrinsics import Deployed, Pseudo
 
-#: Types with no runtime behaviour to emulate on moto (permissions, alarms, metadata, logs
-#: plumbing, CDK's own custom resources). They are recorded, never silently dropped.
+if TYPE_CHECKING:
+    from embedded.iam.guard import Guard
+
+#: Types with no runtime behaviour to emulate on moto (alarms, metadata, logs plumbing, CDK's own
+#: custom resources). They are recorded, never silently dropped. Policies are not among them: the
+#: loaders below give them their physical ids and ``embedded.iam`` enforces them on every call.
 PASSIVE_TYPES = frozenset(
     {
         "AWS::CDK::Metadata",
-        "AWS::IAM::Policy",
-        "AWS::IAM::ManagedPolicy",
-        "AWS::S3::BucketPolicy",
-        "AWS::SQS::QueuePolicy",
-        "AWS::SNS::TopicPolicy",
-        "AWS::Events::EventBusPolicy",
-        "AWS::KMS::Alias",
-        "AWS::Lambda::Permission",
         "AWS::Lambda::LayerVersion",
         "AWS::Lambda::Url",
         "AWS::CloudWatch::Alarm",
         "AWS::CloudWatch::CompositeAlarm",
         "AWS::CloudWatch::Dashboard",
-        "AWS::Logs::ResourcePolicy",
         "AWS::Logs::LogStream",
         "AWS::Logs::MetricFilter",
         "AWS::Logs::SubscriptionFilter",
         "AWS::Logs::Destination",
         "AWS::SecretsManager::SecretTargetAttachment",
         "AWS::SecretsManager::RotationSchedule",
-        "AWS::SecretsManager::ResourcePolicy",
         "AWS::WAFv2::WebACL",
         "AWS::WAFv2::WebACLAssociation",
         "AWS::WAFv2::IPSet",
@@ -135,6 +129,8 @@ class Cloud:
     account: str
     registry: Registry = field(default_factory=Registry)
     ssm_fallbacks: dict[str, str] = field(default_factory=dict)
+    #: IAM, resource and key policies in force once the stage is deployed (None while deploying)
+    guard: Guard | None = None
     _clients: dict[str, Any] = field(default_factory=dict)
 
     def client(self, service: str) -> Any:
@@ -209,6 +205,43 @@ def _iam_role(cloud: Cloud, pseudo: Pseudo, lid: str, props: dict[str, Any]) -> 
         AssumeRolePolicyDocument=_json(props["AssumeRolePolicyDocument"]),
     )["Role"]
     return Deployed(lid, "AWS::IAM::Role", name, {"Arn": role["Arn"], "RoleId": role["RoleId"]})
+
+
+def _policy_only(resource_type: str, ref: Callable[[Cloud, Pseudo, str, dict[str, Any]], str]) -> Loader:
+    """A policy resource: nothing to create on moto (whose IAM does not enforce), its id for ``Ref``.
+
+    ``embedded.iam.authority`` reads every policy of the deployed stacks and enforces them.
+    """
+
+    def load(cloud: Cloud, pseudo: Pseudo, lid: str, props: dict[str, Any]) -> Deployed:
+        return Deployed(lid, resource_type, ref(cloud, pseudo, lid, props), {}, dict(props))
+
+    return load
+
+
+def _managed_policy_arn(cloud: Cloud, pseudo: Pseudo, lid: str, props: dict[str, Any]) -> str:
+    name = str(props.get("ManagedPolicyName") or physical_name(pseudo.stack_name, lid, max_length=128))
+    return f"arn:aws:iam::{cloud.account}:policy{props.get('Path', '/')}{name}"
+
+
+def _generated_id(cloud: Cloud, pseudo: Pseudo, lid: str, props: dict[str, Any]) -> str:
+    return physical_name(pseudo.stack_name, lid)
+
+
+LOADERS["AWS::IAM::Policy"] = _policy_only(
+    "AWS::IAM::Policy", lambda c, p, lid, props: str(props.get("PolicyName") or physical_name(p.stack_name, lid))
+)
+LOADERS["AWS::IAM::ManagedPolicy"] = _policy_only("AWS::IAM::ManagedPolicy", _managed_policy_arn)
+LOADERS["AWS::KMS::Alias"] = _policy_only("AWS::KMS::Alias", lambda c, p, lid, props: str(props["AliasName"]))
+for _policy_type in (
+    "AWS::S3::BucketPolicy",
+    "AWS::SQS::QueuePolicy",
+    "AWS::SNS::TopicPolicy",
+    "AWS::Events::EventBusPolicy",
+    "AWS::Lambda::Permission",
+    "AWS::Logs::ResourcePolicy",
+):
+    LOADERS[_policy_type] = _policy_only(_policy_type, _generated_id)
 
 
 @loader("AWS::SSM::Parameter")

@@ -27,6 +27,9 @@ import jsonschema
 from embedded.cloudformation.deploy import DeployedStack
 from embedded.cloudformation.loaders import Cloud
 from embedded.events import Api, request_authorizer_event, rest_proxy_event, token_authorizer_event
+from embedded.iam import access as iam_access
+from embedded.iam.access import Access
+from embedded.iam.guard import ACCESS_DENIED
 from embedded.services.lambda_invoke import invoke
 from embedded.services.vtl import mapping_scope, render
 
@@ -252,6 +255,9 @@ class RestRouter:
             function = _LAMBDA_URI.match(str(authorizer["AuthorizerUri"]))
             if function is None:
                 raise NotImplementedError(f"authorizer URI {authorizer['AuthorizerUri']} is not a Lambda")
+            source = f"arn:aws:execute-api:{self.cloud.region}:{self.cloud.account}:{self.api_id}/authorizers/"
+            if not self._may_invoke(function.group("arn"), source + str(props["AuthorizerId"])):
+                raise _GatewayError("AUTHORIZER_CONFIGURATION_ERROR", 500, "Internal server error")
             if auth_type == "TOKEN":
                 event = token_authorizer_event(identity[0], method_arn)
             else:
@@ -367,6 +373,8 @@ class RestRouter:
                 user_agent=USER_AGENT,
                 epoch_ms=int(self.clock() * 1000),
             )
+            if not self._may_invoke(match.group("arn"), self.api.method_arn(method, path)):
+                raise _GatewayError("DEFAULT_5XX", 500, "Internal server error")
             outcome = invoke(self.cloud.client("lambda"), function, event)
             if not outcome.ok or not isinstance(outcome.payload, dict) or "statusCode" not in outcome.payload:
                 raise _GatewayError("DEFAULT_5XX", 502, "Internal server error")
@@ -410,17 +418,46 @@ class RestRouter:
                 self.invalid_requests.append(f"{method} {resource_path}: {error}: {request_body[:300]}")
                 result, status = {"__type": "SerializationException", "message": str(error)}, 400
             else:
-                result, status = self._call_service(service, action, arguments)
+                result, status = self._call_service(service, action, arguments, integration.get("Credentials"))
             return self._map_response(
                 integration, json.dumps(result), {"statusCode": status}, context
             ), f"{service}:{action}"
         raise NotImplementedError(f"integration type {kind} is not emulated")
 
-    def _call_service(self, service: str, action: str, arguments: dict[str, Any]) -> tuple[Any, int]:
+    def _may_invoke(self, function_arn: str, source_arn: str) -> bool:
+        """Whether the function's resource policy lets API Gateway invoke it for ``source_arn``."""
+        guard = self.cloud.guard
+        if guard is None:
+            return True
+        context = {"aws:SourceArn": source_arn, "aws:SourceAccount": self.cloud.account}
+        made_by = f"API Gateway {self.api_id} ({source_arn.split(':', 5)[-1]})"
+        wanted = [Access("lambda:InvokeFunction", function_arn, context)]
+        return guard.deliver("apigateway.amazonaws.com", wanted, made_by) is None
+
+    def _call_service(self, service: str, action: str, arguments: dict[str, Any], credentials: Any) -> tuple[Any, int]:
         clients = {"states": "stepfunctions", "dynamodb": "dynamodb", "sqs": "sqs", "sns": "sns", "events": "events"}
         if service not in clients:
             raise NotImplementedError(f"AWS integration to {service} is not emulated")
         client = self.cloud.client(clients[service])
+        guard = self.cloud.guard
+        if guard is not None:
+            if not credentials:
+                raise _GatewayError("DEFAULT_5XX", 500, "Internal server error")
+            call = iam_access.Call(clients[service], action, arguments, self.cloud.region, self.cloud.account)
+            made_by = f"API Gateway {self.api_id} integration {service}:{action}"
+            source = {"aws:SourceAccount": self.cloud.account, "aws:SourceArn": self.api.method_arn("*", "/*")}
+            refusal = guard.with_role(
+                "apigateway.amazonaws.com",
+                str(credentials),
+                iam_access.accesses(call, guard.authority),
+                made_by,
+                source,
+            )
+            if refusal is not None and refusal.action == "sts:AssumeRole":
+                raise _GatewayError("DEFAULT_5XX", 500, "Internal server error")
+            if refusal is not None:
+                code, status = ACCESS_DENIED.get(clients[service], ("AccessDeniedException", 400))
+                return {"__type": code, "message": refusal.message()}, status
         operation = re.sub(r"(?<!^)(?=[A-Z])", "_", action).lower()
         try:
             result = getattr(client, operation)(**arguments)

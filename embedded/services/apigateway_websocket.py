@@ -37,6 +37,7 @@ from moto.core.exceptions import JsonRESTError
 from embedded.cloudformation.deploy import DeployedStack
 from embedded.cloudformation.loaders import Cloud
 from embedded.events import Api, ws_authorizer_event, ws_event
+from embedded.iam.access import Access
 from embedded.services.apigateway_rest import _LAMBDA_URI, SOURCE_IP, USER_AGENT, _policy_effect
 from embedded.services.lambda_invoke import invoke
 
@@ -85,6 +86,8 @@ class Route:
     integration_function: str | None
     authorizer: dict[str, Any] | None
     returns_response: bool
+    function_arn: str | None = None
+    authorizer_id: str | None = None
 
 
 class WebSocketRouter:
@@ -111,18 +114,24 @@ class WebSocketRouter:
                 continue
             props = r.properties
             target = str(props.get("Target", ""))
-            function = None
+            function = function_arn = None
             if target.startswith("integrations/"):
                 integration = integrations[target.removeprefix("integrations/")]
                 uri = _LAMBDA_URI.match(str(integration.get("IntegrationUri", "")))
                 if str(integration.get("IntegrationType")) != "AWS_PROXY" or uri is None:
                     raise NotImplementedError(f"route {props['RouteKey']}: only Lambda proxy integrations are emulated")
-                function = uri.group("arn").split(":")[6]
+                function_arn = uri.group("arn")
+                function = function_arn.split(":")[6]
             authorizer = None
             if str(props.get("AuthorizationType", "NONE")).upper() == "CUSTOM":
                 authorizer = authorizers[str(props["AuthorizerId"])]
             self.routes[str(props["RouteKey"])] = Route(
-                str(props["RouteKey"]), function, authorizer, bool(props.get("RouteResponseSelectionExpression"))
+                str(props["RouteKey"]),
+                function,
+                authorizer,
+                bool(props.get("RouteResponseSelectionExpression")),
+                function_arn,
+                str(props["AuthorizerId"]) if authorizer is not None else None,
             )
         self.connections: dict[str, Connection] = {}
         #: connection ids of posts answered 410 Gone, in order
@@ -141,10 +150,16 @@ class WebSocketRouter:
         route = self.routes.get("$connect")
         authorizer_context: dict[str, Any] = {}
         if route and route.authorizer:
+            if not self._may_invoke(route, authorizer_id=str(route.authorizer_id)):
+                raise ConnectionRefused(500, "API Gateway may not invoke the $connect authorizer")
             authorizer_context = self._authorize(route.authorizer, connection_id, query, headers)
         connection = Connection(connection_id, authorizer_context, self.clock(), query=query)
         self.connections[connection_id] = connection
         if route and route.integration_function:
+            if not self._may_invoke(route):
+                connection.open = False
+                connection.disconnected = True
+                raise ConnectionRefused(500, "API Gateway may not invoke the $connect integration")
             event = self._event(connection, "$connect", query=query, headers=headers)
             outcome = invoke(self.cloud.client("lambda"), route.integration_function, event)
             status = (
@@ -176,8 +191,9 @@ class WebSocketRouter:
             self._deliver(connection, frame)
             return frame
         event = self._event(connection, route.key, body=raw)
-        outcome = invoke(self.cloud.client("lambda"), route.integration_function, event)
-        if not outcome.ok:
+        permitted = self._may_invoke(route)
+        outcome = invoke(self.cloud.client("lambda"), route.integration_function, event) if permitted else None
+        if outcome is None or not outcome.ok:
             frame = {
                 "message": "Internal server error",
                 "connectionId": connection_id,
@@ -204,7 +220,7 @@ class WebSocketRouter:
         connection.open = False
         connection.disconnected = True
         route = self.routes.get("$disconnect")
-        if route and route.integration_function:
+        if route and route.integration_function and self._may_invoke(route):
             event = self._event(connection, "$disconnect", disconnect_status_code=status_code, disconnect_reason=reason)
             invoke(self.cloud.client("lambda"), route.integration_function, event)
 
@@ -213,6 +229,23 @@ class WebSocketRouter:
         return list(self.connections[connection_id].frames)
 
     # ------------------------------------------------------------------ internals
+
+    def _may_invoke(self, route: Route, *, authorizer_id: str | None = None) -> bool:
+        """Whether the route's (or the authorizer's) function lets API Gateway invoke it."""
+        guard = self.cloud.guard
+        function = route.function_arn
+        if authorizer_id is not None:
+            match = _LAMBDA_URI.match(str((route.authorizer or {}).get("AuthorizerUri", "")))
+            function = match.group("arn") if match else None
+        if guard is None or function is None:
+            return True
+        base = f"arn:aws:execute-api:{self.cloud.region}:{self.cloud.account}:{self.api_id}"
+        source = (
+            f"{base}/authorizers/{authorizer_id}" if authorizer_id is not None else f"{base}/{self.stage}/{route.key}"
+        )
+        context = {"aws:SourceArn": source, "aws:SourceAccount": self.cloud.account}
+        wanted = [Access("lambda:InvokeFunction", function, context)]
+        return guard.deliver("apigateway.amazonaws.com", wanted, f"WebSocket API {self.api_id} {route.key}") is None
 
     def _deliver(self, connection: Connection, frame: Any) -> None:
         connection.frames.append(frame)

@@ -31,7 +31,12 @@ from moto.events.models import EventPattern
 
 from embedded.cloudformation.loaders import Cloud, EventSourceMapping
 from embedded.events import stream_record_from
+from embedded.iam.access import Access
 from embedded.services.lambda_invoke import Outcome, invoke
+
+#: What Lambda's stream poller calls with the function's role (Lambda developer guide, "Using AWS
+#: Lambda with Amazon DynamoDB": execution role permissions).
+STREAM_READ_ACTIONS = ("DescribeStream", "GetRecords", "GetShardIterator", "ListStreams")
 
 #: A mapping with MaximumRetryAttempts unset retries until the record expires (a day); the
 #: harness stops there instead and fails loudly.
@@ -62,6 +67,7 @@ class StreamPump:
     deliveries: list[Delivery] = field(default_factory=list)
     discarded: list[dict[str, Any]] = field(default_factory=list)
     _positions: dict[str, str | None] = field(default_factory=dict)
+    _readable: dict[str, bool] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for mapping in self.mappings:
@@ -101,6 +107,8 @@ class StreamPump:
         """
         total = 0
         for mapping in self.mappings:
+            if not self.readable(mapping):
+                continue  # nothing will ever read it: the refusal is in the stage's report
             newest = self._newest_sequence(mapping.event_source_arn)
             position = self._positions[mapping.logical_id]
             if newest is not None:
@@ -120,11 +128,25 @@ class StreamPump:
     def _first_sequence(self, mapping: EventSourceMapping) -> int:
         return int(self._shard(mapping.event_source_arn).starting_sequence_number)
 
+    def readable(self, mapping: EventSourceMapping) -> bool:
+        """Whether the mapping's function role may read its stream (decided once; a refusal is reported).
+
+        Lambda polls a stream with the function's execution role: without ``dynamodb:GetRecords``
+        and the rest (and ``kms:Decrypt`` on the table's key) the mapping delivers nothing.
+        """
+        if mapping.logical_id not in self._readable:
+            guard = self.cloud.guard
+            role = guard.authority.function_roles[mapping.function_name] if guard else ""
+            wanted = [Access(f"dynamodb:{a}", mapping.event_source_arn) for a in STREAM_READ_ACTIONS]
+            made_by = f"event source mapping {mapping.logical_id} of {mapping.function_name}"
+            self._readable[mapping.logical_id] = guard is None or guard.as_role(role, wanted, made_by) is None
+        return self._readable[mapping.logical_id]
+
     def pump(self) -> int:
         """Deliver everything written since the last pump; returns the number of invocations."""
         before = len(self.deliveries)
         for mapping in self.mappings:
-            if not mapping.enabled:
+            if not mapping.enabled or not self.readable(mapping):
                 continue
             raw = self._read(mapping.event_source_arn, self._positions[mapping.logical_id])
             if not raw:
@@ -213,13 +235,23 @@ class StreamPump:
                 "streamArn": mapping.event_source_arn,
             },
         }
-        send_to_destination(self.cloud, mapping.on_failure_arn, message)
+        send_to_destination(self.cloud, mapping.on_failure_arn, message, function_name=mapping.function_name)
 
 
-def send_to_destination(cloud: Cloud, arn: str, message: dict[str, Any]) -> None:
-    """Put an invocation record on an SQS queue or SNS topic destination."""
+def send_to_destination(cloud: Cloud, arn: str, message: dict[str, Any], *, function_name: str) -> None:
+    """Put an invocation record on an SQS queue or SNS topic destination, as the function's role.
+
+    Lambda sends to a destination with the function's execution role: a role that may not send
+    there loses the record (kept in the stage's report), as in AWS.
+    """
     body = json.dumps(message)
     service = arn.split(":")[2]
+    if cloud.guard is not None:
+        action = {"sqs": "sqs:SendMessage", "sns": "sns:Publish"}.get(service, f"{service}:unknown")
+        role = cloud.guard.authority.function_roles[function_name]
+        made_by = f"Lambda destination of {function_name}"
+        if cloud.guard.as_role(role, [Access(action, arn)], made_by) is not None:
+            return
     if service == "sqs":
         sqs = cloud.client("sqs")
         name, account = arn.split(":")[5], arn.split(":")[4]

@@ -24,6 +24,7 @@ from unittest import mock
 from moto.events.models import Rule
 
 from embedded.cloudformation.loaders import Cloud
+from embedded.iam.access import Access
 from embedded.services.lambda_invoke import invoke
 
 _MOTO_TARGETS = ("sqs", "logs", "events")
@@ -102,6 +103,60 @@ def transform(template: str, paths: dict[str, str], event: dict[str, Any]) -> st
     return "".join(out)
 
 
+#: The action EventBridge performs on each kind of target.
+_TARGET_ACTIONS = {
+    "lambda": ("lambda:InvokeFunction",),
+    "states": ("states:StartExecution",),
+    "sns": ("sns:Publish",),
+    "sqs": ("sqs:SendMessage",),
+    "logs": ("logs:CreateLogStream", "logs:PutLogEvents"),
+    "events": ("events:PutEvents",),
+}
+
+
+def authorized(cloud: Cloud, rule_arn: str, target: dict[str, Any], event: dict[str, Any]) -> bool:
+    """Whether EventBridge may deliver to ``target``: with the target's role, or by the target's policy.
+
+    A refused delivery is kept in the stage's report; EventBridge retries it and then sends the
+    event to the target's dead-letter queue when it has one (which must let EventBridge in too),
+    so the event goes there at once (time compressed) or is dropped.
+    """
+    guard = cloud.guard
+    if guard is None:
+        return True
+    arn = str(target["Arn"])
+    service = arn.split(":")[2]
+    if service == "events" and not arn.split(":")[4]:
+        return True  # the managed rule of an archive: EventBridge archiving its own bus
+    source = {"aws:SourceArn": rule_arn, "aws:SourceAccount": cloud.account}
+    resource = arn.removesuffix(":*") if service == "logs" else arn
+    actions = _TARGET_ACTIONS.get(service)
+    if actions is None:
+        raise NotImplementedError(f"rule {rule_arn}: EventBridge target {arn} is not emulated by the harness")
+    made_by = f"EventBridge rule {rule_arn.rsplit('/', 1)[-1]}"
+    if target.get("RoleArn"):
+        wanted = [Access(action, resource) for action in actions]
+        refusal = guard.with_role("events.amazonaws.com", str(target["RoleArn"]), wanted, made_by, source)
+    else:
+        refusal = guard.deliver("events.amazonaws.com", [Access(a, resource, source) for a in actions], made_by)
+    if refusal is None:
+        return True
+    dead_letters = (target.get("DeadLetterConfig") or {}).get("Arn")
+    if (
+        dead_letters
+        and guard.deliver(
+            "events.amazonaws.com", [Access("sqs:SendMessage", str(dead_letters), source)], f"{made_by} (dead letters)"
+        )
+        is None
+    ):
+        queue = str(dead_letters)
+        url = cloud.client("sqs").get_queue_url(
+            QueueName=queue.split(":")[5], QueueOwnerAWSAccountId=queue.split(":")[4]
+        )
+        cloud.client("sqs").send_message(QueueUrl=url["QueueUrl"], MessageBody=json.dumps(event, default=str))
+    return False
+
+
 def _deliver(cloud: Cloud, rule: str, target: dict[str, Any], event: dict[str, Any], log: EventLog) -> None:
     arn = str(target["Arn"])
     service = arn.split(":")[2]
@@ -134,8 +189,9 @@ def delivering(cloud: Cloud) -> Iterator[EventLog]:
         event = copy.deepcopy(original_event)
         if isinstance(event.get("time"), (int, float)):
             event["time"] = datetime.datetime.fromtimestamp(event["time"], datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        supported = [t for t in self.targets if t["Arn"].split(":")[2] in _MOTO_TARGETS]
-        others = [t for t in self.targets if t["Arn"].split(":")[2] not in _MOTO_TARGETS]
+        allowed = [t for t in self.targets if authorized(cloud, self.arn, t, event)]
+        supported = [t for t in allowed if t["Arn"].split(":")[2] in _MOTO_TARGETS]
+        others = [t for t in allowed if t["Arn"].split(":")[2] not in _MOTO_TARGETS]
         if supported:
             targets, self.targets = self.targets, supported
             try:
@@ -167,6 +223,8 @@ def fire_schedule(cloud: Cloud, rule_name: str, *, log: EventLog, now: float, bu
         "detail": {},
     }
     for target in events.list_targets_by_rule(Rule=rule_name, EventBusName=bus)["Targets"]:
+        if not authorized(cloud, str(rule["Arn"]), target, event):
+            continue
         if target["Arn"].split(":")[2] == "sqs":
             url = cloud.client("sqs").get_queue_url(QueueName=target["Arn"].split(":")[5])["QueueUrl"]
             cloud.client("sqs").send_message(QueueUrl=url, MessageBody=json.dumps(_target_input(target, event)))

@@ -22,6 +22,9 @@ from unittest import mock
 
 import boto3
 
+from embedded.cloudformation.loaders import Cloud
+from embedded.iam.access import Access
+
 #: Java DateTimeFormatter letters the prefixes use, as strftime directives.
 _JAVA_DATE_LETTERS = {"yyyy": "%Y", "yy": "%y", "MM": "%m", "dd": "%d", "HH": "%H", "mm": "%M", "ss": "%S"}
 _EXPRESSION = re.compile(r"!\{([a-zA-Z]+):([^}]*)\}")
@@ -138,3 +141,44 @@ def read_lines(s3: Any, bucket: str, prefix: str = "") -> list[tuple[str, dict[s
             text = (gzip.decompress(body) if obj["Key"].endswith(".gz") else body).decode()
             lines += [(obj["Key"], json.loads(line)) for line in text.splitlines() if line.strip()]
     return lines
+
+
+@contextmanager
+def deliveries_authorized(cloud: Cloud) -> Iterator[None]:
+    """Write a stream's records to its bucket only when its role may, as Firehose does.
+
+    Firehose assumes the stream's role (its trust policy must let ``firehose.amazonaws.com`` in)
+    and puts objects with it: ``s3:PutObject`` on the bucket (and the bucket policy), and
+    ``kms:GenerateDataKey`` on the bucket's key. A refused delivery is kept in the stage's report and
+    nothing lands: Firehose keeps retrying for up to a day while the producer's puts succeed.
+    """
+    from moto.firehose.models import FirehoseBackend
+
+    original = FirehoseBackend.put_s3_records
+
+    def put_s3_records(
+        self: FirehoseBackend,
+        delivery_stream_name: str,
+        version_id: str,
+        s3_destination: dict[str, Any],
+        records: list[dict[str, bytes]],
+    ) -> list[dict[str, str]]:
+        guard = cloud.guard
+        if guard is not None:
+            objects = f"{s3_destination['BucketARN']}/{evaluate_prefix(str(s3_destination.get('Prefix', '')), _now())}"
+            stream = f"arn:aws:firehose:{cloud.region}:{cloud.account}:deliverystream/{delivery_stream_name}"
+            source = {"aws:SourceAccount": cloud.account, "aws:SourceArn": stream}
+            made_by = f"Firehose stream {delivery_stream_name}"
+            wanted = [Access("s3:PutObject", objects + delivery_stream_name)]
+            role = str(s3_destination["RoleARN"])
+            if guard.with_role("firehose.amazonaws.com", role, wanted, made_by, source) is not None:
+                return [{"RecordId": str(uuid.uuid4())} for _ in records]
+        result: list[dict[str, str]] = original(self, delivery_stream_name, version_id, s3_destination, records)
+        return result
+
+    with mock.patch.object(FirehoseBackend, "put_s3_records", put_s3_records):
+        yield
+
+
+def _now() -> datetime:
+    return datetime.fromtimestamp(time.time(), UTC)

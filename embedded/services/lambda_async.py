@@ -58,7 +58,7 @@ def asynchronous_invocations(cloud: Cloud) -> Iterator[list[dict[str, Any]]]:
                 "responseContext": {"statusCode": 200, "executedVersion": "$LATEST", "functionError": "Unhandled"},
                 "responsePayload": json.loads(result) if isinstance(result, (str, bytes)) and result else result,
             }
-            send_to_destination(cloud, config.on_failure_arn, record)
+            send_to_destination(cloud, config.on_failure_arn, record, function_name=self.function_name)
             sent.append(record)
         return result
 

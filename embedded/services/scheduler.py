@@ -18,6 +18,7 @@ from typing import Any
 
 from embedded.cloudformation.intrinsics import Deployed, Pseudo
 from embedded.cloudformation.loaders import Cloud, loader, physical_name
+from embedded.iam.access import Access
 from embedded.services.lambda_invoke import invoke
 
 _AT = re.compile(r"^at\((\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})\)$")
@@ -81,6 +82,26 @@ def _start(cloud: Cloud, target: dict[str, Any]) -> Any:
     raise NotImplementedError(f"schedule target {arn} is not emulated by the harness")
 
 
+_TARGET_ACTIONS = {"states": "states:StartExecution", "lambda": "lambda:InvokeFunction", "sqs": "sqs:SendMessage"}
+
+
+def _authorized(cloud: Cloud, schedule: dict[str, Any], target: dict[str, Any]) -> bool:
+    """Whether the Scheduler may assume the schedule's role and reach its target with it.
+
+    A schedule whose role cannot do it fails its invocation in AWS (retried, then sent to its
+    dead-letter queue when it has one); here the refusal is kept in the stage's report and the
+    schedule stays, as the service keeps it until its retries are spent.
+    """
+    if cloud.guard is None:
+        return True
+    arn = str(target["Arn"])
+    group = f"arn:aws:scheduler:{cloud.region}:{cloud.account}:schedule-group/{schedule['GroupName']}"
+    source = {"aws:SourceAccount": cloud.account, "aws:SourceArn": group}
+    wanted = [Access(_TARGET_ACTIONS.get(arn.split(":")[2], "unknown:" + arn), arn)]
+    made_by = f"schedule {schedule['GroupName']}/{schedule['Name']}"
+    return cloud.guard.with_role("scheduler.amazonaws.com", str(target["RoleArn"]), wanted, made_by, source) is None
+
+
 def fire_due(cloud: Cloud, now: float) -> list[FiredSchedule]:
     """Run every enabled one-time schedule due at ``now``; delete those that ask for it."""
     scheduler = cloud.client("scheduler")
@@ -89,6 +110,8 @@ def fire_due(cloud: Cloud, now: float) -> list[FiredSchedule]:
         if schedule.get("State", "ENABLED") != "ENABLED" or due_at(schedule) > now:
             continue
         target = dict(schedule["Target"])
+        if not _authorized(cloud, schedule, target):
+            continue
         result = _start(cloud, target)
         deleted = schedule.get("ActionAfterCompletion") == "DELETE"
         if deleted:

@@ -19,10 +19,14 @@ from moto.events.models import EventPattern
 
 from embedded.cloudformation.loaders import Cloud, EventSourceMapping
 from embedded.events import sqs_record_from
+from embedded.iam.access import Access
 from embedded.services.dynamodb_streams import Delivery
 from embedded.services.lambda_invoke import invoke
 
 MAX_ROUNDS = 50
+#: What Lambda's queue poller calls with the function's role (Lambda developer guide, "Using Lambda
+#: with Amazon SQS": execution role permissions).
+QUEUE_POLL_ACTIONS = ("ReceiveMessage", "DeleteMessage", "GetQueueAttributes")
 
 
 @dataclass
@@ -34,6 +38,21 @@ class SqsPump:
     deliveries: list[Delivery] = field(default_factory=list)
     #: every message body each mapped queue handed to its function (queue ARN -> bodies, in order)
     received: dict[str, list[str]] = field(default_factory=dict)
+    _readable: dict[str, bool] = field(default_factory=dict)
+
+    def readable(self, mapping: EventSourceMapping) -> bool:
+        """Whether the mapping's function role may poll its queue (decided once; a refusal is reported).
+
+        Lambda polls with the function's execution role: ``sqs:ReceiveMessage``, ``sqs:DeleteMessage``
+        and ``sqs:GetQueueAttributes`` on the queue, and ``kms:Decrypt`` on an encrypted queue's key.
+        """
+        if mapping.logical_id not in self._readable:
+            guard = self.cloud.guard
+            role = guard.authority.function_roles[mapping.function_name] if guard else ""
+            wanted = [Access(f"sqs:{a}", mapping.event_source_arn) for a in QUEUE_POLL_ACTIONS]
+            made_by = f"event source mapping {mapping.logical_id} of {mapping.function_name}"
+            self._readable[mapping.logical_id] = guard is None or guard.as_role(role, wanted, made_by) is None
+        return self._readable[mapping.logical_id]
 
     def queue_url(self, arn: str) -> str:
         parts = arn.split(":")
@@ -48,7 +67,7 @@ class SqsPump:
         for _round in range(MAX_ROUNDS):
             progressed = False
             for mapping in self.mappings:
-                if mapping.enabled and self._pump_once(mapping):
+                if mapping.enabled and self.readable(mapping) and self._pump_once(mapping):
                     progressed = True
             if not progressed:
                 break

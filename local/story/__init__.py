@@ -24,6 +24,7 @@ from typing import Any
 
 from embedded import EmbeddedStage
 from embedded.cloudformation.intrinsics import Deployed
+from embedded.iam.guard import Refusal
 from embedded.services.athena import locked_for
 from embedded.services.bedrock import ConverseCall, echo_answer
 from embedded.services.cognito import Directory, SignedIn
@@ -663,8 +664,28 @@ STEPS: tuple[str, ...] = (
 
 
 def run_story(stage: EmbeddedStage, config: StageConfig, narrate: Callable[[Step], None] = lambda step: None) -> Story:
-    """Run every step in order on a freshly deployed stage; raises StoryError at the first failure."""
+    """Run every step in order on a freshly deployed stage; raises StoryError at the first failure.
+
+    A step fails too when anything in it made a call or a delivery AWS would refuse (the embedded
+    stage's IAM, resource and key policies): the error names each refused action, principal and
+    resource, whatever else the refusal broke downstream.
+    """
     story = Story(stage, config, narrate)
     for name in STEPS:
-        getattr(story, name)()
+        seen = len(stage.refusals)
+        try:
+            getattr(story, name)()
+        except Exception as error:
+            refused = stage.refusals[seen:]
+            if refused:
+                raise StoryError(_refused(name, refused)) from error
+            raise
+        refused = stage.refusals[seen:]
+        if refused:
+            raise StoryError(_refused(name, refused))
     return story
+
+
+def _refused(step: str, refusals: list[Refusal]) -> str:
+    unique = list(dict.fromkeys(str(r) for r in refusals))
+    return f"step {step}: {len(unique)} call(s) AWS would refuse:\n  " + "\n  ".join(unique)

@@ -1,4 +1,8 @@
-"""The harness on small hand-made templates: loaders, pumps, rule and topic delivery, workflows."""
+"""The harness on small hand-made templates: loaders, pumps, rule and topic delivery, workflows.
+
+The templates carry no policies, so their stages are not strict (``strict=False``): these tests are
+about the emulator's mechanics; IAM enforcement has its own tests in ``tests/embedded/iam``.
+"""
 
 from __future__ import annotations
 
@@ -129,12 +133,12 @@ def stream_stage(request: pytest.FixtureRequest) -> Iterator[EmbeddedStage]:
         "Value": {"Fn::GetAtt": ["Table", "StreamArn"]},
         "Export": {"Name": "T-Data:StreamArn"},
     }
-    with embedded_stage(stacks) as stage:
+    with embedded_stage(stacks, strict=False) as stage:
         yield stage
 
 
 def test_deploys_table_with_stream_indexes_ttl_and_key() -> None:
-    with embedded_stage(_stream_stack("report")[:1]) as stage:
+    with embedded_stage(_stream_stack("report")[:1], strict=False) as stage:
         name = stage.only("AWS::DynamoDB::Table").ref
         table = stage.client("dynamodb").describe_table(TableName=name)["Table"]
         assert table["StreamSpecification"] == {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"}
@@ -215,7 +219,7 @@ def test_sqs_mapping_partial_failures_and_redrive_to_dlq() -> None:
             },
         )
     ]
-    with embedded_stage(stacks) as stage:
+    with embedded_stage(stacks, strict=False) as stage:
         work = stage.stack("Events").resources["Work"]
         for body in ("good-1", "bad-1", "good-2"):
             stage.client("sqs").send_message(QueueUrl=work.ref, MessageBody=body)
@@ -303,7 +307,7 @@ def _events_stacks() -> list[Any]:
 
 
 def test_rules_deliver_to_sqs_lambda_and_state_machine_targets() -> None:
-    with embedded_stage(_events_stacks()) as stage:
+    with embedded_stage(_events_stacks(), strict=False) as stage:
         events = stage.client("events")
         for status in ("disconnected", "active"):
             events.put_events(
@@ -331,7 +335,7 @@ def test_rules_deliver_to_sqs_lambda_and_state_machine_targets() -> None:
 
 
 def test_topic_filter_policies_select_the_queues() -> None:
-    with embedded_stage(_events_stacks()) as stage:
+    with embedded_stage(_events_stacks(), strict=False) as stage:
         resources = stage.stack("Events").resources
         stage.client("sns").publish(
             TopicArn=resources["Topic"].ref,
@@ -345,7 +349,10 @@ def test_topic_filter_policies_select_the_queues() -> None:
 
 def test_fails_naming_a_resource_type_without_loader() -> None:
     stacks = [t.stack("T-X", "Events", {"Pipe": {"Type": "AWS::Pipes::Pipe", "Properties": {}}})]
-    with pytest.raises(DeploymentError, match=r"T-X/Pipe \(AWS::Pipes::Pipe\): no loader"), embedded_stage(stacks):
+    with (
+        pytest.raises(DeploymentError, match=r"T-X/Pipe \(AWS::Pipes::Pipe\): no loader"),
+        embedded_stage(stacks, strict=False),
+    ):
         pass
 
 
@@ -370,7 +377,7 @@ def test_failed_async_invocations_retry_then_reach_the_on_failure_destination() 
             },
         )
     ]
-    with embedded_stage(stacks) as stage:
+    with embedded_stage(stacks, strict=False) as stage:
         resources = stage.stack("Events").resources
         response = stage.client("lambda").invoke(
             FunctionName=resources["Fn"].ref, InvocationType="Event", Payload=b'{"n": 1}'
@@ -426,7 +433,7 @@ def test_catalog_tables_workgroups_and_saved_queries_deploy_as_declared() -> Non
         },
     }
 
-    with embedded_stage([t.stack("T-Trail", "Events", resources)]) as stage:
+    with embedded_stage([t.stack("T-Trail", "Events", resources)], strict=False) as stage:
         # Then the catalog, the workgroup and the saved query hold what the template says
         stored = stage.client("glue").get_table(DatabaseName="trail", Name="events")["Table"]
         assert stored["Parameters"]["projection.enabled"] == "true"
@@ -456,7 +463,7 @@ def test_firehose_evaluates_the_prefix_and_writes_gzip_objects_as_firehose_does(
             "Properties": {"DeliveryStreamType": "DirectPut", "ExtendedS3DestinationConfiguration": destination},
         },
     }
-    with embedded_stage([t.stack("T-Hose", "Events", resources)]) as stage:
+    with embedded_stage([t.stack("T-Hose", "Events", resources)], strict=False) as stage:
         # When a batch is put
         stream = stage.only("AWS::KinesisFirehose::DeliveryStream").ref
         stage.client("firehose").put_record_batch(
