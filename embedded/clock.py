@@ -24,11 +24,28 @@ class Clock:
 
     def __init__(self) -> None:
         self._offset = 0.0
+        self._frozen_at: float | None = None
         self._lock = threading.Lock()
 
     def __call__(self) -> float:
         with self._lock:
-            return _REAL_TIME() + self._offset
+            return (_REAL_TIME() if self._frozen_at is None else self._frozen_at) + self._offset
+
+    @contextmanager
+    def frozen(self) -> Iterator[None]:
+        """Stop real time from flowing inside the block (``advance()`` still moves the clock).
+
+        For a run that must not depend on how fast the machine is, such as a burst against a
+        throttle that refills with time. Leaving the block lets real time flow again from where it
+        is, so the clock never goes back.
+        """
+        with self._lock:
+            self._frozen_at = _REAL_TIME()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._frozen_at = None
 
     @property
     def offset(self) -> float:

@@ -21,7 +21,7 @@ from typing import Any
 import boto3
 from moto import mock_aws
 
-from embedded import moto_gaps
+from embedded import moto_gaps, throttles
 from embedded.clock import Clock
 from embedded.cloudformation.assembly import StackTemplate, load_assembly
 from embedded.cloudformation.deploy import DeployedStack, DeploymentError, deploy_stack
@@ -80,12 +80,14 @@ class EmbeddedStage:
         self.queues = SqsPump(self.cloud, [m for m in mappings if ":sqs:" in m.event_source_arn])
         self.rest_apis = {}
         self.websocket_apis = {}
+        account = throttles.account_bucket(self.clock)  # API Gateway's regional limit, over every API
         for stack in self.stacks:
             for api in stack.of_type("AWS::ApiGateway::RestApi"):
-                self.rest_apis[api.logical_id] = RestRouter(self.cloud, stack, api.logical_id, self.clock)
+                self.rest_apis[api.logical_id] = RestRouter(self.cloud, stack, api.logical_id, self.clock, account)
             for api in stack.of_type("AWS::ApiGatewayV2::Api"):
                 if str(api.properties.get("ProtocolType", "")).upper() == "WEBSOCKET":
-                    self.websocket_apis[api.logical_id] = WebSocketRouter(self.cloud, stack, api.logical_id, self.clock)
+                    router = WebSocketRouter(self.cloud, stack, api.logical_id, self.clock, account)
+                    self.websocket_apis[api.logical_id] = router
 
     @property
     def refusals(self) -> list[Refusal]:

@@ -2,7 +2,8 @@
 
 ``RestRouter.request("POST", "/sessions", headers=..., body=...)`` does what API Gateway does
 with the deployed API: find the resource and method (403 ``Missing Authentication Token`` when
-the template has none, as API Gateway answers), run the authorizer (TOKEN or REQUEST Lambda:
+the template has none, as API Gateway answers), throttle it (429 from the stage's method
+settings, ``embedded.throttles``), run the authorizer (TOKEN or REQUEST Lambda:
 identity source and validation expression, the returned policy evaluated against the method ARN,
 results cached per identity for the authorizer's TTL on the injected clock), validate the request
 (required parameters; the body against the method's model, a JSON Schema, with ``jsonschema``),
@@ -32,6 +33,7 @@ from embedded.iam.access import Access
 from embedded.iam.guard import ACCESS_DENIED
 from embedded.services.lambda_invoke import invoke
 from embedded.services.vtl import mapping_scope, render
+from embedded.throttles import TokenBucket, account_bucket, rest_throttle
 
 #: The client every request of the harness comes from.
 SOURCE_IP = "203.0.113.10"
@@ -81,7 +83,14 @@ class _Method:
 class RestRouter:
     """API Gateway for one ``AWS::ApiGateway::RestApi`` of a deployed stack (see module docstring)."""
 
-    def __init__(self, cloud: Cloud, stack: DeployedStack, api_logical_id: str, clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        cloud: Cloud,
+        stack: DeployedStack,
+        api_logical_id: str,
+        clock: Callable[[], float],
+        account: TokenBucket | None = None,
+    ) -> None:
         self.cloud = cloud
         self.stack = stack
         self.clock = clock
@@ -127,6 +136,8 @@ class RestRouter:
         stages = [r.properties for r in mine.values() if r.type == "AWS::ApiGateway::Stage"]
         self.stage = str(stages[0]["StageName"]) if stages else "prod"
         self.stage_variables = dict(stages[0].get("Variables", {})) if stages else {}
+        #: the stage's method throttles (429 THROTTLED before the authorizer runs)
+        self.throttle = rest_throttle(stages[0] if stages else {}, clock, account or account_bucket(clock))
         self.api = Api(api_id=self.api_id, stage=self.stage, account=cloud.account, region=cloud.region)
         self._auth_cache: dict[tuple[str, str], tuple[float, dict[str, Any]]] = {}
         self.log: list[Call] = []
@@ -196,6 +207,8 @@ class RestRouter:
                 raise _GatewayError("MISSING_AUTHENTICATION_TOKEN", 403, "Missing Authentication Token")
             resource_path, path_params = matched
             context.update(resourcePath=resource_path, path=f"/{self.stage}{path}")
+            if not self.throttle.admit(f"{found.http_method} {resource_path}"):
+                raise _GatewayError("THROTTLED", 429, "Too Many Requests")
             props = found.properties
             context["authorizer"] = self._authorize(props, method, path, headers, query, path_params, context)
             self._validate(props, headers, query, raw)

@@ -1,6 +1,8 @@
 """A WebSocket API router built from a template's ``AWS::ApiGatewayV2::*`` resources.
 
-``connect()`` runs the ``$connect`` route's REQUEST authorizer (identity sources checked first,
+Every route is throttled first as the stage's route settings say (``embedded.throttles``: 429 on
+the handshake, a ``Too Many Requests`` frame for a message). ``connect()`` runs the ``$connect``
+route's REQUEST authorizer (identity sources checked first,
 401 without them; the returned policy evaluated against the route ARN) and its integration;
 ``send()`` selects the route by the API's route selection expression (``$request.body.<key>``)
 or ``$default`` and, for a route with a route response, returns the integration's body to the
@@ -40,6 +42,7 @@ from embedded.events import Api, ws_authorizer_event, ws_event
 from embedded.iam.access import Access
 from embedded.services.apigateway_rest import _LAMBDA_URI, SOURCE_IP, USER_AGENT, _policy_effect
 from embedded.services.lambda_invoke import invoke
+from embedded.throttles import TokenBucket, account_bucket, websocket_throttle
 
 
 class ConnectionRefused(Exception):
@@ -93,7 +96,14 @@ class Route:
 class WebSocketRouter:
     """API Gateway for one ``AWS::ApiGatewayV2::Api`` (WEBSOCKET) of a deployed stack."""
 
-    def __init__(self, cloud: Cloud, stack: DeployedStack, api_logical_id: str, clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        cloud: Cloud,
+        stack: DeployedStack,
+        api_logical_id: str,
+        clock: Callable[[], float],
+        account: TokenBucket | None = None,
+    ) -> None:
         self.cloud = cloud
         self.clock = clock
         api = stack.resources[api_logical_id]
@@ -108,6 +118,8 @@ class WebSocketRouter:
         authorizers = {r.ref: r.properties for r in mine if r.type == "AWS::ApiGatewayV2::Authorizer"}
         stages = [r.properties for r in mine if r.type == "AWS::ApiGatewayV2::Stage"]
         self.stage = str(stages[0]["StageName"]) if stages else "production"
+        #: the stage's route throttles (429 on the handshake, a "Too Many Requests" frame on a message)
+        self.throttle = websocket_throttle(stages[0] if stages else {}, clock, account or account_bucket(clock))
         self.routes: dict[str, Route] = {}
         for r in mine:
             if r.type != "AWS::ApiGatewayV2::Route":
@@ -148,6 +160,8 @@ class WebSocketRouter:
         query, headers = dict(query or {}), dict(headers or {})
         connection_id = uuid.uuid4().hex[:14] + "="
         route = self.routes.get("$connect")
+        if not self.throttle.admit("$connect"):
+            raise ConnectionRefused(429, "Too Many Requests")
         authorizer_context: dict[str, Any] = {}
         if route and route.authorizer:
             if not self._may_invoke(route, authorizer_id=str(route.authorizer_id)):
@@ -186,6 +200,10 @@ class WebSocketRouter:
         except (ValueError, AttributeError):
             key = ""
         route = self.routes.get(key) or self.routes.get("$default")
+        if route is not None and not self.throttle.admit(route.key):
+            frame = {"message": "Too Many Requests", "connectionId": connection_id, "requestId": str(uuid.uuid4())}
+            self._deliver(connection, frame)
+            return frame
         if route is None or route.integration_function is None:
             frame = {"message": "Forbidden", "connectionId": connection_id}
             self._deliver(connection, frame)

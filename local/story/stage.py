@@ -18,6 +18,10 @@ def story_config() -> StageConfig:
     An assigned agent goes idle after 20 s: on a loaded machine the steps between an agent's
     accept and reply have taken more than 10 s, and an execution whose handoff was closed after
     the first reply ends at its next idle check, which the story waits for.
+
+    API Gateway's throttles are sized above what the scripted runs send (the story's burst of 30
+    messages, the load run's customers on 8 threads), so the story proves the application's own
+    limits; dev's gateway throttles themselves are proven by ``tests/e2e/test_throttles.py``.
     """
     return with_overrides(
         stage_config("dev"),
@@ -28,6 +32,12 @@ def story_config() -> StageConfig:
         export_max_polls=5,
         bedrock_model_id=STORY_MODEL_ID,
         authorizer_cache_seconds=0,
+        api_throttle_rate=200,
+        api_throttle_burst=400,
+        ws_connect_throttle_rate=100,
+        ws_connect_throttle_burst=200,
+        ws_message_throttle_rate=200,
+        ws_message_throttle_burst=400,
     )
 
 
