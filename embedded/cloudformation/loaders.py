@@ -744,6 +744,9 @@ def _lambda_function(cloud: Cloud, pseudo: Pseudo, lid: str, props: dict[str, An
     if "Description" in props:
         args["Description"] = str(props["Description"])[:256]
     arn = cloud.client("lambda").create_function(**args)["FunctionArn"]
+    if props.get("ReservedConcurrentExecutions") is not None:
+        reserved = int(props["ReservedConcurrentExecutions"])
+        cloud.client("lambda").put_function_concurrency(FunctionName=name, ReservedConcurrentExecutions=reserved)
     return Deployed(lid, "AWS::Lambda::Function", name, {"Arn": arn})
 
 

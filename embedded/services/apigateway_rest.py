@@ -389,6 +389,8 @@ class RestRouter:
             if not self._may_invoke(match.group("arn"), self.api.method_arn(method, path)):
                 raise _GatewayError("DEFAULT_5XX", 500, "Internal server error")
             outcome = invoke(self.cloud.client("lambda"), function, event)
+            if outcome.throttled:  # API Gateway answers a Lambda throttle as an integration failure
+                raise _GatewayError("INTEGRATION_FAILURE", 500, "Internal server error")
             if not outcome.ok or not isinstance(outcome.payload, dict) or "statusCode" not in outcome.payload:
                 raise _GatewayError("DEFAULT_5XX", 502, "Internal server error")
             payload = outcome.payload

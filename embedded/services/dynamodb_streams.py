@@ -148,14 +148,22 @@ class StreamPump:
         for mapping in self.mappings:
             if not mapping.enabled or not self.readable(mapping):
                 continue
-            raw = self._read(mapping.event_source_arn, self._positions[mapping.logical_id])
+            started_at = self._positions[mapping.logical_id]
+            raw = self._read(mapping.event_source_arn, started_at)
             if not raw:
                 continue
             self._positions[mapping.logical_id] = raw[-1]["dynamodb"]["SequenceNumber"]
             records = [self._lambda_record(r, mapping) for r in raw]
             records = [r for r in records if _passes(mapping, r)]
             for start in range(0, len(records), mapping.batch_size):
-                self._deliver(mapping, records[start : start + mapping.batch_size])
+                owed = self._deliver(mapping, records[start : start + mapping.batch_size])
+                if owed:  # throttled: the poller backs off and reads again from the first record owed
+                    first = min(int(r["dynamodb"]["SequenceNumber"]) for r in owed)
+                    earlier = [
+                        r["dynamodb"]["SequenceNumber"] for r in raw if int(r["dynamodb"]["SequenceNumber"]) < first
+                    ]
+                    self._positions[mapping.logical_id] = earlier[-1] if earlier else started_at
+                    break
         return len(self.deliveries) - before
 
     def _lambda_record(self, record: dict[str, Any], mapping: EventSourceMapping) -> dict[str, Any]:
@@ -163,7 +171,8 @@ class StreamPump:
         shaped["dynamodb"].setdefault("ApproximateCreationDateTime", self.clock())
         return shaped
 
-    def _deliver(self, mapping: EventSourceMapping, batch: list[dict[str, Any]]) -> None:
+    def _deliver(self, mapping: EventSourceMapping, batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Deliver one batch with Lambda's retries; the records still owed when Lambda throttled (else none)."""
         lambda_client = self.cloud.client("lambda")
         limit = mapping.maximum_retry_attempts
         pending: deque[tuple[list[dict[str, Any]], int]] = deque([(batch, 0)])
@@ -172,6 +181,8 @@ class StreamPump:
             outcome = invoke(lambda_client, mapping.function_name, {"Records": records})
             ids = [r["dynamodb"]["SequenceNumber"] for r in records]
             self.deliveries.append(Delivery(mapping.logical_id, ids, outcome, attempt))
+            if outcome.throttled:  # not an attempt: Lambda retries throttles until the records expire
+                return [*records, *(r for rest, _ in pending for r in rest)]
             failed = outcome.failed_item_ids() if mapping.report_batch_item_failures else None
             if outcome.ok and not failed:
                 continue
@@ -190,6 +201,7 @@ class StreamPump:
                 self._give_up(mapping, retry, attempt + 1, outcome)
             else:
                 pending.appendleft((retry, attempt + 1))
+        return []
 
     def _expired(self, records: list[dict[str, Any]], attempts: int, limit: int | None) -> bool:
         if limit is None or limit < 0:

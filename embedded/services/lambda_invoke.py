@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -16,6 +18,8 @@ class Outcome:
 
     payload: Any
     error: str | None
+    #: Lambda refused to run it: the function was at its reserved concurrency (TooManyRequestsException)
+    throttled: bool = False
 
     @property
     def ok(self) -> bool:
@@ -30,12 +34,21 @@ class Outcome:
 
 
 def invoke(lambda_client: Any, function_name: str, event: Any, *, asynchronous: bool = False) -> Outcome:
-    """Invoke through moto's Lambda API, so the invocation is recorded like any other."""
-    response = lambda_client.invoke(
-        FunctionName=function_name,
-        InvocationType="Event" if asynchronous else "RequestResponse",
-        Payload=json.dumps(event, default=json_default).encode(),
-    )
+    """Invoke through moto's Lambda API, so the invocation is recorded like any other.
+
+    A synchronous invocation Lambda throttles (reserved concurrency) is an outcome with
+    ``throttled`` set, for the caller to handle as its service does.
+    """
+    try:
+        response = lambda_client.invoke(
+            FunctionName=function_name,
+            InvocationType="Event" if asynchronous else "RequestResponse",
+            Payload=json.dumps(event, default=json_default).encode(),
+        )
+    except ClientError as refused:
+        if refused.response["Error"]["Code"] != "TooManyRequestsException":
+            raise
+        return Outcome({"errorType": "TooManyRequestsException"}, "TooManyRequestsException", throttled=True)
     raw = response["Payload"].read()
     payload = json.loads(raw) if raw else None
     if response.get("FunctionError"):

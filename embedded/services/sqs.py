@@ -2,10 +2,11 @@
 
 ``pump()`` receives up to ``BatchSize`` messages per invocation, invokes the mapped function with
 them shaped as Lambda sends them, deletes what succeeded and makes what failed visible again at
-once (time compressed: the visibility timeout is not waited for). With ``ReportBatchItemFailures``
-only the listed ``itemIdentifier`` (message ids) fail; a function error fails the whole batch. The
-queue's own redrive policy moves a message to its DLQ after ``maxReceiveCount`` receives (moto
-does that on receive, as SQS does).
+once (time compressed: the visibility timeout is not waited for). A batch Lambda throttles
+(reserved concurrency) fails like an error, and the mapping backs off until the next pump. With
+``ReportBatchItemFailures`` only the listed ``itemIdentifier`` (message ids) fail; a function
+error fails the whole batch. The queue's own redrive policy moves a message to its DLQ after
+``maxReceiveCount`` receives (moto does that on receive, as SQS does).
 """
 
 from __future__ import annotations
@@ -64,11 +65,16 @@ class SqsPump:
     def pump(self) -> int:
         """Drain every mapped queue (bounded); returns the number of invocations."""
         before = len(self.deliveries)
+        backing_off: set[str] = set()  # throttled this pump: Lambda's poller backs off until the next
         for _round in range(MAX_ROUNDS):
             progressed = False
             for mapping in self.mappings:
-                if mapping.enabled and self.readable(mapping) and self._pump_once(mapping):
+                if not mapping.enabled or mapping.logical_id in backing_off or not self.readable(mapping):
+                    continue
+                if self._pump_once(mapping):
                     progressed = True
+                    if self.deliveries[-1].outcome.throttled:
+                        backing_off.add(mapping.logical_id)
             if not progressed:
                 break
         return len(self.deliveries) - before
