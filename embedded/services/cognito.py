@@ -19,7 +19,8 @@ import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
+from unittest import mock
 
 import requests
 
@@ -148,3 +149,59 @@ class Directory:
     def jwks(self) -> dict[str, Any]:
         """The pool's published key set."""
         return dict(json.loads(fetch_over_mock(f"{self.issuer}/.well-known/jwks.json", 5)))
+
+
+#: The app client setting each sign-in flow needs (Cognito API reference, InitiateAuth and
+#: AdminInitiateAuth; the legacy names without ``ALLOW_`` still count). A client that names no flow
+#: allows Cognito's defaults.
+_FLOW_SETTINGS: Final = {
+    "USER_PASSWORD_AUTH": ("ALLOW_USER_PASSWORD_AUTH", "USER_PASSWORD_AUTH"),
+    "USER_SRP_AUTH": ("ALLOW_USER_SRP_AUTH",),
+    "REFRESH_TOKEN_AUTH": ("ALLOW_REFRESH_TOKEN_AUTH",),
+    "REFRESH_TOKEN": ("ALLOW_REFRESH_TOKEN_AUTH",),
+    "CUSTOM_AUTH": ("ALLOW_CUSTOM_AUTH", "CUSTOM_AUTH_FLOW_ONLY"),
+    "ADMIN_USER_PASSWORD_AUTH": ("ALLOW_ADMIN_USER_PASSWORD_AUTH", "ADMIN_NO_SRP_AUTH"),
+    "ADMIN_NO_SRP_AUTH": ("ALLOW_ADMIN_USER_PASSWORD_AUTH", "ADMIN_NO_SRP_AUTH"),
+}
+_DEFAULT_FLOWS: Final = frozenset({"ALLOW_REFRESH_TOKEN_AUTH", "ALLOW_USER_SRP_AUTH", "ALLOW_CUSTOM_AUTH"})
+
+
+def _flow_allowed(client: Any, auth_flow: str) -> bool:
+    allowed = set((client.extended_config or {}).get("ExplicitAuthFlows") or _DEFAULT_FLOWS)
+    return bool(allowed & set(_FLOW_SETTINGS.get(auth_flow, (f"ALLOW_{auth_flow}",))))
+
+
+@contextmanager
+def auth_flows_enforced() -> Iterator[None]:
+    """Refuse a sign-in flow the app client does not allow, as Cognito does and moto does not.
+
+    ``InitiateAuth`` with ``USER_PASSWORD_AUTH`` on a client without ``ALLOW_USER_PASSWORD_AUTH``
+    (prod's, which signs in with SRP only) answers ``InvalidParameterException``.
+    """
+    from moto.cognitoidp.exceptions import InvalidParameterException
+    from moto.cognitoidp.models import CognitoIdpBackend
+
+    initiate, admin_initiate = CognitoIdpBackend.initiate_auth, CognitoIdpBackend.admin_initiate_auth
+
+    def check(backend: CognitoIdpBackend, client_id: str, auth_flow: str) -> None:
+        for pool in backend.user_pools.values():
+            client = pool.clients.get(client_id)
+            if client is not None and not _flow_allowed(client, str(auth_flow)):
+                raise InvalidParameterException(f"{auth_flow} flow not enabled for this client")
+
+    def initiate_auth(backend: CognitoIdpBackend, client_id: str, auth_flow: str, *args: Any, **kwargs: Any) -> Any:
+        check(backend, client_id, auth_flow)
+        return initiate(backend, client_id, auth_flow, *args, **kwargs)
+
+    def admin_initiate_auth(
+        backend: CognitoIdpBackend, user_pool_id: str, client_id: str, auth_flow: str, *args: Any, **kwargs: Any
+    ) -> Any:
+        check(backend, client_id, auth_flow)
+        return admin_initiate(backend, user_pool_id, client_id, auth_flow, *args, **kwargs)
+
+    with (
+        mock.patch.object(CognitoIdpBackend, "initiate_auth", initiate_auth),
+        mock.patch.object(CognitoIdpBackend, "admin_initiate_auth", admin_initiate_auth),
+    ):
+        yield
+
