@@ -3,8 +3,9 @@
 ``run_load(stage, sessions=50, messages=20)`` opens ``sessions`` customer sessions, then sends
 ``messages`` rounds: in each round every session sends one message, the sends spread over a pool
 of threads (the function bridge runs one handler at a time, so "concurrent" means interleaved
-sessions, as a warm container would serve them). The stage's clock moves on between rounds so
-the chat rate limits (per connection and per customer) admit every message. Every
+sessions, as a warm container would serve them). The stage's clock stands still but for a step
+between rounds, so the chat rate limits (per connection and per customer) admit every message and
+no timer fires because the machine is slow. Every
 ``handoff_every``-th session asks for a human halfway through and a registered agent accepts;
 its later messages are acknowledged for the agent instead of answered by the model. At the end
 the stream, the queues and the bus are settled, and :func:`check` says what was lost.
@@ -196,7 +197,16 @@ def run_load(
     handoff_every: int = DEFAULT_HANDOFF_EVERY,
     threads: int = DEFAULT_THREADS,
 ) -> LoadReport:
-    """Run the load (see the module docstring); the report, with ``problems`` from :func:`check`."""
+    """Run the load (see the module docstring); the report, with ``problems`` from :func:`check`.
+
+    The stage's clock is frozen for the run: it moves only by the gap between rounds, so no timer
+    of the stage (an agent's idle limit, a workflow's wait) fires because the machine was slow.
+    """
+    with stage.clock.frozen():
+        return _run_load(stage, sessions, messages, handoff_every, threads)
+
+
+def _run_load(stage: EmbeddedStage, sessions: int, messages: int, handoff_every: int, threads: int) -> LoadReport:
     directory = Directory.of(stage)
     first_call = len(stage.calls.calls)
     phases: dict[str, float] = {}

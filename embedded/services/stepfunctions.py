@@ -1,0 +1,65 @@
+"""Step Functions' timers on the stage's clock: Wait states, task timeouts and heartbeats.
+
+moto's executor waits in real time: a ``Wait`` state or a task's ``TimeoutSeconds`` sleeps on a
+``threading.Event`` for that many seconds of the machine's clock. A run on a slow or busy machine
+then sees timeouts it never asked for (an agent reassigned by the idle limit while the test was
+merely slow), and moving the stage's clock forward ("an hour passes") fires no timer at all.
+
+Inside :func:`timers_on`, every such wait measures its timeout on the stage's clock instead: it
+ends when the clock has moved ``timeout`` seconds (real time flowing, or ``Clock.advance``), never
+merely because the machine was slow while the clock was frozen (``Clock.frozen``). Waiting is
+woken at least every quarter second to look at the clock again, so an advance takes effect within
+that. A ``Wait`` state with an absolute ``Timestamp`` is still measured against real time (no
+template of this app uses one).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import SimpleNamespace
+from typing import Final
+from unittest import mock
+
+from moto.stepfunctions.parser.asl.component.state.exec import execute_state
+from moto.stepfunctions.parser.asl.eval import environment
+from moto.stepfunctions.parser.asl.eval.callback import callback
+
+#: How often a waiting timer looks at the clock again (seconds of real time).
+RECHECK_SECONDS: Final = 0.25
+
+
+class ClockEvent(threading.Event):
+    """A ``threading.Event`` whose ``wait(timeout)`` counts ``timeout`` on a clock of epoch seconds."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        super().__init__()
+        self._clock = clock
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if timeout is None:
+            return super().wait()
+        deadline = self._clock() + timeout
+        while True:
+            remaining = deadline - self._clock()
+            if remaining <= 0:
+                return self.is_set()
+            if super().wait(min(remaining, RECHECK_SECONDS)):
+                return True
+
+
+@contextmanager
+def timers_on(clock: Callable[[], float]) -> Iterator[None]:
+    """Make moto's Step Functions timers measure time on ``clock`` (see the module docstring)."""
+
+    def event() -> ClockEvent:
+        return ClockEvent(clock)
+
+    threads = SimpleNamespace(Event=event)
+    with (
+        mock.patch.object(execute_state, "threading", threads),
+        mock.patch.object(environment, "threading", SimpleNamespace(Event=event, RLock=threading.RLock)),
+        mock.patch.object(callback, "Event", event),
+    ):
+        yield
