@@ -21,7 +21,7 @@ from typing import Any
 import boto3
 from moto import mock_aws
 
-from embedded import moto_gaps, throttles
+from embedded import moto_gaps, payloads, throttles
 from embedded.clock import Clock
 from embedded.cloudformation.assembly import StackTemplate, load_assembly
 from embedded.cloudformation.deploy import DeployedStack, DeploymentError, deploy_stack
@@ -31,15 +31,16 @@ from embedded.iam import deployment
 from embedded.iam.authority import Authority
 from embedded.iam.guard import Guard, Refusal
 from embedded.runtime import Invocations, in_process
-from embedded.services import firehose, sns
+from embedded.services import firehose, sns, stepfunctions
 from embedded.services.apigateway_rest import RestRouter
 from embedded.services.apigateway_websocket import WebSocketRouter
 from embedded.services.bedrock import BedrockStub
-from embedded.services.cognito import jwks_transport
+from embedded.services.cognito import auth_flows_enforced, jwks_transport
 from embedded.services.dynamodb import atomic_requests
 from embedded.services.dynamodb_streams import StreamPump
 from embedded.services.eventbridge import EventLog, delivering, fire_schedule
 from embedded.services.lambda_async import asynchronous_invocations
+from embedded.services.lambda_concurrency import Concurrency
 from embedded.services.scheduler import FiredSchedule, fire_due
 from embedded.services.sqs import SqsPump
 
@@ -69,6 +70,7 @@ class EmbeddedStage:
     events: EventLog
     bedrock: BedrockStub = field(default_factory=BedrockStub)
     guard: Guard | None = None
+    concurrency: Concurrency = field(default_factory=Concurrency)
     streams: StreamPump = field(init=False)
     queues: SqsPump = field(init=False)
     rest_apis: dict[str, RestRouter] = field(init=False)
@@ -218,7 +220,7 @@ class EmbeddedStage:
         deadline = time.monotonic() + timeout
         moved = 0
         while True:
-            step = self.streams.pump() + self.queues.pump()
+            step = self.streams.pump() + self.queues.pump() + self.concurrency.retry_deferred(self.client("lambda"))
             moved += step
             if until is not None and until():
                 return moved
@@ -340,9 +342,13 @@ def embedded_stage(
         stack.enter_context(moto_gaps.patched())
         stack.enter_context(atomic_requests())
         calls = stack.enter_context(in_process())
+        concurrency = stack.enter_context(Concurrency().installed())
+        stack.enter_context(payloads.enforced())
         stack.enter_context(clock.installed())
+        stack.enter_context(stepfunctions.timers_on(clock))
         stack.enter_context(bedrock.installed())
         stack.enter_context(jwks_transport())
+        stack.enter_context(auth_flows_enforced())
         account = boto3.client("sts", region_name=region).get_caller_identity()["Account"]
         cloud = Cloud(region=region, account=str(account))
         log = stack.enter_context(delivering(cloud))
@@ -364,7 +370,7 @@ def embedded_stage(
             stack.enter_context(guard.installed())
             stack.enter_context(sns.deliveries_authorized(cloud))
             stack.enter_context(firehose.deliveries_authorized(cloud))
-        embedded = EmbeddedStage(cloud, deployed, clock, calls, log, bedrock, guard)
+        embedded = EmbeddedStage(cloud, deployed, clock, calls, log, bedrock, guard, concurrency)
         for router in embedded.websocket_apis.values():
             stack.enter_context(router.management_api())
         yield embedded

@@ -46,8 +46,8 @@ def main() -> int:
         resources = sum(sum(types.values()) for types in deployed["stacks"].values())
         print(
             f"Deployed {resources} resources of {len(deployed['stacks'])} stacks on moto "
-            f"({len(deployed['mappings'])} event source mappings, {deployed['passive']} passive resources "
-            f"such as policies and alarms) in {_REAL_TIME() - started:.1f}s"
+            f"({len(deployed['mappings'])} event source mappings, {deployed['policies']} policies enforced on every "
+            f"call, {deployed['passive']} passive resources such as alarms) in {_REAL_TIME() - started:.1f}s"
         )
         print(
             f"Bedrock: {story_config().bedrock_model_id} stubbed at the client "
@@ -64,11 +64,13 @@ def main() -> int:
         queues = len(stage.queues.deliveries)
         rest = len(stage.rest.log)
         converse = len(stage.bedrock.calls)
+        decided = len(stage.guard.decided) if stage.guard else 0
+        refused = len(stage.refusals)
     print(
         f"\nSummary: {len(story.steps)} steps passed in {_REAL_TIME() - started:.1f}s; "
         f"{invocations} Lambda invocations of {handlers} handlers, {stream} stream batches, "
-        f"{queues} queue batches, {rest} REST requests, {converse} stubbed Bedrock calls; simulated clock moved "
-        f"{stage.clock.offset / 3600:.1f}h."
+        f"{queues} queue batches, {rest} REST requests, {converse} stubbed Bedrock calls; {decided} authorization "
+        f"decisions, {refused} refused; simulated clock moved {stage.clock.offset / 3600:.1f}h."
     )
     return 0
 
