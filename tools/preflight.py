@@ -9,7 +9,8 @@ With the deployer's credentials (the boto3 default session; the region is the st
   of life) or gone; and the account's access to it (GetFoundationModelAvailability);
 - Lambda's concurrency quota (GetAccountSettings) against what the stage reserves, plus the 100
   that Lambda always keeps unreserved;
-- SES: the identity of ``notice_sender`` (the address or its domain) and the sandbox (sesv2);
+- SES: the identity of ``notice_sender`` (that the stage can create it, then that it is verified;
+  its domain too) and the sandbox (sesv2);
 - the CDK bootstrap version (SSM) against what the synthesized assembly (or the pinned
   aws-cdk-lib) needs;
 - Cognito's mail: the default sender's daily limit against a production pool open to sign-ups;
@@ -261,10 +262,10 @@ def check_concurrency(lambda_client: Any, reserved: int, *, deployed: bool) -> F
     return Finding(check, "BLOCKER", detail + ": other functions hold the rest", raise_quota)
 
 
-def stage_deployed(cloudformation: Any, stage: str) -> bool:
-    """Whether the stage's Api stack (the one holding its reserved concurrency) exists."""
+def stage_deployed(cloudformation: Any, stage: str, part: str) -> bool:
+    """Whether the stage's ``part`` stack (``Api``: its reserved concurrency; ``Events``: its mail) exists."""
     try:
-        stacks = cloudformation.describe_stacks(StackName=f"MangaAssist-{stage}-Api")["Stacks"]
+        stacks = cloudformation.describe_stacks(StackName=f"MangaAssist-{stage}-{part}")["Stacks"]
     except ClientError:
         return False
     return any(s.get("StackStatus") != "DELETE_COMPLETE" for s in stacks)
@@ -273,35 +274,54 @@ def stage_deployed(cloudformation: Any, stage: str) -> bool:
 # --- SES -----------------------------------------------------------------------------------------
 
 
-def check_ses_identity(sesv2: Any, sender: str | None) -> Finding:
-    """The notice sender's SES identity: the address itself, or its domain, verified for sending."""
+def _identity(sesv2: Any, identity: str) -> dict[str, Any] | None:
+    """The SES identity, or None when the region has none of that name."""
+    try:
+        return dict(sesv2.get_email_identity(EmailIdentity=identity))
+    except ClientError as error:
+        if _code(error) == "NotFoundException":
+            return None
+        raise
+
+
+def check_ses_identity(sesv2: Any, sender: str | None, *, deployed: bool) -> Finding:
+    """The notice sender's SES identity, which the stage's Events stack creates (stacks/mail.py).
+
+    Before the first deploy the address must not be an identity yet (CloudFormation's create fails
+    with AlreadyExists); after it, the address must have confirmed SES's verification mail, or
+    every notice is rejected. A verified domain of the address is named for the reader.
+    """
+    check = "SES sender"
     if sender is None:
-        return Finding("SES sender", "OK", "no notice_sender: notices stay in the app, nobody is mailed")
-    domain = sender.rsplit("@", 1)[-1]
-    for identity in (sender, domain):
-        try:
-            found = sesv2.get_email_identity(EmailIdentity=identity)
-        except ClientError as error:
-            if _code(error) == "NotFoundException":
-                continue
-            return Finding(
-                "SES sender", "WARN", f"could not read {identity} ({_message(error)})", "check it in the SES console"
-            )
-        if found.get("VerifiedForSendingStatus"):
-            return Finding("SES sender", "OK", f"{identity} is verified for sending ({sender})")
+        return Finding(check, "OK", "no notice_sender: notices stay in the app, nobody is mailed")
+    found = _identity(sesv2, sender)
+    confirm = f"confirm the verification mail SES sends to {sender} (until then every notice is rejected)"
+    if found is not None and not deployed:
         return Finding(
-            "SES sender",
+            check,
             "BLOCKER",
-            f"{identity} exists but is not verified ({found.get('VerificationStatus', '?')})",
-            f"confirm the verification mail sent to {sender} (or publish the domain's DKIM records)",
+            f"{sender} already is an SES identity, made outside this stage: the stage's AWS::SES::EmailIdentity "
+            "would fail to create (AlreadyExists)",
+            f"delete it (aws sesv2 delete-email-identity --email-identity {sender}) if nothing else sends from it, "
+            "or set another notice_sender in cdk.json",
         )
-    return Finding(
-        "SES sender",
-        "BLOCKER",
-        f"neither {sender} nor {domain} is an SES identity in this region",
-        f"aws sesv2 create-email-identity --email-identity {sender}, then confirm the mail "
-        "(or set notice_sender in cdk.json to an address you own)",
-    )
+    if found is not None and found.get("VerifiedForSendingStatus"):
+        return Finding(check, "OK", f"{sender} is verified for sending")
+    if found is not None:
+        return Finding(check, "WARN", f"{sender} is not verified ({found.get('VerificationStatus', '?')})", confirm)
+    domain = sender.rsplit("@", 1)[-1]
+    domain_identity = _identity(sesv2, domain)
+    verified_domain = bool(domain_identity and domain_identity.get("VerifiedForSendingStatus"))
+    also = f"; its domain {domain} is verified" if verified_domain else ""
+    if deployed:
+        return Finding(
+            check,
+            "WARN",
+            f"{sender} is not an SES identity here though the stage is deployed (deleted outside CloudFormation?)"
+            + also,
+            "recreate it: aws sesv2 create-email-identity --email-identity " + sender + ", then " + confirm,
+        )
+    return Finding(check, "WARN", f"the deploy creates {sender} as an SES identity (unverified){also}", confirm)
 
 
 def check_ses_account(sesv2: Any) -> Finding:
@@ -478,15 +498,21 @@ def run(config: StageConfig, client: ClientFactory, region: str, *, assembly: Pa
     if identity.status == "BLOCKER":
         return findings  # what these credentials read says nothing of the stage's account
     findings += _guarded("model", lambda: check_model(client("bedrock"), config.bedrock_model_id))
+    cloudformation = client("cloudformation")
     reserved = reserved_concurrency(config)
     findings += _guarded(
         "Lambda concurrency",
         lambda: check_concurrency(
-            client("lambda"), reserved, deployed=stage_deployed(client("cloudformation"), config.name)
+            client("lambda"), reserved, deployed=stage_deployed(cloudformation, config.name, "Api")
         ),
     )
     sesv2 = client("sesv2")
-    findings += _guarded("SES sender", lambda: check_ses_identity(sesv2, config.notice_sender))
+    findings += _guarded(
+        "SES sender",
+        lambda: check_ses_identity(
+            sesv2, config.notice_sender, deployed=stage_deployed(cloudformation, config.name, "Events")
+        ),
+    )
     if config.notice_sender is not None:
         findings += _guarded("SES account", lambda: check_ses_account(sesv2))
     findings += _guarded(

@@ -203,48 +203,77 @@ def test_the_stage_reserves_what_its_config_says() -> None:
 def test_a_stage_is_deployed_when_its_api_stack_exists(stubbed: dict[str, tuple[Any, Stubber]]) -> None:
     cloudformation, stub = stubbed["cloudformation"]
     stack = {"StackName": "MangaAssist-dev-Api", "CreationTime": datetime(2026, 11, 1, tzinfo=UTC)}
-    stub.add_response("describe_stacks", {"Stacks": [{**stack, "StackStatus": "UPDATE_COMPLETE"}]})
+    stub.add_response(
+        "describe_stacks",
+        {"Stacks": [{**stack, "StackStatus": "UPDATE_COMPLETE"}]},
+        {"StackName": "MangaAssist-dev-Api"},
+    )
     stub.add_client_error("describe_stacks", service_error_code="ValidationError", http_status_code=400)
 
-    assert preflight.stage_deployed(cloudformation, "dev")
-    assert not preflight.stage_deployed(cloudformation, "dev")
+    assert preflight.stage_deployed(cloudformation, "dev", "Api")
+    assert not preflight.stage_deployed(cloudformation, "dev", "Api")
 
 
 # ------------------------------------------------------------------ SES
 
 
-def test_a_sender_verified_through_its_domain_is_ok(stubbed: dict[str, tuple[Any, Stubber]]) -> None:
-    sesv2, stub = stubbed["sesv2"]
-    stub.add_client_error("get_email_identity", service_error_code="NotFoundException", http_status_code=404)
-    stub.add_response(
-        "get_email_identity",
-        {"IdentityType": "DOMAIN", "VerifiedForSendingStatus": True},
-        {"EmailIdentity": "mangaassist.com"},
-    )
-
-    finding = preflight.check_ses_identity(sesv2, "notices@mangaassist.com")
-
-    assert (finding.status, finding.detail) == (
-        "OK",
-        "mangaassist.com is verified for sending (notices@mangaassist.com)",
-    )
+SENDER = "notices@mangaassist.com"
 
 
-def test_an_unknown_or_unverified_sender_blocks(stubbed: dict[str, tuple[Any, Stubber]]) -> None:
-    sesv2, stub = stubbed["sesv2"]
-    for _ in range(2):
+def _not_found(stub: Stubber, times: int = 1) -> None:
+    for _ in range(times):
         stub.add_client_error("get_email_identity", service_error_code="NotFoundException", http_status_code=404)
-    stub.add_response(
-        "get_email_identity",
-        {"IdentityType": "EMAIL_ADDRESS", "VerifiedForSendingStatus": False, "VerificationStatus": "PENDING"},
+
+
+def _identity(verified: bool, status: str = "SUCCESS") -> dict[str, Any]:
+    return {"IdentityType": "EMAIL_ADDRESS", "VerifiedForSendingStatus": verified, "VerificationStatus": status}
+
+
+def test_before_the_first_deploy_the_sender_is_created_by_the_stage_and_must_then_be_confirmed(
+    stubbed: dict[str, tuple[Any, Stubber]],
+) -> None:
+    sesv2, stub = stubbed["sesv2"]
+    stub.add_client_error(
+        "get_email_identity", service_error_code="NotFoundException", expected_params={"EmailIdentity": SENDER}
     )
+    stub.add_response("get_email_identity", _identity(True), {"EmailIdentity": "mangaassist.com"})
 
-    unknown = preflight.check_ses_identity(sesv2, "notices@mangaassist.com")
-    pending = preflight.check_ses_identity(sesv2, "notices@mangaassist.com")
+    finding = preflight.check_ses_identity(sesv2, SENDER, deployed=False)
 
-    assert unknown.status == pending.status == "BLOCKER"
-    assert "create-email-identity --email-identity notices@mangaassist.com" in unknown.fix
-    assert "not verified (PENDING)" in pending.detail
+    assert finding.status == "WARN"
+    assert (
+        finding.detail
+        == f"the deploy creates {SENDER} as an SES identity (unverified); its domain mangaassist.com is verified"
+    )
+    assert finding.fix.startswith(f"confirm the verification mail SES sends to {SENDER}")
+
+
+def test_a_sender_that_already_is_an_identity_blocks_the_first_deploy(stubbed: dict[str, tuple[Any, Stubber]]) -> None:
+    sesv2, stub = stubbed["sesv2"]
+    stub.add_response("get_email_identity", _identity(True), {"EmailIdentity": SENDER})
+
+    finding = preflight.check_ses_identity(sesv2, SENDER, deployed=False)
+
+    assert finding.status == "BLOCKER"
+    assert "would fail to create (AlreadyExists)" in finding.detail
+    assert f"aws sesv2 delete-email-identity --email-identity {SENDER}" in finding.fix
+
+
+def test_a_deployed_stages_sender_must_be_verified(stubbed: dict[str, tuple[Any, Stubber]]) -> None:
+    sesv2, stub = stubbed["sesv2"]
+    stub.add_response("get_email_identity", _identity(True))
+    stub.add_response("get_email_identity", _identity(False, "PENDING"))
+    _not_found(stub, 2)
+
+    verified = preflight.check_ses_identity(sesv2, SENDER, deployed=True)
+    pending = preflight.check_ses_identity(sesv2, SENDER, deployed=True)
+    gone = preflight.check_ses_identity(sesv2, SENDER, deployed=True)
+
+    assert (verified.status, verified.detail) == ("OK", f"{SENDER} is verified for sending")
+    assert (pending.status, pending.detail) == ("WARN", f"{SENDER} is not verified (PENDING)")
+    assert gone.status == "WARN"
+    assert "deleted outside CloudFormation" in gone.detail
+    assert gone.fix.startswith(f"recreate it: aws sesv2 create-email-identity --email-identity {SENDER}")
 
 
 def test_the_ses_sandbox_warns_that_recipients_must_be_verified(stubbed: dict[str, tuple[Any, Stubber]]) -> None:
@@ -263,7 +292,7 @@ def test_the_ses_sandbox_warns_that_recipients_must_be_verified(stubbed: dict[st
 
 
 def test_no_sender_mails_nobody() -> None:
-    assert preflight.check_ses_identity(_client("sesv2"), None).status == "OK"
+    assert preflight.check_ses_identity(_client("sesv2"), None, deployed=False).status == "OK"
 
 
 # ------------------------------------------------------------------ CDK bootstrap
@@ -359,9 +388,13 @@ def test_credentials_of_another_account_block_before_anything_is_read(stubbed: d
 
 
 def _answer_the_account(
-    stubbed: dict[str, tuple[Any, Stubber]], *, lambda_throttled: bool = False, sender_verified: bool = True
+    stubbed: dict[str, tuple[Any, Stubber]],
+    *,
+    deployed: bool = True,
+    lambda_throttled: bool = False,
+    bootstrap: str | None = "30",
 ) -> None:
-    """Queue the answers of one run: a healthy account, unless told otherwise."""
+    """Queue the answers of one run: a healthy account where the stage is deployed, unless told otherwise."""
     stubbed["sts"][1].add_response(
         "get_caller_identity", {"Account": ACCOUNT, "Arn": f"arn:aws:iam::{ACCOUNT}:role/deployer"}
     )
@@ -369,7 +402,18 @@ def _answer_the_account(
     bedrock.add_response("get_inference_profile", _profile(""))
     bedrock.add_response("get_foundation_model", _model(MODEL))
     bedrock.add_response("get_foundation_model_availability", _available(MODEL))
-    stubbed["cloudformation"][1].add_client_error("describe_stacks", service_error_code="ValidationError")
+    cloudformation = stubbed["cloudformation"][1]
+    for part in ("Api", "Events"):  # the reserved concurrency's stack, then the mail's
+        name = f"MangaAssist-dev-{part}"
+        if deployed:
+            stack = {
+                "StackName": name,
+                "StackStatus": "CREATE_COMPLETE",
+                "CreationTime": datetime(2026, 11, 1, tzinfo=UTC),
+            }
+            cloudformation.add_response("describe_stacks", {"Stacks": [stack]}, {"StackName": name})
+        else:
+            cloudformation.add_client_error("describe_stacks", service_error_code="ValidationError")
     if lambda_throttled:
         stubbed["lambda"][1].add_client_error(
             "get_account_settings", service_error_code="TooManyRequestsException", service_message="slow down"
@@ -377,14 +421,16 @@ def _answer_the_account(
     else:
         stubbed["lambda"][1].add_response("get_account_settings", _limits(1000, 1000))
     ses = stubbed["sesv2"][1]
-    if sender_verified:
-        ses.add_response("get_email_identity", {"IdentityType": "EMAIL_ADDRESS", "VerifiedForSendingStatus": True})
+    if deployed:
+        ses.add_response("get_email_identity", _identity(True))
     else:
-        for _ in range(2):  # neither the address nor its domain
-            ses.add_client_error("get_email_identity", service_error_code="NotFoundException", http_status_code=404)
+        _not_found(ses, 2)  # neither the address nor its domain
     quota = {"Max24HourSend": 50000.0, "MaxSendRate": 14.0, "SentLast24Hours": 0.0}
     ses.add_response("get_account", {"ProductionAccessEnabled": True, "SendingEnabled": True, "SendQuota": quota})
-    stubbed["ssm"][1].add_response("get_parameter", _version("30"))
+    if bootstrap is None:
+        stubbed["ssm"][1].add_client_error("get_parameter", service_error_code="ParameterNotFound")
+    else:
+        stubbed["ssm"][1].add_response("get_parameter", _version(bootstrap))
 
 
 def _owned_sender() -> Any:
@@ -462,18 +508,19 @@ class _Session:
 def test_main_prints_the_table_and_exits_1_on_a_blocker(
     stubbed: dict[str, tuple[Any, Stubber]], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # Given dev as cdk.json ships it: its notice sender is on .example, so SES knows no such identity
-    _answer_the_account(stubbed, sender_verified=False)
+    # Given dev as cdk.json ships it, never deployed, in an account that was never bootstrapped
+    _answer_the_account(stubbed, deployed=False, bootstrap=None)
 
     code = preflight.main(["--stage", "dev", "--assembly", "/nonexistent"], session=_Session(stubbed))
 
     out = capsys.readouterr().out
     assert code == 1
     assert out.startswith(f"Preflight of stage dev in {REGION}:\ncheck ")
-    [sender] = [line for line in out.splitlines() if line.startswith("SES sender ")]
-    assert "| BLOCKER | neither notices@dev.mangaassist.example nor " in sender
-    [placeholder] = [line for line in out.splitlines() if line.startswith("placeholders ")]
-    assert "| WARN " in placeholder
+    rows = {line.split(" | ")[0].strip(): line for line in out.splitlines() if " | " in line}
+    assert "| BLOCKER | not bootstrapped (/cdk-bootstrap/hnb659fds/version does not " in rows["CDK bootstrap"]
+    assert "| WARN    | the deploy creates notices@dev.mangaassist.example" in rows["SES sender"]
+    assert "| WARN    | still on .example:" in rows["placeholders"]
+    assert "notice_sender=notices@dev.mangaassist.example" in out
     assert out.rstrip().endswith("1 blocker(s): a deploy would fail or break; fix them first.")
 
 
