@@ -37,7 +37,7 @@ from typing import Any, Literal
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from stacks.config import INFERENCE_PROFILE_PREFIXES, ConfigError, StageConfig, load_stage_config
+from stacks.config import INFERENCE_PROFILE_PREFIXES, ConfigError, StageConfig, foundation_model_of, load_stage_config
 
 ROOT = Path(__file__).resolve().parent.parent
 Status = Literal["OK", "WARN", "BLOCKER"]
@@ -144,7 +144,7 @@ def check_model(bedrock: Any, model_id: str | None) -> list[Finding]:
     regions = sorted({arn.split(":")[3] for arn in arns if arn.split(":")[3]})
     where = ", ".join(regions) if regions else "any commercial region (global)"
     findings = [Finding(check, "OK", f"{model_id}: ACTIVE, routes to {where}")]
-    models = sorted({arn.rsplit("/", 1)[-1] for arn in arns}) or [model_id.split(".", 1)[1]]
+    models = sorted({arn.rsplit("/", 1)[-1] for arn in arns}) or [foundation_model_of(model_id)]
     for model in models:
         findings.append(check_foundation_model(bedrock, model))
     findings.append(check_model_access(bedrock, models[0]))
