@@ -24,7 +24,7 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 export AWS_EC2_METADATA_DISABLED := true
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help install synth synth-all test lint typecheck unit browser cfn-lint checkov bench demo load local mint-token deploy diff destroy redrive openapi clean
+.PHONY: help install synth synth-all test lint typecheck unit browser cfn-lint checkov bench demo load local mint-token preflight deploy diff destroy redrive openapi clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -122,8 +122,11 @@ mint-token: install ## A deployed dev pool's token: make mint-token EMAIL=a@exam
 openapi: install ## Regenerate docs/openapi.json from the synthesized dev stage (a test fails when it is stale)
 	$(PY) -m tools.openapi
 
-deploy: install ## Deploy a stage to AWS (STAGE=dev); see docs/deploy.md
-	$(PY) -m tools.deploy deploy --stage $(STAGE)
+preflight: install ## What a deploy of STAGE needs from its account (model, quotas, SES, bootstrap): make preflight STAGE=dev [REGION=...]
+	$(PY) -m tools.preflight --stage $(STAGE) $(if $(REGION),--region "$(REGION)")
+
+deploy: install ## Deploy a stage to AWS (STAGE=dev) after the preflight [SKIP_PREFLIGHT=1]; outputs in .deploy/; see docs/deploy.md
+	$(PY) -m tools.deploy deploy --stage $(STAGE) $(if $(filter-out 0,$(SKIP_PREFLIGHT)),--skip-preflight)
 
 diff: install ## What a deploy of STAGE would change in its AWS account
 	$(PY) -m tools.deploy diff --stage $(STAGE)

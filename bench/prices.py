@@ -71,9 +71,15 @@ PRICES: Final[dict[str, Price]] = {
     "cloudwatch.logs_ingested_gb": Price(0.50, 1, "GB ingested", "Amazon CloudWatch pricing"),
     # X-Ray: traces recorded.
     "xray.traces": Price(5.00, MILLION, "trace recorded", "AWS X-Ray pricing"),
-    # Bedrock on-demand, Anthropic Claude 3 Haiku (the stage default model).
+    # Bedrock on-demand, Anthropic Claude 3 Haiku (the stages' model until its end of life on
+    # Bedrock, 2026-09-10; kept to price earlier runs).
     "bedrock.claude3_haiku_input_tokens": Price(0.00025, 1000, "input token", "Amazon Bedrock pricing"),
     "bedrock.claude3_haiku_output_tokens": Price(0.00125, 1000, "output token", "Amazon Bedrock pricing"),
+    # Bedrock on-demand, Anthropic Claude Haiku 4.5 (the stage default model, global profile).
+    # Unsure: Anthropic lists $1 / $5 per million tokens; check that Bedrock's page lists the
+    # same for the global cross-region profile (geographic profiles may cost more).
+    "bedrock.claude_haiku_4_5_input_tokens": Price(0.001, 1000, "input token", "Amazon Bedrock pricing"),
+    "bedrock.claude_haiku_4_5_output_tokens": Price(0.005, 1000, "output token", "Amazon Bedrock pricing"),
 }
 
 #: The Bedrock prices of each model id the cost model knows (input, output); others are not priced.
@@ -81,6 +87,10 @@ MODEL_PRICES: Final[dict[str, tuple[str, str]]] = {
     "anthropic.claude-3-haiku-20240307-v1:0": (
         "bedrock.claude3_haiku_input_tokens",
         "bedrock.claude3_haiku_output_tokens",
+    ),
+    "global.anthropic.claude-haiku-4-5-20251001-v1:0": (
+        "bedrock.claude_haiku_4_5_input_tokens",
+        "bedrock.claude_haiku_4_5_output_tokens",
     ),
 }
 

@@ -38,6 +38,46 @@ _DOMAIN = re.compile(r"^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z
 _ORIGIN = re.compile(r"^https?://[A-Za-z0-9.-]+(:\d{1,5})?$")
 _HTTPS_URL = re.compile(r"^https://[A-Za-z0-9.-]+(:\d{1,5})?(/[A-Za-z0-9._~%!$&'()*+,;=:@/-]*)?$")
 
+#: Prefixes of Amazon Bedrock's cross-region (system-defined) inference profile ids
+#: (``global.anthropic...``): geographic ones keep a request in their geography, ``global.``
+#: routes it to any commercial region. Any other id names a foundation model in the stack's region.
+INFERENCE_PROFILE_PREFIXES = ("us.", "eu.", "apac.", "jp.", "au.", "us-gov.", "global.")
+#: A foundation-model id (``anthropic.claude-haiku-4-5-20251001-v1:0``), optionally behind one of
+#: the profile prefixes above; Bedrock's own pattern for a model id, without ARNs.
+_MODEL_ID = re.compile(r"^[a-z0-9-]{1,63}(\.[a-z0-9-]{1,63}){1,3}(:[a-z0-9-]{1,63}){0,2}$")
+
+#: The model a stage uses unless cdk.json names another: Claude Haiku 4.5 through its global
+#: cross-region inference profile, callable from any commercial source region (docs/deploy.md
+#: says which pages were checked, when, and how to keep requests in one geography instead).
+DEFAULT_BEDROCK_MODEL_ID = "global.anthropic.claude-haiku-4-5-20251001-v1:0"
+
+
+@dataclass(frozen=True)
+class RetiredModel:
+    """A model Amazon Bedrock no longer serves: calls to it fail with ResourceNotFoundException."""
+
+    name: str
+    end_of_life: str  # ISO date of the end of life on Amazon Bedrock
+    where: str = ""  # where the end of life applies, when not in every region
+
+
+#: Foundation models past their end of life on Amazon Bedrock, by model id (a profile id is
+#: matched by the model behind its prefix). docs/deploy.md names the page each date comes from.
+RETIRED_MODELS: dict[str, RetiredModel] = {
+    "anthropic.claude-3-haiku-20240307-v1:0": RetiredModel(
+        "Claude 3 Haiku", "2026-09-10", "in most regions (ca-central-1, eu-central-2 and sa-east-1 still serve it)"
+    ),
+    "anthropic.claude-3-5-haiku-20241022-v1:0": RetiredModel("Claude 3.5 Haiku", "2026-06-19"),
+    "anthropic.claude-3-7-sonnet-20250219-v1:0": RetiredModel("Claude 3.7 Sonnet", "2026-04-28"),
+}
+
+
+def foundation_model_of(model_id: str) -> str:
+    """The foundation-model id behind ``model_id``: itself, or a profile id without its prefix."""
+    if model_id.startswith(INFERENCE_PROFILE_PREFIXES):
+        return model_id.split(".", 1)[1]
+    return model_id
+
 
 class ConfigError(ValueError):
     """A stage configuration that cannot be deployed; the message says what to fix."""
@@ -191,8 +231,9 @@ class StageConfig:
     message_reserved_concurrency: int = 20
 
     # Models: None selects the echo responder (no Bedrock calls). A foundation-model id or a
-    # cross-region inference profile id (``us.``/``eu.``/``apac.``/``us-gov.``/``global.`` prefix).
-    bedrock_model_id: str | None = "anthropic.claude-3-haiku-20240307-v1:0"
+    # cross-region inference profile id (a prefix of INFERENCE_PROFILE_PREFIXES); never a model
+    # in RETIRED_MODELS.
+    bedrock_model_id: str | None = DEFAULT_BEDROCK_MODEL_ID
     bedrock_attempts: int = 3
     # A Bedrock guardrail that screens chat replies: its id (or ARN) and version, both or neither.
     # Unset: replies are not screened by a guardrail.
@@ -335,8 +376,7 @@ def _validate(c: StageConfig) -> None:
         )
     if not isinstance(c.manager_skill, str) or not _SKILL.fullmatch(c.manager_skill):
         raise _fail(n, "manager_skill", "must be 1-64 letters, digits, '_' or '-'", c.manager_skill)
-    if c.bedrock_model_id is not None and not c.bedrock_model_id.strip():
-        raise _fail(n, "bedrock_model_id", "must be a model id or null (echo responder)", c.bedrock_model_id)
+    _validate_model(c)
     _validate_guardrail(c)
     bounds: dict[str, tuple[float, float]] = {
         "audit_retention_days": (1, 3650),
@@ -402,6 +442,31 @@ def _validate(c: StageConfig) -> None:
     if not isinstance(c.identity, IdentityConfig):
         raise _fail(n, "identity", "must be an object", c.identity)
     c.identity.validate(n)
+
+
+def _validate_model(c: StageConfig) -> None:
+    n, model_id = c.name, c.bedrock_model_id
+    if model_id is None:
+        return
+    if not isinstance(model_id, str) or not _MODEL_ID.fullmatch(model_id):
+        raise _fail(
+            n,
+            "bedrock_model_id",
+            "must be a Bedrock model id such as 'anthropic.claude-haiku-4-5-20251001-v1:0', the same behind a "
+            f"cross-region inference profile prefix ({', '.join(INFERENCE_PROFILE_PREFIXES)}), "
+            "or null (echo responder)",
+            model_id,
+        )
+    retired = RETIRED_MODELS.get(foundation_model_of(model_id))
+    if retired is not None:
+        raise _fail(
+            n,
+            "bedrock_model_id",
+            f"names {retired.name}, which reached its end of life on Amazon Bedrock on {retired.end_of_life}"
+            f"{' ' + retired.where if retired.where else ''}, so its calls fail; use a current model such as "
+            f"'{DEFAULT_BEDROCK_MODEL_ID}'",
+            model_id,
+        )
 
 
 def _validate_guardrail(c: StageConfig) -> None:

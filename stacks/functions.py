@@ -18,8 +18,9 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from constructs_lib import SharedFunction
+from constructs_lib.nag_findings import acknowledge_policy
 from lambdas.shared.settings import STAGE_VARIABLES
-from stacks.config import StageConfig
+from stacks.config import INFERENCE_PROFILE_PREFIXES, StageConfig, foundation_model_of
 
 #: Builds one function of a stack: ``(construct id, handler, environment, **options) -> Function``.
 FunctionFactory = Callable[..., lambda_.Function]
@@ -117,11 +118,6 @@ def stage_function(
     )
 
 
-#: Prefixes of cross-region inference profile ids (``us.anthropic...``); any other id names a
-#: foundation model in the stack's own region.
-INFERENCE_PROFILE_PREFIXES = ("us.", "eu.", "apac.", "us-gov.", "global.")
-
-
 def grant_invoke_model(
     grantee: iam.IGrantable, model_id: str, *, streaming: bool = False, guardrail_id: str | None = None
 ) -> iam.Grant:
@@ -137,8 +133,9 @@ def grant_invoke_model(
     """
     stack = Stack.of(grantee)  # type: ignore[arg-type]
     action = "bedrock:InvokeModelWithResponseStream" if streaming else "bedrock:InvokeModel"
-    if model_id.startswith(INFERENCE_PROFILE_PREFIXES):
-        base = model_id.split(".", 1)[1]
+    profile = model_id.startswith(INFERENCE_PROFILE_PREFIXES)
+    if profile:
+        base = foundation_model_of(model_id)
         resources = [
             stack.format_arn(service="bedrock", resource="inference-profile", resource_name=model_id),
             stack.format_arn(
@@ -150,6 +147,18 @@ def grant_invoke_model(
             stack.format_arn(service="bedrock", account="", resource="foundation-model", resource_name=model_id)
         ]
     grant = iam.Grant.add_to_principal(grantee=grantee, actions=[action], resource_arns=resources)
+    principal = grantee.grant_principal
+    if profile and isinstance(principal, iam.Role):
+        acknowledge_policy(
+            principal,
+            {
+                f"Resource::arn:<AWS::Partition>:bedrock:*::foundation-model/{base}": (
+                    "One foundation model in any region: the region a cross-region inference profile routes a "
+                    "call to is Bedrock's choice among the profile's regions, and Bedrock authorizes the model "
+                    "there; the profile, granted beside it, bounds where calls go."
+                )
+            },
+        )
     if guardrail_id is None:
         return grant
     guardrail_arn = (

@@ -9,7 +9,7 @@ from stacks.config import StageConfig, with_overrides
 
 #: The model the story's stage names: its functions really call Bedrock Converse, which the
 #: embedded stage answers at the client (``embedded.services.bedrock``; moto has no Converse).
-STORY_MODEL_ID = "anthropic.claude-3-haiku-20240307-v1:0"
+STORY_MODEL_ID = "global.anthropic.claude-haiku-4-5-20251001-v1:0"
 
 
 def story_config() -> StageConfig:

@@ -9,6 +9,7 @@ import pytest
 
 from embedded.synth import SynthesizedStage
 from lambdas.shared.tokens import ISSUER_VARIABLES
+from stacks.config import foundation_model_of
 
 Template = dict[str, Any]
 
@@ -273,7 +274,11 @@ def test_bedrock_is_scoped_to_the_configured_model(any_stage: SynthesizedStage) 
         if any(a.startswith("bedrock:") for a in actions(s))
     ]
     assert [actions(s) for s in bedrock] == [["bedrock:InvokeModelWithResponseStream"]]  # ConverseStream only
-    assert flatten(bedrock[0]["Resource"]) == f"arn:<AWS::Partition>:bedrock:<AWS::Region>::foundation-model/{model}"
+    # Both stages name a cross-region inference profile: the profile, and its model wherever it routes
+    assert [flatten(r) for r in bedrock[0]["Resource"]] == [
+        f"arn:<AWS::Partition>:bedrock:<AWS::Region>:<AWS::AccountId>:inference-profile/{model}",
+        f"arn:<AWS::Partition>:bedrock:*::foundation-model/{foundation_model_of(model)}",
+    ]
 
 
 def test_table_access_names_the_indexes_and_has_no_wildcards(any_stage: SynthesizedStage) -> None:

@@ -98,7 +98,12 @@ def test_a_guardrail_may_be_named_by_id_or_arn(stages: dict[str, Any]) -> None:
         ("cors_allowed_origins", "http://x", r"cors_allowed_origins must be a list of strings"),
         ("account", "123", r"account must be a 12-digit AWS account id"),
         ("audit_object_lock_mode", "strict", r"audit_object_lock_mode must be 'governance' or 'compliance'"),
-        ("bedrock_model_id", " ", r"bedrock_model_id must be a model id or null"),
+        ("bedrock_model_id", " ", r"bedrock_model_id must be a Bedrock model id such as"),
+        (
+            "bedrock_model_id",
+            "arn:aws:bedrock:eu-west-1::foundation-model/anthropic.claude-haiku-4-5-20251001-v1:0",
+            r"bedrock_model_id must be a Bedrock model id .* prefix \(us\., eu\., apac\., jp\., au\.",
+        ),
         ("bedrock_guardrail_id", "gr0abc123", r"bedrock_guardrail_id/_version must be given together"),
         ("bedrock_guardrail_version", "1", r"bedrock_guardrail_id/_version must be given together"),
         ("notice_sender", "notices", r"notice_sender must be an e-mail address"),
@@ -113,6 +118,47 @@ def test_fails_on_bad_value(stages: dict[str, Any], key: str, value: Any, messag
     bad = {**stages, "dev": {**stages["dev"], key: value}}
     with pytest.raises(ConfigError, match=rf"stage 'dev': {message}"):
         load_stage_config(bad, "dev")
+
+
+def test_both_stages_default_to_a_current_model_behind_the_global_inference_profile(stages: dict[str, Any]) -> None:
+    model = "global.anthropic.claude-haiku-4-5-20251001-v1:0"
+    assert StageConfig(name="test").bedrock_model_id == model
+    assert {load_stage_config(stages, name).bedrock_model_id for name in ("dev", "prod")} == {model}
+
+
+@pytest.mark.parametrize(
+    ("model_id", "message"),
+    [
+        (
+            "anthropic.claude-3-haiku-20240307-v1:0",
+            r"names Claude 3 Haiku, which reached its end of life on Amazon Bedrock on 2026-09-10 in most regions",
+        ),
+        ("us.anthropic.claude-3-haiku-20240307-v1:0", r"names Claude 3 Haiku, .* on 2026-09-10"),
+        ("eu.anthropic.claude-3-5-haiku-20241022-v1:0", r"names Claude 3.5 Haiku, .* on 2026-06-19, so its calls fail"),
+        ("anthropic.claude-3-7-sonnet-20250219-v1:0", r"names Claude 3.7 Sonnet, .* on 2026-04-28"),
+    ],
+)
+def test_fails_on_a_model_past_its_end_of_life_and_names_the_date_and_a_replacement(
+    stages: dict[str, Any], model_id: str, message: str
+) -> None:
+    bad = {**stages, "prod": {**stages["prod"], "bedrock_model_id": model_id}}
+    with pytest.raises(ConfigError, match=rf"stage 'prod': bedrock_model_id {message}") as raised:
+        load_stage_config(bad, "prod")
+    assert "use a current model such as 'global.anthropic.claude-haiku-4-5-20251001-v1:0'" in str(raised.value)
+    assert f"(given '{model_id}')" in str(raised.value)
+
+
+def test_a_model_may_be_named_by_id_or_behind_any_inference_profile_prefix(stages: dict[str, Any]) -> None:
+    for model_id in (
+        "anthropic.claude-haiku-4-5-20251001-v1:0",
+        "jp.anthropic.claude-haiku-4-5-20251001-v1:0",
+        "au.anthropic.claude-haiku-4-5-20251001-v1:0",
+        "us.anthropic.claude-sonnet-4-6",
+        "amazon.nova-lite-v1:0",
+    ):
+        assert load_stage_config({**stages, "dev": {**stages["dev"], "bedrock_model_id": model_id}}, "dev")
+    echo = load_stage_config({**stages, "dev": {**stages["dev"], "bedrock_model_id": None}}, "dev")
+    assert echo.bedrock_model_id is None
 
 
 def test_fails_on_wildcard_cors_in_production(stages: dict[str, Any]) -> None:

@@ -24,6 +24,7 @@ from embedded.synth import SynthesizedStage
 from lambdas.events import routing
 from lambdas.events.delivery import Backoff, Entry, TopicWriter
 from lambdas.shared.records import Handoff, HandoffStatus
+from stacks.config import foundation_model_of
 from stacks.events_stack import ROUTED_SORT_KEYS
 
 
@@ -100,6 +101,8 @@ def test_router_reaches_every_target_through_grants(dev: SynthesizedStage) -> No
 def test_summary_generator_may_invoke_only_the_configured_model(dev: SynthesizedStage) -> None:
     model = dev.stage.config.bedrock_model_id
     assert model is not None
+    partition = {"Ref": "AWS::Partition"}
+    any_region = f":bedrock:*::foundation-model/{foundation_model_of(model)}"
     dev.template("Events").has_resource_properties(
         "AWS::IAM::Policy",
         {
@@ -109,18 +112,30 @@ def test_summary_generator_may_invoke_only_the_configured_model(dev: Synthesized
                         {
                             "Action": "bedrock:InvokeModel",
                             "Effect": "Allow",
-                            "Resource": {
-                                "Fn::Join": [
-                                    "",
-                                    [
-                                        "arn:",
-                                        {"Ref": "AWS::Partition"},
-                                        ":bedrock:",
-                                        {"Ref": "AWS::Region"},
-                                        f"::foundation-model/{model}",
-                                    ],
-                                ]
-                            },
+                            # dev names a cross-region inference profile: the profile, and its model
+                            # in every region the profile may route to
+                            "Resource": [
+                                {
+                                    "Fn::Join": [
+                                        "",
+                                        [
+                                            "arn:",
+                                            partition,
+                                            ":bedrock:",
+                                            {"Ref": "AWS::Region"},
+                                            ":",
+                                            {"Ref": "AWS::AccountId"},
+                                            f":inference-profile/{model}",
+                                        ],
+                                    ]
+                                },
+                                {
+                                    "Fn::Join": [
+                                        "",
+                                        ["arn:", partition, any_region],
+                                    ]
+                                },
+                            ],
                         }
                     ]
                 )

@@ -176,7 +176,7 @@ def test_a_foundation_model_id_grants_that_model_in_the_stacks_region() -> None:
     ]
 
 
-@pytest.mark.parametrize("prefix", ["us.", "eu.", "apac.", "global."])
+@pytest.mark.parametrize("prefix", ["us.", "eu.", "apac.", "jp.", "au.", "global."])
 def test_an_inference_profile_id_grants_the_profile_and_its_model_in_every_region(prefix: str) -> None:
     actions, resources = _granted(f"{prefix}anthropic.claude-3-haiku-20240307-v1:0")
     assert actions == ["bedrock:InvokeModel"]

@@ -45,6 +45,8 @@ GIB = 1024**3
         ("xray.traces", 5.00 / 1e6),
         ("bedrock.claude3_haiku_input_tokens", 0.00025 / 1000),
         ("bedrock.claude3_haiku_output_tokens", 0.00125 / 1000),
+        ("bedrock.claude_haiku_4_5_input_tokens", 0.001 / 1000),
+        ("bedrock.claude_haiku_4_5_output_tokens", 0.005 / 1000),
     ],
 )
 def test_each_price_is_usd_per_one_unit(name: str, usd_per_unit: float) -> None:
