@@ -52,7 +52,9 @@ class IdentitySteps(StoryParts):
         """A user of a second pool in the same account (moto signs every pool with one key)."""
         cognito = self.directory.client
         pool = cognito.create_user_pool(PoolName="another-app", UsernameAttributes=["email"])["UserPool"]["Id"]
-        client = cognito.create_user_pool_client(UserPoolId=pool, ClientName="web")["UserPoolClient"]["ClientId"]
+        flows = ["ALLOW_USER_PASSWORD_AUTH", "ALLOW_REFRESH_TOKEN_AUTH"]  # Cognito's defaults allow SRP only
+        created = cognito.create_user_pool_client(UserPoolId=pool, ClientName="web", ExplicitAuthFlows=flows)
+        client = created["UserPoolClient"]["ClientId"]
         other = Directory(cognito, pool, client, self.stage.clock)
         other.ensure_user("alice@example.com", role=None)
         return other.sign_in("alice@example.com").id_token
