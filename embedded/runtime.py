@@ -60,6 +60,8 @@ from lambdas.shared import env as lambda_env
 _LOCK = threading.RLock()
 #: The Handler string of the in-process invocation running in this context (None: the harness).
 CURRENT_HANDLER: contextvars.ContextVar[str | None] = contextvars.ContextVar("current_handler", default=None)
+#: Called with each function before its handler runs (the stage's checks of what Lambda does for it).
+BEFORE_INVOKE: list[Callable[[LambdaFunction], None]] = []
 #: Code assets other than ``lambdas``: the asset's top-level package -> where it is importable here.
 _ASSET_PACKAGES = {"gate_runtime": GATE_RUNTIME_PACKAGE}
 
@@ -172,6 +174,8 @@ def in_process() -> Iterator[Invocations]:
         handler = str(function.handler)
         call = Invocation(function.function_name, handler, payload)
         record.calls.append(call)
+        for check in list(BEFORE_INVOKE):
+            check(function)
         with _LOCK, function_environment(function.environment_vars or {}):
             running, started = CURRENT_HANDLER.set(handler), time.perf_counter()
             role = CALLER.set(Caller(str(function.role), f"function {function.function_name}"))

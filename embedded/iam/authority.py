@@ -99,6 +99,7 @@ class Authority(Resolver):
     secrets: dict[str, str] = field(default_factory=dict)  # secret name or ARN -> ARN
     email_identities: set[str] = field(default_factory=set)
     function_roles: dict[str, str] = field(default_factory=dict)  # function name -> role ARN
+    function_logs: dict[str, str] = field(default_factory=dict)  # function name -> its log group's name
 
     # ------------------------------------------------------------------ building
 
@@ -406,6 +407,7 @@ def _email_identity(
 
 def _function(a: Authority, source: str, ref: str, attributes: Mapping[str, Any], props: Mapping[str, Any]) -> None:
     a.function_roles[ref] = str(props["Role"])
+    a.function_logs[ref] = str((props.get("LoggingConfig") or {}).get("LogGroup") or f"/aws/lambda/{ref}")
 
 
 _READERS: Final[dict[str, Reader]] = {

@@ -32,6 +32,7 @@ import botocore.client
 from botocore.exceptions import ClientError
 from moto.core.botocore_stubber import BotocoreStubber
 
+from embedded import runtime
 from embedded.iam import caller as callers
 from embedded.iam.access import Access, Call, accesses, kms_accesses
 from embedded.iam.authority import Authority
@@ -102,6 +103,23 @@ class Guard:
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
+        self._logging: set[str] = set()
+
+    def function_logs(self, function_name: str) -> Refusal | None:
+        """Whether Lambda may write the function's logs with its role (decided once per function).
+
+        Lambda sends a function's logs with the execution role: without ``logs:CreateLogStream``
+        and ``logs:PutLogEvents`` on its log group the invocation still runs, and every line it
+        logs is lost. The refusal is reported as any other.
+        """
+        with self._lock:
+            if function_name in self._logging or function_name not in self.authority.function_roles:
+                return None
+            self._logging.add(function_name)
+        group = self.authority.function_logs[function_name]
+        stream = f"arn:aws:logs:{self.authority.region}:{self.authority.account}:log-group:{group}:log-stream:embedded"
+        wanted = [Access(action, stream) for action in ("logs:CreateLogStream", "logs:PutLogEvents")]
+        return self.as_role(self.authority.function_roles[function_name], wanted, f"Lambda logs of {function_name}")
 
     # ------------------------------------------------------------------ decisions
 
@@ -243,11 +261,18 @@ class Guard:
             finally:
                 callers.CALLER.reset(token)
 
-        with (
-            mock.patch.object(botocore.client.BaseClient, "_make_api_call", checked),
-            mock.patch.object(BotocoreStubber, "__call__", serve),
-        ):
-            yield self
+        def logs(function: Any) -> None:
+            guard.function_logs(str(function.function_name))
+
+        runtime.BEFORE_INVOKE.append(logs)
+        try:
+            with (
+                mock.patch.object(botocore.client.BaseClient, "_make_api_call", checked),
+                mock.patch.object(BotocoreStubber, "__call__", serve),
+            ):
+                yield self
+        finally:
+            runtime.BEFORE_INVOKE.remove(logs)
 
 
 #: The KMS actions a service principal performs on a target's key to deliver to it.

@@ -61,7 +61,15 @@ def _resources(*, identity: list[dict[str, Any]], key_statements: list[dict[str,
 
 QUEUE = {"Fn::GetAtt": ["Queue", "Arn"]}
 KEY = {"Fn::GetAtt": ["Key", "Arn"]}
-MAY_SEND = [_statement(["sqs:SendMessage"], QUEUE), _statement(["kms:GenerateDataKey", "kms:Decrypt"], KEY)]
+#: Lambda writes the function's logs with its role
+MAY_LOG = _statement(
+    ["logs:CreateLogStream", "logs:PutLogEvents"], {"Fn::Sub": "arn:aws:logs:*:*:log-group:/aws/lambda/*"}
+)
+MAY_SEND = [
+    _statement(["sqs:SendMessage"], QUEUE),
+    _statement(["kms:GenerateDataKey", "kms:Decrypt"], KEY),
+    MAY_LOG,
+]
 
 
 def _send(stage: EmbeddedStage) -> dict[str, Any]:
@@ -84,7 +92,7 @@ def test_a_function_whose_role_may_send_and_use_the_key_sends() -> None:
 
 
 def test_without_the_send_grant_the_function_gets_sqs_access_denied_naming_principal_action_and_queue() -> None:
-    identity = [_statement(["kms:GenerateDataKey", "kms:Decrypt"], KEY)]
+    identity = [_statement(["kms:GenerateDataKey", "kms:Decrypt"], KEY), MAY_LOG]
     with embedded_stage([t.stack("T-Iam", "Events", _resources(identity=identity))]) as stage:
         result = _send(stage)
         queue_arn = stage.only("AWS::SQS::Queue").attributes["Arn"]
@@ -97,8 +105,18 @@ def test_without_the_send_grant_the_function_gets_sqs_access_denied_naming_princ
         assert [r.action for r in stage.refusals] == ["sqs:SendMessage"]
 
 
+def test_a_role_that_may_not_write_its_logs_runs_but_every_line_is_lost_and_reported() -> None:
+    identity = MAY_SEND[:2]
+    with embedded_stage([t.stack("T-Iam", "Events", _resources(identity=identity))]) as stage:
+        assert _send(stage) == {"sent": True}
+        _send(stage)  # decided once per function
+        assert [(r.action, r.made_by.split(" of ")[0]) for r in stage.refusals] == [
+            ("logs:CreateLogStream", "Lambda logs")
+        ]
+
+
 def test_without_the_key_grant_sqs_answers_kms_access_denied() -> None:
-    identity = [_statement(["sqs:SendMessage"], QUEUE)]
+    identity = [_statement(["sqs:SendMessage"], QUEUE), MAY_LOG]
     with embedded_stage([t.stack("T-Iam", "Events", _resources(identity=identity))]) as stage:
         result = _send(stage)
         assert result["code"] == "KMS.AccessDeniedException"
