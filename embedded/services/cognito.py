@@ -204,4 +204,3 @@ def auth_flows_enforced() -> Iterator[None]:
         mock.patch.object(CognitoIdpBackend, "admin_initiate_auth", admin_initiate_auth),
     ):
         yield
-
