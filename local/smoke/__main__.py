@@ -18,7 +18,7 @@ import argparse
 import asyncio
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -88,7 +88,7 @@ def arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def plan(args: argparse.Namespace, environ: dict[str, str] | os._Environ[str] = os.environ) -> Plan:
+def plan(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> Plan:
     """The target, the users and the sign-in the arguments ask for; UsageError or TargetError says what is wrong."""
     existing = None
     if args.read_only:
