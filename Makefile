@@ -24,7 +24,7 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 export AWS_EC2_METADATA_DISABLED := true
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help install synth synth-all test lint typecheck unit browser cfn-lint checkov bench demo load local mint-token preflight deploy diff destroy redrive openapi clean
+.PHONY: help install synth synth-all test lint typecheck unit browser cfn-lint checkov bench demo load local mint-token preflight deploy diff destroy smoke redrive openapi clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -127,6 +127,13 @@ preflight: install ## What a deploy of STAGE needs from its account (model, quot
 
 deploy: install ## Deploy a stage to AWS (STAGE=dev) after the preflight [SKIP_PREFLIGHT=1]; outputs in .deploy/; see docs/deploy.md
 	$(PY) -m tools.deploy deploy --stage $(STAGE) $(if $(filter-out 0,$(SKIP_PREFLIGHT)),--skip-preflight)
+
+# The customer's path over the wire against a deployed stage's outputs (.deploy/outputs-$(STAGE).json), or
+# make local with LOCAL=1 (or LOCAL=<its origin>); what it creates is removed even when a step fails.
+smoke: install ## The story over the wire against STAGE, removing what it creates: make smoke STAGE=dev [DRY_RUN=1 READ_ONLY=1 OUTPUTS=file LOCAL=1]; see docs/deploy.md
+	$(PY) -m local.smoke $(if $(LOCAL),--local $(if $(filter-out 1,$(LOCAL)),"$(LOCAL)"),--stage $(STAGE)) \
+		$(if $(OUTPUTS),--outputs "$(OUTPUTS)") $(if $(filter-out 0,$(DRY_RUN)),--dry-run) \
+		$(if $(filter-out 0,$(READ_ONLY)),--read-only)
 
 diff: install ## What a deploy of STAGE would change in its AWS account
 	$(PY) -m tools.deploy diff --stage $(STAGE)
