@@ -6,10 +6,11 @@ import dataclasses
 from typing import Any
 
 import pytest
+from aws_cdk import App
 
 from embedded.synth import cdk_context
 from stacks.config import ConfigError, StageConfig, load_stage_config
-from stacks.pipeline import load_pipeline_config
+from stacks.pipeline import DeliveryStage, PipelineConfig, load_pipeline_config
 
 
 @pytest.fixture(scope="module")
@@ -91,3 +92,8 @@ def test_fails_on_unknown_and_missing_keys(raw: dict[str, Any], stages: dict[str
     with pytest.raises(ConfigError, match=r"context 'pipeline' must be an object"):
         load_pipeline_config(None, stages)
 
+
+def test_fails_when_the_promoted_stages_are_not_selected(raw: dict[str, Any], stages: dict[str, StageConfig]) -> None:
+    config: PipelineConfig = load_pipeline_config(raw, stages)
+    with pytest.raises(ConfigError, match=r"the pipeline deploys dev and prod: select both \(-c stage=dev,prod"):
+        DeliveryStage(App(), config, stages=[])
