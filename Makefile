@@ -116,7 +116,7 @@ checkov: synth-all $(CHECKOV_VENV)/.installed ## checkov over every template of 
 	@# One offline checkov process per stage on the two cores (tools/checkov_gate.py says how).
 	$(PY) -m tools.checkov_gate cdk.out.all --checkov $(CHECKOV_VENV)/bin/checkov --skips checkov-skips.yaml
 
-test: install ## Every check: lint, types, tests, cdk-nag, cfn-lint and checkov over both stages
+test: install ## Every check: lint, types, tests, cdk-nag, cfn-lint and checkov over dev, prod and the delivery stage
 	$(MAKE) --no-print-directory lint typecheck unit cfn-lint checkov
 
 bench: install ## Benchmarks; writes docs/performance.md
