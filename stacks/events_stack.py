@@ -25,8 +25,7 @@ from constructs_lib import (
     StreamConsumer,
 )
 from constructs_lib.nag_findings import acknowledge_policy, resource_finding
-from lambdas.events import messages
-from lambdas.shared import keys
+from contracts import keys, messages
 from stacks.config import StageConfig
 from stacks.functions import grant_invoke_model, log_retention, stage_function
 from stacks.mail import NoticeMail

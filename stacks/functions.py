@@ -18,7 +18,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from constructs_lib import SharedFunction
-from lambdas.shared.settings import STAGE_VARIABLES
+from contracts.environment import STAGE_VARIABLES
 from stacks.config import StageConfig
 
 #: Builds one function of a stack: ``(construct id, handler, environment, **options) -> Function``.
@@ -26,6 +26,8 @@ FunctionFactory = Callable[..., lambda_.Function]
 
 #: The one directory every function's code asset is packaged from.
 LAMBDAS_DIR = Path(__file__).resolve().parent.parent / "lambdas"
+#: What the handlers share with the stacks: shipped beside ``lambdas`` in the same asset.
+CONTRACTS_DIR = Path(__file__).resolve().parent.parent / "contracts"
 
 _RETENTION = {
     1: logs.RetentionDays.ONE_DAY, 3: logs.RetentionDays.THREE_DAYS, 5: logs.RetentionDays.FIVE_DAYS,
@@ -47,7 +49,7 @@ def log_retention(days: int) -> logs.RetentionDays:
 
 
 def stage_environment(config: StageConfig) -> dict[str, str]:
-    """Every stage variable of ``lambdas.shared.settings.STAGE_VARIABLES``, from ``config``.
+    """Every stage variable of ``contracts.environment.STAGE_VARIABLES``, from ``config``.
 
     ``BEDROCK_MODEL_ID`` is left out when the stage has no model (the echo responder answers),
     ``BEDROCK_GUARDRAIL_ID`` and ``_VERSION`` when it names no guardrail.
@@ -111,6 +113,7 @@ def stage_function(
         scope,
         construct_id,
         code_root=LAMBDAS_DIR,
+        with_packages=(CONTRACTS_DIR,),
         handler=handler,
         environment={**environment, **stage_environment(config)},
         **settings,

@@ -22,7 +22,7 @@ from constructs_lib import EncryptionKey, FanoutTopic, SecureQueue, ServiceAlarm
 from constructs_lib.approval_gate import HumanApprovalGate
 from constructs_lib.nag_findings import acknowledge_policy, resource_finding
 from constructs_lib.workflow_defaults import WorkflowOptions
-from lambdas.shared import keys, schema
+from contracts import keys, schema
 from stacks.config import StageConfig
 from stacks.events_stack import EventsStack, status_changed_pattern
 from stacks.functions import log_retention, stage_function

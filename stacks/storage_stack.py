@@ -18,7 +18,7 @@ from constructs_lib import (
     ServiceAlarms,
     SingleTable,
 )
-from lambdas.shared import schema
+from contracts import schema
 from stacks.config import StageConfig
 from stacks.identity import build_user_pool
 from stacks.operations import watch_stack

@@ -23,8 +23,8 @@ from constructs_lib.rest_api import HardenedRestApi
 from constructs_lib.sfn_start_integration import InputField, StepFunctionsStartExecution
 from constructs_lib.token_authorizer import JwtTokenAuthorizer
 from constructs_lib.web_acl import RegionalWebAcl
-from lambdas.api import access
-from lambdas.api.validation import BODY_MODELS, gateway_schema
+from contracts import access
+from contracts.requests import BODY_MODELS, gateway_schema
 from stacks.config import StageConfig
 from stacks.functions import FunctionFactory, log_retention
 from stacks.identity import token_environment
@@ -78,7 +78,7 @@ class _Routes:
         path = resource.path
         route = access.route(method, path)  # every method must be in the access table
         if route.public != public:
-            raise ValueError(f"{method} {path}: public={public} contradicts lambdas.api.access.ROUTES")
+            raise ValueError(f"{method} {path}: public={public} contradicts contracts.access.ROUTES")
         return resource.add_method(
             method,
             integration,
@@ -325,7 +325,7 @@ def _review_routes(routes: _Routes, orchestration: OrchestrationStack) -> None:
     approval gate's own routes; the signed link is the credential."""
     route = access.route("GET", "/reviews/{id}/approve")
     if not route.public:
-        raise ValueError("GET /reviews/{id}/approve must be public in lambdas.api.access.ROUTES")
+        raise ValueError("GET /reviews/{id}/approve must be public in contracts.access.ROUTES")
     review_methods = orchestration.approval_gate.add_review_routes(
         routes.root,
         method_options=apigw.MethodOptions(

@@ -18,7 +18,7 @@ from aws_cdk import aws_logs as logs
 
 from constructs_lib import SecureWebSocketApi
 from constructs_lib.workflow_defaults import WorkflowOptions
-from lambdas.ws.frames import SEND_MESSAGE
+from contracts.chat import SEND_MESSAGE
 from stacks.config import StageConfig
 from stacks.events_stack import EventsStack
 from stacks.functions import FunctionFactory, grant_invoke_model, log_retention

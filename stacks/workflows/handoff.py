@@ -75,12 +75,9 @@ from constructs_lib.nag_findings import acknowledge_policy
 from constructs_lib.secure_queue import SecureQueue
 from constructs_lib.validation import PropErrors
 from constructs_lib.workflow_defaults import RetryPolicy, WorkflowOptions, WorkflowStateMachine
-from lambdas.events import messages
+from contracts import messages
+from contracts.workflows import CONDITIONAL_CHECK_FAILED, NO_MANAGER_TOOK_OVER, REASSIGNMENT_LIMIT_REACHED
 
-#: Error names the Lambdas raise on purpose (their exception class names).
-CONDITIONAL_CHECK_FAILED = "ConditionalCheckFailed"
-NO_MANAGER_TOOK_OVER = "NoManagerTookOver"
-REASSIGNMENT_LIMIT_REACHED = "ReassignmentLimitReached"
 _TIMEOUTS = ["States.Timeout", "States.HeartbeatTimeout"]
 
 

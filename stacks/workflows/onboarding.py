@@ -15,9 +15,7 @@ from constructs import Construct
 
 from constructs_lib.validation import PropErrors
 from constructs_lib.workflow_defaults import RetryPolicy, WorkflowOptions, WorkflowStateMachine
-
-#: Raised by the deliver function while the connection cannot take frames yet.
-CONNECTION_NOT_READY = "ConnectionNotReady"
+from contracts.workflows import CONNECTION_NOT_READY
 
 
 class OnboardingWorkflow(Construct):
