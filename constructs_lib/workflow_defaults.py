@@ -16,10 +16,11 @@ builds every Task through its :class:`RetryPolicy` and its state machine through
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
-from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Validations
+from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Token, Validations
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -92,6 +93,36 @@ class RetryPolicy:
             jitter_strategy=sfn.JitterType.FULL,
         )
         return task
+
+
+def callback_input(fields: Mapping[str, Any]) -> sfn.TaskInput:
+    """The input of a ``.waitForTaskToken`` task: ``fields``, in order, with JSONPath strings read from the state.
+
+    Example::
+
+        tasks.LambdaInvoke(self, "Wait", lambda_function=fn,
+                           integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
+                           payload=callback_input({"order_id": "$.order_id", "token": sfn.JsonPath.task_token}))
+
+    A value that is a plain string starting with ``$`` (``"$.order_id"``, ``"$$.Execution.Id"``,
+    ``"$"``) becomes a ``"<field>.$"`` entry, exactly what ``JsonPath.string_at`` renders; a
+    literal string cannot start with ``$`` here (give it as ``JsonPath.string_at`` of a state
+    field instead). Every other value, the task token among them, passes as given.
+
+    Why not ``JsonPath`` tokens: CDK checks that a callback task's input holds the task token by
+    parsing every JSONPath token of the input with a parser that refuses ``_`` in a path (and a
+    number inside an intrinsic function); the error it raises and catches on the way is written
+    to ``CDK_ERROR_FILE`` (the CLI's ``error.txt``) on every synthesis. A ``"<field>.$"`` entry is
+    not a token, so the check reads only the token, and the rendered input is the same.
+    """
+    return sfn.TaskInput.from_object(
+        {(f"{name}.$" if _is_path(value) else name): value for name, value in fields.items()}
+    )
+
+
+def _is_path(value: Any) -> bool:
+    """A plain JSONPath string (a token, which is a string too, is not one)."""
+    return isinstance(value, str) and not Token.is_unresolved(value) and value.startswith("$")
 
 
 @dataclass(frozen=True)

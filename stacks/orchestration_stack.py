@@ -315,7 +315,7 @@ class OrchestrationStack(Stack):
             # this stack, which on the Storage key would make Storage depend on Orchestration.
             review_ttl_days=config.review_ttl_days,
             subject="MangaAssist data export: approval needed",
-            requested_by=sfn.JsonPath.string_at("$.requested_by"),
+            requested_by="$.requested_by",
             details="$.reason",
             log_retention=retention,
             log_encryption_key=key,

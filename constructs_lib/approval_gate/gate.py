@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import jsii
-from aws_cdk import Acknowledgment, Duration, IResolvable, RemovalPolicy, Stack, Token, Validations
+from aws_cdk import Acknowledgment, Duration, IResolvable, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
@@ -27,6 +27,7 @@ from constructs_lib.encryption_key import EncryptionKey
 from constructs_lib.nag_findings import acknowledge_policy, resource_finding
 from constructs_lib.shared_function import SharedFunction
 from constructs_lib.validation import PropErrors
+from constructs_lib.workflow_defaults import callback_input
 
 #: Error the review Lambda fails the task with when the reviewer rejects.
 REJECTED_ERROR = "ReviewRejected"
@@ -47,13 +48,6 @@ _TRANSIENT_ERRORS = [
     "Lambda.TooManyRequestsException",
     "ClientError",
 ]
-
-
-def _path_or_value(value: str | IResolvable) -> str | IResolvable:
-    """A plain ``$.x`` / ``$$.x`` string as a JSONPath (``TaskInput.from_object`` would send it literally)."""
-    if isinstance(value, str) and not Token.is_unresolved(value) and value.startswith("$"):
-        return sfn.JsonPath.object_at(value)
-    return value
 
 
 @jsii.implements(IValidation)
@@ -135,10 +129,11 @@ class HumanApprovalGate(sfn.StateMachineFragment):
         review_ttl_days: days until DynamoDB's TTL removes the record (1..365, at least the
             timeout). Defaults to 7.
         subject: e-mail subject, at most 100 characters. Defaults to "Approval needed".
-        requested_by: JSONPath (``"$.requested_by"`` or ``sfn.JsonPath.string_at(...)``) or a
-            literal naming who asked. Defaults to the execution's ARN.
-        details: JSONPath (``"$.reason"`` or ``sfn.JsonPath.object_at(...)``) of a value shown to
-            the reviewer in the e-mail (keep it free of personal data: e-mail is not a private
+        requested_by: JSONPath naming who asked (``"$.requested_by"``; a plain path string keeps
+            CDK's task-token check from parsing it, see :func:`~constructs_lib.workflow_defaults.callback_input`; a
+            ``sfn.JsonPath`` token works too), or a literal. Defaults to the execution's ARN.
+        details: JSONPath (``"$.reason"``, or a ``sfn.JsonPath`` token) of a value shown to the
+            reviewer in the e-mail (keep it free of personal data: e-mail is not a private
             channel). Defaults to nothing from the state.
         outcome_path: where the rejection path finds ``outcome``/``reason``. Defaults to ``$.approval``.
         log_retention: retention of the functions' logs. Defaults to one week.
@@ -324,15 +319,16 @@ class HumanApprovalGate(sfn.StateMachineFragment):
     ) -> None:
         """The RequestReview task and the three states that lead to the rejection path."""
         fn = self.request_function.function
+        # Plain "$..." strings are read from the state (callback_input); tokens pass as given.
         payload: dict[str, Any] = {
             "task_token": sfn.JsonPath.task_token,
-            "state": sfn.JsonPath.object_at("$"),
-            "requested_by": _path_or_value(requested_by) if requested_by else sfn.JsonPath.string_at("$$.Execution.Id"),
-            "entered_time": sfn.JsonPath.string_at("$$.State.EnteredTime"),
-            "execution_id": sfn.JsonPath.string_at("$$.Execution.Id"),
+            "state": "$",
+            "requested_by": requested_by or "$$.Execution.Id",
+            "entered_time": "$$.State.EnteredTime",
+            "execution_id": "$$.Execution.Id",
         }
         if details is not None:
-            payload["details"] = _path_or_value(details)
+            payload["details"] = details
         self.request_review: tasks.LambdaInvoke = tasks.LambdaInvoke(
             self,
             "RequestReview",
@@ -340,7 +336,7 @@ class HumanApprovalGate(sfn.StateMachineFragment):
             comment="Checkpoint the state, e-mail signed approve/reject links, wait for the decision",
             lambda_function=fn,
             integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
-            payload=sfn.TaskInput.from_object(payload),
+            payload=callback_input(payload),
             task_timeout=sfn.Timeout.duration(wait),
             retry_on_service_exceptions=False,
         )

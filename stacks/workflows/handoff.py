@@ -74,11 +74,20 @@ from constructs import Construct
 from constructs_lib.nag_findings import acknowledge_policy
 from constructs_lib.secure_queue import SecureQueue
 from constructs_lib.validation import PropErrors
-from constructs_lib.workflow_defaults import RetryPolicy, WorkflowOptions, WorkflowStateMachine
+from constructs_lib.workflow_defaults import RetryPolicy, WorkflowOptions, WorkflowStateMachine, callback_input
 from contracts import messages
 from contracts.workflows import CONDITIONAL_CHECK_FAILED, NO_MANAGER_TOOK_OVER, REASSIGNMENT_LIMIT_REACHED
 
 _TIMEOUTS = ["States.Timeout", "States.HeartbeatTimeout"]
+#: What every step gets about the handoff: where each field is read from (the handoff id is the
+#: execution name).
+_REQUEST = {
+    "session_id": "$.session_id",
+    "handoff_id": "$$.Execution.Name",
+    "reason": "$.reason",
+    "priority": "$.priority",
+}
+_AGENT_ID = "$.agent.agent_id"
 
 
 @dataclass(frozen=True)
@@ -235,13 +244,8 @@ class HandoffWorkflow(Construct):
             self.assignment_queue = queue.queue
             self.dead_letter_queue = queue.dead_letter_queue
 
-        self._request = {
-            "session_id": sfn.JsonPath.string_at("$.session_id"),
-            "handoff_id": sfn.JsonPath.string_at("$$.Execution.Name"),
-            "reason": sfn.JsonPath.string_at("$.reason"),
-            "priority": sfn.JsonPath.string_at("$.priority"),
-        }
-        self._agent_id = sfn.JsonPath.string_at("$.agent.agent_id")
+        self._request = {name: sfn.JsonPath.string_at(path) for name, path in _REQUEST.items()}
+        self._agent_id = sfn.JsonPath.string_at(_AGENT_ID)
         failed = self._failure_path()
         check_agent = self._find_agent(failed, agent_wait, manager_wait)
         hand_over = self._hand_over(failed, check_agent, idle_timeout)
@@ -381,12 +385,8 @@ class HandoffWorkflow(Construct):
             "WaitForAgent",
             queue=self.assignment_queue,
             integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
-            message_body=sfn.TaskInput.from_object(
-                {
-                    **self._request,
-                    "execution_arn": sfn.JsonPath.string_at("$$.Execution.Id"),
-                    "task_token": sfn.JsonPath.task_token,
-                }
+            message_body=callback_input(
+                {**_REQUEST, "execution_arn": "$$.Execution.Id", "task_token": sfn.JsonPath.task_token}
             ),
             task_timeout=sfn.Timeout.duration(agent_wait),
             result_path="$.agent",
@@ -408,9 +408,7 @@ class HandoffWorkflow(Construct):
             "WaitForManager",
             lambda_function=self._functions.await_reply,
             integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
-            payload=sfn.TaskInput.from_object(
-                {**self._request, "waiting_for": "agent", "task_token": sfn.JsonPath.task_token}
-            ),
+            payload=callback_input({**_REQUEST, "waiting_for": "agent", "task_token": sfn.JsonPath.task_token}),
             retry_on_service_exceptions=False,
             task_timeout=sfn.Timeout.duration(manager_wait),
             result_path="$.agent",
@@ -542,9 +540,7 @@ class HandoffWorkflow(Construct):
             "MonitorHandoff",
             lambda_function=self._functions.await_reply,
             integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
-            payload=sfn.TaskInput.from_object(
-                {**self._request, "agent_id": self._agent_id, "task_token": sfn.JsonPath.task_token}
-            ),
+            payload=callback_input({**_REQUEST, "agent_id": _AGENT_ID, "task_token": sfn.JsonPath.task_token}),
             retry_on_service_exceptions=False,
             task_timeout=sfn.Timeout.duration(idle_timeout),
             result_path="$.first_reply",
