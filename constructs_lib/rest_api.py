@@ -76,24 +76,35 @@ _SCHEMA_KEYWORDS = {
 def json_schema(schema: Mapping[str, Any]) -> apigw.JsonSchema:
     """A draft-4 JSON Schema dict as CDK's ``JsonSchema`` (the keywords API Gateway models use).
 
-    Fails on a keyword it does not translate, so a rule is never dropped silently.
+    Fails (ValueError) on a keyword it does not translate, so a rule is never dropped silently;
+    :meth:`HardenedRestApi.add_model` reports the same problems as prop errors instead.
     """
+    problems: list[str] = []
+    translated = _translate(schema, problems)
+    if problems:
+        raise ValueError(problems[0])
+    return translated
+
+
+def _translate(schema: Mapping[str, Any], problems: list[str]) -> apigw.JsonSchema:
+    """``schema`` as CDK's ``JsonSchema``; what cannot be translated is left out and named in ``problems``."""
     kwargs: dict[str, Any] = {}
     for key, value in schema.items():
         if key == "$schema":
             kwargs["schema"] = apigw.JsonSchemaVersion.DRAFT4
         elif key == "type":
-            if value not in _SCHEMA_TYPES:
-                raise ValueError(f"json_schema: unsupported type {value!r}; use one of {sorted(_SCHEMA_TYPES)}")
-            kwargs["type"] = _SCHEMA_TYPES[value]
+            if value in _SCHEMA_TYPES:
+                kwargs["type"] = _SCHEMA_TYPES[value]
+            else:
+                problems.append(f"json_schema: unsupported type {value!r}; use one of {sorted(_SCHEMA_TYPES)}")
         elif key == "properties":
-            kwargs["properties"] = {name: json_schema(sub) for name, sub in value.items()}
+            kwargs["properties"] = {name: _translate(sub, problems) for name, sub in value.items()}
         elif key == "items":
-            kwargs["items"] = json_schema(value)
+            kwargs["items"] = _translate(value, problems)
         elif key in _SCHEMA_KEYWORDS:
             kwargs[_SCHEMA_KEYWORDS[key]] = list(value) if isinstance(value, (list, tuple)) else value
         else:
-            raise ValueError(f"json_schema: keyword {key!r} is not supported; remove it or extend json_schema")
+            problems.append(f"json_schema: keyword {key!r} is not supported; remove it or extend json_schema")
     return apigw.JsonSchema(**kwargs)
 
 
@@ -143,7 +154,7 @@ class HardenedRestApi(Construct):
         description: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
-        errors = PropErrors(self)
+        errors = self._errors = PropErrors(self)
         origins = list(cors_allowed_origins)
         if not errors.check(bool(origins), "cors_allowed_origins must list at least one origin (given [])"):
             origins = ["*"]  # builds; synthesis fails with the message above
@@ -259,10 +270,14 @@ class HardenedRestApi(Construct):
 
     def add_model(self, model_id: str, schema: Mapping[str, Any]) -> apigw.Model:
         """A request model (application/json) from a draft-4 JSON Schema dict."""
+        problems: list[str] = []
+        translated = _translate(schema, problems)
+        for problem in problems:
+            self._errors.check(False, f"model {model_id}: {problem}")
         return self.api.add_model(
             model_id,
             content_type="application/json",
-            schema=json_schema(schema),
+            schema=translated,
             description=cast(str | None, schema.get("title")),
         )
 

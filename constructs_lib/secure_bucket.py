@@ -11,6 +11,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from constructs_lib.nag_findings import acknowledge_grant, kms_grant_findings, resource_finding
 from constructs_lib.validation import PropErrors, is_unresolved
 
 ObjectLockMode = Literal["governance", "compliance"]
@@ -175,15 +176,49 @@ class SecureBucket(Construct):
 
     def grant_read(self, grantee: iam.IGrantable, objects_key_pattern: str = "*") -> iam.Grant:
         """Read objects (and decrypt them)."""
-        return self.bucket.grant_read(grantee, objects_key_pattern)
+        grant = self.bucket.grant_read(grantee, objects_key_pattern)
+        self._acknowledge(grantee, objects_key_pattern, read=True)
+        return grant
 
     def grant_put(self, grantee: iam.IGrantable, objects_key_pattern: str = "*") -> iam.Grant:
         """Write objects (and encrypt them)."""
-        return self.bucket.grant_put(grantee, objects_key_pattern)
+        grant = self.bucket.grant_put(grantee, objects_key_pattern)
+        self._acknowledge(grantee, objects_key_pattern, write=True)
+        return grant
 
     def grant_read_write(self, grantee: iam.IGrantable, objects_key_pattern: str = "*") -> iam.Grant:
         """Read and write objects."""
-        return self.bucket.grant_read_write(grantee, objects_key_pattern)
+        grant = self.bucket.grant_read_write(grantee, objects_key_pattern)
+        self._acknowledge(grantee, objects_key_pattern, read=True, write=True)
+        return grant
+
+    def _acknowledge(self, grantee: iam.IGrantable, pattern: str, *, read: bool = False, write: bool = False) -> None:
+        """The cdk-nag findings of CDK's bucket grants, acknowledged on the grantee beside the grant.
+
+        The action wildcards are the shape of CDK's grant on this one bucket; a grant limited to a
+        key prefix is acknowledged for the objects under it. A grant on every object (``*``) is
+        left for the caller to justify.
+        """
+        scope = f"this bucket ({pattern})"
+        findings: dict[str, str] = {}
+        if read:
+            findings.update(
+                dict.fromkeys(
+                    ("Action::s3:GetObject*", "Action::s3:GetBucket*", "Action::s3:List*"),
+                    f"CDK's read grant on {scope}: object reads and the bucket listing it needs.",
+                )
+            )
+        if write:
+            findings["Action::s3:Abort*"] = f"CDK's put grant on {scope}: aborting the grantee's own uploads."
+            if read:
+                findings["Action::s3:DeleteObject*"] = f"CDK's read-write grant on {scope}: deleting those objects."
+        if write and self.encryption_key is not None:
+            findings.update(kms_grant_findings("this bucket's objects"))
+        principal = grantee.grant_principal
+        if pattern != "*" and isinstance(principal, Construct):
+            finding = resource_finding(principal, self.bucket.bucket_arn, f"/{pattern}", owner=self.bucket)
+            findings[finding] = f"Objects under the key prefix the grant names ({pattern}) only."
+        acknowledge_grant(grantee, findings)
 
     def grant_object_retention(self, grantee: iam.IGrantable, objects_key_pattern: str = "*") -> iam.Grant:
         """Set and read the Object Lock retention of objects: lock them, or lock them longer.

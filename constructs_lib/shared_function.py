@@ -29,6 +29,7 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
+from constructs_lib.nag_findings import acknowledge_grant, acknowledge_policy, kms_grant_findings, resource_finding
 from constructs_lib.validation import PropErrors, is_unresolved
 
 #: Newest Python runtime the pinned aws-cdk-lib knows; the code also runs on Python 3.11.
@@ -252,6 +253,9 @@ class SharedFunction(Construct):
             on_failure=destinations.SqsDestination(on_failure) if on_failure else None,
             retry_attempts=retry_attempts if on_failure else None,
         )
+        if on_failure is not None and on_failure.encryption_master_key is not None:
+            # The destination's send grant names the queue key's GenerateDataKey*/ReEncrypt*.
+            acknowledge_policy(self.role, kms_grant_findings("its encrypted on-failure queue"))
         self._enable_tracing()
 
     def _enable_tracing(self) -> None:
@@ -290,8 +294,14 @@ class SharedFunction(Construct):
         self.function.add_environment(key, value)
 
     def grant_invoke(self, grantee: iam.IGrantable) -> iam.Grant:
-        """Let a principal invoke the function."""
-        return self.function.grant_invoke(grantee)
+        """Let a principal invoke the function (and its versions and aliases, as CDK's grant names them)."""
+        grant = self.function.grant_invoke(grantee)
+        principal = grantee.grant_principal
+        if isinstance(principal, Construct):
+            finding = resource_finding(principal, self.function.function_arn, ":*", owner=self.function)
+            reason = "lambda:InvokeFunction on '<arn>:*' covers this one function's versions and aliases."
+            acknowledge_grant(grantee, {finding: reason})
+        return grant
 
 
 def _check_handler(code_root: Path, handler: str) -> tuple[bool, str]:

@@ -14,6 +14,7 @@ from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from constructs_lib.nag_findings import acknowledge_grant, kms_grant_findings
 from constructs_lib.secure_queue import SecureQueue
 from constructs_lib.validation import PropErrors, is_unresolved
 
@@ -51,9 +52,10 @@ class StreamConsumer(Construct):
         parallelization_factor: batches per shard at once, 1..10. Defaults to 1 (strict order
             per partition key; raising it keeps order per key but costs more invocations).
         filters: Lambda event filter patterns (ORed). Defaults to none (every record invokes).
-        existing_dead_letter_queue: the on-failure queue to use. Defaults to a new SecureQueue
-            without a DLQ of its own. Do not combine with ``dead_letter_queue_retention``.
-        dead_letter_queue_retention: retention of a new DLQ. Defaults to 14 days.
+        existing_dead_letter_queue: the on-failure queue to use. Defaults to a new
+            :class:`SecureQueue` without a DLQ of its own (``encryption_key``, 14 days' retention).
+        dead_letter_queue_props: further properties of the new DLQ (e.g. ``retention_period``);
+            they override its defaults. Defaults to none.
         iterator_age_threshold: alarm when the function's IteratorAge stays above this (3 of 5
             minutes): the consumer is falling behind the stream. Defaults to 60 seconds (a
             minute behind is late for change-driven work). ``iterator_age_alarm`` and
@@ -77,17 +79,14 @@ class StreamConsumer(Construct):
         parallelization_factor: int = 1,
         filters: Sequence[Mapping[str, Any]] = (),
         existing_dead_letter_queue: sqs.IQueue | None = None,
-        dead_letter_queue_retention: Duration | None = None,
+        dead_letter_queue_props: sqs.QueueProps | None = None,
         iterator_age_threshold: Duration | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         errors = PropErrors(self)
-        if not errors.check(
-            existing_dead_letter_queue is None or dead_letter_queue_retention is None,
-            "give existing_dead_letter_queue or dead_letter_queue_retention, not both: "
-            "the retention only shapes a new queue",
-        ):
-            dead_letter_queue_retention = None
+        errors.check_exclusive(
+            existing_dead_letter_queue=existing_dead_letter_queue, dead_letter_queue_props=dead_letter_queue_props
+        )
         window = max_batching_window if max_batching_window is not None else Duration.seconds(5)
         age = max_record_age or Duration.hours(6)
         if not errors.check(
@@ -125,7 +124,7 @@ class StreamConsumer(Construct):
                 "DeadLetterQueue",
                 encryption_key=encryption_key,
                 dead_letter_queue=False,
-                retention_period=dead_letter_queue_retention,
+                queue_props=dead_letter_queue_props,
             ).queue
         )
         self.event_source = sources.DynamoEventSource(
@@ -142,6 +141,14 @@ class StreamConsumer(Construct):
             filters=[lambda_.FilterCriteria.filter(dict(pattern)) for pattern in filters] or None,
         )
         function.add_event_source(self.event_source)
+        # The mapping's grants: dynamodb:ListStreams (no resource-level permissions), and sending to the DLQ.
+        findings = {
+            "Resource::*": "dynamodb:ListStreams (the event source mapping's grant) supports no resource-level "
+            "permissions."
+        }
+        if self.dead_letter_queue.encryption_master_key is not None:
+            findings.update(kms_grant_findings("the mapping's encrypted on-failure queue"))
+        acknowledge_grant(function, findings)
         age_limit = iterator_age_threshold or Duration.seconds(60)
         self.iterator_age_alarm = cloudwatch.Alarm(
             self,

@@ -74,16 +74,28 @@ class RetryPolicy:
     max_delay: Duration = field(default_factory=lambda: Duration.seconds(30))
     errors: Sequence[str] = TRANSIENT_ERRORS
 
-    def __post_init__(self) -> None:
+    def problems(self) -> list[str]:
+        """What is wrong with this policy, one message per problem (empty when it is sound)."""
+        found = []
         if not 0 <= self.max_attempts <= 10:
-            raise ValueError(f"max_attempts must be 0..10 (given {self.max_attempts})")
+            found.append(f"retry max_attempts must be 0..10 (given {self.max_attempts})")
         if not 1.0 <= self.backoff_rate <= 10.0:
-            raise ValueError(f"backoff_rate must be 1..10 (given {self.backoff_rate})")
+            found.append(f"retry backoff_rate must be 1..10 (given {self.backoff_rate})")
         if not self.errors:
-            raise ValueError("errors must name at least one error to retry (given none)")
+            found.append("retry errors must name at least one error to retry (given none)")
+        return found
 
     def apply(self, task: sfn.TaskStateBase) -> sfn.TaskStateBase:
-        """Add the retry to ``task`` and return it (so a definition reads top to bottom)."""
+        """Add the retry to ``task`` and return it (so a definition reads top to bottom).
+
+        A policy with :meth:`problems` fails the synthesis with the task's path instead.
+        """
+        problems = self.problems()
+        if problems:
+            errors = PropErrors(task)
+            for problem in problems:
+                errors.check(False, problem)
+            return task
         task.add_retry(
             errors=list(self.errors),
             interval=self.interval,

@@ -85,10 +85,7 @@ class ExportWorkflow(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         errors = PropErrors(self)
-        errors.check(
-            existing_topic is None or topic_props is None,
-            "give existing_topic or topic_props, not both (topic_props shapes a new topic)",
-        )
+        errors.check_exclusive(existing_topic=existing_topic, topic_props=topic_props)
         errors.check_range("max_polls", max_polls, 1, 1000)
         errors.check(
             bool(prefix) and not prefix.startswith("/") and not prefix.endswith("/"),

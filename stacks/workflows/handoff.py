@@ -210,10 +210,8 @@ class HandoffWorkflow(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         errors = PropErrors(self)
-        errors.check(
-            existing_assignment_queue is None or assignment_queue_props is None,
-            "give existing_assignment_queue or assignment_queue_props, not both "
-            "(assignment_queue_props shapes a new queue; drop it to use your own)",
+        errors.check_exclusive(
+            existing_assignment_queue=existing_assignment_queue, assignment_queue_props=assignment_queue_props
         )
         errors.check(bool(session_key), "session_key must name the key attributes of the session record (given none)")
         agent_wait = agent_wait or Duration.minutes(5)
@@ -615,6 +613,10 @@ class HandoffWorkflow(Construct):
 
     def grant_start_execution(self, grantee: iam.IGrantable) -> iam.Grant:
         return self.workflow.grant_start_execution(grantee)
+
+    def grant_task_failure(self, grantee: iam.IGrantable) -> iam.Grant:
+        """Let a principal fail a waiting task (``$disconnect``, when the customer leaves before an agent took over)."""
+        return self.state_machine.grant(grantee, "states:SendTaskFailure")
 
     def grant_consume_assignments(self, grantee: iam.IGrantable) -> iam.Grant:
         """Let a principal receive and delete agent-assignment messages."""
