@@ -155,24 +155,9 @@ class HardenedRestApi(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         errors = self._errors = PropErrors(self)
-        origins = list(cors_allowed_origins)
-        if not errors.check(bool(origins), "cors_allowed_origins must list at least one origin (given [])"):
-            origins = ["*"]  # builds; synthesis fails with the message above
-        if not errors.check(
-            "*" not in origins or len(origins) == 1,
-            f"cors_allowed_origins: '*' must be the only entry (given {origins})",
-        ):
-            origins = [origin for origin in origins if origin != "*"]
-        if not errors.check(
-            is_unresolved(throttle_rate) or 0 < throttle_rate <= 10000,
-            f"throttle_rate must be in (0, 10000] requests/s (given {throttle_rate})",
-        ):
-            throttle_rate = 50.0
-        if not errors.check(
-            is_unresolved(throttle_burst) or 0 < throttle_burst <= 5000,
-            f"throttle_burst must be 1..5000 (given {throttle_burst})",
-        ):
-            throttle_burst = 100
+        origins, throttle_rate, throttle_burst = _checked(
+            errors, list(cors_allowed_origins), throttle_rate, throttle_burst
+        )
         self.cors_allowed_origins: tuple[str, ...] = tuple(origins)
         self.primary_origin: str = origins[0]
 
@@ -217,6 +202,13 @@ class HardenedRestApi(Construct):
             encryption_key=log_encryption_key,
             removal_policy=log_removal_policy,
         )
+        self._add_limits_and_validators(throttle_rate, throttle_burst)
+        self._add_gateway_responses()
+        if cloud_watch_role:
+            self._acknowledge_cloud_watch_role()
+
+    def _add_limits_and_validators(self, throttle_rate: float, throttle_burst: int) -> None:
+        """A usage plan with the stage's limits, and the two request validators."""
         self.usage_plan: apigw.UsagePlan = self.api.add_usage_plan(
             "UsagePlan",
             description="Stage-wide limits; per-client keys can be added to this plan.",
@@ -229,9 +221,6 @@ class HardenedRestApi(Construct):
         self.params_validator: apigw.RequestValidator = self.api.add_request_validator(
             "ParametersValidator", validate_request_body=False, validate_request_parameters=True
         )
-        self._add_gateway_responses()
-        if cloud_watch_role:
-            self._acknowledge_cloud_watch_role()
 
     def cors_headers(self) -> dict[str, str]:
         """Static CORS response headers (quoted for API Gateway parameter mappings)."""
@@ -288,3 +277,27 @@ class HardenedRestApi(Construct):
     @property
     def url(self) -> str:
         return self.api.url
+
+
+def _checked(
+    errors: PropErrors, origins: list[str], throttle_rate: float, throttle_burst: int
+) -> tuple[list[str], float, int]:
+    """The CORS origins and the stage's limits; each bad one recorded (with the fix) and replaced."""
+    if not errors.check(bool(origins), "cors_allowed_origins must list at least one origin (given [])"):
+        origins = ["*"]  # builds; synthesis fails with the message above
+    if not errors.check(
+        "*" not in origins or len(origins) == 1,
+        f"cors_allowed_origins: '*' must be the only entry (given {origins})",
+    ):
+        origins = [origin for origin in origins if origin != "*"]
+    if not errors.check(
+        is_unresolved(throttle_rate) or 0 < throttle_rate <= 10000,
+        f"throttle_rate must be in (0, 10000] requests/s (given {throttle_rate})",
+    ):
+        throttle_rate = 50.0
+    if not errors.check(
+        is_unresolved(throttle_burst) or 0 < throttle_burst <= 5000,
+        f"throttle_burst must be 1..5000 (given {throttle_burst})",
+    ):
+        throttle_burst = 100
+    return origins, throttle_rate, throttle_burst

@@ -195,18 +195,7 @@ class SharedFunction(Construct):
         metrics_namespace: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
-        errors = PropErrors(self)
-        errors.check(*_check_handler(code_root, handler))
-        if not errors.check(
-            is_unresolved(memory_size) or 128 <= memory_size <= 10240,
-            f"memory_size must be 128..10240 MB (given {memory_size})",
-        ):
-            memory_size = 256
-        if not errors.check(
-            is_unresolved(retry_attempts) or 0 <= retry_attempts <= 2,
-            f"retry_attempts must be 0..2 (given {retry_attempts})",
-        ):
-            retry_attempts = 2
+        memory_size, retry_attempts = _checked(PropErrors(self), code_root, handler, memory_size, retry_attempts)
         timeout = timeout or Duration.seconds(30)
         service = service_name or construct_id
         #: The queue that receives failed asynchronous invocations, when one was given.
@@ -302,6 +291,24 @@ class SharedFunction(Construct):
             reason = "lambda:InvokeFunction on '<arn>:*' covers this one function's versions and aliases."
             acknowledge_grant(grantee, {finding: reason})
         return grant
+
+
+def _checked(
+    errors: PropErrors, code_root: Path, handler: str, memory_size: int, retry_attempts: int
+) -> tuple[int, int]:
+    """The memory size and async retry count, each out-of-range one recorded (with the fix) and defaulted."""
+    errors.check(*_check_handler(code_root, handler))
+    if not errors.check(
+        is_unresolved(memory_size) or 128 <= memory_size <= 10240,
+        f"memory_size must be 128..10240 MB (given {memory_size})",
+    ):
+        memory_size = 256
+    if not errors.check(
+        is_unresolved(retry_attempts) or 0 <= retry_attempts <= 2,
+        f"retry_attempts must be 0..2 (given {retry_attempts})",
+    ):
+        retry_attempts = 2
+    return memory_size, retry_attempts
 
 
 def _check_handler(code_root: Path, handler: str) -> tuple[bool, str]:

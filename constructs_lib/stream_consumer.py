@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from aws_cdk import Duration
@@ -87,36 +88,17 @@ class StreamConsumer(Construct):
         errors.check_exclusive(
             existing_dead_letter_queue=existing_dead_letter_queue, dead_letter_queue_props=dead_letter_queue_props
         )
-        window = max_batching_window if max_batching_window is not None else Duration.seconds(5)
-        age = max_record_age or Duration.hours(6)
-        if not errors.check(
-            is_unresolved(batch_size) or 1 <= batch_size <= 1000,
-            f"batch_size must be 1..1000 for a DynamoDB stream (given {batch_size})",
-        ):
-            batch_size = 100
-        if not errors.check(
-            window.is_unresolved() or 0 <= window.to_seconds() <= 300,
-            f"max_batching_window must be 0..300 seconds (given {_seconds(window)})",
-        ):
-            window = Duration.seconds(5)
-        if not errors.check(
-            is_unresolved(retry_attempts) or 0 <= retry_attempts <= 10000,
-            f"retry_attempts must be 0..10000, never infinite (given {retry_attempts})",
-        ):
-            retry_attempts = 5
-        if not errors.check(
-            age.is_unresolved() or 60 <= age.to_seconds() < STREAM_RETENTION_SECONDS,
-            f"max_record_age must be 60..{STREAM_RETENTION_SECONDS - 1} seconds, below the stream's "
-            f"24 h retention (given {_seconds(age)})",
-        ):
-            age = Duration.hours(6)
-        if not errors.check(
-            is_unresolved(parallelization_factor) or 1 <= parallelization_factor <= 10,
-            f"parallelization_factor must be 1..10 (given {parallelization_factor})",
-        ):
-            parallelization_factor = 1
-        if not errors.check(len(filters) <= 5, f"at most 5 filter patterns per mapping (given {len(filters)})"):
-            filters = filters[:5]
+        settings = _checked(
+            errors,
+            _MappingSettings(
+                batch_size=batch_size,
+                window=max_batching_window if max_batching_window is not None else Duration.seconds(5),
+                retry_attempts=retry_attempts,
+                age=max_record_age or Duration.hours(6),
+                parallelization_factor=parallelization_factor,
+                filters=tuple(filters),
+            ),
+        )
 
         self.dead_letter_queue: sqs.IQueue = existing_dead_letter_queue or (
             SecureQueue(
@@ -130,15 +112,15 @@ class StreamConsumer(Construct):
         self.event_source = sources.DynamoEventSource(
             table,
             starting_position=starting_position,
-            batch_size=batch_size,
-            max_batching_window=window,
+            batch_size=settings.batch_size,
+            max_batching_window=settings.window,
             bisect_batch_on_error=True,
             report_batch_item_failures=True,
-            retry_attempts=retry_attempts,
-            max_record_age=age,
-            parallelization_factor=parallelization_factor,
+            retry_attempts=settings.retry_attempts,
+            max_record_age=settings.age,
+            parallelization_factor=settings.parallelization_factor,
             on_failure=sources.SqsDlq(self.dead_letter_queue),
-            filters=[lambda_.FilterCriteria.filter(dict(pattern)) for pattern in filters] or None,
+            filters=[lambda_.FilterCriteria.filter(dict(pattern)) for pattern in settings.filters] or None,
         )
         function.add_event_source(self.event_source)
         # The mapping's grants: dynamodb:ListStreams (no resource-level permissions), and sending to the DLQ.
@@ -149,8 +131,14 @@ class StreamConsumer(Construct):
         if self.dead_letter_queue.encryption_master_key is not None:
             findings.update(kms_grant_findings("the mapping's encrypted on-failure queue"))
         acknowledge_grant(function, findings)
+        self.iterator_age_alarm, self.dead_letter_alarm = self._alarms(function, iterator_age_threshold)
+
+    def _alarms(
+        self, function: lambda_.IFunction, iterator_age_threshold: Duration | None
+    ) -> tuple[cloudwatch.Alarm, cloudwatch.Alarm]:
+        """The consumer falling behind (IteratorAge), and records given up on (any message in the DLQ)."""
         age_limit = iterator_age_threshold or Duration.seconds(60)
-        self.iterator_age_alarm = cloudwatch.Alarm(
+        iterator_age = cloudwatch.Alarm(
             self,
             "IteratorAgeAlarm",
             metric=function.metric("IteratorAge", statistic="Maximum", period=Duration.minutes(1)),
@@ -161,7 +149,7 @@ class StreamConsumer(Construct):
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
             alarm_description=f"Stream consumer falling behind: IteratorAge above {age_limit.to_seconds()} s",
         )
-        self.dead_letter_alarm = cloudwatch.Alarm(
+        dead_letters = cloudwatch.Alarm(
             self,
             "DeadLetterAlarm",
             metric=self.dead_letter_queue.metric_approximate_number_of_messages_visible(
@@ -173,8 +161,56 @@ class StreamConsumer(Construct):
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
             alarm_description="Stream records given up on: re-read the DLQ's shard/sequence range while in the stream",
         )
+        return iterator_age, dead_letters
 
 
 def _seconds(duration: Duration) -> float | str:
     """A duration's seconds for a message (an unresolved one is never judged, so never shown)."""
     return "a token" if duration.is_unresolved() else duration.to_seconds()
+
+
+@dataclass(frozen=True)
+class _MappingSettings:
+    """The event source mapping's settings, as given or, where one was out of range, its default."""
+
+    batch_size: int
+    window: Duration
+    retry_attempts: int
+    age: Duration
+    parallelization_factor: int
+    filters: tuple[Mapping[str, Any], ...]
+
+
+def _checked(errors: PropErrors, given: _MappingSettings) -> _MappingSettings:
+    """``given`` with each setting that is out of range recorded (with the fix) and replaced by its default."""
+    batch_size, window, retry_attempts = given.batch_size, given.window, given.retry_attempts
+    age, parallelization_factor, filters = given.age, given.parallelization_factor, given.filters
+    if not errors.check(
+        is_unresolved(batch_size) or 1 <= batch_size <= 1000,
+        f"batch_size must be 1..1000 for a DynamoDB stream (given {batch_size})",
+    ):
+        batch_size = 100
+    if not errors.check(
+        window.is_unresolved() or 0 <= window.to_seconds() <= 300,
+        f"max_batching_window must be 0..300 seconds (given {_seconds(window)})",
+    ):
+        window = Duration.seconds(5)
+    if not errors.check(
+        is_unresolved(retry_attempts) or 0 <= retry_attempts <= 10000,
+        f"retry_attempts must be 0..10000, never infinite (given {retry_attempts})",
+    ):
+        retry_attempts = 5
+    if not errors.check(
+        age.is_unresolved() or 60 <= age.to_seconds() < STREAM_RETENTION_SECONDS,
+        f"max_record_age must be 60..{STREAM_RETENTION_SECONDS - 1} seconds, below the stream's "
+        f"24 h retention (given {_seconds(age)})",
+    ):
+        age = Duration.hours(6)
+    if not errors.check(
+        is_unresolved(parallelization_factor) or 1 <= parallelization_factor <= 10,
+        f"parallelization_factor must be 1..10 (given {parallelization_factor})",
+    ):
+        parallelization_factor = 1
+    if not errors.check(len(filters) <= 5, f"at most 5 filter patterns per mapping (given {len(filters)})"):
+        filters = filters[:5]
+    return _MappingSettings(batch_size, window, retry_attempts, age, parallelization_factor, filters)

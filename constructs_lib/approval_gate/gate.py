@@ -22,7 +22,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct, IValidation
 
-from constructs_lib.approval_gate.checks import check_texts, checked_wait
+from constructs_lib.approval_gate.checks import check_texts, checked_wait, key_layout
 from constructs_lib.encryption_key import EncryptionKey
 from constructs_lib.nag_findings import acknowledge_policy, resource_finding
 from constructs_lib.shared_function import SharedFunction
@@ -48,6 +48,13 @@ _TRANSIENT_ERRORS = [
     "Lambda.TooManyRequestsException",
     "ClientError",
 ]
+
+
+def _link_base_environment(link_base_url: str | ssm.IStringParameter) -> dict[str, str]:
+    """Where the request function finds the links' base URL: the URL, or the parameter holding it."""
+    if isinstance(link_base_url, str):
+        return {"LINK_BASE_URL": link_base_url}
+    return {"LINK_BASE_URL_PARAMETER": link_base_url.parameter_name}
 
 
 @jsii.implements(IValidation)
@@ -206,21 +213,17 @@ class HumanApprovalGate(sfn.StateMachineFragment):
             key, signing_secret_props
         )
 
-        margin = min(60, wait_seconds // 10)
         environment = {
             "TABLE_NAME": self.table.table_name,
             **layout_env,
             "REVIEW_SECRET_ARN": self.signing_secret.secret_arn,
             "REVIEWER_TOPIC_ARN": self.topic.topic_arn,
             "REVIEW_TIMEOUT_SECONDS": str(wait_seconds),
-            "REVIEW_DECISION_MARGIN_SECONDS": str(margin),
+            "REVIEW_DECISION_MARGIN_SECONDS": str(min(60, wait_seconds // 10)),
             "REVIEW_TTL_DAYS": str(days),
             "REVIEW_SUBJECT": subject,
+            **_link_base_environment(link_base_url),
         }
-        if isinstance(link_base_url, str):
-            environment["LINK_BASE_URL"] = link_base_url
-        else:
-            environment["LINK_BASE_URL_PARAMETER"] = link_base_url.parameter_name
 
         self._build_functions(
             environment, layout_env, link_base_url, log_retention, log_encryption_key, powertools_layer
@@ -240,7 +243,7 @@ class HumanApprovalGate(sfn.StateMachineFragment):
         ttl_attribute: str,
     ) -> dict[str, str]:
         """Where the functions find a review: the table's key attributes, the key values, the TTL attribute."""
-        layout = self._key_layout(errors, self.table, partition_key, sort_key)
+        layout = key_layout(errors, self.table, partition_key, sort_key)
         environment = {
             "REVIEW_PARTITION_KEY": layout[0],
             "REVIEW_KEY_PREFIX": key_prefix,
@@ -438,30 +441,6 @@ class HumanApprovalGate(sfn.StateMachineFragment):
                 **struct_values(props),
             },
         )
-
-    @staticmethod
-    def _key_layout(
-        errors: PropErrors, table: dynamodb.ITable, partition_key: str | None, sort_key: str | None
-    ) -> tuple[str, str | None]:
-        """The table's key attribute names: given, or read from a table defined in the app."""
-        if not isinstance(table, dynamodb.Table):
-            errors.check(
-                partition_key is not None,
-                "partition_key is required for an imported table (given None): name its partition key attribute",
-            )
-            return partition_key or "PK", sort_key
-        schema = table.schema_v2()
-        own_partition = schema.partition_keys[0].name
-        own_sort = schema.sort_keys[0].name if schema.sort_keys else None
-        errors.check(
-            partition_key in (None, own_partition),
-            f"partition_key must be the table's partition key {own_partition!r} (given {partition_key!r})",
-        )
-        errors.check(
-            sort_key in (None, own_sort),
-            f"sort_key must be the table's sort key {own_sort!r} (given {sort_key!r})",
-        )
-        return own_partition, own_sort
 
     def _acknowledge_table_grant(self, function: SharedFunction, data_keys: str, scope_note: str) -> None:
         """cdk-nag IAM5 findings of CDK's table grant, with the reason each is narrow enough."""

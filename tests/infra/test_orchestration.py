@@ -369,7 +369,7 @@ def test_fails_on_both_existing_assignment_queue_and_its_props() -> None:
     from aws_cdk import aws_sqs as sqs
     from aws_cdk import aws_stepfunctions_tasks as tasks
 
-    from stacks.workflows.handoff import HandoffFunctions, HandoffWorkflow
+    from stacks.workflows import HandoffFunctions, HandoffWorkflow
 
     app = App()
     stack = Stack(app, "H")
