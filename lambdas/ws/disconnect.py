@@ -26,6 +26,8 @@ from typing import Any, Final
 from aws_lambda_powertools import Logger
 from botocore.exceptions import BotoCoreError, ClientError
 
+# The error a waiting handoff's task fails with; WaitForAgent's States.ALL catch ends it in HandoffFailed.
+from contracts.workflows import CUSTOMER_LEFT as CUSTOMER_LEFT_ERROR
 from lambdas.shared.errors import Conflict, ConnectionSuperseded, InvalidTransition, NotFound, SessionNotFound
 from lambdas.shared.records import TURN_ACCEPTING, HandoffStatus, Session, SessionStatus
 from lambdas.shared.store import DynamoSessionStore
@@ -38,8 +40,6 @@ logger = Logger()
 CUSTOMER_LEFT = "the customer disconnected during the handoff"
 #: The resolution of a handoff that still waited for an agent or a manager when the customer left.
 CUSTOMER_LEFT_WAITING: Final = "customer left: the customer disconnected before anyone took the handoff"
-#: The error a waiting handoff's task fails with; WaitForAgent's States.ALL catch ends it in HandoffFailed.
-CUSTOMER_LEFT_ERROR: Final = "CustomerLeft"
 #: SendTaskFailure answers for a wait that ended already (timed out, execution over): nothing to stop.
 _ENDED_TASK_CODES: Final = frozenset({"TaskTimedOut", "TaskDoesNotExist", "InvalidToken"})
 

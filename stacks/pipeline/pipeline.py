@@ -164,13 +164,60 @@ class DeliveryPipeline(Construct):
         self.key: kms.Key = EncryptionKey(
             self, "Key", description="MangaAssist delivery pipeline: artifacts and notifications"
         ).key
+        self.artifacts: SecureBucket = self._artifact_bucket()
+        self.topic: sns.Topic = AlarmTopic(self, "OpsTopic", encryption_key=self.key, email=alarm_email).topic
+        _allow_notifications(self.key)
+        synth = pipelines.CodeBuildStep(
+            "Synth",
+            input=source,
+            install_commands=["make install"],
+            commands=["make test", "make synth-pipeline"],
+            primary_output_directory="cdk.out",
+        )
+        self.pipeline: pipelines.CodePipeline = self._code_pipeline(synth)
+        dev_name, prod_name = dev_stage.config.name, prod_stage.config.name
+        self.smoke_dev: pipelines.CodeBuildStep = self._verification_step(
+            "Smoke", source, dev_smoke_role, f"make smoke STAGE={dev_name}"
+        )
+        self.approval: pipelines.ManualApprovalStep = pipelines.ManualApprovalStep(
+            "PromoteToProduction",
+            comment=f"{dev_name} is deployed and its smoke story passed. Approve to deploy this commit to {prod_name}.",
+        )
+        self.preflight: pipelines.CodeBuildStep = self._verification_step(
+            "Preflight",
+            source,
+            prod_lookup_role,
+            f"make preflight STAGE={prod_name} REGION={prod_lookup_role.region}",
+            # The preflight reads the bootstrap version the synthesized stage asks for.
+            cloud_assembly=synth,
+        )
+        self.preflight.add_step_dependency(self.approval)
+        self.smoke_prod: pipelines.CodeBuildStep = self._verification_step(
+            "ReadOnlySmoke", source, prod_lookup_role, f"make smoke STAGE={prod_name} READ_ONLY=1"
+        )
+        self.pipeline.add_stage(dev_stage, post=[self.smoke_dev])
+        self.pipeline.add_stage(prod_stage, pre=[self.approval, self.preflight], post=[self.smoke_prod])
+        self.pipeline.build_pipeline()
+        self.pipeline.pipeline.notify_on(
+            "Notifications",
+            self.topic,
+            events=[
+                codepipeline.PipelineNotificationEvents.PIPELINE_EXECUTION_FAILED,
+                codepipeline.PipelineNotificationEvents.MANUAL_APPROVAL_NEEDED,
+            ],
+        )
+        self._encrypt_build_output()
+        acknowledge_wildcards(self, CDK_PIPELINES_WILDCARDS)
+
+    def _artifact_bucket(self) -> SecureBucket:
+        """The artifacts, under the pipeline's key, with access logs of their own."""
         logs = SecureBucket(
             self,
             "AccessLogs",
             access_log_target=True,
             lifecycle_rules=[s3.LifecycleRule(id="ExpireAccessLogs", expiration=Duration.days(365))],
         )
-        self.artifacts: SecureBucket = SecureBucket(
+        return SecureBucket(
             self,
             "Artifacts",
             encryption_key=self.key,
@@ -186,17 +233,10 @@ class DeliveryPipeline(Construct):
                 )
             ],
         )
-        self.topic: sns.Topic = AlarmTopic(self, "OpsTopic", encryption_key=self.key, email=alarm_email).topic
-        _allow_notifications(self.key)
 
-        synth = pipelines.CodeBuildStep(
-            "Synth",
-            input=source,
-            install_commands=["make install"],
-            commands=["make test", "make synth-pipeline"],
-            primary_output_directory="cdk.out",
-        )
-        self.pipeline: pipelines.CodePipeline = pipelines.CodePipeline(
+    def _code_pipeline(self, synth: pipelines.CodeBuildStep) -> pipelines.CodePipeline:
+        """CDK Pipelines' pipeline: self-mutating, V2, its builds on the pinned runtimes."""
+        return pipelines.CodePipeline(
             self,
             "Resource",
             synth=synth,
@@ -221,42 +261,6 @@ class DeliveryPipeline(Construct):
                 timeout=Duration.minutes(90),
             ),
         )
-
-        dev_name, prod_name = dev_stage.config.name, prod_stage.config.name
-        self.smoke_dev: pipelines.CodeBuildStep = self._verification_step(
-            "Smoke", source, dev_smoke_role, f"make smoke STAGE={dev_name}"
-        )
-        self.approval: pipelines.ManualApprovalStep = pipelines.ManualApprovalStep(
-            "PromoteToProduction",
-            comment=f"{dev_name} is deployed and its smoke story passed. Approve to deploy this commit to {prod_name}.",
-        )
-        self.preflight: pipelines.CodeBuildStep = self._verification_step(
-            "Preflight",
-            source,
-            prod_lookup_role,
-            f"make preflight STAGE={prod_name} REGION={prod_lookup_role.region}",
-            # The preflight reads the bootstrap version the synthesized stage asks for.
-            cloud_assembly=synth,
-        )
-        self.preflight.add_step_dependency(self.approval)
-        self.smoke_prod: pipelines.CodeBuildStep = self._verification_step(
-            "ReadOnlySmoke", source, prod_lookup_role, f"make smoke STAGE={prod_name} READ_ONLY=1"
-        )
-
-        self.pipeline.add_stage(dev_stage, post=[self.smoke_dev])
-        self.pipeline.add_stage(prod_stage, pre=[self.approval, self.preflight], post=[self.smoke_prod])
-        self.pipeline.build_pipeline()
-
-        self.pipeline.pipeline.notify_on(
-            "Notifications",
-            self.topic,
-            events=[
-                codepipeline.PipelineNotificationEvents.PIPELINE_EXECUTION_FAILED,
-                codepipeline.PipelineNotificationEvents.MANUAL_APPROVAL_NEEDED,
-            ],
-        )
-        self._encrypt_build_output()
-        acknowledge_wildcards(self, CDK_PIPELINES_WILDCARDS)
 
     def _verification_step(
         self,
