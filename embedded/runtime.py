@@ -38,6 +38,7 @@ import importlib
 import io
 import json
 import os
+import sys
 import threading
 import time
 import traceback
@@ -52,8 +53,6 @@ from unittest import mock
 import boto3
 from moto.awslambda.models import LambdaFunction
 
-from constructs_lib.approval_gate import RUNTIME_PACKAGE as GATE_RUNTIME_PACKAGE
-from constructs_lib.approval_gate import gate_runtime
 from embedded.iam.caller import CALLER, Caller
 from lambdas.shared import env as lambda_env
 
@@ -63,6 +62,10 @@ CURRENT_HANDLER: contextvars.ContextVar[str | None] = contextvars.ContextVar("cu
 #: Called with each function before its handler runs (the stage's checks of what Lambda does for it).
 BEFORE_INVOKE: list[Callable[[LambdaFunction], None]] = []
 #: Code assets other than ``lambdas``: the asset's top-level package -> where it is importable here.
+#: Named, not imported: importing the approval gate's package loads the construct library and so
+#: aws-cdk-lib and its Node process, seconds a stage that never runs the gate should not pay
+#: (``tests/embedded/test_lambda_bridge.py`` holds the name to the library's own constant).
+GATE_RUNTIME_PACKAGE = "constructs_lib.approval_gate.gate_runtime"
 _ASSET_PACKAGES = {"gate_runtime": GATE_RUNTIME_PACKAGE}
 
 
@@ -142,18 +145,24 @@ def function_environment(variables: Mapping[str, str]) -> Iterator[None]:
     values = {k: str(v) for k, v in variables.items()}
     before = dict(os.environ)
     os.environ.update(values)
-    lambda_env.reset()
-    gate_runtime.reset()
+    _reset_settings()
     try:
         yield
     finally:
-        lambda_env.reset()
-        gate_runtime.reset()
+        _reset_settings()
         for key in set(os.environ) - set(before):  # set by this call or by the handler
             os.environ[key] = ""
         for key in values:
             if key in before:
                 os.environ[key] = before[key]
+
+
+def _reset_settings() -> None:
+    """Make the handlers' cached settings re-read the environment (the gate's only once it was loaded)."""
+    lambda_env.reset()
+    gate_runtime = sys.modules.get(GATE_RUNTIME_PACKAGE)
+    if gate_runtime is not None:
+        gate_runtime.reset()
 
 
 def _error_payload(error: BaseException) -> dict[str, Any]:

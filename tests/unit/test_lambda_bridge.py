@@ -104,3 +104,26 @@ def test_step_functions_task_runs_in_process_and_catches_by_error_name() -> None
 def test_fails_fast_on_an_unknown_handler() -> None:
     with mock_aws(), pytest.raises(ModuleNotFoundError):
         deploy_function("tests.fixtures.no_such_module.handler")
+
+
+def test_the_bridge_names_the_gate_runtime_where_the_library_keeps_it() -> None:
+    from constructs_lib.approval_gate import RUNTIME_PACKAGE
+    from embedded.runtime import GATE_RUNTIME_PACKAGE, resolve_handler
+
+    assert GATE_RUNTIME_PACKAGE == RUNTIME_PACKAGE
+    assert resolve_handler("gate_runtime.request.handler").__module__ == f"{RUNTIME_PACKAGE}.request"
+
+
+def test_standing_up_a_stage_loads_no_cdk() -> None:
+    """The stage imports its runtime without the construct library (aws-cdk-lib starts a Node process)."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, embedded, embedded.stage\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('aws_cdk', 'jsii'))))"
+    )
+    loaded = subprocess.run(  # noqa: S603 - our own interpreter
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert loaded == "[]"
