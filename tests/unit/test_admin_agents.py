@@ -90,7 +90,7 @@ def presence(status: str, *, sub: str = AIKO, body: Any = None) -> tuple[int, An
 
 
 def index_rows(store: DynamoSessionStore, skill: str) -> list[str]:
-    resp = store.client.query(
+    resp = store.table.client.query(
         TableName=TABLE,
         IndexName=AVAILABLE_AGENTS.name,
         KeyConditionExpression="#s = :s",
@@ -118,7 +118,7 @@ def test_register_creates_an_offline_agent_outside_the_available_index(store: Dy
         "updated_at": body["updated_at"],
         "retired_at": None,
     }
-    agent = store.get_agent(AIKO)
+    agent = store.agents.get_agent(AIKO)
     assert agent is not None
     assert agent.is_manager
     assert agent.ttl is None
@@ -127,14 +127,14 @@ def test_register_creates_an_offline_agent_outside_the_available_index(store: Dy
 
 def test_register_twice_is_409_and_changes_nothing(store: DynamoSessionStore) -> None:
     assert register()[0] == 201
-    before = store.get_agent(AIKO)
+    before = store.agents.get_agent(AIKO)
 
     status, body = register(skills=("manga",), display_name="Someone else")
 
     assert status == 409
     assert body["error"]["code"] == "AgentExists"
     assert AIKO in body["error"]["message"]
-    assert store.get_agent(AIKO) == before
+    assert store.agents.get_agent(AIKO) == before
 
 
 @pytest.mark.parametrize(
@@ -165,7 +165,7 @@ def test_fails_to_register_with_a_bad_body_naming_the_field(store: DynamoSession
     assert answer["error"]["code"] == "BAD_REQUEST_BODY"
     assert answer["error"]["message"].startswith(field), answer
     assert answer["error"]["request_id"] == "req-registry"
-    assert store.get_agent(AIKO) is None
+    assert store.agents.get_agent(AIKO) is None
 
 
 @pytest.mark.parametrize("role", ["agent", "customer"])
@@ -179,7 +179,7 @@ def test_only_admins_reach_the_registry(store: DynamoSessionStore, role: str) ->
     ):
         status, answer = admin(method, resource, path, body, role=role, sub=AIKO)
         assert (status, answer["error"]["code"]) == (403, "Forbidden"), (method, path)
-    assert store.get_agent(AIKO) is None
+    assert store.agents.get_agent(AIKO) is None
 
 
 # ------------------------------------------------------------------ read and list
@@ -242,10 +242,10 @@ def test_fails_to_list_with_bad_query_parameters(
 
 def test_a_cursor_of_another_listing_is_refused(store: DynamoSessionStore) -> None:
     # Given a real cursor of a session's turns
-    session_id = store.create_session("alice").session_id
+    session_id = store.sessions.create_session("alice").session_id
     for text in ("one", "two"):
-        store.add_turn(session_id, "user", text)
-    turns_cursor = store.list_turns(session_id, limit=1).next_cursor
+        store.turns.add_turn(session_id, "user", text)
+    turns_cursor = store.turns.list_turns(session_id, limit=1).next_cursor
     assert turns_cursor is not None
 
     # When it is used on the agent listing, it is refused as a parameter error
@@ -254,7 +254,7 @@ def test_a_cursor_of_another_listing_is_refused(store: DynamoSessionStore) -> No
     assert (status, body["error"]["code"]) == (400, "BAD_REQUEST_PARAMETERS")
     assert body["error"]["message"].startswith("invalid cursor: it was issued for another listing")
     with pytest.raises(InvalidCursor):
-        store.list_agents(cursor="bm90LWEtY3Vyc29y")
+        store.agents.list_agents(cursor="bm90LWEtY3Vyc29y")
 
 
 # ------------------------------------------------------------------ update
@@ -300,7 +300,7 @@ def test_retire_takes_the_agent_out_of_the_index_and_later_presence_and_accept_a
     assert body["status"] == "retired"
     assert body["retired_at"] is not None
     assert index_rows(store, "billing") == []
-    assert store.find_available_agent("billing") is None
+    assert store.agents.find_available_agent("billing") is None
     # And its own presence change is refused, saying why
     status, answer = presence("available")
     assert (status, answer["error"]["code"]) == (409, "AgentRetired")
@@ -316,15 +316,15 @@ def test_retire_is_refused_while_the_agent_holds_a_handoff(store: DynamoSessionS
     # Given an agent reserved for a session (the workflow's reservation)
     register(skills=("billing",))
     presence("available")
-    session_id = store.create_session("alice").session_id
-    store.reserve_agent(AIKO, session_id)
+    session_id = store.sessions.create_session("alice").session_id
+    store.agents.reserve_agent(AIKO, session_id)
 
     status, body = admin("POST", "/admin/agents/{agent_id}/retire", f"/admin/agents/{AIKO}/retire")
 
     assert (status, body["error"]["code"]) == (409, "AgentBusy")
     assert session_id in body["error"]["message"]
     assert "close" in body["error"]["message"]
-    agent = store.get_agent(AIKO)
+    agent = store.agents.get_agent(AIKO)
     assert agent is not None
     assert agent.status == AgentStatus.BUSY
 
@@ -335,20 +335,20 @@ def test_retire_loses_to_a_reservation_that_lands_after_the_read(
     # Given an available agent, reserved by the workflow between the retire's read and its write
     register(skills=("billing",))
     presence("available")
-    session_id = store.create_session("alice").session_id
-    read = store.get_agent
+    session_id = store.sessions.create_session("alice").session_id
+    read = store.agents.get_agent
 
     def read_then_reserve(agent_id: str) -> Any:
         current = read(agent_id)
-        monkeypatch.setattr(store, "get_agent", read)
-        store.reserve_agent(agent_id, session_id)
+        monkeypatch.setattr(store.agents, "get_agent", read)
+        store.agents.reserve_agent(agent_id, session_id)
         return current
 
-    monkeypatch.setattr(store, "get_agent", read_then_reserve)
+    monkeypatch.setattr(store.agents, "get_agent", read_then_reserve)
 
     # Then the retirement fails instead of retiring an agent in the middle of a handoff
     with pytest.raises(AgentUnavailable):
-        store.retire_agent(AIKO)
+        store.agents.retire_agent(AIKO)
     agent = read(AIKO)
     assert agent is not None
     assert agent.status == AgentStatus.BUSY
@@ -363,7 +363,7 @@ def test_an_unregistered_caller_gets_404_from_presence_and_accept(store: DynamoS
     assert (status, body["error"]["code"]) == (404, "NotFound")
     assert "not registered" in body["error"]["message"]
     assert "/admin/agents" in body["error"]["message"]
-    assert store.get_agent(BEN) is None
+    assert store.agents.get_agent(BEN) is None
 
 
 def test_presence_changes_only_the_callers_own_agent(store: DynamoSessionStore) -> None:
@@ -379,7 +379,7 @@ def test_presence_changes_only_the_callers_own_agent(store: DynamoSessionStore) 
     assert (status, body["error"]["code"]) == (400, "BAD_REQUEST_BODY")
     assert "agent_id" in body["error"]["message"]
     assert index_rows(store, "billing") == [AIKO]
-    ben = store.get_agent(BEN)
+    ben = store.agents.get_agent(BEN)
     assert ben is not None
     assert ben.status == AgentStatus.OFFLINE
 
@@ -388,20 +388,20 @@ def test_presence_changes_only_the_callers_own_agent(store: DynamoSessionStore) 
 
 
 def test_store_register_refuses_a_taken_id_and_retire_a_busy_agent(store: DynamoSessionStore) -> None:
-    store.register_agent(AIKO, name="Aiko", skills=("billing",))
+    store.agents.register_agent(AIKO, name="Aiko", skills=("billing",))
     with pytest.raises(AgentExists):
-        store.register_agent(AIKO, name="Aiko", skills=("billing",))
-    store.set_presence(AIKO, "available")
-    store.reserve_agent(AIKO, str(uuid.uuid4()))
+        store.agents.register_agent(AIKO, name="Aiko", skills=("billing",))
+    store.agents.set_presence(AIKO, "available")
+    store.agents.reserve_agent(AIKO, str(uuid.uuid4()))
     with pytest.raises(AgentBusy):
-        store.retire_agent(AIKO)
-    store.release_agent(AIKO)
-    retired = store.retire_agent(AIKO)
+        store.agents.retire_agent(AIKO)
+    store.agents.release_agent(AIKO)
+    retired = store.agents.retire_agent(AIKO)
     assert retired.status == AgentStatus.RETIRED
     with pytest.raises(AgentRetired):
-        store.set_presence(AIKO, "available")
+        store.agents.set_presence(AIKO, "available")
     with pytest.raises(AgentUnavailable):
-        store.reserve_agent(AIKO, str(uuid.uuid4()))
+        store.agents.reserve_agent(AIKO, str(uuid.uuid4()))
 
 
 @pytest.mark.usefixtures("store")

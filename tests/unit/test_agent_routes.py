@@ -16,8 +16,10 @@ from embedded.events import Api, authorizer_context, lambda_context, rest_proxy_
 from embedded.services.dynamodb import atomic_requests, create_sessions_table
 from lambdas.api import agent as agent_api
 from lambdas.shared import env as lambda_env
-from lambdas.shared.records import Agent, AgentStatus, HandoffStatus, Role
+from lambdas.shared.records import Agent, AgentStatus, HandoffStatus, Role, SessionStatus
 from lambdas.shared.store import DynamoSessionStore
+from lambdas.usecases.assign_agent import begin_handoff
+from lambdas.usecases.close_handoff import close_handoff
 
 
 @pytest.fixture
@@ -67,8 +69,8 @@ DEAD_TOKEN = "dead-token"  # a task token no execution waits on
 
 
 def _queued(store: DynamoSessionStore) -> str:
-    session = store.create_session("customer-1")
-    store.queue_handoff(
+    session = store.sessions.create_session("customer-1")
+    store.handoffs.queue_handoff(
         session.session_id,
         handoff_id="h-1",
         reason="billing",
@@ -105,14 +107,14 @@ def test_fails_on_a_session_id_that_is_not_a_session_id(store: DynamoSessionStor
 def test_accept_of_an_expired_request_releases_the_agent_again(store: DynamoSessionStore) -> None:
     # Given a queued handoff whose waiting task is gone (its token is dead) and an available agent
     session_id = _queued(store)
-    store.put_agent(Agent(agent_id="agent-1", skills=("billing",)))
+    store.agents.put_agent(Agent(agent_id="agent-1", skills=("billing",)))
 
     status, body = call("accept", session_id, {})
 
     # Then 409, and the agent is available again (reserved, then released)
     assert status == 409
     assert "expired" in body["error"]["message"]
-    agent = store.get_agent("agent-1")
+    agent = store.agents.get_agent("agent-1")
     assert agent is not None
     assert agent.status == AgentStatus.AVAILABLE
 
@@ -122,7 +124,7 @@ def test_accept_whose_send_task_success_fails_gives_the_token_back(
 ) -> None:
     # Given a queued handoff and an available agent, and Step Functions throttling SendTaskSuccess
     session_id = _queued(store)
-    store.put_agent(Agent(agent_id="agent-1", skills=("billing",)))
+    store.agents.put_agent(Agent(agent_id="agent-1", skills=("billing",)))
 
     class Throttled:
         def send_task_success(self, **_: Any) -> None:
@@ -136,41 +138,42 @@ def test_accept_whose_send_task_success_fails_gives_the_token_back(
     # so a later accept can complete the workflow's wait
     assert status == 500
     assert body["error"]["code"]
-    agent = store.get_agent("agent-1")
+    agent = store.agents.get_agent("agent-1")
     assert agent is not None
     assert agent.status == AgentStatus.AVAILABLE
-    assert store.waiting_for(session_id, "h-1") == "agent"
-    assert store.claim_callback(session_id, "h-1", "agent") == DEAD_TOKEN
+    assert store.handoffs.waiting_for(session_id, "h-1") == "agent"
+    assert store.handoffs.claim_callback(session_id, "h-1", "agent") == DEAD_TOKEN
 
 
 def test_accept_by_a_busy_agent_is_409_and_leaves_the_request_waiting(store: DynamoSessionStore) -> None:
     session_id = _queued(store)
-    store.put_agent(Agent(agent_id="agent-1", skills=("billing",)))
-    store.reserve_agent("agent-1", "another-session")
+    store.agents.put_agent(Agent(agent_id="agent-1", skills=("billing",)))
+    store.agents.reserve_agent("agent-1", "another-session")
 
     status, _ = call("accept", session_id, {})
 
     assert status == 409
-    assert store.waiting_for(session_id, "h-1") == "agent"
+    assert store.handoffs.waiting_for(session_id, "h-1") == "agent"
 
 
 def test_accept_of_an_assigned_handoff_is_409(store: DynamoSessionStore) -> None:
-    session = store.create_session("customer-1")
-    store.put_handoff(session.session_id, reason="billing", handoff_id="h-1", status=HandoffStatus.ASSIGNED)
+    session = store.sessions.create_session("customer-1")
+    store.handoffs.put_handoff(session.session_id, reason="billing", handoff_id="h-1", status=HandoffStatus.ASSIGNED)
     assert call("accept", session.session_id, {})[0] == 409
 
 
 def _handed_over(store: DynamoSessionStore, agent_id: str = "agent-1") -> str:
-    session = store.create_session("customer-1")
-    store.put_connection(
+    session = store.sessions.create_session("customer-1")
+    store.connections.put_connection(
         "conn-1",
         session_id=session.session_id,
         customer_id="customer-1",
         domain_name="abc123.execute-api.us-east-1.amazonaws.com",
         stage="prod",
     )
-    store.set_connection(session.session_id, "conn-1")
-    store.begin_handoff(
+    store.sessions.set_connection(session.session_id, "conn-1")
+    begin_handoff(
+        store,
         session.session_id,
         handoff_id="h-1",
         agent_id=agent_id,
@@ -185,16 +188,16 @@ def _handed_over(store: DynamoSessionStore, agent_id: str = "agent-1") -> str:
 def test_message_from_the_assigned_agent_is_stored_pushed_and_completes_the_wait(store: DynamoSessionStore) -> None:
     # Given a session handed to agent-1 whose MonitorHandoff token is stored (dead: the call is tolerated)
     session_id = _handed_over(store)
-    store.await_callback(session_id, "h-1", "reply", "dead-token")
+    store.handoffs.await_callback(session_id, "h-1", "reply", "dead-token")
 
     status, body = call("messages", session_id, {"text": "Hi, this is Ana."})
 
     assert status == 201
     assert body["turn_number"] == 2
     assert body["delivered"] is True
-    last = store.list_turns(session_id).items[-1]
+    last = store.turns.list_turns(session_id).items[-1]
     assert (last.role, last.content) == (Role.AGENT, "Hi, this is Ana.")
-    assert store.waiting_for(session_id, "h-1") is None  # the token was taken
+    assert store.handoffs.waiting_for(session_id, "h-1") is None  # the token was taken
 
 
 def test_message_whose_send_task_success_fails_is_stored_once_and_keeps_the_token(
@@ -202,7 +205,7 @@ def test_message_whose_send_task_success_fails_is_stored_once_and_keeps_the_toke
 ) -> None:
     # Given a session handed to agent-1 waiting for the first reply, and Step Functions throttling SendTaskSuccess
     session_id = _handed_over(store)
-    store.await_callback(session_id, "h-1", "reply", "live-token")
+    store.handoffs.await_callback(session_id, "h-1", "reply", "live-token")
 
     class Throttled:
         def send_task_success(self, **_: Any) -> None:
@@ -215,14 +218,35 @@ def test_message_whose_send_task_success_fails_is_stored_once_and_keeps_the_toke
     # Then 201 (stored and pushed: a retry would store it twice), and the token waits for the next reply
     assert status == 201
     assert body["turn_number"] == 2
-    assert [t.content for t in store.list_turns(session_id).items if t.role == Role.AGENT] == ["Hi, this is Ana."]
-    assert store.claim_callback(session_id, "h-1", "reply") == "live-token"
+    assert [t.content for t in store.turns.list_turns(session_id).items if t.role == Role.AGENT] == ["Hi, this is Ana."]
+    assert store.handoffs.claim_callback(session_id, "h-1", "reply") == "live-token"
 
 
 def test_message_from_another_agent_is_403_and_stores_nothing(store: DynamoSessionStore) -> None:
     session_id = _handed_over(store)
     assert call("messages", session_id, {"text": "sneaky"}, sub="agent-2")[0] == 403
-    assert len(store.list_turns(session_id).items) == 1
+    assert len(store.turns.list_turns(session_id).items) == 1
+
+
+def test_message_after_the_handoff_closed_is_403_and_stores_nothing(store: DynamoSessionStore) -> None:
+    # Given agent-1's handoff, closed by an admin
+    session_id = _handed_over(store)
+    assert call("close", session_id, {"resolution": "done", "outcome": "resume"}, sub="admin-1", role="admin")[0] == 200
+    turns = len(store.turns.list_turns(session_id).items)
+    # When agent-1 writes again / Then its access ended with the handoff
+    assert call("messages", session_id, {"text": "one more thing"})[0] == 403
+    assert len(store.turns.list_turns(session_id).items) == turns
+
+
+def test_close_by_another_agent_is_403_and_changes_nothing(store: DynamoSessionStore) -> None:
+    session_id = _handed_over(store)
+    assert call("close", session_id, {"resolution": "not mine", "outcome": "end"}, sub="agent-2")[0] == 403
+    handoff = store.handoffs.get_handoff(session_id, "h-1")
+    assert handoff is not None
+    assert (handoff.status, handoff.agent_id) == (HandoffStatus.ASSIGNED, "agent-1")
+    session = store.sessions.get_session(session_id)
+    assert session is not None
+    assert session.status == SessionStatus.HANDOFF
 
 
 @pytest.mark.parametrize(
@@ -238,27 +262,27 @@ def test_malformed_message_bodies_are_400(store: DynamoSessionStore, body: str) 
 def test_accept_without_the_skill_is_409_naming_it_and_the_handoff_stays_queued(store: DynamoSessionStore) -> None:
     # Given a queued billing handoff and an available agent who only knows shipping
     session_id = _queued(store)
-    store.put_agent(Agent(agent_id="agent-1", skills=("shipping",)))
+    store.agents.put_agent(Agent(agent_id="agent-1", skills=("shipping",)))
 
     status, body = call("accept", session_id, {})
 
     # Then 409 naming the missing skill; the handoff still waits, the agent is untouched
     assert status == 409
     assert "'billing'" in body["error"]["message"]
-    handoff = store.current_handoff(session_id)
+    handoff = store.handoffs.current_handoff(session_id)
     assert handoff is not None
     assert handoff.status == HandoffStatus.QUEUED
-    assert store.waiting_for(session_id, "h-1") == "agent"
-    agent = store.get_agent("agent-1")
+    assert store.handoffs.waiting_for(session_id, "h-1") == "agent"
+    agent = store.agents.get_agent("agent-1")
     assert agent is not None
     assert agent.status == AgentStatus.AVAILABLE
 
 
 def test_the_current_handoff_is_the_newest_whatever_its_id(store: DynamoSessionStore) -> None:
     # Given a session whose second handoff's id sorts before the first's
-    session = store.create_session("customer-1")
-    store.put_handoff(session.session_id, reason="billing", handoff_id="zz-first", status=HandoffStatus.FAILED)
-    store.queue_handoff(
+    session = store.sessions.create_session("customer-1")
+    store.handoffs.put_handoff(session.session_id, reason="billing", handoff_id="zz-first", status=HandoffStatus.FAILED)
+    store.handoffs.queue_handoff(
         session.session_id,
         handoff_id="aa-second",
         reason="billing",
@@ -268,10 +292,10 @@ def test_the_current_handoff_is_the_newest_whatever_its_id(store: DynamoSessionS
     )
 
     # Then the second is current, and an agent's accept reaches it (not the failed first)
-    current = store.current_handoff(session.session_id)
+    current = store.handoffs.current_handoff(session.session_id)
     assert current is not None
     assert current.handoff_id == "aa-second"
-    store.put_agent(Agent(agent_id="agent-1", skills=("billing",)))
+    store.agents.put_agent(Agent(agent_id="agent-1", skills=("billing",)))
     status, body = call("accept", session.session_id, {})
     assert status == 409
     assert "expired" in body["error"]["message"]  # it reached the waiting handoff; only its token is dead
@@ -293,12 +317,12 @@ def presence(status: Any, *, sub: str = "agent-1") -> tuple[int, Any]:
 
 
 def test_presence_moves_a_free_agent_in_and_out_of_the_available_index_at_once(store: DynamoSessionStore) -> None:
-    store.put_agent(Agent(agent_id="agent-1", skills=("billing",)))
+    store.agents.put_agent(Agent(agent_id="agent-1", skills=("billing",)))
 
     assert presence("away") == (200, {"agent_id": "agent-1", "status": "away", "after_release": "away"})
-    assert store.find_available_agent("billing") is None
+    assert store.agents.find_available_agent("billing") is None
     assert presence("available")[0] == 200
-    found = store.find_available_agent("billing")
+    found = store.agents.find_available_agent("billing")
     assert found is not None
     assert found.agent_id == "agent-1"
     assert presence("asleep")[0] == 400
@@ -306,31 +330,31 @@ def test_presence_moves_a_free_agent_in_and_out_of_the_available_index_at_once(s
 
 def test_a_busy_agent_who_chose_away_is_away_once_its_handoff_closes(store: DynamoSessionStore) -> None:
     # Given agent-1 serving a handoff, who chooses "away" meanwhile
-    store.put_agent(Agent(agent_id="agent-1", skills=("billing",)))
+    store.agents.put_agent(Agent(agent_id="agent-1", skills=("billing",)))
     session_id = _handed_over(store)
-    store.reserve_agent("agent-1", session_id)
+    store.agents.reserve_agent("agent-1", session_id)
     status, body = presence("away")
     assert (status, body["status"], body["after_release"]) == (200, "busy", "away")
 
     # When the handoff closes
-    closed = store.close_handoff(session_id, "h-1", closed_by="agent-1", resolution="done", outcome="active")
+    closed = close_handoff(store, session_id, "h-1", closed_by="agent-1", resolution="done", outcome="active")
 
     # Then the agent is released into "away": not offered any new handoff
     assert closed.released_agent_id == "agent-1"
-    agent = store.get_agent("agent-1")
+    agent = store.agents.get_agent("agent-1")
     assert agent is not None
     assert agent.status == AgentStatus.AWAY
-    assert store.find_available_agent("billing") is None
+    assert store.agents.find_available_agent("billing") is None
 
 
 def test_close_whose_send_task_success_fails_is_still_a_close(
     store: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given agent-1 serving a handoff whose MonitorHandoff token is stored, and Step Functions throttling
-    store.put_agent(Agent(agent_id="agent-1", skills=("billing",)))
+    store.agents.put_agent(Agent(agent_id="agent-1", skills=("billing",)))
     session_id = _handed_over(store)
-    store.reserve_agent("agent-1", session_id)
-    store.await_callback(session_id, "h-1", "reply", "live-token")
+    store.agents.reserve_agent("agent-1", session_id)
+    store.handoffs.await_callback(session_id, "h-1", "reply", "live-token")
 
     class Throttled:
         def send_task_success(self, **_: Any) -> None:
@@ -356,9 +380,9 @@ def test_a_retried_message_with_its_idempotency_key_stores_one_turn(store: Dynam
     # Then the answer is replayed and the transcript holds the message once
     assert first == again
     assert first[0] == 201
-    agent_turns = [t for t in store.list_turns(session_id).items if t.role == Role.AGENT]
+    agent_turns = [t for t in store.turns.list_turns(session_id).items if t.role == Role.AGENT]
     assert [t.content for t in agent_turns] == ["Volume 3 ships Friday."]
     # And the same key with other text is refused, storing nothing
     status, body = call("messages", session_id, {"text": "Something else"}, headers=key)
     assert (status, body["error"]["code"]) == (409, "KeyReused")
-    assert len([t for t in store.list_turns(session_id).items if t.role == Role.AGENT]) == 1
+    assert len([t for t in store.turns.list_turns(session_id).items if t.role == Role.AGENT]) == 1

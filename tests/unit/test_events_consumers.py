@@ -48,11 +48,13 @@ def wired(store: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch) -> Iterato
 
 
 def test_put_inbox_item_writes_once(store: DynamoSessionStore, ddb_client: Any) -> None:
-    sid = store.create_session("c-1").session_id
-    store.put_handoff(sid, reason="billing", status=HandoffStatus.ASSIGNED, agent_id="agent-1", handoff_id="h")
-    assert store.put_inbox_item("agent-1", session_id=sid, handoff_id="h", reason="billing") == InboxWrite.WRITTEN
-    assert store.put_inbox_item("agent-1", session_id=sid, handoff_id="h", reason="billing") == InboxWrite.PRESENT
-    item = ddb_client.get_item(TableName=store.table_name, Key={"PK": {"S": "AGENT#agent-1"}, "SK": {"S": "INBOX#h"}})
+    sid = store.sessions.create_session("c-1").session_id
+    store.handoffs.put_handoff(sid, reason="billing", status=HandoffStatus.ASSIGNED, agent_id="agent-1", handoff_id="h")
+    assert store.inbox.put_inbox_item("agent-1", session_id=sid, handoff_id="h", reason="billing") == InboxWrite.WRITTEN
+    assert store.inbox.put_inbox_item("agent-1", session_id=sid, handoff_id="h", reason="billing") == InboxWrite.PRESENT
+    item = ddb_client.get_item(
+        TableName=store.table.table_name, Key={"PK": {"S": "AGENT#agent-1"}, "SK": {"S": "INBOX#h"}}
+    )
     assert unmarshal_item(item["Item"])["reason"] == "billing"
     assert keys.agent_inbox_key("agent-1", "h") == {"PK": "AGENT#agent-1", "SK": "INBOX#h"}
 
@@ -64,15 +66,19 @@ def test_dashboard_puts_the_handoff_in_the_agents_inbox_and_reports_a_bad_messag
     wired: DynamoSessionStore, ddb_client: Any
 ) -> None:
     # Given one good message (SNS envelope, as without raw delivery) and one that is not JSON
-    sid = wired.create_session("c-1").session_id
-    wired.put_handoff(sid, reason="escalated", status=HandoffStatus.ASSIGNED, agent_id="agent-7", handoff_id="h-1")
+    sid = wired.sessions.create_session("c-1").session_id
+    wired.handoffs.put_handoff(
+        sid, reason="escalated", status=HandoffStatus.ASSIGNED, agent_id="agent-7", handoff_id="h-1"
+    )
     good = sns_notification(handoff_body(sid, "h-1", agent_id="agent-7"))
     event = sqs_event(good, "not json")
     # When consumed
     response = dashboard.handler(event, CONTEXT)
     # Then the inbox item exists and only the bad message is reported
     assert response["batchItemFailures"] == [{"itemIdentifier": event["Records"][1]["messageId"]}]
-    got = ddb_client.get_item(TableName=wired.table_name, Key={"PK": {"S": "AGENT#agent-7"}, "SK": {"S": "INBOX#h-1"}})
+    got = ddb_client.get_item(
+        TableName=wired.table.table_name, Key={"PK": {"S": "AGENT#agent-7"}, "SK": {"S": "INBOX#h-1"}}
+    )
     assert unmarshal_item(got["Item"])["session_id"] == sid
     # And a redelivery succeeds without a second item
     assert dashboard.handler(sqs_event(good), CONTEXT)["batchItemFailures"] == []
@@ -82,13 +88,15 @@ def test_dashboard_puts_a_waiting_customer_in_the_inbox_every_agent_reads(
     wired: DynamoSessionStore, ddb_client: Any
 ) -> None:
     # Given the workflow's broadcast that a customer waits (no agent is known yet)
-    sid = wired.create_session("c-2").session_id
-    wired.put_handoff(sid, reason="billing", status=HandoffStatus.QUEUED, handoff_id="h-2")
+    sid = wired.sessions.create_session("c-2").session_id
+    wired.handoffs.put_handoff(sid, reason="billing", status=HandoffStatus.QUEUED, handoff_id="h-2")
     waiting = {"session_id": sid, "handoff_id": "h-2", "event_type": "handoff_waiting", "reason": "billing"}
     # When consumed
     assert dashboard.handler(sqs_event(waiting), CONTEXT)["batchItemFailures"] == []
     # Then it is in the shared waiting inbox
-    got = ddb_client.get_item(TableName=wired.table_name, Key={"PK": {"S": "AGENT#_waiting"}, "SK": {"S": "INBOX#h-2"}})
+    got = ddb_client.get_item(
+        TableName=wired.table.table_name, Key={"PK": {"S": "AGENT#_waiting"}, "SK": {"S": "INBOX#h-2"}}
+    )
     assert unmarshal_item(got["Item"])["session_id"] == sid
     # And any other message without an agent is refused alone (reported, then the DLQ)
     stray = {"session_id": "s-3", "handoff_id": "h-3", "event_type": "handoff"}
@@ -131,8 +139,10 @@ def test_escalation_pages_the_managers_once_in_their_inbox_and_on_their_topic(
     wired: DynamoSessionStore, managers: str
 ) -> None:
     # Given a handoff the workflow escalated (no agent took it in time)
-    session = wired.create_session("cust-1")
-    handoff = wired.put_handoff(session.session_id, reason="billing", priority="high", status=HandoffStatus.ESCALATED)
+    session = wired.sessions.create_session("cust-1")
+    handoff = wired.handoffs.put_handoff(
+        session.session_id, reason="billing", priority="high", status=HandoffStatus.ESCALATED
+    )
     body = handoff_body(session.session_id, handoff.handoff_id, event_type="escalated", priority="high")
     # When the router's escalated event is consumed twice (at-least-once delivery)
     assert escalation.handler(sqs_event(body), CONTEXT)["batchItemFailures"] == []
@@ -141,26 +151,28 @@ def test_escalation_pages_the_managers_once_in_their_inbox_and_on_their_topic(
     told = _texts(managers)
     assert len(told) == 1
     assert f"POST /handoffs/{session.session_id}/accept" in told[0]
-    items = wired.list_inbox("manager-1", managers=True).items
+    items = wired.inbox.list_inbox("manager-1", managers=True).items
     assert [i.handoff_id for i in items] == [handoff.handoff_id]
     # and the consumer did not touch the handoff (the workflow owns its status)
-    stored = wired.get_handoff(session.session_id, handoff.handoff_id)
+    stored = wired.handoffs.get_handoff(session.session_id, handoff.handoff_id)
     assert stored is not None
     assert stored.status == HandoffStatus.ESCALATED
 
 
 def test_escalation_of_a_handoff_taken_meanwhile_pages_nobody(wired: DynamoSessionStore, managers: str) -> None:
-    session = wired.create_session("cust-1")
-    handoff = wired.put_handoff(session.session_id, reason="billing", status=HandoffStatus.ASSIGNED, agent_id="a-1")
+    session = wired.sessions.create_session("cust-1")
+    handoff = wired.handoffs.put_handoff(
+        session.session_id, reason="billing", status=HandoffStatus.ASSIGNED, agent_id="a-1"
+    )
     body = handoff_body(session.session_id, handoff.handoff_id, event_type="escalated")
     assert escalation.handler(sqs_event(body), CONTEXT)["batchItemFailures"] == []
     assert _texts(managers) == []
-    assert wired.list_inbox("manager-1", managers=True).items == []
+    assert wired.inbox.list_inbox("manager-1", managers=True).items == []
 
 
 def test_escalation_ignores_other_events(wired: DynamoSessionStore, managers: str) -> None:
-    session = wired.create_session("cust-1")
-    handoff = wired.put_handoff(session.session_id, reason="billing", status=HandoffStatus.ESCALATED)
+    session = wired.sessions.create_session("cust-1")
+    handoff = wired.handoffs.put_handoff(session.session_id, reason="billing", status=HandoffStatus.ESCALATED)
     body = handoff_body(session.session_id, handoff.handoff_id, event_type="assigned", agent_id="a-1")
     assert escalation.handler(sqs_event(body), CONTEXT)["batchItemFailures"] == []
     assert _texts(managers) == []
@@ -169,8 +181,8 @@ def test_escalation_ignores_other_events(wired: DynamoSessionStore, managers: st
 def test_a_failed_page_takes_the_inbox_item_back_so_the_retry_pages_again(
     wired: DynamoSessionStore, managers: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    session = wired.create_session("cust-1")
-    handoff = wired.put_handoff(session.session_id, reason="billing", status=HandoffStatus.ESCALATED)
+    session = wired.sessions.create_session("cust-1")
+    handoff = wired.handoffs.put_handoff(session.session_id, reason="billing", status=HandoffStatus.ESCALATED)
     body = handoff_body(session.session_id, handoff.handoff_id, event_type="escalated")
 
     class Down:
@@ -181,7 +193,7 @@ def test_a_failed_page_takes_the_inbox_item_back_so_the_retry_pages_again(
     monkeypatch.setattr(escalation, "sns", Down)
     with pytest.raises(BatchProcessingError):  # the one record failed: SQS delivers it again
         escalation.handler(sqs_event(body), CONTEXT)
-    assert wired.list_inbox("manager-1", managers=True).items == []
+    assert wired.inbox.list_inbox("manager-1", managers=True).items == []
     monkeypatch.setattr(escalation, "sns", working)
     assert escalation.handler(sqs_event(body), CONTEXT)["batchItemFailures"] == []
     assert len(_texts(managers)) == 1
@@ -203,11 +215,11 @@ class FakePoster:
 
 
 def _connected_session(store: DynamoSessionStore) -> tuple[str, str]:
-    session = store.create_session("cust-1")
-    store.put_connection(
+    session = store.sessions.create_session("cust-1")
+    store.connections.put_connection(
         "conn-1", session_id=session.session_id, customer_id="cust-1", domain_name="ws.example", stage="dev"
     )
-    store.set_connection(session.session_id, "conn-1")
+    store.sessions.set_connection(session.session_id, "conn-1")
     return session.session_id, "conn-1"
 
 
@@ -232,7 +244,7 @@ def test_customer_notifier_posts_to_the_live_connection(
             },
         )
     ]
-    assert wired.list_turns(session_id).items == []
+    assert wired.turns.list_turns(session_id).items == []
 
 
 def test_customer_notifier_records_the_text_when_the_client_is_gone(
@@ -245,10 +257,10 @@ def test_customer_notifier_records_the_text_when_the_client_is_gone(
     # When notified
     assert customer_notifier.handler(sqs_event(body), CONTEXT)["batchItemFailures"] == []
     # Then the connection is cleared and the text is a system turn the customer reads on return
-    session = wired.get_session(session_id)
+    session = wired.sessions.get_session(session_id)
     assert session is not None
     assert session.connection_id is None
-    (turn,) = wired.list_turns(session_id).items
+    (turn,) = wired.turns.list_turns(session_id).items
     assert (turn.role, turn.content) == (Role.SYSTEM, "An agent is coming.")
 
 
@@ -272,8 +284,8 @@ def test_customer_notifier_drops_notifications_of_closed_or_unknown_sessions(
 ) -> None:
     poster = FakePoster(delivered=True)
     monkeypatch.setattr(connections, "post_to_connection", poster)
-    closed = wired.create_session("cust-1")
-    wired.update_status(closed.session_id, SessionStatus.DISCONNECTED)
+    closed = wired.sessions.create_session("cust-1")
+    wired.sessions.update_status(closed.session_id, SessionStatus.DISCONNECTED)
     event = sqs_event(
         {"session_id": closed.session_id, "event_type": "handoff", "text": "t"},
         {"session_id": "unknown", "event_type": "handoff", "text": "t"},
@@ -282,13 +294,13 @@ def test_customer_notifier_drops_notifications_of_closed_or_unknown_sessions(
     response = customer_notifier.handler(event, CONTEXT)
     assert response["batchItemFailures"] == [{"itemIdentifier": event["Records"][2]["messageId"]}]
     assert poster.posts == []
-    assert wired.list_turns(closed.session_id).items == []
+    assert wired.turns.list_turns(closed.session_id).items == []
 
 
 @pytest.fixture
 def noticing(wired: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, str, str]]]:
     """The notifier as deployed: idempotency on the table, a mailer that records what it sends."""
-    monkeypatch.setenv("TABLE_NAME", wired.table_name)
+    monkeypatch.setenv("TABLE_NAME", wired.table.table_name)
     monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "CustomerNotifier")
     monkeypatch.setenv("NOTICE_SENDER", "notices@dev.mangaassist.example")
     monkeypatch.setenv("NOTICE_RECIPIENT_DOMAINS", "example.com")
@@ -338,11 +350,11 @@ def test_a_closed_handoff_reaches_the_connected_customer_once_as_the_closed_fram
     )
     assert frame["event_id"] == "ev-closed"
     assert noticing == []
-    assert wired.list_turns(session_id).items == []
+    assert wired.turns.list_turns(session_id).items == []
 
 
 def test_a_customer_away_from_the_chat_is_mailed_once(wired: DynamoSessionStore, noticing: list[Any]) -> None:
-    session = wired.create_session("cust-1", email="cust-1@example.com")
+    session = wired.sessions.create_session("cust-1", email="cust-1@example.com")
     for _ in range(2):
         body = _closed(session.session_id, outcome="disconnected")
         assert customer_notifier.handler(sqs_event(body), CONTEXT)["batchItemFailures"] == []
@@ -356,17 +368,17 @@ def test_a_customer_away_from_the_chat_is_mailed_once(wired: DynamoSessionStore,
 def test_an_address_the_stage_may_not_mail_gets_the_notice_in_the_conversation(
     wired: DynamoSessionStore, noticing: list[Any]
 ) -> None:
-    session = wired.create_session("cust-1", email="cust-1@customer.test")
+    session = wired.sessions.create_session("cust-1", email="cust-1@customer.test")
     escalated = {**_closed(session.session_id, event_id="ev-esc"), "event_type": "escalated"}
     assert customer_notifier.handler(sqs_event(escalated), CONTEXT)["batchItemFailures"] == []
     assert noticing == []
-    (turn,) = wired.list_turns(session.session_id).items
+    (turn,) = wired.turns.list_turns(session.session_id).items
     assert (turn.role, turn.content) == (Role.SYSTEM, customer_notifier.ESCALATED_TEXT)
 
 
 def test_the_session_keeps_the_address_from_no_api_response(wired: DynamoSessionStore) -> None:
-    session = wired.create_session("cust-1", email="cust-1@example.com")
-    stored = wired.get_session(session.session_id)
+    session = wired.sessions.create_session("cust-1", email="cust-1@example.com")
+    stored = wired.sessions.get_session(session.session_id)
     assert stored is not None
     assert stored.customer_email == "cust-1@example.com"
     assert "customer_email" not in public(stored)

@@ -17,7 +17,7 @@ from lambdas.shared.store.limits import CONNECTION_SCOPE, CUSTOMER_SCOPE, MAX_CO
 
 
 def take(store: DynamoSessionStore, subject: str = "conn-1", per_minute: int = 6, burst: int = 3) -> Admission:
-    return store.take_message_token(CONNECTION_SCOPE, subject, per_minute=per_minute, burst=burst)
+    return store.limits.take_message_token(CONNECTION_SCOPE, subject, per_minute=per_minute, burst=burst)
 
 
 @contextmanager
@@ -28,11 +28,11 @@ def recorded_calls(store: DynamoSessionStore) -> Iterator[list[str]]:
     def record(**kwargs: Any) -> None:
         calls.append(kwargs["model"].name)
 
-    store.client.meta.events.register("before-call.dynamodb.*", record)
+    store.table.client.meta.events.register("before-call.dynamodb.*", record)
     try:
         yield calls
     finally:
-        store.client.meta.events.unregister("before-call.dynamodb.*", record)
+        store.table.client.meta.events.unregister("before-call.dynamodb.*", record)
 
 
 def test_a_new_or_idle_bucket_admits_in_one_write_and_a_burst_in_two(
@@ -66,7 +66,7 @@ def test_a_token_given_back_is_as_if_never_taken(store: DynamoSessionStore, cloc
     for _ in range(3):
         take(store)
     # When one of those messages gives its token back
-    store.give_back_message_token(CONNECTION_SCOPE, "conn-1", per_minute=6)
+    store.limits.give_back_message_token(CONNECTION_SCOPE, "conn-1", per_minute=6)
     # Then exactly one more message is admitted now, and the refill goes on at the rate
     assert take(store).admitted
     assert take(store) == Admission(False, 10)
@@ -75,9 +75,9 @@ def test_a_token_given_back_is_as_if_never_taken(store: DynamoSessionStore, cloc
 
 
 def test_giving_back_to_a_bucket_that_is_gone_changes_nothing(store: DynamoSessionStore) -> None:
-    store.give_back_message_token(CONNECTION_SCOPE, "never-used", per_minute=6)
-    item = store.client.get_item(
-        TableName=store.table_name, Key=marshal_item(keys.rate_bucket_key(CONNECTION_SCOPE, "never-used"))
+    store.limits.give_back_message_token(CONNECTION_SCOPE, "never-used", per_minute=6)
+    item = store.table.client.get_item(
+        TableName=store.table.table_name, Key=marshal_item(keys.rate_bucket_key(CONNECTION_SCOPE, "never-used"))
     )
     assert "Item" not in item
     assert [take(store, "never-used").admitted for _ in range(4)] == [True, True, True, False]
@@ -88,7 +88,7 @@ def test_a_token_given_back_after_the_bucket_idled_earns_no_more_than_a_full_buc
 ) -> None:
     take(store)
     clock.advance(3600)
-    store.give_back_message_token(CONNECTION_SCOPE, "conn-1", per_minute=6)
+    store.limits.give_back_message_token(CONNECTION_SCOPE, "conn-1", per_minute=6)
     assert [take(store).admitted for _ in range(4)] == [True, True, True, False]
 
 
@@ -120,7 +120,7 @@ def test_buckets_are_separate_per_subject_and_scope(store: DynamoSessionStore) -
         take(store, "conn-1")
     assert not take(store, "conn-1").admitted
     assert take(store, "conn-2").admitted
-    assert store.take_message_token(CUSTOMER_SCOPE, "conn-1", per_minute=6, burst=3).admitted
+    assert store.limits.take_message_token(CUSTOMER_SCOPE, "conn-1", per_minute=6, burst=3).admitted
 
 
 def test_concurrent_takers_never_share_a_token(make_store: Any, ddb_client: Any) -> None:
@@ -144,8 +144,8 @@ def test_concurrent_takers_never_share_a_token(make_store: Any, ddb_client: Any)
 
 def test_a_bucket_item_expires_after_it_is_full_again(store: DynamoSessionStore, clock: FakeClock) -> None:
     take(store)
-    item = store.client.get_item(
-        TableName=store.table_name, Key=marshal_item(keys.rate_bucket_key(CONNECTION_SCOPE, "conn-1"))
+    item = store.table.client.get_item(
+        TableName=store.table.table_name, Key=marshal_item(keys.rate_bucket_key(CONNECTION_SCOPE, "conn-1"))
     )["Item"]
     assert int(unmarshal_item(item)["ttl"]) > clock()
 
@@ -157,26 +157,26 @@ def test_fails_with_a_limit_that_is_not_positive(store: DynamoSessionStore, per_
 
 
 def test_connection_slots_cap_a_customer_and_free_on_close(store: DynamoSessionStore) -> None:
-    assert store.open_connection_slot("alice", "c1", cap=2).admitted
-    assert store.open_connection_slot("alice", "c2", cap=2).admitted
-    assert store.open_connection_slot("alice", "c1", cap=2).admitted  # a retried $connect keeps its slot
-    refused = store.open_connection_slot("alice", "c3", cap=2)
+    assert store.limits.open_connection_slot("alice", "c1", cap=2).admitted
+    assert store.limits.open_connection_slot("alice", "c2", cap=2).admitted
+    assert store.limits.open_connection_slot("alice", "c1", cap=2).admitted  # a retried $connect keeps its slot
+    refused = store.limits.open_connection_slot("alice", "c3", cap=2)
     assert not refused.admitted
     assert refused.retry_after_seconds == MAX_CONNECTION_SECONDS
-    assert store.open_connection_slot("bob", "c9", cap=2).admitted  # another customer is not counted
-    store.close_connection_slot("alice", "c1")
-    store.close_connection_slot("alice", "c1")  # twice is harmless
-    store.close_connection_slot("nobody", "c1")
-    assert store.open_connection_slot("alice", "c3", cap=2).admitted
+    assert store.limits.open_connection_slot("bob", "c9", cap=2).admitted  # another customer is not counted
+    store.limits.close_connection_slot("alice", "c1")
+    store.limits.close_connection_slot("alice", "c1")  # twice is harmless
+    store.limits.close_connection_slot("nobody", "c1")
+    assert store.limits.open_connection_slot("alice", "c3", cap=2).admitted
 
 
 def test_slots_of_connections_that_must_have_ended_are_freed(store: DynamoSessionStore, clock: FakeClock) -> None:
     # Given two slots whose $disconnect never came
-    store.open_connection_slot("alice", "c1", cap=2)
-    store.open_connection_slot("alice", "c2", cap=2)
+    store.limits.open_connection_slot("alice", "c1", cap=2)
+    store.limits.open_connection_slot("alice", "c2", cap=2)
     # When API Gateway's maximum connection duration has passed
     clock.advance(MAX_CONNECTION_SECONDS)
     # Then new connections get their slots
-    assert store.open_connection_slot("alice", "c3", cap=2).admitted
-    assert store.open_connection_slot("alice", "c4", cap=2).admitted
-    assert not store.open_connection_slot("alice", "c5", cap=2).admitted
+    assert store.limits.open_connection_slot("alice", "c3", cap=2).admitted
+    assert store.limits.open_connection_slot("alice", "c4", cap=2).admitted
+    assert not store.limits.open_connection_slot("alice", "c5", cap=2).admitted

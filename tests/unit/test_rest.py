@@ -183,13 +183,25 @@ def test_agent_reads_only_sessions_handed_off_to_them(api: Invoke, db: DynamoSes
     sid = _create(api)
     path = f"/sessions/{sid}"
     assert api("GET", "/sessions/{id}", path, sub="carol", role="agent")["statusCode"] == 404
-    db.put_handoff(sid, reason="billing", agent_id="carol", status="assigned")
+    db.handoffs.put_handoff(sid, reason="billing", agent_id="carol", status="assigned")
     # When carol and dave read it / Then only carol sees it, turns included
     assert api("GET", "/sessions/{id}", path, sub="carol", role="agent")["statusCode"] == 200
     assert api("GET", "/sessions/{id}/turns", f"{path}/turns", sub="carol", role="agent")["statusCode"] == 200
     assert api("GET", "/sessions/{id}", path, sub="dave", role="agent")["statusCode"] == 404
     # And an agent may never delete it
     assert api("DELETE", "/sessions/{id}", path, sub="carol", role="agent")["statusCode"] == 403
+
+
+def test_an_agent_whose_handoff_ended_is_told_so_and_a_stranger_is_not(api: Invoke, db: DynamoSessionStore) -> None:
+    # Given a session carol served until her handoff was completed
+    sid = _create(api)
+    path = f"/sessions/{sid}"
+    handoff = db.handoffs.put_handoff(sid, reason="billing", agent_id="carol", status="assigned")
+    db.handoffs.update_handoff(sid, handoff.handoff_id, status="completed")
+    # When carol and dave read it / Then carol gets 403 (her access ended), dave 404 (never his)
+    for route, resource in (("/sessions/{id}", path), ("/sessions/{id}/turns", f"{path}/turns")):
+        assert api("GET", route, resource, sub="carol", role="agent")["statusCode"] == 403
+        assert api("GET", route, resource, sub="dave", role="agent")["statusCode"] == 404
 
 
 # ---------------------------------------------------------------- ownership across all routes
@@ -230,7 +242,7 @@ def test_turns_page_newest_first_in_chronological_order(api: Invoke, db: DynamoS
     # Given 25 turns
     sid = _create(api)
     for n in range(1, 26):
-        db.add_turn(sid, "user", f"message {n}")
+        db.turns.add_turn(sid, "user", f"message {n}")
     # When the client pages with limit 10
     pages: list[list[int]] = []
     cursor = None
@@ -263,7 +275,7 @@ def test_fails_on_a_cursor_of_another_session(api: Invoke, db: DynamoSessionStor
     # Given a cursor minted for alice's other session
     first, second = _create(api), _create(api)
     for n in range(3):
-        db.add_turn(first, "user", f"m{n}")
+        db.turns.add_turn(first, "user", f"m{n}")
     cursor = api("GET", "/sessions/{id}/turns", f"/sessions/{first}/turns", query={"limit": "1"})["json"]["next_cursor"]
     # When it is used on the second / Then it is refused
     response = api("GET", "/sessions/{id}/turns", f"/sessions/{second}/turns", query={"cursor": cursor})
@@ -363,7 +375,7 @@ def test_unexpected_error_answers_500_with_request_id_only(api: Invoke, monkeypa
     def boom(*_: Any, **__: Any) -> None:
         raise RuntimeError("arn:aws:dynamodb:us-east-1:123456789012:table/secret-table exploded")
 
-    monkeypatch.setattr(rest.store(), "get_session", boom)
+    monkeypatch.setattr(rest.store().sessions, "get_session", boom)
     sid = str(uuid.uuid4())
     # When / Then the caller sees 500, the request id, and nothing of the cause
     response = api("GET", "/sessions/{id}", f"/sessions/{sid}", request_id="req-boom")
@@ -448,7 +460,7 @@ def test_a_retried_create_with_its_idempotency_key_returns_the_same_session(
     # Then it gets the same 201 and session, and the customer has exactly one session
     assert (first["statusCode"], again["statusCode"]) == (201, 201)
     assert again["json"] == first["json"]
-    assert len(db.list_customer_sessions("alice", limit=10).items) == 1
+    assert len(db.sessions.list_customer_sessions("alice", limit=10).items) == 1
 
 
 def test_the_same_key_with_another_body_is_409_and_creates_nothing(api: Invoke, db: DynamoSessionStore) -> None:
@@ -457,7 +469,7 @@ def test_the_same_key_with_another_body_is_409_and_creates_nothing(api: Invoke, 
     assert other["statusCode"] == 409
     assert other["json"]["error"]["code"] == "KeyReused"
     assert "Idempotency-Key was used for another POST /sessions request" in other["json"]["error"]["message"]
-    assert len(db.list_customer_sessions("alice", limit=10).items) == 1
+    assert len(db.sessions.list_customer_sessions("alice", limit=10).items) == 1
 
 
 def test_keys_are_each_callers_own_and_a_new_key_is_a_new_session(api: Invoke, db: DynamoSessionStore) -> None:
@@ -465,13 +477,13 @@ def test_keys_are_each_callers_own_and_a_new_key_is_a_new_session(api: Invoke, d
     bob = _create_with_key(api, "k", customer="bob")
     again = _create_with_key(api, "k-2")
     assert len({alice["json"]["session_id"], bob["json"]["session_id"], again["json"]["session_id"]}) == 3
-    assert len(db.list_customer_sessions("alice", limit=10).items) == 2
+    assert len(db.sessions.list_customer_sessions("alice", limit=10).items) == 2
 
 
 def test_an_empty_idempotency_key_is_no_key(api: Invoke, db: DynamoSessionStore) -> None:
     assert _create_with_key(api, "")["statusCode"] == 201
     assert _create_with_key(api, "")["statusCode"] == 201
-    assert len(db.list_customer_sessions("alice", limit=10).items) == 2
+    assert len(db.sessions.list_customer_sessions("alice", limit=10).items) == 2
 
 
 @pytest.mark.parametrize("key", [" ", "a" * 81, "a b", "ключ", "a\n"])
@@ -483,4 +495,4 @@ def test_a_malformed_idempotency_key_is_a_400_naming_the_header(api: Invoke, db:
         "message": "header.Idempotency-Key must be 1-80 letters, digits, - or _",
         "request_id": response["json"]["error"]["request_id"],
     }
-    assert db.list_customer_sessions("alice", limit=10).items == []
+    assert db.sessions.list_customer_sessions("alice", limit=10).items == []

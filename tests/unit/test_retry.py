@@ -117,16 +117,16 @@ def test_a_batch_delete_chunk_that_stays_throttled_costs_four_calls(
     # Given a store built as the functions build it (no client given: the container's clients)
     env.reset()
     store = DynamoSessionStore(table_name, clock=clock, sleep=no_sleep.append)
-    session = store.create_session("c-1")
+    session = store.sessions.create_session("c-1")
     for n in range(3):
-        store.add_turn(session.session_id, Role.USER, f"turn {n}")
-    wire = ThrottledWire(store.batch_client, "BatchWriteItem")
+        store.turns.add_turn(session.session_id, Role.USER, f"turn {n}")
+    wire = ThrottledWire(store.table.batch_client, "BatchWriteItem")
     # When its items are deleted while DynamoDB throttles every BatchWriteItem
     with pytest.raises(BatchWriteIncomplete) as caught:
-        store.delete_session_items(session.session_id)
+        store.sessions.delete_session_items(session.session_id)
     # Then the one chunk cost 4 calls in all and nothing was lost
     assert wire.sends == 4
     assert caught.value.remaining == 3
     assert len(no_sleep) == 3
-    assert store.batch_client is not store.client
+    assert store.table.batch_client is not store.table.client
     env.reset()

@@ -336,15 +336,15 @@ def test_turn_at_the_interval_triggers_one_summary_of_exactly_that_window(
     downstream: Downstream, records: StreamRecords
 ) -> None:
     # Given a session with 20 turns in the table
-    session = downstream.store.create_session("cust-1")
-    turns = [downstream.store.add_turn(session.session_id, "user", f"question {n}") for n in range(1, 21)]
+    session = downstream.store.sessions.create_session("cust-1")
+    turns = [downstream.store.turns.add_turn(session.session_id, "user", f"question {n}") for n in range(1, 21)]
     # When the stream delivers the INSERTs of turns 11..20
     response = downstream.route(batch_event(*(records.insert(t.to_item()) for t in turns[10:])))
     # Then one asynchronous summary ran, for turn 20 only, and stored SUMMARY#2 over turns 11..20
     assert failures(response) == []
     calls = downstream.invocations.by_handler("lambdas.events.summary.handler")
     assert [c.event["turn_number"] for c in calls] == [20]
-    summary = downstream.store.latest_summary(session.session_id)
+    summary = downstream.store.turns.latest_summary(session.session_id)
     assert summary is not None
     assert (summary.summary_number, summary.window_start, summary.window_end) == (2, 11, 20)
     assert summary.summary_text.splitlines() == [f"user: question {n}" for n in range(11, 21)]
@@ -483,8 +483,8 @@ def test_eventbridge_partial_failure_is_retried_and_a_final_failure_reported(
 
 def test_replaying_a_batch_changes_no_keyed_state(downstream: Downstream, records: StreamRecords) -> None:
     # Given a batch with a summary trigger, a status change and a handoff, routed once
-    session = downstream.store.create_session("cust-1")
-    turns = [downstream.store.add_turn(session.session_id, "user", f"q{n}") for n in range(1, 11)]
+    session = downstream.store.sessions.create_session("cust-1")
+    turns = [downstream.store.turns.add_turn(session.session_id, "user", f"q{n}") for n in range(1, 11)]
     batch = [
         records.insert(turns[-1].to_item()),
         records.modify(session_item(), session_item(SessionStatus.HANDOFF)),
@@ -492,7 +492,7 @@ def test_replaying_a_batch_changes_no_keyed_state(downstream: Downstream, record
     ]
     event = batch_event(*batch)
     assert failures(downstream.route(event)) == []
-    first_summary = downstream.store.latest_summary(session.session_id)
+    first_summary = downstream.store.turns.latest_summary(session.session_id)
     first_audit = downstream.audit_lines()
     first_events = {e["detail"]["event_id"] for e in downstream.bus_events()}
     first_messages = {json.loads(m["Body"])["event_id"] for m in downstream.handoff_messages()}
@@ -500,31 +500,31 @@ def test_replaying_a_batch_changes_no_keyed_state(downstream: Downstream, record
     assert failures(downstream.route(event)) == []
     # Then the summary is the same item, and the re-sent audit lines, events and messages carry
     # the same ids (Firehose is at-least-once: a reader recognises the replay and de-duplicates)
-    assert downstream.store.latest_summary(session.session_id) == first_summary
+    assert downstream.store.turns.latest_summary(session.session_id) == first_summary
     audit = downstream.audit_lines()
     assert sorted(map(json.dumps, audit)) == sorted(map(json.dumps, first_audit + first_audit))
     assert {line["event_id"]: line for line in audit} == {line["event_id"]: line for line in first_audit}
     assert {e["detail"]["event_id"] for e in downstream.bus_events()} == first_events
     assert {json.loads(m["Body"])["event_id"] for m in downstream.handoff_messages()} == first_messages
-    items = downstream.store.list_session_items(session.session_id).items
+    items = downstream.store.sessions.list_session_items(session.session_id).items
     assert sum(isinstance(i, Summary) for i in items) == 1
 
 
 def test_records_from_the_tables_own_stream_route_end_to_end(downstream: Downstream, ddb_client: Any) -> None:
     # Given real store writes: a session, ten turns, a handoff status change, a handoff record
     store = downstream.store
-    session = store.create_session("cust-1")
+    session = store.sessions.create_session("cust-1")
     for n in range(1, 11):
-        store.add_turn(session.session_id, "user", f"turn {n}")
-    store.update_status(session.session_id, SessionStatus.HANDOFF)
-    handoff = store.put_handoff(session.session_id, reason="escalated")
+        store.turns.add_turn(session.session_id, "user", f"turn {n}")
+    store.sessions.update_status(session.session_id, SessionStatus.HANDOFF)
+    handoff = store.handoffs.put_handoff(session.session_id, reason="escalated")
     # And the records moto's stream holds for them, as Lambda's event would carry them
     # boto3 now resolves account-based endpoints (<account>.streams-ddb...) that moto 5.2.5 does
     # not route; the classic endpoint reaches the same moto backend.
     streams = boto3.client(
         "dynamodbstreams", region_name=REGION, endpoint_url=f"https://streams.dynamodb.{REGION}.amazonaws.com"
     )
-    stream_arn = ddb_client.describe_table(TableName=store.table_name)["Table"]["LatestStreamArn"]
+    stream_arn = ddb_client.describe_table(TableName=store.table.table_name)["Table"]["LatestStreamArn"]
     (shard,) = streams.describe_stream(StreamArn=stream_arn)["StreamDescription"]["Shards"]
     iterator = streams.get_shard_iterator(
         StreamArn=stream_arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
@@ -539,7 +539,7 @@ def test_records_from_the_tables_own_stream_route_end_to_end(downstream: Downstr
     assert statuses == [("active", "handoff"), ("none", "active")]
     (message,) = downstream.handoff_messages()
     assert json.loads(message["Body"])["handoff_id"] == handoff.handoff_id
-    summary = store.latest_summary(session.session_id)
+    summary = store.turns.latest_summary(session.session_id)
     assert summary is not None
     assert (summary.window_start, summary.window_end) == (1, 10)
     assert len(downstream.analytics_lines()) == len(event["Records"])

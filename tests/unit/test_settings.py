@@ -56,7 +56,9 @@ def _ttl_window(before: float) -> tuple[int, int]:
 
 
 def _raw(store: DynamoSessionStore, key: keys.Key) -> dict[str, Any]:
-    item = store.client.get_item(TableName=store.table_name, Key=marshal_item(key), ConsistentRead=True)["Item"]
+    item = store.table.client.get_item(TableName=store.table.table_name, Key=marshal_item(key), ConsistentRead=True)[
+        "Item"
+    ]
     return unmarshal_item(item)
 
 
@@ -151,7 +153,7 @@ def test_every_function_builds_the_one_store_with_the_stage_ttl_and_shards(
     module = importlib.import_module(module_name)
     built = module.store()
     assert built is prod
-    assert (built.ttl_seconds, built.cleanup_shards) == (PROD_TTL_HOURS * 3600, 16)
+    assert (built.table.ttl_seconds, built.table.cleanup_shards) == (PROD_TTL_HOURS * 3600, 16)
 
 
 # ------------------------------------------------------------------ the stage TTL on every write
@@ -160,7 +162,7 @@ def test_every_function_builds_the_one_store_with_the_stage_ttl_and_shards(
 def test_customer_notifier_keeps_the_stage_ttl_when_it_records_a_notice(prod: DynamoSessionStore) -> None:
     # Given a prod session without a live connection
     before = time.time()
-    session = prod.create_session("c-1")
+    session = prod.sessions.create_session("c-1")
     # When the notifier records a notice as a system turn
     outcome = customer_notifier.notify(
         settings.store(), HandoffMessage(session.session_id, "handoff_started", "An agent joins shortly.")
@@ -169,20 +171,20 @@ def test_customer_notifier_keeps_the_stage_ttl_when_it_records_a_notice(prod: Dy
     assert outcome == "recorded"
     low, high = _ttl_window(before)
     assert low <= _raw(prod, keys.session_key(session.session_id))["ttl"] <= high
-    turn = prod.list_turns(session.session_id).items[-1]
+    turn = prod.turns.list_turns(session.session_id).items[-1]
     assert (turn.role, low <= turn.ttl <= high) == (Role.SYSTEM, True)
 
 
 def test_summaries_expire_with_the_stage_ttl(prod: DynamoSessionStore) -> None:
     before = time.time()
-    session = prod.create_session("c-1")
+    session = prod.sessions.create_session("c-1")
     for n in range(10):
-        prod.add_turn(session.session_id, Role.USER, f"turn {n}")
+        prod.turns.add_turn(session.session_id, Role.USER, f"turn {n}")
     outcome = summary.summarise(
-        settings.store(), session.session_id, 10, interval=10, generate=summary.extractive_summary
+        settings.store().turns, session.session_id, 10, interval=10, generate=summary.extractive_summary
     )
     assert outcome.status == "generated"
-    stored = prod.latest_summary(session.session_id)
+    stored = prod.turns.latest_summary(session.session_id)
     assert stored is not None
     low, high = _ttl_window(before)
     assert low <= stored.ttl <= high
@@ -190,8 +192,10 @@ def test_summaries_expire_with_the_stage_ttl(prod: DynamoSessionStore) -> None:
 
 def test_agent_inbox_items_expire_with_the_stage_ttl(prod: DynamoSessionStore) -> None:
     before = time.time()
-    session_id = prod.create_session("c-1").session_id
-    prod.put_handoff(session_id, reason="billing", status="queued", handoff_id="h-1")  # what the item stands for
+    session_id = prod.sessions.create_session("c-1").session_id
+    prod.handoffs.put_handoff(
+        session_id, reason="billing", status="queued", handoff_id="h-1"
+    )  # what the item stands for
     body = {"session_id": session_id, "handoff_id": "h-1", "event_type": EVENT_HANDOFF_WAITING, "reason": "billing"}
     assert dashboard.record_handler(SQSRecord(sqs_record(body))) == "h-1"
     low, high = _ttl_window(before)
@@ -201,8 +205,8 @@ def test_agent_inbox_items_expire_with_the_stage_ttl(prod: DynamoSessionStore) -
 def test_handoff_steps_write_with_the_stage_ttl(prod: DynamoSessionStore) -> None:
     # Given an active session and an available agent
     before = time.time()
-    session = prod.create_session("c-1")
-    prod.put_agent(Agent(agent_id="agent-1", skills=("billing",)))
+    session = prod.sessions.create_session("c-1")
+    prod.agents.put_agent(Agent(agent_id="agent-1", skills=("billing",)))
     event = {"session_id": session.session_id, "handoff_id": "h-1", "reason": "billing", "priority": "normal"}
     # When the workflow reserves the agent and begins the handoff
     check = handoff_steps.check_agent.__wrapped__
@@ -212,11 +216,11 @@ def test_handoff_steps_write_with_the_stage_ttl(prod: DynamoSessionStore) -> Non
     # Then the handoff, its system turn and the session carry the 72 h TTL; the agent's registry
     # record, which only its retirement ends, carries none
     low, high = _ttl_window(before)
-    handoff = prod.get_handoff(session.session_id, "h-1")
-    agent = prod.get_agent("agent-1")
+    handoff = prod.handoffs.get_handoff(session.session_id, "h-1")
+    agent = prod.agents.get_agent("agent-1")
     assert handoff is not None
     assert agent is not None
     assert low <= handoff.ttl <= high
     assert agent.ttl is None
     assert low <= _raw(prod, keys.session_key(session.session_id))["ttl"] <= high
-    assert all(low <= t.ttl <= high for t in prod.list_turns(session.session_id).items)
+    assert all(low <= t.ttl <= high for t in prod.turns.list_turns(session.session_id).items)

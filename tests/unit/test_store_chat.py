@@ -27,14 +27,18 @@ LATENCY = 0.02
 
 def chatting(store: DynamoSessionStore, customer_id: str = "alice", connection_id: str = CONN) -> str:
     """A session of ``customer_id`` with a greeting, and its connection record; returns the session id."""
-    session_id = store.create_session(customer_id).session_id
-    store.add_turn(session_id, "assistant", "Hi! How can I help?")
-    store.put_connection(connection_id, session_id=session_id, customer_id=customer_id, domain_name="d", stage="dev")
+    session_id = store.sessions.create_session(customer_id).session_id
+    store.turns.add_turn(session_id, "assistant", "Hi! How can I help?")
+    store.connections.put_connection(
+        connection_id, session_id=session_id, customer_id=customer_id, domain_name="d", stage="dev"
+    )
     return session_id
 
 
 def admit(store: DynamoSessionStore, customer_id: str = "alice", connection_id: str = CONN) -> Any:
-    return store.admit_message(connection_id, customer_id, per_connection=PER_CONNECTION, per_customer=PER_CUSTOMER)
+    return store.chat.admit_message(
+        connection_id, customer_id, per_connection=PER_CONNECTION, per_customer=PER_CUSTOMER
+    )
 
 
 def tokens_left(store: DynamoSessionStore, scope: str, subject: str, rate: Rate) -> int:
@@ -42,11 +46,11 @@ def tokens_left(store: DynamoSessionStore, scope: str, subject: str, rate: Rate)
     admitted = 0
     while (
         admitted <= rate.burst
-        and store.take_message_token(scope, subject, per_minute=rate.per_minute, burst=rate.burst).admitted
+        and store.limits.take_message_token(scope, subject, per_minute=rate.per_minute, burst=rate.burst).admitted
     ):
         admitted += 1
     for _ in range(admitted):
-        store.give_back_message_token(scope, subject, per_minute=rate.per_minute)
+        store.limits.give_back_message_token(scope, subject, per_minute=rate.per_minute)
     return admitted
 
 
@@ -57,7 +61,7 @@ def test_admission_reads_the_connection_and_takes_both_tokens_at_once(store: Dyn
     # Given a customer's connection
     session_id = chatting(store)
     # When a message is admitted
-    with RoundTrips(store.client, latency=LATENCY) as trips:
+    with RoundTrips(store.table.client, latency=LATENCY) as trips:
         gate = admit(store)
     # Then it names the connection and is admitted, from three calls made at once (one round trip)
     assert gate.admitted
@@ -104,7 +108,7 @@ def test_a_customer_bucket_refusal_keeps_the_connection_token_as_the_sequential_
     # Given alice used her customer burst of 3 on another connection
     chatting(store, "alice", "conn-2")
     for _ in range(3):
-        store.take_message_token(CUSTOMER_SCOPE, "alice", per_minute=1, burst=3)
+        store.limits.take_message_token(CUSTOMER_SCOPE, "alice", per_minute=1, burst=3)
     chatting(store, "alice", CONN)
     # When she writes on this one
     gate = admit(store)
@@ -114,7 +118,7 @@ def test_a_customer_bucket_refusal_keeps_the_connection_token_as_the_sequential_
 
 
 def test_admission_refuses_blank_ids_before_any_call(store: DynamoSessionStore) -> None:
-    with RoundTrips(store.client) as trips, pytest.raises(InvalidInput):
+    with RoundTrips(store.table.client) as trips, pytest.raises(InvalidInput):
         admit(store, connection_id="")
     assert trips.calls == []
 
@@ -126,15 +130,17 @@ def test_accept_reserves_then_stores_and_reads_the_context_at_once(store: Dynamo
     # Given a session with turns 1..5 and a summary of 1..4
     session_id = chatting(store)
     for n in range(2, 6):
-        store.add_turn(session_id, "user" if n % 2 == 0 else "assistant", f"turn {n}")
-    store.put_summary(session_id, 1, summary_text="They talked.", window_start=1, window_end=4, turn_count_at_summary=4)
+        store.turns.add_turn(session_id, "user" if n % 2 == 0 else "assistant", f"turn {n}")
+    store.turns.put_summary(
+        session_id, 1, summary_text="They talked.", window_start=1, window_end=4, turn_count_at_summary=4
+    )
     # When a message is accepted with a context of 3 turns
-    with RoundTrips(store.client, latency=LATENCY) as trips:
-        accepted = store.accept_message(session_id, "alice", "Is volume 3 out?", context_turns=3)
+    with RoundTrips(store.table.client, latency=LATENCY) as trips:
+        accepted = store.chat.accept_message(session_id, "alice", "Is volume 3 out?", context_turns=3)
     # Then it is turn 6, stored; the context is turns 4, 5 and it, with the summary
     assert accepted.turn.turn_number == 6
     assert accepted.session.turn_count == 6
-    assert store.turns_between(session_id, 6, 6) == [accepted.turn]
+    assert store.turns.turns_between(session_id, 6, 6) == [accepted.turn]
     assert accepted.context is not None
     assert [t.turn_number for t in accepted.context.turns] == [4, 5, 6]
     assert accepted.context.turns[-1].content == "Is volume 3 out?"
@@ -148,8 +154,8 @@ def test_accept_reserves_then_stores_and_reads_the_context_at_once(store: Dynamo
 
 def test_accept_with_a_context_of_one_turn_reads_no_turns(store: DynamoSessionStore) -> None:
     session_id = chatting(store)
-    with RoundTrips(store.client) as trips:
-        accepted = store.accept_message(session_id, "alice", "hello", context_turns=1)
+    with RoundTrips(store.table.client) as trips:
+        accepted = store.chat.accept_message(session_id, "alice", "hello", context_turns=1)
     assert accepted.context is not None
     assert accepted.context.turns == [accepted.turn]
     assert accepted.context.summary is None
@@ -158,13 +164,13 @@ def test_accept_with_a_context_of_one_turn_reads_no_turns(store: DynamoSessionSt
 
 def test_accept_in_a_handoff_stores_the_turn_and_reads_nothing_for_the_model(store: DynamoSessionStore) -> None:
     session_id = chatting(store)
-    store.update_status(session_id, "handoff")
-    with RoundTrips(store.client) as trips:
-        accepted = store.accept_message(session_id, "alice", "Where is my order?", context_turns=20)
+    store.sessions.update_status(session_id, "handoff")
+    with RoundTrips(store.table.client) as trips:
+        accepted = store.chat.accept_message(session_id, "alice", "Where is my order?", context_turns=20)
     assert accepted.context is None
     assert accepted.session.status == "handoff"
     assert trips.operations() == ["UpdateItem", "PutItem"]
-    assert store.turns_between(session_id, 2, 2) == [accepted.turn]
+    assert store.turns.turns_between(session_id, 2, 2) == [accepted.turn]
 
 
 @pytest.mark.parametrize("status", ["disconnected", "deleted"])
@@ -173,24 +179,24 @@ def test_accept_in_a_session_that_no_longer_accepts_turns_stores_nothing_and_mov
 ) -> None:
     # Given a session that ended after the connection was admitted
     session_id = chatting(store)
-    store.update_status(session_id, status)
-    before = store.get_session(session_id)
+    store.sessions.update_status(session_id, status)
+    before = store.sessions.get_session(session_id)
     # When the message is accepted
-    with RoundTrips(store.client) as trips, pytest.raises(SessionClosed):
-        store.accept_message(session_id, "alice", "anyone?", context_turns=20)
+    with RoundTrips(store.table.client) as trips, pytest.raises(SessionClosed):
+        store.chat.accept_message(session_id, "alice", "anyone?", context_turns=20)
     # Then the one conditional write refused it: no turn, the counter unmoved, nothing read
     assert trips.operations() == ["UpdateItem"]
-    assert store.get_session(session_id) == before
-    assert len(store.list_turns(session_id).items) == 1
+    assert store.sessions.get_session(session_id) == before
+    assert len(store.turns.list_turns(session_id).items) == 1
 
 
 def test_accept_for_another_customer_stores_nothing(store: DynamoSessionStore) -> None:
     session_id = chatting(store, "alice")
     with pytest.raises(SessionNotFound):
-        store.accept_message(session_id, "mallory", "hijack", context_turns=20)
-    assert store.get_session(session_id).turn_count == 1  # type: ignore[union-attr]
+        store.chat.accept_message(session_id, "mallory", "hijack", context_turns=20)
+    assert store.sessions.get_session(session_id).turn_count == 1  # type: ignore[union-attr]
     with pytest.raises(SessionNotFound):
-        store.accept_message("no-such-session", "alice", "hello", context_turns=20)
+        store.chat.accept_message("no-such-session", "alice", "hello", context_turns=20)
 
 
 @pytest.mark.parametrize("context_turns", [0, 102, True])
@@ -199,8 +205,8 @@ def test_accept_refuses_a_context_size_out_of_range_before_any_write(
 ) -> None:
     session_id = chatting(store)
     with pytest.raises(InvalidInput, match="limit"):
-        store.accept_message(session_id, "alice", "hello", context_turns=context_turns)
-    assert store.get_session(session_id).turn_count == 1  # type: ignore[union-attr]
+        store.chat.accept_message(session_id, "alice", "hello", context_turns=context_turns)
+    assert store.sessions.get_session(session_id).turn_count == 1  # type: ignore[union-attr]
 
 
 def test_a_failed_put_is_raised_after_the_reads_end_and_leaves_a_gap_not_a_duplicate(
@@ -209,13 +215,13 @@ def test_a_failed_put_is_raised_after_the_reads_end_and_leaves_a_gap_not_a_dupli
     # Given turn 2 is already stored (as if an earlier write had raced ahead under the same number)
     session_id = chatting(store)
     squatter = Turn(session_id, 2, Role.USER, "first", created_at=0, ttl=0)
-    store.client.put_item(TableName=store.table_name, Item=marshal_item(squatter.to_item()))
+    store.table.client.put_item(TableName=store.table.table_name, Item=marshal_item(squatter.to_item()))
     # When a message is accepted under number 2
     with pytest.raises(Conflict, match="exists already"):
-        store.accept_message(session_id, "alice", "hello", context_turns=5)
+        store.chat.accept_message(session_id, "alice", "hello", context_turns=5)
     # Then the stored turn is untouched, and the counter moved past it: the next message gets number 3
-    assert [t.content for t in store.turns_between(session_id, 2, 2)] == ["first"]
-    assert store.accept_message(session_id, "alice", "again", context_turns=5).turn.turn_number == 3
+    assert [t.content for t in store.turns.turns_between(session_id, 2, 2)] == ["first"]
+    assert store.chat.accept_message(session_id, "alice", "again", context_turns=5).turn.turn_number == 3
 
 
 # ------------------------------------------------------------------ concurrency plumbing
@@ -233,9 +239,9 @@ def test_together_waits_for_every_call_before_it_raises_the_first_error(store: D
         raise ValueError("first")
 
     with pytest.raises(ValueError, match="first"):
-        store._together(failing, slow)
+        store.table.together(failing, slow)
     assert finished == ["slow"]
-    assert store._together(lambda: 1, lambda: "two", lambda: None) == (1, "two", None)
+    assert store.table.together(lambda: 1, lambda: "two", lambda: None) == (1, "two", None)
 
 
 def test_a_burst_of_admissions_on_one_connection_never_admits_more_than_the_burst(make_store: Any) -> None:

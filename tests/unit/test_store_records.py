@@ -134,17 +134,21 @@ def test_cursor_codec_is_strict() -> None:
 
 def test_every_record_type_is_written_with_a_ttl_except_the_agent_registry(store: DynamoSessionStore) -> None:
     # Given one record of every type, written through the store
-    session_id = store.create_session("cust-1").session_id
-    store.add_turn(session_id, "user", "hi")
-    store.put_summary(session_id, 1, summary_text="s", window_start=1, window_end=1, turn_count_at_summary=1)
-    store.put_handoff(session_id, reason="billing")
+    session_id = store.sessions.create_session("cust-1").session_id
+    store.turns.add_turn(session_id, "user", "hi")
+    store.turns.put_summary(session_id, 1, summary_text="s", window_start=1, window_end=1, turn_count_at_summary=1)
+    store.handoffs.put_handoff(session_id, reason="billing")
     # (reviews are the approval gate's, written by its own code with the layout the app gives it)
-    ReviewStore(store.table_name, layout=APP_REVIEW_LAYOUT, client=store.client).put_review("{}", requested_by="ops")
-    store.put_agent(Agent("a-1", ("manga",)))
-    store.register_agent("a-2", name="Agent Two", skills=("manga",))
-    store.put_connection("conn-1", session_id=session_id, customer_id="cust-1", domain_name="d", stage="dev")
+    ReviewStore(store.table.table_name, layout=APP_REVIEW_LAYOUT, client=store.table.client).put_review(
+        "{}", requested_by="ops"
+    )
+    store.agents.put_agent(Agent("a-1", ("manga",)))
+    store.agents.register_agent("a-2", name="Agent Two", skills=("manga",))
+    store.connections.put_connection(
+        "conn-1", session_id=session_id, customer_id="cust-1", domain_name="d", stage="dev"
+    )
     # When the whole (test) table is read
-    items = store.client.scan(TableName=store.table_name)["Items"]
+    items = store.table.client.scan(TableName=store.table.table_name)["Items"]
     # Then every item carries a numeric ttl in the future, except the registry's: an agent stays
     # registered however long it is idle (META, its skill rows and its directory row)
     kinds = {(item["PK"]["S"].split("#")[0], item["SK"]["S"].split("#")[0]) for item in items}
@@ -165,19 +169,19 @@ def test_every_record_type_is_written_with_a_ttl_except_the_agent_registry(store
         else:
             assert int(item["ttl"]["N"]) > START_TIME, item["SK"]
     # And the table itself has TTL enabled on that attribute
-    ttl = store.client.describe_time_to_live(TableName=store.table_name)
+    ttl = store.table.client.describe_time_to_live(TableName=store.table.table_name)
     assert ttl["TimeToLiveDescription"]["AttributeName"] == "ttl"
 
 
 def test_client_is_created_lazily_and_once(ddb_client: Any, table_name: str) -> None:
     # Given a store built without a client (as a handler module does at import)
     store = DynamoSessionStore(table_name)
-    assert store._client is None
+    assert store.table._client is None
     # When it is used twice
-    first = store.client
-    store.create_session("cust-1")
+    first = store.table.client
+    store.sessions.create_session("cust-1")
     # Then one client was created, on first use, and kept
-    assert store.client is first
+    assert store.table.client is first
 
 
 @pytest.mark.parametrize(

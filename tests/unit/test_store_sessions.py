@@ -57,23 +57,23 @@ PATH_TO = {
 
 
 def _session_in(store: DynamoSessionStore, status: str, customer_id: str = "cust-1") -> str:
-    session_id = store.create_session(customer_id).session_id
+    session_id = store.sessions.create_session(customer_id).session_id
     for step in PATH_TO[status]:
-        store.update_status(session_id, step)
+        store.sessions.update_status(session_id, step)
     return session_id
 
 
 def _raw_meta(store: DynamoSessionStore, session_id: str) -> dict[str, Any]:
-    resp = store.client.get_item(TableName=store.table_name, Key=marshal_item(keys.session_key(session_id)))
+    resp = store.table.client.get_item(TableName=store.table.table_name, Key=marshal_item(keys.session_key(session_id)))
     return unmarshal_item(resp["Item"])
 
 
 def _cleanup_index_contents(store: DynamoSessionStore) -> set[str]:
     """Every session id in the CleanupIndex, read by querying each shard without a time bound."""
     found: set[str] = set()
-    for shard in keys.cleanup_shards(store.cleanup_shards):
-        resp = store.client.query(
-            TableName=store.table_name,
+    for shard in keys.cleanup_shards(store.table.cleanup_shards):
+        resp = store.table.client.query(
+            TableName=store.table.table_name,
             IndexName=CLEANUP.name,
             KeyConditionExpression="#s = :s",
             ExpressionAttributeNames={"#s": CLEANUP.partition_key},
@@ -96,13 +96,13 @@ def test_the_rule_parses_into_the_ten_moves_the_architecture_lists() -> None:
 
 
 def test_create_session_writes_an_active_session_with_ttl(store: DynamoSessionStore, clock: FakeClock) -> None:
-    session = store.create_session("cust-1", metadata={"source": "web", "score": 0.5})
+    session = store.sessions.create_session("cust-1", metadata={"source": "web", "score": 0.5})
 
     assert session.status == SessionStatus.ACTIVE
     assert session.turn_count == 0
     assert session.created_at == session.updated_at == START_TIME
     assert session.ttl == START_TIME + 24 * 3600
-    assert store.get_session(session.session_id) == session
+    assert store.sessions.get_session(session.session_id) == session
     assert _raw_meta(store, session.session_id)["metadata"]["score"] == 0.5
 
 
@@ -110,27 +110,27 @@ def test_create_session_never_overwrites(store: DynamoSessionStore, monkeypatch:
     # Given a uuid generator that repeats itself
     fixed = uuid.UUID("00000000-0000-4000-8000-000000000001")
     monkeypatch.setattr("lambdas.shared.store.sessions.uuid.uuid4", lambda: fixed)
-    first = store.create_session("cust-1")
+    first = store.sessions.create_session("cust-1")
     # When a second session gets the same id
     with pytest.raises(Conflict):
-        store.create_session("cust-2")
+        store.sessions.create_session("cust-2")
     # Then the first session is untouched
-    assert store.get_session(str(fixed)) == first
+    assert store.sessions.get_session(str(fixed)) == first
 
 
 def test_ttl_hours_is_configurable(make_store: Any) -> None:
-    session = make_store(ttl_hours=2).create_session("cust-1")
+    session = make_store(ttl_hours=2).sessions.create_session("cust-1")
     assert session.ttl == START_TIME + 7200
 
 
 def test_get_session_of_unknown_id_is_none(store: DynamoSessionStore) -> None:
-    assert store.get_session("no-such-session") is None
+    assert store.sessions.get_session("no-such-session") is None
 
 
 @pytest.mark.parametrize("customer_id", ["", "   ", "x" * 300])
 def test_create_session_rejects_bad_customer_ids(store: DynamoSessionStore, customer_id: str) -> None:
     with pytest.raises(InvalidInput):
-        store.create_session(customer_id)
+        store.sessions.create_session(customer_id)
 
 
 # ------------------------------------------------------------------ status machine
@@ -143,7 +143,7 @@ def test_every_illegal_transition_is_refused(store: DynamoSessionStore, current:
     before = _raw_meta(store, session_id)
     # When it is asked to move to `new`
     with pytest.raises(InvalidTransition) as caught:
-        store.update_status(session_id, new)
+        store.sessions.update_status(session_id, new)
     # Then the error names both statuses and nothing was written
     assert (caught.value.current, caught.value.requested) == (current, new)
     assert current in str(caught.value)
@@ -157,11 +157,11 @@ def test_every_legal_transition_succeeds(store: DynamoSessionStore, clock: FakeC
     session_id = _session_in(store, current)
     clock.advance(60)
     # When it moves to `new`
-    session = store.update_status(session_id, new, expected=current)
+    session = store.sessions.update_status(session_id, new, expected=current)
     # Then the returned and stored session agree and the cleanup attributes follow the status
     assert session.status == new
     assert session.updated_at == START_TIME + 60
-    assert store.get_session(session_id) == session
+    assert store.sessions.get_session(session_id) == session
     waiting = new in ("disconnected", "deleted")
     assert (session.cleanup_shard is not None) is waiting
     assert (session.cleanup_at == START_TIME + 60) is waiting
@@ -169,7 +169,7 @@ def test_every_legal_transition_succeeds(store: DynamoSessionStore, clock: FakeC
 
 def test_update_status_of_missing_session_raises_not_found(store: DynamoSessionStore) -> None:
     with pytest.raises(SessionNotFound):
-        store.update_status("no-such-session", "disconnected")
+        store.sessions.update_status("no-such-session", "disconnected")
 
 
 def test_expected_status_is_part_of_the_condition(store: DynamoSessionStore) -> None:
@@ -177,11 +177,11 @@ def test_expected_status_is_part_of_the_condition(store: DynamoSessionStore) -> 
     session_id = _session_in(store, "handoff")
     # When a caller who still believes it is active disconnects it
     with pytest.raises(UnexpectedStatus) as caught:
-        store.update_status(session_id, "disconnected", expected="active")
+        store.sessions.update_status(session_id, "disconnected", expected="active")
     # Then the legal move is still refused, naming what the status really is
     assert caught.value.current == "handoff"
     assert caught.value.expected == "active"
-    assert store.get_session(session_id).status == "handoff"  # type: ignore[union-attr]
+    assert store.sessions.get_session(session_id).status == "handoff"  # type: ignore[union-attr]
 
 
 def test_expected_status_that_can_never_lead_to_the_target_is_refused(
@@ -189,15 +189,17 @@ def test_expected_status_that_can_never_lead_to_the_target_is_refused(
 ) -> None:
     session_id = _session_in(store, "active")
     with pytest.raises(InvalidTransition):
-        store.update_status(session_id, "archived", expected="active")
+        store.sessions.update_status(session_id, "archived", expected="active")
 
 
 def test_update_status_sets_extra_attributes_and_removes_none(store: DynamoSessionStore) -> None:
     # Given a session with a connection
     session_id = _session_in(store, "active")
-    store.set_connection(session_id, "conn-1")
+    store.sessions.set_connection(session_id, "conn-1")
     # When it disconnects at a given time, dropping the connection
-    session = store.update_status(session_id, "disconnected", disconnected_at=START_TIME - 10, connection_id=None)
+    session = store.sessions.update_status(
+        session_id, "disconnected", disconnected_at=START_TIME - 10, connection_id=None
+    )
     # Then the given time is the cleanup time and the connection is gone
     assert session.disconnected_at == START_TIME - 10
     assert session.cleanup_at == START_TIME - 10
@@ -207,16 +209,16 @@ def test_update_status_sets_extra_attributes_and_removes_none(store: DynamoSessi
 def test_update_status_rejects_unknown_attributes(store: DynamoSessionStore) -> None:
     session_id = _session_in(store, "active")
     with pytest.raises(InvalidInput):
-        store.update_status(session_id, "disconnected", turn_count=0)
+        store.sessions.update_status(session_id, "disconnected", turn_count=0)
     with pytest.raises(InvalidInput):
-        store.update_status(session_id, "paused")
+        store.sessions.update_status(session_id, "paused")
     with pytest.raises(InvalidInput):
-        store.update_status(session_id, "disconnected", disconnected_at="yesterday")
+        store.sessions.update_status(session_id, "disconnected", disconnected_at="yesterday")
 
 
 def test_archive_records_the_archive_key(store: DynamoSessionStore) -> None:
     session_id = _session_in(store, "disconnected")
-    session = store.update_status(session_id, "archived", archive_key="sessions/x.json")
+    session = store.sessions.update_status(session_id, "archived", archive_key="sessions/x.json")
     assert session.archive_key == "sessions/x.json"
     assert session.archived_at == START_TIME
 
@@ -236,8 +238,8 @@ def test_cleanup_index_holds_exactly_the_sessions_waiting_for_cleanup(
 
     # When some of them are archived, and a handoff session returns to active
     for session_id in by_status["disconnected"][:2] + by_status["deleted"][:1]:
-        store.update_status(session_id, "archived")
-    store.update_status(by_status["handoff"][0], "active")
+        store.sessions.update_status(session_id, "archived")
+    store.sessions.update_status(by_status["handoff"][0], "active")
     # Then the archived ones left the index
     assert _cleanup_index_contents(store) == set(by_status["disconnected"][2:] + by_status["deleted"][1:])
 
@@ -246,7 +248,7 @@ def test_cleanup_sessions_spread_over_shards(store: DynamoSessionStore) -> None:
     session_ids = [_session_in(store, "disconnected") for _ in range(40)]
     shards = {_raw_meta(store, sid)[CLEANUP.partition_key] for sid in session_ids}
     assert len(shards) > 4
-    assert shards <= set(keys.cleanup_shards(store.cleanup_shards))
+    assert shards <= set(keys.cleanup_shards(store.table.cleanup_shards))
 
 
 def test_sessions_awaiting_cleanup_filters_by_age_and_pages_across_shards(
@@ -264,7 +266,7 @@ def test_sessions_awaiting_cleanup_filters_by_age_and_pages_across_shards(
     cursor = None
     pages = 0
     while True:
-        page = store.sessions_awaiting_cleanup(older_than, limit=7, cursor=cursor)
+        page = store.sessions.sessions_awaiting_cleanup(older_than, limit=7, cursor=cursor)
         assert len(page.items) <= 7
         seen += [candidate.session_id for candidate in page.items]
         pages += 1
@@ -280,12 +282,12 @@ def test_sessions_awaiting_cleanup_filters_by_age_and_pages_across_shards(
 def test_cleanup_cursor_is_bound_to_its_query(store: DynamoSessionStore) -> None:
     for _ in range(12):
         _session_in(store, "disconnected")
-    page = store.sessions_awaiting_cleanup(START_TIME + 1, limit=2)
+    page = store.sessions.sessions_awaiting_cleanup(START_TIME + 1, limit=2)
     assert page.next_cursor is not None
     with pytest.raises(InvalidCursor):
-        store.sessions_awaiting_cleanup(START_TIME + 2, limit=2, cursor=page.next_cursor)
+        store.sessions.sessions_awaiting_cleanup(START_TIME + 2, limit=2, cursor=page.next_cursor)
     with pytest.raises(InvalidCursor):
-        store.list_turns("some-session", cursor=page.next_cursor)
+        store.turns.list_turns("some-session", cursor=page.next_cursor)
 
 
 # ------------------------------------------------------------------ customer sessions
@@ -295,16 +297,16 @@ def test_list_customer_sessions_pages_newest_first_each_once(store: DynamoSessio
     # Given 23 sessions of one customer (some sharing an updated_at) and one of another
     created = []
     for n in range(23):
-        created.append(store.create_session("cust-1").session_id)
+        created.append(store.sessions.create_session("cust-1").session_id)
         if n % 3 == 0:
             clock.advance(1)
-    store.create_session("cust-2")
+    store.sessions.create_session("cust-2")
     # When listing 5 at a time
     seen: list[str] = []
     stamps: list[int] = []
     cursor = None
     while True:
-        page = store.list_customer_sessions("cust-1", limit=5, cursor=cursor)
+        page = store.sessions.list_customer_sessions("cust-1", limit=5, cursor=cursor)
         seen += [s.session_id for s in page.items]
         stamps += [s.updated_at for s in page.items]
         cursor = page.next_cursor
@@ -317,12 +319,12 @@ def test_list_customer_sessions_pages_newest_first_each_once(store: DynamoSessio
 
 def test_customer_cursor_cannot_list_another_customer(store: DynamoSessionStore) -> None:
     for _ in range(3):
-        store.create_session("cust-1")
-        store.create_session("cust-2")
-    cursor = store.list_customer_sessions("cust-1", limit=1).next_cursor
+        store.sessions.create_session("cust-1")
+        store.sessions.create_session("cust-2")
+    cursor = store.sessions.list_customer_sessions("cust-1", limit=1).next_cursor
     assert cursor is not None
     with pytest.raises(InvalidCursor):
-        store.list_customer_sessions("cust-2", limit=1, cursor=cursor)
+        store.sessions.list_customer_sessions("cust-2", limit=1, cursor=cursor)
 
 
 # ------------------------------------------------------------------ connection on META
@@ -330,16 +332,16 @@ def test_customer_cursor_cannot_list_another_customer(store: DynamoSessionStore)
 
 def test_set_and_clear_connection(store: DynamoSessionStore) -> None:
     session_id = _session_in(store, "active")
-    assert store.set_connection(session_id, "conn-1").connection_id == "conn-1"
-    assert store.set_connection(session_id, "conn-2").connection_id == "conn-2"
+    assert store.sessions.set_connection(session_id, "conn-1").connection_id == "conn-1"
+    assert store.sessions.set_connection(session_id, "conn-2").connection_id == "conn-2"
 
-    assert store.clear_connection(session_id, "conn-1") is False  # replaced already
-    assert store.clear_connection(session_id, "conn-2") is True
-    assert store.get_session(session_id).connection_id is None  # type: ignore[union-attr]
+    assert store.sessions.clear_connection(session_id, "conn-1") is False  # replaced already
+    assert store.sessions.clear_connection(session_id, "conn-2") is True
+    assert store.sessions.get_session(session_id).connection_id is None  # type: ignore[union-attr]
 
 
 def test_set_connection_refuses_closed_and_missing_sessions(store: DynamoSessionStore) -> None:
     with pytest.raises(SessionClosed):
-        store.set_connection(_session_in(store, "disconnected"), "conn-1")
+        store.sessions.set_connection(_session_in(store, "disconnected"), "conn-1")
     with pytest.raises(SessionNotFound):
-        store.set_connection("no-such-session", "conn-1")
+        store.sessions.set_connection("no-such-session", "conn-1")

@@ -31,9 +31,9 @@ class RecordingGenerator:
 
 @pytest.fixture
 def session_with_turns(store: DynamoSessionStore) -> tuple[str, DynamoSessionStore]:
-    session = store.create_session("cust-1")
+    session = store.sessions.create_session("cust-1")
     for n in range(1, 26):
-        store.add_turn(session.session_id, "user" if n % 2 else "assistant", f"message {n}")
+        store.turns.add_turn(session.session_id, "user" if n % 2 else "assistant", f"message {n}")
     return session.session_id, store
 
 
@@ -51,16 +51,16 @@ def test_summarises_exactly_the_window_with_the_previous_summary(
     session_id, store = session_with_turns
     generate = RecordingGenerator()
     # Given summary 1 exists
-    assert summary.summarise(store, session_id, 10, interval=10, generate=generate).status == "generated"
+    assert summary.summarise(store.turns, session_id, 10, interval=10, generate=generate).status == "generated"
     # When turn 20 triggers
-    outcome = summary.summarise(store, session_id, 20, interval=10, generate=generate)
+    outcome = summary.summarise(store.turns, session_id, 20, interval=10, generate=generate)
     # Then turns 11..20 (and nothing else) were summarised, with summary 1 as context
     assert outcome == summary.Outcome("generated", 2)
     previous, numbers = generate.calls[-1]
     assert numbers == list(range(11, 21))
     assert previous is not None
     assert previous.summary_number == 1
-    stored = store.latest_summary(session_id)
+    stored = store.turns.latest_summary(session_id)
     assert stored is not None
     assert (stored.summary_number, stored.window_start, stored.window_end) == (2, 11, 20)
     assert stored.turn_count_at_summary == 20
@@ -71,24 +71,26 @@ def test_a_replayed_trigger_changes_nothing_and_calls_no_model(
 ) -> None:
     session_id, store = session_with_turns
     generate = RecordingGenerator()
-    summary.summarise(store, session_id, 10, interval=10, generate=generate)
-    before = store.latest_summary(session_id)
+    summary.summarise(store.turns, session_id, 10, interval=10, generate=generate)
+    before = store.turns.latest_summary(session_id)
     # When the same trigger comes again
-    outcome = summary.summarise(store, session_id, 10, interval=10, generate=generate)
+    outcome = summary.summarise(store.turns, session_id, 10, interval=10, generate=generate)
     # Then the stored summary is untouched and the model was called once in all
     assert outcome.status == "exists"
-    assert store.latest_summary(session_id) == before
+    assert store.turns.latest_summary(session_id) == before
     assert len(generate.calls) == 1
 
 
 def test_a_concurrent_duplicate_keeps_the_first_summary(session_with_turns: tuple[str, DynamoSessionStore]) -> None:
     # Given a duplicate that passed the "already done?" check before the first one wrote
     session_id, store = session_with_turns
-    store.put_summary(session_id, 1, summary_text="first", window_start=1, window_end=10, turn_count_at_summary=10)
+    store.turns.put_summary(
+        session_id, 1, summary_text="first", window_start=1, window_end=10, turn_count_at_summary=10
+    )
 
     class Stale:
         def __getattr__(self, name: str) -> Any:
-            return getattr(store, name)
+            return getattr(store.turns, name)
 
         def latest_summary(self, _session_id: str) -> None:
             return None
@@ -97,14 +99,14 @@ def test_a_concurrent_duplicate_keeps_the_first_summary(session_with_turns: tupl
     outcome = summary.summarise(Stale(), session_id, 10, interval=10, generate=RecordingGenerator())
     # Then the conditional write kept the first text
     assert outcome.status == "exists"
-    latest = store.latest_summary(session_id)
+    latest = store.turns.latest_summary(session_id)
     assert latest is not None
     assert latest.summary_text == "first"
 
 
 def test_turns_off_the_interval_are_skipped_without_reading(store: DynamoSessionStore) -> None:
     generate = RecordingGenerator()
-    outcome = summary.summarise(store, "no-such-session", 7, interval=10, generate=generate)
+    outcome = summary.summarise(store.turns, "no-such-session", 7, interval=10, generate=generate)
     assert outcome.status == "skipped"
     assert generate.calls == []
 
@@ -179,7 +181,7 @@ def test_handler_summarises_with_bedrock_and_raises_for_the_dlq_when_throttled(
     # Given the summary function configured with a model, its Bedrock client stubbed
     session_id, store = session_with_turns
     client, stubber = bedrock
-    monkeypatch.setenv("TABLE_NAME", store.table_name)
+    monkeypatch.setenv("TABLE_NAME", store.table.table_name)
     monkeypatch.setenv("SUMMARY_INTERVAL", "10")
     monkeypatch.setenv("BEDROCK_MODEL_ID", MODEL)
     env.reset()
@@ -194,7 +196,7 @@ def test_handler_summarises_with_bedrock_and_raises_for_the_dlq_when_throttled(
             "messages": [
                 {
                     "role": "user",
-                    "content": [{"text": summary.build_prompt(None, store.turns_between(session_id, 1, 10))}],
+                    "content": [{"text": summary.build_prompt(None, store.turns.turns_between(session_id, 1, 10))}],
                 }
             ],
             "system": [{"text": summary.SYSTEM_PROMPT}],
@@ -208,7 +210,7 @@ def test_handler_summarises_with_bedrock_and_raises_for_the_dlq_when_throttled(
     result = summary.handler({"session_id": session_id, "turn_number": 10, "event_id": "e"}, context)
     # Then the model's text is stored as summary 1
     assert result["status"] == "generated"
-    latest = store.latest_summary(session_id)
+    latest = store.turns.latest_summary(session_id)
     assert latest is not None
     assert latest.summary_text == "Rolling summary."
     # And when Bedrock stays throttled for turn 20, the handler raises (Lambda retries, then the DLQ)
@@ -216,7 +218,7 @@ def test_handler_summarises_with_bedrock_and_raises_for_the_dlq_when_throttled(
         stubber.add_client_error("converse", service_error_code="ThrottlingException", http_status_code=429)
     with pytest.raises(BedrockUnavailable):
         summary.handler({"session_id": session_id, "turn_number": 20, "event_id": "e2"}, context)
-    latest = store.latest_summary(session_id)
+    latest = store.turns.latest_summary(session_id)
     assert latest is not None
     assert latest.summary_number == 1
     env.reset()

@@ -20,6 +20,7 @@ from lambdas.shared.errors import ConnectionSuperseded
 from lambdas.shared.records import Role, SessionStatus, Summary, Turn
 from lambdas.shared.responder import BedrockResponder, Guardrail, ReplyEnd
 from lambdas.shared.store import DynamoSessionStore
+from lambdas.shared.store.sessions import Sessions
 from lambdas.ws import authorizer, connect, default, disconnect, message, onboarding
 from lambdas.ws.frames import MAX_TEXT_CHARS
 from tests.support.identity import TokenIssuer
@@ -179,7 +180,7 @@ def test_connect_starts_onboarding_for_a_new_session(ws: DynamoSessionStore) -> 
 
 
 def test_connect_resumes_the_callers_own_session(ws: DynamoSessionStore) -> None:
-    session_id = ws.create_session("alice").session_id
+    session_id = ws.sessions.create_session("alice").session_id
     response = connect.handler(
         ws_event("$connect", query={"session_id": session_id, "token": "t"}, authorizer=ALICE), CTX
     )
@@ -189,7 +190,7 @@ def test_connect_resumes_the_callers_own_session(ws: DynamoSessionStore) -> None
 
 @pytest.mark.parametrize("owner", ["mallory", None])
 def test_connect_refuses_a_foreign_or_unknown_session_alike(ws: DynamoSessionStore, owner: str | None) -> None:
-    session_id = ws.create_session(owner).session_id if owner else "0b7c5e3a-0000-4000-8000-000000000000"
+    session_id = ws.sessions.create_session(owner).session_id if owner else "0b7c5e3a-0000-4000-8000-000000000000"
     response = connect.handler(ws_event("$connect", query={"session_id": session_id}, authorizer=ALICE), CTX)
     assert response["statusCode"] == 403
     assert json.loads(response["body"]) == {"code": "forbidden", "message": "You cannot resume this session."}
@@ -197,8 +198,8 @@ def test_connect_refuses_a_foreign_or_unknown_session_alike(ws: DynamoSessionSto
 
 
 def test_connect_refuses_a_closed_session_of_the_caller(ws: DynamoSessionStore) -> None:
-    session_id = ws.create_session("alice").session_id
-    ws.update_status(session_id, SessionStatus.DISCONNECTED)
+    session_id = ws.sessions.create_session("alice").session_id
+    ws.sessions.update_status(session_id, SessionStatus.DISCONNECTED)
     response = connect.handler(ws_event("$connect", query={"session_id": session_id}, authorizer=ALICE), CTX)
     assert response["statusCode"] == 410
     assert json.loads(response["body"])["code"] == "session_closed"
@@ -271,16 +272,16 @@ def test_connect_frees_its_slot_when_the_workflow_cannot_start(
 
 def test_onboard_creates_session_connection_and_greeting(ws: DynamoSessionStore) -> None:
     session_id = onboarded()
-    session = ws.get_session(session_id)
+    session = ws.sessions.get_session(session_id)
     assert session is not None
     assert session.customer_id == "alice"
     assert session.status == SessionStatus.ACTIVE
     assert session.connection_id == CONN
-    conn = ws.get_connection(CONN)
+    conn = ws.connections.get_connection(CONN)
     assert conn is not None
     assert (conn.session_id, conn.customer_id, conn.domain_name, conn.stage) == (session_id, "alice", DOMAIN, STAGE)
     assert conn.ttl == conn.connected_at + 24 * 3600
-    [greeting] = ws.list_turns(session_id).items
+    [greeting] = ws.turns.list_turns(session_id).items
     assert greeting.role == Role.ASSISTANT
     assert greeting.content == onboarding.GREETING
 
@@ -288,8 +289,8 @@ def test_onboard_creates_session_connection_and_greeting(ws: DynamoSessionStore)
 def test_onboard_is_safe_to_retry(ws: DynamoSessionStore) -> None:
     first = onboarded()
     assert onboarded() == first
-    assert len(ws.list_turns(first).items) == 1
-    assert ws.list_customer_sessions("alice").items[0].session_id == first
+    assert len(ws.turns.list_turns(first).items) == 1
+    assert ws.sessions.list_customer_sessions("alice").items[0].session_id == first
 
 
 def test_onboard_resumes_with_a_welcome_back_turn(ws: DynamoSessionStore) -> None:
@@ -302,17 +303,17 @@ def test_onboard_resumes_with_a_welcome_back_turn(ws: DynamoSessionStore) -> Non
     assert resumed["session_id"] == session_id
     assert resumed["frame"]["type"] == "welcome"
     assert resumed["frame"]["resumed"] is True
-    session = ws.get_session(session_id)
+    session = ws.sessions.get_session(session_id)
     assert session is not None
     assert session.connection_id == OTHER_CONN
-    assert [t.content for t in ws.list_turns(session_id).items][-1] == onboarding.WELCOME_BACK
+    assert [t.content for t in ws.turns.list_turns(session_id).items][-1] == onboarding.WELCOME_BACK
 
 
 def test_onboard_refuses_a_foreign_session(ws: DynamoSessionStore) -> None:
-    session_id = ws.create_session("mallory").session_id
+    session_id = ws.sessions.create_session("mallory").session_id
     with pytest.raises(onboarding.ForeignSession):
         onboarded("alice", session_id=session_id)
-    assert ws.get_connection(CONN) is None
+    assert ws.connections.get_connection(CONN) is None
 
 
 def test_deliver_posts_the_frame(ws: DynamoSessionStore) -> None:
@@ -335,10 +336,10 @@ def test_deliver_reports_a_connection_that_is_not_open_yet(ws: DynamoSessionStor
 def test_abandon_disconnects_the_session_of_a_client_that_left(ws: DynamoSessionStore) -> None:
     session_id = onboarded()
     assert onboarding.handler({"step": "abandon", "connection_id": CONN}, CTX) == {"outcome": "disconnected"}
-    session = ws.get_session(session_id)
+    session = ws.sessions.get_session(session_id)
     assert session is not None
     assert session.status == SessionStatus.DISCONNECTED
-    assert ws.get_connection(CONN) is None
+    assert ws.connections.get_connection(CONN) is None
 
 
 # ------------------------------------------------------------------ $disconnect
@@ -347,22 +348,22 @@ def test_abandon_disconnects_the_session_of_a_client_that_left(ws: DynamoSession
 def test_disconnect_marks_the_session_for_cleanup_and_forgets_the_connection(ws: DynamoSessionStore) -> None:
     session_id = onboarded()
     assert disconnect.handler(ws_event("$disconnect", authorizer=ALICE), CTX) == {"statusCode": 200}
-    session = ws.get_session(session_id)
+    session = ws.sessions.get_session(session_id)
     assert session is not None
     assert session.status == SessionStatus.DISCONNECTED
     assert session.disconnected_at is not None
     assert session.connection_id is None
-    assert ws.get_connection(CONN) is None
-    waiting = ws.sessions_awaiting_cleanup(session.disconnected_at + 1).items
+    assert ws.connections.get_connection(CONN) is None
+    waiting = ws.sessions.sessions_awaiting_cleanup(session.disconnected_at + 1).items
     assert [c.session_id for c in waiting] == [session_id]
 
 
 def test_disconnect_twice_is_harmless(ws: DynamoSessionStore) -> None:
     session_id = onboarded()
     disconnect.handler(ws_event("$disconnect", authorizer=ALICE), CTX)
-    before = ws.get_session(session_id)
+    before = ws.sessions.get_session(session_id)
     assert disconnect.handler(ws_event("$disconnect", authorizer=ALICE), CTX) == {"statusCode": 200}
-    assert ws.get_session(session_id) == before
+    assert ws.sessions.get_session(session_id) == before
 
 
 def test_disconnect_of_an_unknown_connection_is_harmless(ws: DynamoSessionStore) -> None:
@@ -378,21 +379,21 @@ def test_disconnect_of_a_superseded_connection_leaves_the_resumed_session_open(w
     # When the old connection disconnects
     disconnect.handler(ws_event("$disconnect", connection_id=CONN, authorizer=ALICE), CTX)
     # Then only its record goes; the session stays active on the new connection
-    session = ws.get_session(session_id)
+    session = ws.sessions.get_session(session_id)
     assert session is not None
     assert (session.status, session.connection_id) == (SessionStatus.ACTIVE, OTHER_CONN)
-    assert ws.get_connection(CONN) is None
-    assert ws.get_connection(OTHER_CONN) is not None
+    assert ws.connections.get_connection(CONN) is None
+    assert ws.connections.get_connection(OTHER_CONN) is not None
 
 
 def test_update_status_if_connection_is_part_of_the_condition(ws: DynamoSessionStore) -> None:
     session_id = onboarded()
     with pytest.raises(ConnectionSuperseded):
-        ws.update_status(session_id, SessionStatus.DISCONNECTED, if_connection=OTHER_CONN)
-    session = ws.get_session(session_id)
+        ws.sessions.update_status(session_id, SessionStatus.DISCONNECTED, if_connection=OTHER_CONN)
+    session = ws.sessions.get_session(session_id)
     assert session is not None
     assert session.status == SessionStatus.ACTIVE
-    moved = ws.update_status(session_id, SessionStatus.DISCONNECTED, if_connection=CONN, connection_id=None)
+    moved = ws.sessions.update_status(session_id, SessionStatus.DISCONNECTED, if_connection=CONN, connection_id=None)
     assert (moved.status, moved.connection_id) == (SessionStatus.DISCONNECTED, None)
 
 
@@ -401,23 +402,23 @@ def test_resume_racing_a_late_disconnect_keeps_the_session_open(
 ) -> None:
     # Given the customer resumes on a new connection right after $disconnect read the session
     session_id = onboarded()
-    read = DynamoSessionStore.get_session
+    read = Sessions.get_session
 
-    def read_then_resume(self: DynamoSessionStore, sid: str, **kwargs: Any) -> Any:
+    def read_then_resume(self: Sessions, sid: str, **kwargs: Any) -> Any:
         session = read(self, sid, **kwargs)
         self.set_connection(sid, OTHER_CONN)
         return session
 
-    monkeypatch.setattr(DynamoSessionStore, "get_session", read_then_resume)
+    monkeypatch.setattr(Sessions, "get_session", read_then_resume)
     # When the old connection's disconnect writes
     outcome = disconnect.disconnect_connection(ws, CONN)
     monkeypatch.undo()
     # Then the conditional write refuses, and the session stays open on the new connection
     assert outcome == "superseded"
-    session = ws.get_session(session_id)
+    session = ws.sessions.get_session(session_id)
     assert session is not None
     assert (session.status, session.connection_id) == (SessionStatus.ACTIVE, OTHER_CONN)
-    assert ws.get_connection(CONN) is None
+    assert ws.connections.get_connection(CONN) is None
 
 
 # ------------------------------------------------------------------ sendMessage
@@ -426,7 +427,7 @@ def test_resume_racing_a_late_disconnect_keeps_the_session_open(
 def test_message_in_an_active_session_is_answered_stored_and_posted(ws: DynamoSessionStore) -> None:
     session_id = onboarded()
     assert send("Is Frieren volume 3 out?") == {"statusCode": 200}
-    turns = ws.list_turns(session_id).items
+    turns = ws.turns.list_turns(session_id).items
     assert roles(turns) == ["assistant", "user", "assistant"]
     assert turns[1].content == "Is Frieren volume 3 out?"
     assert turns[2].content == "You said: Is Frieren volume 3 out?"  # the stage has no model: echo
@@ -491,7 +492,7 @@ def test_message_outcome_and_chat_turns_are_metrics(ws: DynamoSessionStore, caps
 
 def test_a_handoff_message_counts_one_chat_turn(ws: DynamoSessionStore, capsys: pytest.CaptureFixture[str]) -> None:
     session_id = onboarded()
-    ws.update_status(session_id, SessionStatus.HANDOFF)
+    ws.sessions.update_status(session_id, SessionStatus.HANDOFF)
     capsys.readouterr()
     send("Where is my order?")
     assert _emitted_metrics(capsys) == {"ChatTurns": [1.0], "Message_handoff": [1.0]}
@@ -513,13 +514,13 @@ def test_message_in_a_handoff_session_goes_to_the_agent_without_a_model_call(
 ) -> None:
     # Given a session an agent has taken over
     session_id = onboarded()
-    ws.update_status(session_id, SessionStatus.HANDOFF)
+    ws.sessions.update_status(session_id, SessionStatus.HANDOFF)
     model = ExplodingResponder(AssertionError("the model must not be called"))
     monkeypatch.setattr(message, "responder", lambda: model)
     # When the customer writes
     send("Where is my order?")
     # Then the turn is stored for the agent, the customer is acknowledged, the model untouched
-    turns = ws.list_turns(session_id).items
+    turns = ws.turns.list_turns(session_id).items
     assert roles(turns) == ["assistant", "user"]
     assert model.calls == 0
     assert sent_frames(CONN) == [
@@ -558,19 +559,19 @@ def test_malformed_and_oversized_frames_get_an_error_frame_and_store_nothing(
     [frame] = sent_frames(CONN)
     assert set(frame) == {"type", "code", "message"}
     assert (frame["type"], frame["code"]) == ("error", code)
-    assert len(ws.list_turns(session_id).items) == 1  # the greeting only
+    assert len(ws.turns.list_turns(session_id).items) == 1  # the greeting only
 
 
 def test_a_message_of_exactly_the_limit_is_accepted(ws: DynamoSessionStore) -> None:
     session_id = onboarded()
     send("y" * MAX_TEXT_CHARS)
-    assert roles(ws.list_turns(session_id).items) == ["assistant", "user", "assistant"]
+    assert roles(ws.turns.list_turns(session_id).items) == ["assistant", "user", "assistant"]
 
 
 def test_multiline_text_is_accepted(ws: DynamoSessionStore) -> None:
     session_id = onboarded()
     send("line one\r\nline two\tend")
-    assert ws.list_turns(session_id).items[1].content == "line one\nline two\tend"
+    assert ws.turns.list_turns(session_id).items[1].content == "line one\nline two\tend"
 
 
 def test_bedrock_throttled_keeps_the_turn_and_tells_the_customer(
@@ -589,7 +590,7 @@ def test_bedrock_throttled_keeps_the_turn_and_tells_the_customer(
         send("Recommend a shonen series")
         stub.assert_no_pending_responses()
     # Then the user's turn is stored, no reply is invented, and the customer gets a friendly error
-    turns = ws.list_turns(session_id).items
+    turns = ws.turns.list_turns(session_id).items
     assert roles(turns) == ["assistant", "user"]
     assert turns[1].content == "Recommend a shonen series"
     assert len(sleeps) == 2
@@ -605,7 +606,7 @@ def test_bedrock_recovering_within_the_retries_answers(ws: DynamoSessionStore, m
     session_id = onboarded()
     StreamAnswers(client, Refusal(), reply_events("Try Mob Psycho."))
     send("Recommend a shonen series")
-    assert ws.list_turns(session_id).items[-1].content == "Try Mob Psycho."
+    assert ws.turns.list_turns(session_id).items[-1].content == "Try Mob Psycho."
     assert "".join(f.get("text", "") for f in sent_frames(CONN) if f["type"] == "delta") == "Try Mob Psycho."
 
 
@@ -657,7 +658,7 @@ def test_a_streamed_reply_arrives_in_far_fewer_posts_than_tokens_and_is_stored_o
     # And each delta says where its text starts, so a client can drop a repeated post
     assert [f["offset"] for f in deltas] == [len("".join(f["text"] for f in deltas[:n])) for n in range(len(deltas))]
     assert final == {"type": "final", "role": "assistant", "session_id": session_id, "reply_to": 2, "turn_number": 3}
-    assert ws.list_turns(session_id).items[-1].content == LONG_REPLY
+    assert ws.turns.list_turns(session_id).items[-1].content == LONG_REPLY
     assert len(frames) <= len(model_tokens(LONG_REPLY)) // 10
     assert answers.streams[0].closed
 
@@ -675,7 +676,7 @@ def test_a_stream_that_breaks_midway_says_so_and_stores_only_the_customers_turn(
     assert frames[0]["type"] == "delta"
     assert frames[-1] == message.REPLY_INTERRUPTED
     assert LONG_REPLY.startswith("".join(f["text"] for f in frames[:-1]))
-    assert roles(ws.list_turns(session_id).items) == ["assistant", "user"]
+    assert roles(ws.turns.list_turns(session_id).items) == ["assistant", "user"]
     assert "modelStream" not in json.dumps(frames)
 
 
@@ -684,7 +685,7 @@ def test_a_stream_that_breaks_before_any_text_is_no_reply(ws: DynamoSessionStore
     StreamAnswers(bedrock, [{"messageStart": {"role": "assistant"}}, stream_error("throttlingException")])
     send("hello")
     assert sent_frames(CONN) == [message.NO_REPLY]
-    assert roles(ws.list_turns(session_id).items) == ["assistant", "user"]
+    assert roles(ws.turns.list_turns(session_id).items) == ["assistant", "user"]
 
 
 def test_a_reply_the_guardrail_withholds_becomes_a_clear_notice_not_an_error(
@@ -706,7 +707,10 @@ def test_a_reply_the_guardrail_withholds_becomes_a_clear_notice_not_an_error(
         "text": message.BLOCKED_REPLY,
     }
     assert all(f["type"] == "delta" for f in frames[:-1])
-    assert [t.content for t in ws.list_turns(session_id).items][1:] == ["something off-limits", message.BLOCKED_REPLY]
+    assert [t.content for t in ws.turns.list_turns(session_id).items][1:] == [
+        "something off-limits",
+        message.BLOCKED_REPLY,
+    ]
     assert _emitted_metrics(capsys)["Message_blocked"] == [1.0]
 
 
@@ -723,11 +727,11 @@ def test_a_client_gone_mid_stream_stops_it_disconnects_the_session_and_stores_no
         stub.assert_no_pending_responses()
     # Then the stream was stopped and released, the session disconnected, the customer's turn kept
     assert answers.streams[0].closed
-    session = ws.get_session(session_id)
+    session = ws.sessions.get_session(session_id)
     assert session is not None
     assert session.status == SessionStatus.DISCONNECTED
-    assert ws.get_connection(CONN) is None
-    assert roles(ws.list_turns(session_id).items) == ["assistant", "user"]
+    assert ws.connections.get_connection(CONN) is None
+    assert roles(ws.turns.list_turns(session_id).items) == ["assistant", "user"]
 
 
 def test_gone_at_the_final_frame_disconnects_the_session_and_keeps_both_turns(ws: DynamoSessionStore) -> None:
@@ -738,12 +742,12 @@ def test_gone_at_the_final_frame_disconnects_the_session_and_keeps_both_turns(ws
         stub.add_client_error("post_to_connection", "GoneException", http_status_code=410)
         send("Still there?")
     # Then the complete reply is stored with the customer's turn, and the session is disconnected
-    session = ws.get_session(session_id)
+    session = ws.sessions.get_session(session_id)
     assert session is not None
     assert session.status == SessionStatus.DISCONNECTED
     assert session.disconnected_at is not None
-    assert ws.get_connection(CONN) is None
-    assert roles(ws.list_turns(session_id).items) == ["assistant", "user", "assistant"]
+    assert ws.connections.get_connection(CONN) is None
+    assert roles(ws.turns.list_turns(session_id).items) == ["assistant", "user", "assistant"]
 
 
 def test_unexpected_failure_after_storing_keeps_the_turn_and_leaks_nothing(
@@ -752,7 +756,7 @@ def test_unexpected_failure_after_storing_keeps_the_turn_and_leaks_nothing(
     monkeypatch.setattr(message, "responder", lambda: ExplodingResponder(RuntimeError("table arn:aws:dynamodb:...")))
     session_id = onboarded()
     send("hello")
-    assert roles(ws.list_turns(session_id).items) == ["assistant", "user"]
+    assert roles(ws.turns.list_turns(session_id).items) == ["assistant", "user"]
     [frame] = sent_frames(CONN)
     assert frame == message.REPLY_FAILED
     assert "arn" not in json.dumps(frame)
@@ -765,17 +769,17 @@ def test_message_before_onboarding_finished_asks_to_retry(ws: DynamoSessionStore
 
 def test_message_in_a_closed_session_is_refused(ws: DynamoSessionStore) -> None:
     session_id = onboarded()
-    ws.update_status(session_id, SessionStatus.DELETED)
+    ws.sessions.update_status(session_id, SessionStatus.DELETED)
     send("anyone?")
     assert sent_frames(CONN) == [message.SESSION_CLOSED]
-    assert len(ws.list_turns(session_id).items) == 1
+    assert len(ws.turns.list_turns(session_id).items) == 1
 
 
 def test_message_on_another_customers_connection_is_refused(ws: DynamoSessionStore) -> None:
     session_id = onboarded("alice")
     send("hijack", customer="mallory")
     assert sent_frames(CONN) == [message.NOT_READY]
-    assert len(ws.list_turns(session_id).items) == 1
+    assert len(ws.turns.list_turns(session_id).items) == 1
 
 
 def test_message_without_a_customer_in_the_authorizer_context_is_refused_and_stores_nothing(
@@ -791,7 +795,7 @@ def test_message_without_a_customer_in_the_authorizer_context_is_refused_and_sto
     # Then every message is refused with a clear frame; nothing is stored, the model is untouched
     assert sent_frames(CONN) == [message.NOT_AUTHORIZED] * 3
     assert message.NOT_AUTHORIZED["code"] == "forbidden"
-    assert len(ws.list_turns(session_id).items) == 1
+    assert len(ws.turns.list_turns(session_id).items) == 1
     assert model.calls == 0
 
 
@@ -841,11 +845,11 @@ def test_a_burst_from_one_connection_reaches_the_model_at_most_the_burst_and_the
     assert all(f["type"] == "error" and 1 <= f["retry_after_seconds"] <= 60 for f in refused)
     assert all(str(f["retry_after_seconds"]) in f["message"] for f in refused)
     # No refused text is stored as a turn
-    contents = [t.content for t in ws.list_turns(alice_session, limit=100).items]
+    contents = [t.content for t in ws.turns.list_turns(alice_session, limit=100).items]
     assert [c for c in contents if c.startswith("message ")] == [f"message {n}" for n in range(5)]
     # And bob was answered
     assert [f.get("text") for f in sent_frames(OTHER_CONN)] == ["answer 6", None]
-    assert roles(ws.list_turns(bob_session).items) == ["assistant", "user", "assistant"]
+    assert roles(ws.turns.list_turns(bob_session).items) == ["assistant", "user", "assistant"]
     assert limited.calls == 6
 
 
@@ -891,7 +895,7 @@ def test_a_resent_message_with_its_client_message_id_is_stored_and_answered_once
     # When the client sends the same frame again
     send_with_id("Is Frieren volume 3 out?", "m-1")
     # Then the transcript holds the message and its reply once, and the resend is told so
-    turns = ws.list_turns(session_id).items
+    turns = ws.turns.list_turns(session_id).items
     assert roles(turns) == ["assistant", "user", "assistant"]
     assert [f["type"] for f in sent_frames(CONN)] == ["delta", "final", "duplicate"]
     assert sent_frames(CONN)[-1] == {
@@ -902,14 +906,14 @@ def test_a_resent_message_with_its_client_message_id_is_stored_and_answered_once
     }
     # And a new id is a new message
     send_with_id("And volume 4?", "m-2")
-    assert roles(ws.list_turns(session_id).items) == ["assistant", "user", "assistant", "user", "assistant"]
+    assert roles(ws.turns.list_turns(session_id).items) == ["assistant", "user", "assistant", "user", "assistant"]
 
 
 def test_a_client_message_id_reused_with_other_text_stores_nothing(ws: DynamoSessionStore) -> None:
     session_id = onboarded()
     send_with_id("Is Frieren volume 3 out?", "m-1")
     send_with_id("Something else entirely", "m-1")
-    assert len(ws.list_turns(session_id).items) == 3
+    assert len(ws.turns.list_turns(session_id).items) == 3
     assert sent_frames(CONN)[-1]["code"] == "client_message_id_reused"
 
 
@@ -919,5 +923,5 @@ def test_a_malformed_client_message_id_is_refused_before_anything_is_stored(
 ) -> None:
     session_id = onboarded()
     send_with_id("hello", client_message_id)
-    assert len(ws.list_turns(session_id).items) == 1  # the greeting only
+    assert len(ws.turns.list_turns(session_id).items) == 1  # the greeting only
     assert sent_frames(CONN)[-1]["code"] == "invalid_client_message_id"
