@@ -47,9 +47,9 @@ def test_twenty_turns_of_four_byte_characters_hand_off_and_the_newest_turn_arriv
     store: DynamoSessionStore, agent_inbox: Callable[[], list[str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given 20 turns of 2,000 emoji each (480 KB if every emoji were escaped as \uXXXX\uXXXX)
-    session = store.create_session("alice")
+    session = store.sessions.create_session("alice")
     for n in range(20):
-        store.add_turn(session.session_id, Role.USER if n % 2 == 0 else Role.ASSISTANT, f"{n:02d}" + EMOJI * 1998)
+        store.turns.add_turn(session.session_id, Role.USER if n % 2 == 0 else Role.ASSISTANT, f"{n:02d}" + EMOJI * 1998)
 
     # When the workflow transfers the context
     result = _hand_off(store, monkeypatch, session.session_id)
@@ -70,14 +70,14 @@ def test_turns_that_do_not_fit_are_the_oldest_and_are_counted(
 ) -> None:
     # Given the stage's maximum of 100 turns, each 2,000 escaped-quote characters (4 KB of JSON each)
     monkeypatch.setenv("CONTEXT_TURNS", "100")
-    session = store.create_session("alice")
+    session = store.sessions.create_session("alice")
     for n in range(100):
-        store.add_turn(session.session_id, Role.USER, f"{n:03d}" + '"' * 1997)
+        store.turns.add_turn(session.session_id, Role.USER, f"{n:03d}" + '"' * 1997)
 
     result = _hand_off(store, monkeypatch, session.session_id)
 
     (body,) = agent_inbox()
-    assert len(body.encode("utf-8")) <= handoff_context.MAX_MESSAGE_BYTES
+    assert len(body.encode("utf-8")) <= 240 * 1024  # the budget: SNS's 256 KiB less 16 KiB for the envelope
     message = json.loads(body)
     assert 0 < result["omitted_turns"] < 100
     assert message["omitted_turns"] == result["omitted_turns"]
