@@ -24,7 +24,7 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 export AWS_EC2_METADATA_DISABLED := true
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help install synth synth-all test lint typecheck unit browser cfn-lint checkov bench demo load local mint-token preflight deploy diff destroy redrive openapi clean
+.PHONY: help install synth synth-all test lint typecheck unit browser cfn-lint checkov mutation bench demo load local mint-token preflight deploy diff destroy redrive openapi clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -93,6 +93,14 @@ checkov: synth-all $(CHECKOV_VENV)/.installed ## checkov over every template of 
 
 test: install ## Every check: lint, types, tests, cdk-nag, cfn-lint and checkov over both stages
 	$(MAKE) --no-print-directory lint typecheck unit cfn-lint checkov
+
+# Not part of `make test`: about half an hour on two idle cores. Results stay in mutants/ (`mutmut results`,
+# `mutmut show NAME`); a second run only tries the mutants whose code or tests changed.
+mutation: install ## Mutation testing (mutmut) of lambdas/shared/store, lambdas/api and lambdas/shared/tokens.py; prints the score and the survivors
+	$(VENV)/bin/mutmut run --max-children 2
+	$(VENV)/bin/mutmut export-cicd-stats
+	$(PY) -m tools.mutation_report
+	@echo "Survivors (mutmut show NAME for the diff):"; $(VENV)/bin/mutmut results
 
 bench: install ## Benchmarks; writes docs/performance.md
 	@$(PY) -m bench

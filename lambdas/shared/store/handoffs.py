@@ -1,4 +1,4 @@
-"""Handoffs: the ``HANDOFF#`` records of a session, the handoff transaction and callback tokens.
+"""Handoffs: the ``HANDOFF#`` records of a session, their moves, their inbox items and callback tokens.
 
 * The writes that move a handoff together with other records (assigning it to an agent, closing
   it, a customer who leaves it) are use cases (:mod:`lambdas.usecases`); this aggregate adds its

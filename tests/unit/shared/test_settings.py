@@ -23,7 +23,7 @@ from lambdas.shared.serialize import marshal_item, unmarshal_item
 from lambdas.shared.store import DynamoSessionStore
 
 PROD_TTL_HOURS = 72
-LAMBDAS = Path(__file__).resolve().parents[2] / "lambdas"
+LAMBDAS = Path(__file__).resolve().parents[3] / "lambdas"
 
 #: Every handler module that builds the store, and so writes the table with its TTL.
 STORE_USERS = (
