@@ -45,6 +45,15 @@ def test_concurrent_reservations_never_share_an_agent(store: DynamoSessionStore,
     assert winners.count(None) == 7
 
 
+@pytest.mark.parametrize(
+    ("status", "after"),
+    [
+        (HandoffStatus.COMPLETED, HandoffStatus.COMPLETED),  # closed meanwhile: its completion stays
+        (HandoffStatus.FAILED, HandoffStatus.FAILED),
+        (HandoffStatus.QUEUED, HandoffStatus.FAILED),
+        (HandoffStatus.ESCALATED, HandoffStatus.FAILED),
+    ],
+)
 def test_a_late_failure_never_overwrites_a_handoff_that_is_over(
     store: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch, status: HandoffStatus, after: HandoffStatus
 ) -> None:
