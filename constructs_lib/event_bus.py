@@ -29,8 +29,6 @@ class SecureEventBus(Construct):
         encryption_key: customer key of the bus's events. Required. Give the bus a literal
             ``event_bus_name`` when this key lives in another stack: CDK adds a statement naming
             the bus to the key's policy.
-        dead_letter_queue_encryption_key: customer key of a new target DLQ. Defaults to
-            ``encryption_key``.
         event_bus_name: defaults to a name CloudFormation generates.
         archive_retention: how long archived events can be replayed. Defaults to 30 days.
         archive_encryption_key: customer key of the archive. Defaults to a new rotating key of its
@@ -40,8 +38,10 @@ class SecureEventBus(Construct):
             comes from this account.
         target_retry_attempts: retries of a failed delivery to a target, 0..185. Defaults to 8.
         target_max_event_age: give up on an event after, 60 s..24 h. Defaults to 2 hours.
-        existing_dead_letter_queue: DLQ of every target. Defaults to a new SecureQueue. Do not
-            combine with ``dead_letter_queue_encryption_key``.
+        existing_dead_letter_queue: DLQ of every target. Defaults to a new :class:`SecureQueue`
+            (``encryption_key``, 14 days' retention).
+        dead_letter_queue_props: further properties of the new DLQ (e.g. its
+            ``encryption_master_key``); they override its defaults. Defaults to none.
     """
 
     def __init__(
@@ -50,7 +50,6 @@ class SecureEventBus(Construct):
         construct_id: str,
         *,
         encryption_key: kms.IKey,
-        dead_letter_queue_encryption_key: kms.IKey | None = None,
         event_bus_name: str | None = None,
         archive_retention: Duration | None = None,
         archive_encryption_key: kms.IKey | None = None,
@@ -58,13 +57,12 @@ class SecureEventBus(Construct):
         target_retry_attempts: int = 8,
         target_max_event_age: Duration | None = None,
         existing_dead_letter_queue: sqs.IQueue | None = None,
+        dead_letter_queue_props: sqs.QueueProps | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         errors = PropErrors(self)
-        errors.check(
-            existing_dead_letter_queue is None or dead_letter_queue_encryption_key is None,
-            "give existing_dead_letter_queue or dead_letter_queue_encryption_key, not both: "
-            "the key only shapes a new queue",
+        errors.check_exclusive(
+            existing_dead_letter_queue=existing_dead_letter_queue, dead_letter_queue_props=dead_letter_queue_props
         )
         retention = archive_retention or Duration.days(30)
         max_age = target_max_event_age or Duration.hours(2)
@@ -119,8 +117,9 @@ class SecureEventBus(Construct):
             SecureQueue(
                 self,
                 "TargetDeadLetterQueue",
-                encryption_key=dead_letter_queue_encryption_key or encryption_key,
+                encryption_key=encryption_key,
                 dead_letter_queue=False,
+                queue_props=dead_letter_queue_props,
             ).queue
         )
 

@@ -18,7 +18,7 @@ from constructs import Construct
 
 from constructs_lib.nag_findings import acknowledge_policy
 from constructs_lib.secure_queue import SecureQueue
-from constructs_lib.validation import PropErrors, is_unresolved
+from constructs_lib.validation import PropErrors, is_unresolved, struct_values
 
 #: AWS's advice for a queue that triggers a function: visibility >= 6x the function timeout.
 VISIBILITY_FACTOR = 6
@@ -29,7 +29,7 @@ class Subscriber:
     """One fan-out branch: the queue, its DLQ and the subscription (with its filter policy)."""
 
     queue: sqs.Queue
-    dead_letter_queue: sqs.Queue
+    dead_letter_queue: sqs.IQueue
     subscription: sns.Subscription
 
 
@@ -53,9 +53,10 @@ class FanoutTopic(Construct):
             must not be ``encryption_key``: the SNS -> SQS subscription adds a statement naming
             the topic to the queue key's policy, and a topic encrypted with that same key would
             make a CloudFormation dependency cycle (key -> topic -> key).
-        existing_topic: a topic to fan out instead of a new one. Defaults to a new topic. Do not
-            combine with ``display_name``.
-        display_name: display name of a new topic. Defaults to none.
+        existing_topic: a topic to fan out instead of a new one. Defaults to a new topic (the
+            customer key, SSL only).
+        topic_props: further properties of the new topic (e.g. ``display_name``); they override
+            its defaults. Defaults to none.
     """
 
     def __init__(
@@ -66,14 +67,11 @@ class FanoutTopic(Construct):
         encryption_key: kms.IKey,
         queue_encryption_key: kms.IKey,
         existing_topic: sns.ITopic | None = None,
-        display_name: str | None = None,
+        topic_props: sns.TopicProps | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self._errors = PropErrors(self)
-        self._errors.check(
-            existing_topic is None or display_name is None,
-            "give existing_topic or display_name, not both: display_name only shapes a new topic",
-        )
+        self._errors.check_exclusive(existing_topic=existing_topic, topic_props=topic_props)
         self._errors.check(
             queue_encryption_key.node.path != encryption_key.node.path,
             "queue_encryption_key must differ from encryption_key: the queue key's policy names the "
@@ -81,7 +79,7 @@ class FanoutTopic(Construct):
         )
         self._key = queue_encryption_key
         self.topic: sns.ITopic = existing_topic or sns.Topic(
-            self, "Resource", master_key=encryption_key, enforce_ssl=True, display_name=display_name
+            self, "Resource", **{"master_key": encryption_key, "enforce_ssl": True, **struct_values(topic_props)}
         )
         self.subscribers: dict[str, Subscriber] = {}
 
@@ -136,9 +134,12 @@ class FanoutTopic(Construct):
             batch_size: messages per invocation, 1..10. Defaults to 10.
             max_receive_count: receives before the DLQ. Defaults to 3.
         """
-        if construct_id in self.subscribers:  # a second construct with this id cannot be built
-            raise ValueError(f"a subscriber {construct_id!r} exists already; ids must be unique")
         errors = self._errors
+        if not errors.check(
+            construct_id not in self.subscribers,
+            f"a subscriber {construct_id!r} exists already: give each subscriber its own id",
+        ):
+            return self.subscribers[construct_id]  # a second construct with this id cannot be built
         if not errors.check(
             is_unresolved(batch_size) or 1 <= batch_size <= 10, f"batch_size must be 1..10 (given {batch_size})"
         ):

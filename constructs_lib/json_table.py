@@ -154,13 +154,7 @@ class JsonTable(Construct):
         self.location: str = f"s3://{bucket.bucket_name}/{prefix}"
         #: Where the objects of one partition are: ``storage.location.template`` of the projection.
         self.location_template: str = self.location + "".join(f"{p.name}=${{{p.name}}}/" for p in partitions)
-        parameters: dict[str, str] = {"classification": "json", "EXTERNAL": "TRUE"}
-        if partitions:
-            parameters["projection.enabled"] = "true"
-            parameters["storage.location.template"] = self.location_template
-            for partition in partitions:
-                for setting, value in partition.projection.items():
-                    parameters[f"projection.{partition.name}.{setting}"] = value
+        parameters = self._parameters(partitions)
         self.table: glue.CfnTable = glue.CfnTable(
             self,
             "Resource",
@@ -185,6 +179,17 @@ class JsonTable(Construct):
             ),
         )
         self.table_arn: str = database.table_arn(table_name)
+
+    def _parameters(self, partitions: Sequence[Partition]) -> dict[str, str]:
+        """The table's properties: JSON, external, and the projection of each partition key."""
+        parameters: dict[str, str] = {"classification": "json", "EXTERNAL": "TRUE"}
+        if partitions:
+            parameters["projection.enabled"] = "true"
+            parameters["storage.location.template"] = self.location_template
+            for partition in partitions:
+                for setting, value in partition.projection.items():
+                    parameters[f"projection.{partition.name}.{setting}"] = value
+        return parameters
 
     @property
     def qualified_name(self) -> str:

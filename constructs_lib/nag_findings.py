@@ -69,3 +69,28 @@ def acknowledge_policy(role: iam.IRole, findings: Mapping[str, str]) -> None:
     validations = Validations.of(policy)  # once: every jsii call is a round trip to Node
     for finding, reason in findings.items():
         validations.acknowledge(Acknowledgment(id=f"AwsSolutions-IAM5[{finding}]", reason=reason))
+
+
+#: CDK's KMS grants for an encrypted queue, topic, bucket or stream name these two wildcards.
+KMS_GRANT_ACTIONS = ("Action::kms:GenerateDataKey*", "Action::kms:ReEncrypt*")
+
+
+def acknowledge_grant(grantee: iam.IGrantable, findings: Mapping[str, str]) -> None:
+    """Acknowledge IAM5 findings a grant just caused, on the grantee's role, when it is a role of this app.
+
+    For a grant method of a library construct: it acknowledges the wildcards of its own grant
+    beside the grant, so a caller never copies a finding id. A grantee that is no role defined in
+    the app (an imported role, a service principal) has no default policy here; nothing is done.
+    """
+    principal = grantee.grant_principal
+    if isinstance(principal, iam.Role) and principal.node.try_find_child("DefaultPolicy") is not None:
+        acknowledge_policy(principal, findings)
+
+
+def kms_grant_findings(what: str) -> dict[str, str]:
+    """The two KMS findings of CDK's grant on the customer key of ``what`` (one key, named by its ARN)."""
+    reason = (
+        f"CDK's KMS grant for {what}: GenerateDataKey*/ReEncrypt* on that one customer key, named by its ARN; "
+        "no resource wildcard."
+    )
+    return dict.fromkeys(KMS_GRANT_ACTIONS, reason)

@@ -8,6 +8,8 @@ from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
+from constructs_lib.validation import PropErrors
+
 
 class OpsDashboard(Construct):
     """One dashboard that shows a system at a glance.
@@ -36,6 +38,7 @@ class OpsDashboard(Construct):
         period: Duration | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
+        self._errors = PropErrors(self)
         self.period = period or Duration.minutes(5)
         self.dashboard: cloudwatch.Dashboard = cloudwatch.Dashboard(
             self, "Resource", dashboard_name=dashboard_name, default_interval=Duration.hours(3)
@@ -47,11 +50,15 @@ class OpsDashboard(Construct):
 
     def add_row(self, title: str, graphs: Sequence[tuple[str, Sequence[cloudwatch.IMetric]]]) -> None:
         """A titled row of line graphs; ``graphs`` is ``[(graph title, metrics), ...]`` (1..4 graphs)."""
-        if not 1 <= len(graphs) <= 4:
-            raise ValueError(f"a row holds 1..4 graphs (given {len(graphs)} for {title!r})")
-        for graph_title, metrics in graphs:
-            if not metrics:
-                raise ValueError(f"graph {graph_title!r} in row {title!r} has no metric")
+        if not self._errors.check(
+            1 <= len(graphs) <= 4, f"a row holds 1..4 graphs (given {len(graphs)} for {title!r}): split the row"
+        ):
+            return
+        graphs = [
+            (graph_title, metrics)
+            for graph_title, metrics in graphs
+            if self._errors.check(bool(metrics), f"graph {graph_title!r} in row {title!r} has no metric: give one")
+        ]
         width = self.WIDTH // len(graphs)
         self.dashboard.add_widgets(cloudwatch.TextWidget(markdown=f"## {title}", width=self.WIDTH, height=1))
         self.dashboard.add_widgets(

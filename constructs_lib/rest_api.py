@@ -76,24 +76,35 @@ _SCHEMA_KEYWORDS = {
 def json_schema(schema: Mapping[str, Any]) -> apigw.JsonSchema:
     """A draft-4 JSON Schema dict as CDK's ``JsonSchema`` (the keywords API Gateway models use).
 
-    Fails on a keyword it does not translate, so a rule is never dropped silently.
+    Fails (ValueError) on a keyword it does not translate, so a rule is never dropped silently;
+    :meth:`HardenedRestApi.add_model` reports the same problems as prop errors instead.
     """
+    problems: list[str] = []
+    translated = _translate(schema, problems)
+    if problems:
+        raise ValueError(problems[0])
+    return translated
+
+
+def _translate(schema: Mapping[str, Any], problems: list[str]) -> apigw.JsonSchema:
+    """``schema`` as CDK's ``JsonSchema``; what cannot be translated is left out and named in ``problems``."""
     kwargs: dict[str, Any] = {}
     for key, value in schema.items():
         if key == "$schema":
             kwargs["schema"] = apigw.JsonSchemaVersion.DRAFT4
         elif key == "type":
-            if value not in _SCHEMA_TYPES:
-                raise ValueError(f"json_schema: unsupported type {value!r}; use one of {sorted(_SCHEMA_TYPES)}")
-            kwargs["type"] = _SCHEMA_TYPES[value]
+            if value in _SCHEMA_TYPES:
+                kwargs["type"] = _SCHEMA_TYPES[value]
+            else:
+                problems.append(f"json_schema: unsupported type {value!r}; use one of {sorted(_SCHEMA_TYPES)}")
         elif key == "properties":
-            kwargs["properties"] = {name: json_schema(sub) for name, sub in value.items()}
+            kwargs["properties"] = {name: _translate(sub, problems) for name, sub in value.items()}
         elif key == "items":
-            kwargs["items"] = json_schema(value)
+            kwargs["items"] = _translate(value, problems)
         elif key in _SCHEMA_KEYWORDS:
             kwargs[_SCHEMA_KEYWORDS[key]] = list(value) if isinstance(value, (list, tuple)) else value
         else:
-            raise ValueError(f"json_schema: keyword {key!r} is not supported; remove it or extend json_schema")
+            problems.append(f"json_schema: keyword {key!r} is not supported; remove it or extend json_schema")
     return apigw.JsonSchema(**kwargs)
 
 
@@ -143,25 +154,10 @@ class HardenedRestApi(Construct):
         description: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
-        errors = PropErrors(self)
-        origins = list(cors_allowed_origins)
-        if not errors.check(bool(origins), "cors_allowed_origins must list at least one origin (given [])"):
-            origins = ["*"]  # builds; synthesis fails with the message above
-        if not errors.check(
-            "*" not in origins or len(origins) == 1,
-            f"cors_allowed_origins: '*' must be the only entry (given {origins})",
-        ):
-            origins = [origin for origin in origins if origin != "*"]
-        if not errors.check(
-            is_unresolved(throttle_rate) or 0 < throttle_rate <= 10000,
-            f"throttle_rate must be in (0, 10000] requests/s (given {throttle_rate})",
-        ):
-            throttle_rate = 50.0
-        if not errors.check(
-            is_unresolved(throttle_burst) or 0 < throttle_burst <= 5000,
-            f"throttle_burst must be 1..5000 (given {throttle_burst})",
-        ):
-            throttle_burst = 100
+        errors = self._errors = PropErrors(self)
+        origins, throttle_rate, throttle_burst = _checked(
+            errors, list(cors_allowed_origins), throttle_rate, throttle_burst
+        )
         self.cors_allowed_origins: tuple[str, ...] = tuple(origins)
         self.primary_origin: str = origins[0]
 
@@ -206,6 +202,13 @@ class HardenedRestApi(Construct):
             encryption_key=log_encryption_key,
             removal_policy=log_removal_policy,
         )
+        self._add_limits_and_validators(throttle_rate, throttle_burst)
+        self._add_gateway_responses()
+        if cloud_watch_role:
+            self._acknowledge_cloud_watch_role()
+
+    def _add_limits_and_validators(self, throttle_rate: float, throttle_burst: int) -> None:
+        """A usage plan with the stage's limits, and the two request validators."""
         self.usage_plan: apigw.UsagePlan = self.api.add_usage_plan(
             "UsagePlan",
             description="Stage-wide limits; per-client keys can be added to this plan.",
@@ -218,9 +221,6 @@ class HardenedRestApi(Construct):
         self.params_validator: apigw.RequestValidator = self.api.add_request_validator(
             "ParametersValidator", validate_request_body=False, validate_request_parameters=True
         )
-        self._add_gateway_responses()
-        if cloud_watch_role:
-            self._acknowledge_cloud_watch_role()
 
     def cors_headers(self) -> dict[str, str]:
         """Static CORS response headers (quoted for API Gateway parameter mappings)."""
@@ -259,10 +259,14 @@ class HardenedRestApi(Construct):
 
     def add_model(self, model_id: str, schema: Mapping[str, Any]) -> apigw.Model:
         """A request model (application/json) from a draft-4 JSON Schema dict."""
+        problems: list[str] = []
+        translated = _translate(schema, problems)
+        for problem in problems:
+            self._errors.check(False, f"model {model_id}: {problem}")
         return self.api.add_model(
             model_id,
             content_type="application/json",
-            schema=json_schema(schema),
+            schema=translated,
             description=cast(str | None, schema.get("title")),
         )
 
@@ -273,3 +277,27 @@ class HardenedRestApi(Construct):
     @property
     def url(self) -> str:
         return self.api.url
+
+
+def _checked(
+    errors: PropErrors, origins: list[str], throttle_rate: float, throttle_burst: int
+) -> tuple[list[str], float, int]:
+    """The CORS origins and the stage's limits; each bad one recorded (with the fix) and replaced."""
+    if not errors.check(bool(origins), "cors_allowed_origins must list at least one origin (given [])"):
+        origins = ["*"]  # builds; synthesis fails with the message above
+    if not errors.check(
+        "*" not in origins or len(origins) == 1,
+        f"cors_allowed_origins: '*' must be the only entry (given {origins})",
+    ):
+        origins = [origin for origin in origins if origin != "*"]
+    if not errors.check(
+        is_unresolved(throttle_rate) or 0 < throttle_rate <= 10000,
+        f"throttle_rate must be in (0, 10000] requests/s (given {throttle_rate})",
+    ):
+        throttle_rate = 50.0
+    if not errors.check(
+        is_unresolved(throttle_burst) or 0 < throttle_burst <= 5000,
+        f"throttle_burst must be 1..5000 (given {throttle_burst})",
+    ):
+        throttle_burst = 100
+    return origins, throttle_rate, throttle_burst

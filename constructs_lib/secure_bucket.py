@@ -11,6 +11,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from constructs_lib.nag_findings import acknowledge_grant, kms_grant_findings, resource_finding
 from constructs_lib.validation import PropErrors, is_unresolved
 
 ObjectLockMode = Literal["governance", "compliance"]
@@ -74,6 +75,7 @@ class SecureBucket(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         errors = PropErrors(self)
+        locked = object_lock is not None or object_lock_enabled
         errors.check(
             not (access_log_target and (encryption_key is not None or server_access_logs is not None)),
             "an access_log_target bucket uses SSE-S3 and logs nowhere: "
@@ -83,57 +85,15 @@ class SecureBucket(Construct):
             access_log_target or server_access_logs is not None,
             f"{construct_id}: server_access_logs is required (or set access_log_target=True)",
         )
-        # A failed check records its message and builds without the offending setting, so that
-        # CDK reports every message at synthesis instead of failing on the first one here.
-        if not errors.check(
-            not auto_delete_objects or removal_policy == RemovalPolicy.DESTROY,
-            "auto_delete_objects needs removal_policy=DESTROY",
-        ):
-            auto_delete_objects = False
-        if not errors.check(
-            not (auto_delete_objects and object_lock is not None),
-            "auto_delete_objects cannot be combined with object_lock: locked objects cannot be deleted",
-        ):
-            auto_delete_objects = False
-        if not errors.check(
-            not (append_only and auto_delete_objects),
-            "append_only cannot be combined with auto_delete_objects: the policy denies every delete",
-        ):
-            auto_delete_objects = False
-        locked = object_lock is not None or object_lock_enabled
-        if not errors.check(
-            not (auto_delete_objects and locked),
-            "auto_delete_objects cannot be combined with object_lock_enabled: locked objects cannot be deleted",
-        ):
-            auto_delete_objects = False
+        auto_delete_objects = _checked_auto_delete(
+            errors, auto_delete_objects, removal_policy, object_lock is not None, locked, append_only
+        )
         errors.check(
             not (append_only and not versioned and not locked),
             "append_only needs a versioned bucket (given versioned=False): set versioned=True",
         )
-        lock_retention = None
-        if object_lock is not None:
-            mode, days = object_lock
-            if not errors.check(
-                mode in ("governance", "compliance") and (is_unresolved(days) or 1 <= days <= 36500),
-                f"object_lock must be ('governance'|'compliance', 1..36500 days) (given {object_lock})",
-            ):
-                mode, days = "governance", 1
-            lock_retention = (
-                s3.ObjectLockRetention.governance(Duration.days(days))
-                if mode == "governance"
-                else s3.ObjectLockRetention.compliance(Duration.days(days))
-            )
-        rules = (
-            list(lifecycle_rules)
-            if lifecycle_rules is not None
-            else [
-                s3.LifecycleRule(
-                    id="AbortIncompleteUploads",
-                    abort_incomplete_multipart_upload_after=Duration.days(7),
-                    noncurrent_version_expiration=Duration.days(90),
-                )
-            ]
-        )
+        lock_retention = _lock_retention(errors, object_lock)
+        rules = list(lifecycle_rules) if lifecycle_rules is not None else _default_lifecycle()
 
         self.bucket: s3.Bucket = s3.Bucket(
             self,
@@ -175,15 +135,49 @@ class SecureBucket(Construct):
 
     def grant_read(self, grantee: iam.IGrantable, objects_key_pattern: str = "*") -> iam.Grant:
         """Read objects (and decrypt them)."""
-        return self.bucket.grant_read(grantee, objects_key_pattern)
+        grant = self.bucket.grant_read(grantee, objects_key_pattern)
+        self._acknowledge(grantee, objects_key_pattern, read=True)
+        return grant
 
     def grant_put(self, grantee: iam.IGrantable, objects_key_pattern: str = "*") -> iam.Grant:
         """Write objects (and encrypt them)."""
-        return self.bucket.grant_put(grantee, objects_key_pattern)
+        grant = self.bucket.grant_put(grantee, objects_key_pattern)
+        self._acknowledge(grantee, objects_key_pattern, write=True)
+        return grant
 
     def grant_read_write(self, grantee: iam.IGrantable, objects_key_pattern: str = "*") -> iam.Grant:
         """Read and write objects."""
-        return self.bucket.grant_read_write(grantee, objects_key_pattern)
+        grant = self.bucket.grant_read_write(grantee, objects_key_pattern)
+        self._acknowledge(grantee, objects_key_pattern, read=True, write=True)
+        return grant
+
+    def _acknowledge(self, grantee: iam.IGrantable, pattern: str, *, read: bool = False, write: bool = False) -> None:
+        """The cdk-nag findings of CDK's bucket grants, acknowledged on the grantee beside the grant.
+
+        The action wildcards are the shape of CDK's grant on this one bucket; a grant limited to a
+        key prefix is acknowledged for the objects under it. A grant on every object (``*``) is
+        left for the caller to justify.
+        """
+        scope = f"this bucket ({pattern})"
+        findings: dict[str, str] = {}
+        if read:
+            findings.update(
+                dict.fromkeys(
+                    ("Action::s3:GetObject*", "Action::s3:GetBucket*", "Action::s3:List*"),
+                    f"CDK's read grant on {scope}: object reads and the bucket listing it needs.",
+                )
+            )
+        if write:
+            findings["Action::s3:Abort*"] = f"CDK's put grant on {scope}: aborting the grantee's own uploads."
+            if read:
+                findings["Action::s3:DeleteObject*"] = f"CDK's read-write grant on {scope}: deleting those objects."
+        if write and self.encryption_key is not None:
+            findings.update(kms_grant_findings("this bucket's objects"))
+        principal = grantee.grant_principal
+        if pattern != "*" and isinstance(principal, Construct):
+            finding = resource_finding(principal, self.bucket.bucket_arn, f"/{pattern}", owner=self.bucket)
+            findings[finding] = f"Objects under the key prefix the grant names ({pattern}) only."
+        acknowledge_grant(grantee, findings)
 
     def grant_object_retention(self, grantee: iam.IGrantable, objects_key_pattern: str = "*") -> iam.Grant:
         """Set and read the Object Lock retention of objects: lock them, or lock them longer.
@@ -196,3 +190,61 @@ class SecureBucket(Construct):
             actions=["s3:GetObjectRetention", "s3:PutObjectRetention"],
             resource_arns=[self.bucket.arn_for_objects(objects_key_pattern)],
         )
+
+
+def _checked_auto_delete(
+    errors: PropErrors,
+    auto_delete_objects: bool,
+    removal_policy: RemovalPolicy,
+    has_default_retention: bool,
+    locked: bool,
+    append_only: bool,
+) -> bool:
+    """``auto_delete_objects`` where it is allowed; each conflict recorded, and the setting dropped.
+
+    A failed check records its message and builds without the offending setting, so that CDK
+    reports every message at synthesis instead of failing on the first one here.
+    """
+    for ok, message in (
+        (removal_policy == RemovalPolicy.DESTROY, "auto_delete_objects needs removal_policy=DESTROY"),
+        (
+            not has_default_retention,
+            "auto_delete_objects cannot be combined with object_lock: locked objects cannot be deleted",
+        ),
+        (not append_only, "append_only cannot be combined with auto_delete_objects: the policy denies every delete"),
+        (
+            not locked,
+            "auto_delete_objects cannot be combined with object_lock_enabled: locked objects cannot be deleted",
+        ),
+    ):
+        if auto_delete_objects and not errors.check(ok, message):
+            auto_delete_objects = False
+    return auto_delete_objects
+
+
+def _lock_retention(
+    errors: PropErrors, object_lock: tuple[ObjectLockMode, int] | None
+) -> s3.ObjectLockRetention | None:
+    """The default Object Lock retention of ``object_lock`` (mode, days), or none."""
+    if object_lock is None:
+        return None
+    mode, days = object_lock
+    if not errors.check(
+        mode in ("governance", "compliance") and (is_unresolved(days) or 1 <= days <= 36500),
+        f"object_lock must be ('governance'|'compliance', 1..36500 days) (given {object_lock})",
+    ):
+        mode, days = "governance", 1
+    if mode == "governance":
+        return s3.ObjectLockRetention.governance(Duration.days(days))
+    return s3.ObjectLockRetention.compliance(Duration.days(days))
+
+
+def _default_lifecycle() -> list[s3.LifecycleRule]:
+    """Abort incomplete multipart uploads after 7 days, expire noncurrent versions after 90."""
+    return [
+        s3.LifecycleRule(
+            id="AbortIncompleteUploads",
+            abort_incomplete_multipart_upload_after=Duration.days(7),
+            noncurrent_version_expiration=Duration.days(90),
+        )
+    ]

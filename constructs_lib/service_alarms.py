@@ -41,7 +41,7 @@ class ServiceAlarms(Construct):
         self, scope: Construct, construct_id: str, *, topic: sns.ITopic, prefix: str, period: Duration | None = None
     ) -> None:
         super().__init__(scope, construct_id)
-        errors = PropErrors(self)
+        errors = self._errors = PropErrors(self)
         errors.check(
             Token.is_unresolved(prefix) or bool(prefix and prefix.replace("-", "").isalnum()),
             f"prefix must be letters, digits and dashes (given {prefix!r})",
@@ -68,10 +68,10 @@ class ServiceAlarms(Construct):
         evaluation_periods: int = 1,
     ) -> cloudwatch.Alarm:
         """One alarm on any metric; the name is ``<prefix>-<construct_id>``."""
-        if not construct_id.isalnum():
-            raise ValueError(f"alarm id must be PascalCase letters/digits (given {construct_id!r})")
-        if not runbook.strip():
-            raise ValueError(f"alarm {construct_id}: a runbook line is required")
+        self._errors.check(
+            construct_id.isalnum(), f"alarm id must be PascalCase letters/digits (given {construct_id!r})"
+        )
+        self._errors.check(bool(runbook.strip()), f"alarm {construct_id}: a runbook line is required (given none)")
         alarm = cloudwatch.Alarm(
             self,
             construct_id,
@@ -149,8 +149,8 @@ class ServiceAlarms(Construct):
         self, api: apigw.IRestApi, name: str, *, error_rate: float = 0.05, p99_latency: Duration | None = None
     ) -> None:
         """5XX rate above ``error_rate`` over 5 minutes and p99 latency above ``p99_latency`` (3 s)."""
-        if not 0 < error_rate < 1:
-            raise ValueError(f"error_rate must be a fraction in (0, 1) (given {error_rate})")
+        if not self._errors.check(0 < error_rate < 1, f"error_rate must be a fraction in (0, 1) (given {error_rate})"):
+            error_rate = 0.05
         latency = p99_latency or Duration.seconds(3)
         five = Duration.minutes(5)
         rate = cloudwatch.MathExpression(

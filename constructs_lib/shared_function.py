@@ -14,7 +14,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import cast
@@ -29,6 +29,7 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
+from constructs_lib.nag_findings import acknowledge_grant, acknowledge_policy, kms_grant_findings, resource_finding
 from constructs_lib.validation import PropErrors, is_unresolved
 
 #: Newest Python runtime the pinned aws-cdk-lib knows; the code also runs on Python 3.11.
@@ -71,23 +72,26 @@ def package_files(package_dir: Path) -> list[Path]:
     return sorted(found)
 
 
-def _staged(package_dir: Path) -> Path:
-    """A directory that holds exactly :func:`package_files`, named by their content hash.
+def _staged(package_dirs: Sequence[Path]) -> Path:
+    """A directory that holds exactly the :func:`package_files` of each package, named by their content hash.
 
-    Its content (so CDK's asset hash) changes only when a Python file of the package does.
+    Its content (so CDK's asset hash) changes only when a Python file of one of the packages does.
     """
-    files = package_files(package_dir)
+    files = sorted(
+        (relative, package_dir.parent) for package_dir in package_dirs for relative in package_files(package_dir)
+    )
     digest = hashlib.sha256()
-    for relative in files:
+    for relative, parent in files:
         digest.update(relative.as_posix().encode() + b"\0")
-        digest.update((package_dir.parent / relative).read_bytes() + b"\0")
-    root = Path(tempfile.gettempdir()) / f"lambda-code-{package_dir.name}-{digest.hexdigest()[:24]}"
+        digest.update((parent / relative).read_bytes() + b"\0")
+    names = "+".join(package_dir.name for package_dir in package_dirs)
+    root = Path(tempfile.gettempdir()) / f"lambda-code-{names}-{digest.hexdigest()[:24]}"
     if root.is_dir():
         return root
     building = Path(tempfile.mkdtemp(prefix=f"{root.name}.", dir=root.parent))
-    for relative in files:
+    for relative, parent in files:
         (building / relative).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(package_dir.parent / relative, building / relative)
+        shutil.copyfile(parent / relative, building / relative)
     try:
         os.rename(building, root)
     except OSError:  # another synth staged the same content first
@@ -96,27 +100,36 @@ def _staged(package_dir: Path) -> Path:
 
 
 class LambdaCode:
-    """The single code asset: one Python package directory, shared by every function."""
+    """The single code asset: one Python package directory and those it ships with, shared by every function."""
 
     _ATTRIBUTE = "_shared_lambda_code"
 
     @classmethod
-    def package(cls, scope: Construct, package_dir: Path) -> lambda_.Code:
+    def package(cls, scope: Construct, package_dir: Path, *, with_packages: Sequence[Path] = ()) -> lambda_.Code:
         """Code for a package directory; the asset root holds the package folder itself.
 
-        The asset is built from an include list (:func:`package_files`), never by excluding what
-        happens to lie around. CDK binds a ``Code`` to one stack, so there is one per stack and
-        directory; every one has the same content hash, so the assembly stages the asset once.
+        ``with_packages`` are further package directories placed beside it at the asset root (a
+        package the handlers import that is not inside ``package_dir``, e.g. one the stacks share
+        with them); defaults to none. The asset is built from an include list
+        (:func:`package_files`), never by excluding what happens to lie around. CDK binds a
+        ``Code`` to one stack, so there is one per stack and set of directories; every one has the
+        same content hash, so the assembly stages the asset once.
         """
-        package_dir = package_dir.resolve()
-        if not (package_dir / "__init__.py").is_file():
-            raise ValueError(f"{package_dir} is not a Python package (no __init__.py)")
+        dirs = tuple(path.resolve() for path in (package_dir, *with_packages))
+        errors = PropErrors(scope)
+        for path in dirs:
+            errors.check((path / "__init__.py").is_file(), f"{path} is not a Python package (no __init__.py)")
+        names = [path.name for path in dirs]
+        errors.check(
+            len(set(names)) == len(names),
+            f"the packages of one code asset need distinct names (given {', '.join(names)})",
+        )
         stack = Stack.of(scope)
-        cache: dict[Path, lambda_.Code] = getattr(stack, cls._ATTRIBUTE, None) or {}
-        if package_dir not in cache:
-            cache[package_dir] = lambda_.Code.from_asset(str(_staged(package_dir)))
+        cache: dict[tuple[Path, ...], lambda_.Code] = getattr(stack, cls._ATTRIBUTE, None) or {}
+        if dirs not in cache:
+            cache[dirs] = lambda_.Code.from_asset(str(_staged(dirs)))
             setattr(stack, cls._ATTRIBUTE, cache)
-        return cache[package_dir]
+        return cache[dirs]
 
 
 class SharedFunction(Construct):
@@ -138,6 +151,9 @@ class SharedFunction(Construct):
 
     Args:
         code_root: directory of the Python package that holds every handler (e.g. ``app``).
+        with_packages: further package directories shipped beside ``code_root`` in the same
+            asset, for code the handlers import from outside their package (e.g. a package of
+            names the stacks share with them). Defaults to none.
         handler: dotted ``package.module.function``; validated against ``code_root``.
         service_name: Powertools service name (logs, metrics, traces). Defaults to the construct id.
         description: function description. Defaults to the handler string.
@@ -163,6 +179,7 @@ class SharedFunction(Construct):
         *,
         code_root: Path,
         handler: str,
+        with_packages: Sequence[Path] = (),
         service_name: str | None = None,
         description: str | None = None,
         environment: Mapping[str, str] | None = None,
@@ -178,18 +195,7 @@ class SharedFunction(Construct):
         metrics_namespace: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
-        errors = PropErrors(self)
-        errors.check(*_check_handler(code_root, handler))
-        if not errors.check(
-            is_unresolved(memory_size) or 128 <= memory_size <= 10240,
-            f"memory_size must be 128..10240 MB (given {memory_size})",
-        ):
-            memory_size = 256
-        if not errors.check(
-            is_unresolved(retry_attempts) or 0 <= retry_attempts <= 2,
-            f"retry_attempts must be 0..2 (given {retry_attempts})",
-        ):
-            retry_attempts = 2
+        memory_size, retry_attempts = _checked(PropErrors(self), code_root, handler, memory_size, retry_attempts)
         timeout = timeout or Duration.seconds(30)
         service = service_name or construct_id
         #: The queue that receives failed asynchronous invocations, when one was given.
@@ -222,7 +228,7 @@ class SharedFunction(Construct):
             "Resource",
             runtime=RUNTIME,
             architecture=ARCHITECTURE,
-            code=LambdaCode.package(self, code_root),
+            code=LambdaCode.package(self, code_root, with_packages=with_packages),
             handler=handler,
             description=description or handler,
             environment=env,
@@ -236,6 +242,9 @@ class SharedFunction(Construct):
             on_failure=destinations.SqsDestination(on_failure) if on_failure else None,
             retry_attempts=retry_attempts if on_failure else None,
         )
+        if on_failure is not None and on_failure.encryption_master_key is not None:
+            # The destination's send grant names the queue key's GenerateDataKey*/ReEncrypt*.
+            acknowledge_policy(self.role, kms_grant_findings("its encrypted on-failure queue"))
         self._enable_tracing()
 
     def _enable_tracing(self) -> None:
@@ -274,8 +283,32 @@ class SharedFunction(Construct):
         self.function.add_environment(key, value)
 
     def grant_invoke(self, grantee: iam.IGrantable) -> iam.Grant:
-        """Let a principal invoke the function."""
-        return self.function.grant_invoke(grantee)
+        """Let a principal invoke the function (and its versions and aliases, as CDK's grant names them)."""
+        grant = self.function.grant_invoke(grantee)
+        principal = grantee.grant_principal
+        if isinstance(principal, Construct):
+            finding = resource_finding(principal, self.function.function_arn, ":*", owner=self.function)
+            reason = "lambda:InvokeFunction on '<arn>:*' covers this one function's versions and aliases."
+            acknowledge_grant(grantee, {finding: reason})
+        return grant
+
+
+def _checked(
+    errors: PropErrors, code_root: Path, handler: str, memory_size: int, retry_attempts: int
+) -> tuple[int, int]:
+    """The memory size and async retry count, each out-of-range one recorded (with the fix) and defaulted."""
+    errors.check(*_check_handler(code_root, handler))
+    if not errors.check(
+        is_unresolved(memory_size) or 128 <= memory_size <= 10240,
+        f"memory_size must be 128..10240 MB (given {memory_size})",
+    ):
+        memory_size = 256
+    if not errors.check(
+        is_unresolved(retry_attempts) or 0 <= retry_attempts <= 2,
+        f"retry_attempts must be 0..2 (given {retry_attempts})",
+    ):
+        retry_attempts = 2
+    return memory_size, retry_attempts
 
 
 def _check_handler(code_root: Path, handler: str) -> tuple[bool, str]:

@@ -108,19 +108,8 @@ class HardenedUserPool(Construct):
             deletion_protection=deletion_protection,
             removal_policy=removal_policy,
         )
-        self.client: cognito.UserPoolClient = self.user_pool.add_client(
-            "Client",
-            generate_secret=False,
-            auth_flows=auth_flows or cognito.AuthFlow(user_srp=True),
-            prevent_user_existence_errors=True,
-            enable_token_revocation=True,
-            id_token_validity=token_validity,
-            access_token_validity=token_validity,
-            refresh_token_validity=refresh_token_validity,
-            read_attributes=cognito.ClientAttributes().with_standard_attributes(email=True, email_verified=True),
-            write_attributes=cognito.ClientAttributes().with_standard_attributes(email=True),
-            disable_o_auth=o_auth is None,
-            o_auth=o_auth,
+        self.client: cognito.UserPoolClient = self._add_client(
+            auth_flows, token_validity, refresh_token_validity, o_auth
         )
         #: The groups by name; each is a role the tokens carry in ``cognito:groups``.
         self.groups: dict[str, cognito.CfnUserPoolGroup] = {
@@ -134,6 +123,29 @@ class HardenedUserPool(Construct):
             )
             for index, name in enumerate(groups)
         }
+
+    def _add_client(
+        self,
+        auth_flows: cognito.AuthFlow | None,
+        token_validity: Duration,
+        refresh_token_validity: Duration,
+        o_auth: cognito.OAuthSettings | None,
+    ) -> cognito.UserPoolClient:
+        """The one public app client: SRP, no secret, token revocation, OAuth only when configured."""
+        return self.user_pool.add_client(
+            "Client",
+            generate_secret=False,
+            auth_flows=auth_flows or cognito.AuthFlow(user_srp=True),
+            prevent_user_existence_errors=True,
+            enable_token_revocation=True,
+            id_token_validity=token_validity,
+            access_token_validity=token_validity,
+            refresh_token_validity=refresh_token_validity,
+            read_attributes=cognito.ClientAttributes().with_standard_attributes(email=True, email_verified=True),
+            write_attributes=cognito.ClientAttributes().with_standard_attributes(email=True),
+            disable_o_auth=o_auth is None,
+            o_auth=o_auth,
+        )
 
     @property
     def issuer_url(self) -> str:

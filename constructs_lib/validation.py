@@ -56,12 +56,12 @@ class PropErrors:
         return self.check(low <= value <= high, f"{name} must be {low}..{high}{suffix} (given {value}{suffix})")
 
     def check_exclusive(self, **given: Any) -> bool:
-        """At most one of the named props is given (an existing resource or props for a new one)."""
+        """At most one of the named props is given: ``existing_<x>`` (used as it is) or ``<x>_props`` (a new one)."""
         names = [name for name, value in given.items() if value is not None]
         return self.check(
             len(names) <= 1,
-            f"give only one of {', '.join(given)} (given {', '.join(names)}): pass an existing resource, "
-            "or props to shape a new one",
+            f"give {' or '.join(given)}, not both (given {', '.join(names)}): an existing resource is used "
+            "as it is, props shape a new one",
         )
 
     @property

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import cast
+from typing import Any, cast
 
 import jsii
 from aws_cdk import Acknowledgment, ArnFormat, CfnElement, Names, RemovalPolicy, Stack, Token, Validations
@@ -18,7 +18,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from constructs_lib.validation import PropErrors, is_unresolved
+from constructs_lib.validation import PropErrors, is_unresolved, struct_values
 
 _ROUTE_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,127}$")
 _STAGE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
@@ -110,52 +110,12 @@ class SecureWebSocketApi(Construct):
         description: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
-        errors = PropErrors(self)
-        errors.check(
-            Token.is_unresolved(stage_name) or bool(_STAGE_NAME.fullmatch(stage_name)),
-            f"stage_name must be 1-128 of [A-Za-z0-9_-] (given {stage_name!r})",
+        errors = self._errors = PropErrors(self)
+        routes, identity_source, route_throttles = _checked(
+            errors, stage_name, routes, identity_source, throttle_rate_limit, throttle_burst_limit, route_throttles
         )
-        routes = {
-            key: handler
-            for key, handler in (routes or {}).items()
-            if errors.check(
-                bool(_ROUTE_KEY.fullmatch(key)),
-                f"route keys must be action names like 'sendMessage' (given {key!r}); "
-                "$connect, $disconnect and $default have their own handler arguments",
-            )
-        }
-        if not errors.check(bool(identity_source), "identity_source must name at least one source (given none)"):
-            identity_source = ("route.request.querystring.token",)
-        for source in identity_source:
-            errors.check(
-                Token.is_unresolved(source) or bool(_IDENTITY_SOURCE.fullmatch(source)),
-                f"identity_source entries look like 'route.request.querystring.token' (given {source!r})",
-            )
-        errors.check(
-            (is_unresolved(throttle_rate_limit) or 0 < throttle_rate_limit <= 10000)
-            and (is_unresolved(throttle_burst_limit) or 0 < throttle_burst_limit <= 5000),
-            "throttle_rate_limit must be in (0, 10000] and throttle_burst_limit in (0, 5000] "
-            f"(given {throttle_rate_limit}, {throttle_burst_limit})",
-        )
-        route_throttles = {
-            key: limits
-            for key, limits in (route_throttles or {}).items()
-            if errors.check(
-                key in ("$connect", "$disconnect", "$default", *routes),
-                f"route_throttles keys must be $connect, $disconnect, $default or a key of routes (given {key!r})",
-            )
-            and errors.check(
-                limits.rate_limit is not None
-                and limits.burst_limit is not None
-                and (is_unresolved(limits.rate_limit) or 0 < limits.rate_limit <= 10000)
-                and (is_unresolved(limits.burst_limit) or 0 < limits.burst_limit <= 5000),
-                f"route_throttles[{key!r}] needs rate_limit in (0, 10000] and burst_limit in (0, 5000] "
-                f"(given {limits.rate_limit}, {limits.burst_limit})",
-            )
-        }
-        if not errors.check(
-            existing_access_log_group is None or access_log_group_props is None,
-            "give existing_access_log_group or access_log_group_props, not both",
+        if not errors.check_exclusive(
+            existing_access_log_group=existing_access_log_group, access_log_group_props=access_log_group_props
         ):
             access_log_group_props = None
 
@@ -180,6 +140,27 @@ class SecureWebSocketApi(Construct):
                 return_response=default_route_returns_response,
             ),
         )
+        self._add_routes(routes)
+        self.access_log_group: logs.ILogGroup = existing_access_log_group or self._new_access_log_group(
+            access_log_group_props
+        )
+        self.stage: apigwv2.WebSocketStage = apigwv2.WebSocketStage(
+            self,
+            "Stage",
+            web_socket_api=self.api,
+            stage_name=stage_name,
+            auto_deploy=True,
+            throttle=apigwv2.ThrottleSettings(rate_limit=throttle_rate_limit, burst_limit=throttle_burst_limit),
+            access_log_settings=_AccessLogSettings(
+                apigwv2.LogGroupLogDestination(self.access_log_group),
+                apigw.AccessLogFormat.custom(ACCESS_LOG_FORMAT),
+            ),
+        )
+        if route_throttles:
+            self._throttle_routes(route_throttles)
+
+    def _add_routes(self, routes: Mapping[str, lambda_.IFunction]) -> None:
+        """The custom routes; no route but $connect takes an authorizer (acknowledged for cdk-nag)."""
         for key, handler in sorted(routes.items()):
             self.api.add_route(
                 key,
@@ -195,31 +176,11 @@ class SecureWebSocketApi(Construct):
                 )
             )
 
-        self.access_log_group: logs.ILogGroup = existing_access_log_group or logs.LogGroup(
-            self,
-            "AccessLogs",
-            retention=(access_log_group_props.retention if access_log_group_props else None)
-            or logs.RetentionDays.ONE_WEEK,
-            encryption_key=access_log_group_props.encryption_key if access_log_group_props else None,
-            removal_policy=(access_log_group_props.removal_policy if access_log_group_props else None)
-            or RemovalPolicy.DESTROY,
-            log_group_class=access_log_group_props.log_group_class if access_log_group_props else None,
-        )
-        self.stage: apigwv2.WebSocketStage = apigwv2.WebSocketStage(
-            self,
-            "Stage",
-            web_socket_api=self.api,
-            stage_name=stage_name,
-            auto_deploy=True,
-            throttle=apigwv2.ThrottleSettings(rate_limit=throttle_rate_limit, burst_limit=throttle_burst_limit),
-            access_log_settings=_AccessLogSettings(
-                apigwv2.LogGroupLogDestination(self.access_log_group),
-                apigw.AccessLogFormat.custom(ACCESS_LOG_FORMAT),
-            ),
-        )
-
-        if route_throttles:
-            self._throttle_routes(route_throttles)
+    def _new_access_log_group(self, props: logs.LogGroupProps | None) -> logs.LogGroup:
+        """The stage's access log group: one week, destroyed with the stack, unless ``props`` say otherwise."""
+        shape: dict[str, Any] = {"retention": logs.RetentionDays.ONE_WEEK, "removal_policy": RemovalPolicy.DESTROY}
+        shape.update({name: value for name, value in struct_values(props).items() if value is not None})
+        return logs.LogGroup(self, "AccessLogs", **shape)
 
     def _throttle_routes(self, route_throttles: Mapping[str, apigwv2.ThrottleSettings]) -> None:
         """Route settings on the stage; the stage waits for the routes (they must exist when it names them)."""
@@ -253,10 +214,13 @@ class SecureWebSocketApi(Construct):
 
         Other methods: ``GET`` (connection info), ``DELETE`` (close a connection).
         """
-        chosen = methods or ("POST",)
-        for method in chosen:
-            if method not in ("POST", "GET", "DELETE"):
-                raise ValueError(f"methods must be POST, GET or DELETE (given {method!r})")
+        chosen = [
+            method
+            for method in methods or ("POST",)
+            if self._errors.check(
+                method in ("POST", "GET", "DELETE"), f"methods must be POST, GET or DELETE (given {method!r})"
+            )
+        ]
         grant = iam.Grant.add_to_principal(
             grantee=grantee,
             actions=["execute-api:ManageConnections"],
@@ -292,3 +256,62 @@ class _AccessLogSettings:
     @property
     def format(self) -> apigw.AccessLogFormat:
         return self._format
+
+
+def _checked(
+    errors: PropErrors,
+    stage_name: str,
+    routes: Mapping[str, lambda_.IFunction] | None,
+    identity_source: Sequence[str],
+    throttle_rate_limit: float,
+    throttle_burst_limit: int,
+    route_throttles: Mapping[str, apigwv2.ThrottleSettings] | None,
+) -> tuple[dict[str, lambda_.IFunction], Sequence[str], dict[str, apigwv2.ThrottleSettings]]:
+    """The props a WebSocket API is built from: each bad one recorded with its fix, and left out."""
+    errors.check(
+        Token.is_unresolved(stage_name) or bool(_STAGE_NAME.fullmatch(stage_name)),
+        f"stage_name must be 1-128 of [A-Za-z0-9_-] (given {stage_name!r})",
+    )
+    checked_routes = {
+        key: handler
+        for key, handler in (routes or {}).items()
+        if errors.check(
+            bool(_ROUTE_KEY.fullmatch(key)),
+            f"route keys must be action names like 'sendMessage' (given {key!r}); "
+            "$connect, $disconnect and $default have their own handler arguments",
+        )
+    }
+    if not errors.check(bool(identity_source), "identity_source must name at least one source (given none)"):
+        identity_source = ("route.request.querystring.token",)
+    for source in identity_source:
+        errors.check(
+            Token.is_unresolved(source) or bool(_IDENTITY_SOURCE.fullmatch(source)),
+            f"identity_source entries look like 'route.request.querystring.token' (given {source!r})",
+        )
+    errors.check(
+        _within(throttle_rate_limit, 10000) and _within(throttle_burst_limit, 5000),
+        "throttle_rate_limit must be in (0, 10000] and throttle_burst_limit in (0, 5000] "
+        f"(given {throttle_rate_limit}, {throttle_burst_limit})",
+    )
+    checked_throttles = {
+        key: limits
+        for key, limits in (route_throttles or {}).items()
+        if errors.check(
+            key in ("$connect", "$disconnect", "$default", *checked_routes),
+            f"route_throttles keys must be $connect, $disconnect, $default or a key of routes (given {key!r})",
+        )
+        and errors.check(
+            limits.rate_limit is not None
+            and limits.burst_limit is not None
+            and _within(limits.rate_limit, 10000)
+            and _within(limits.burst_limit, 5000),
+            f"route_throttles[{key!r}] needs rate_limit in (0, 10000] and burst_limit in (0, 5000] "
+            f"(given {limits.rate_limit}, {limits.burst_limit})",
+        )
+    }
+    return checked_routes, identity_source, checked_throttles
+
+
+def _within(value: float, high: float) -> bool:
+    """``value`` in (0, high], or a token (never judged)."""
+    return is_unresolved(value) or 0 < value <= high

@@ -16,10 +16,11 @@ builds every Task through its :class:`RetryPolicy` and its state machine through
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
-from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Validations
+from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Token, Validations
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -73,16 +74,28 @@ class RetryPolicy:
     max_delay: Duration = field(default_factory=lambda: Duration.seconds(30))
     errors: Sequence[str] = TRANSIENT_ERRORS
 
-    def __post_init__(self) -> None:
+    def problems(self) -> list[str]:
+        """What is wrong with this policy, one message per problem (empty when it is sound)."""
+        found = []
         if not 0 <= self.max_attempts <= 10:
-            raise ValueError(f"max_attempts must be 0..10 (given {self.max_attempts})")
+            found.append(f"retry max_attempts must be 0..10 (given {self.max_attempts})")
         if not 1.0 <= self.backoff_rate <= 10.0:
-            raise ValueError(f"backoff_rate must be 1..10 (given {self.backoff_rate})")
+            found.append(f"retry backoff_rate must be 1..10 (given {self.backoff_rate})")
         if not self.errors:
-            raise ValueError("errors must name at least one error to retry (given none)")
+            found.append("retry errors must name at least one error to retry (given none)")
+        return found
 
     def apply(self, task: sfn.TaskStateBase) -> sfn.TaskStateBase:
-        """Add the retry to ``task`` and return it (so a definition reads top to bottom)."""
+        """Add the retry to ``task`` and return it (so a definition reads top to bottom).
+
+        A policy with :meth:`problems` fails the synthesis with the task's path instead.
+        """
+        problems = self.problems()
+        if problems:
+            errors = PropErrors(task)
+            for problem in problems:
+                errors.check(False, problem)
+            return task
         task.add_retry(
             errors=list(self.errors),
             interval=self.interval,
@@ -92,6 +105,36 @@ class RetryPolicy:
             jitter_strategy=sfn.JitterType.FULL,
         )
         return task
+
+
+def callback_input(fields: Mapping[str, Any]) -> sfn.TaskInput:
+    """The input of a ``.waitForTaskToken`` task: ``fields``, in order, with JSONPath strings read from the state.
+
+    Example::
+
+        tasks.LambdaInvoke(self, "Wait", lambda_function=fn,
+                           integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
+                           payload=callback_input({"order_id": "$.order_id", "token": sfn.JsonPath.task_token}))
+
+    A value that is a plain string starting with ``$`` (``"$.order_id"``, ``"$$.Execution.Id"``,
+    ``"$"``) becomes a ``"<field>.$"`` entry, exactly what ``JsonPath.string_at`` renders; a
+    literal string cannot start with ``$`` here (give it as ``JsonPath.string_at`` of a state
+    field instead). Every other value, the task token among them, passes as given.
+
+    Why not ``JsonPath`` tokens: CDK checks that a callback task's input holds the task token by
+    parsing every JSONPath token of the input with a parser that refuses ``_`` in a path (and a
+    number inside an intrinsic function); the error it raises and catches on the way is written
+    to ``CDK_ERROR_FILE`` (the CLI's ``error.txt``) on every synthesis. A ``"<field>.$"`` entry is
+    not a token, so the check reads only the token, and the rendered input is the same.
+    """
+    return sfn.TaskInput.from_object(
+        {(f"{name}.$" if _is_path(value) else name): value for name, value in fields.items()}
+    )
+
+
+def _is_path(value: Any) -> bool:
+    """A plain JSONPath string (a token, which is a string too, is not one)."""
+    return isinstance(value, str) and not Token.is_unresolved(value) and value.startswith("$")
 
 
 @dataclass(frozen=True)

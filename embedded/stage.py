@@ -211,11 +211,14 @@ class EmbeddedStage:
         until: Callable[[], bool] | None = None,
         poll: float = 0.05,
         wait_executions: bool = True,
+        tick: float = 0.0,
     ) -> int:
         """Pump streams and queues until nothing is pending and no workflow runs (or ``until()``).
 
         ``wait_executions=False`` stops waiting for workflows (one that waits for a callback would
-        otherwise keep the stage busy until its timeout).
+        otherwise keep the stage busy until its timeout). ``tick`` lets time pass on the stage's
+        clock while nothing moves (that many seconds per idle poll): a workflow's ``Wait`` state
+        ends under a frozen clock. ``timeout`` is real time.
         """
         deadline = time.monotonic() + timeout
         moved = 0
@@ -231,10 +234,13 @@ class EmbeddedStage:
                 what = "the condition" if until is not None else f"quiet (running: {self.running_executions()})"
                 raise TimeoutError(f"stage did not reach {what} within {timeout:.0f}s")
             if step == 0:
+                if tick:
+                    self.clock.advance(tick)
                 time.sleep(poll)
 
-    def wait_execution(self, execution_arn: str, *, timeout: float = 30.0) -> dict[str, Any]:
-        """Pump while one execution runs; return its description once it has ended."""
+    def wait_execution(self, execution_arn: str, *, timeout: float = 30.0, tick: float = 0.0) -> dict[str, Any]:
+        """Pump while one execution runs (letting ``tick`` seconds pass per idle poll, see ``settle``);
+        return its description once it has ended."""
         sfn = self.client("stepfunctions")
         state: dict[str, Any] = {}
 
@@ -242,7 +248,7 @@ class EmbeddedStage:
             state.update(sfn.describe_execution(executionArn=execution_arn))
             return state["status"] != "RUNNING"
 
-        self.settle(timeout=timeout, until=done)
+        self.settle(timeout=timeout, until=done, tick=tick)
         return state
 
     def execution_errors(self, execution_arn: str) -> list[str]:

@@ -185,7 +185,7 @@ class LocalServer:
             return {
                 "Access-Control-Allow-Origin": origin,
                 "Access-Control-Allow-Headers": "Content-Type",
-                "Access-Control-Allow-Methods": "GET,POST,OPTIONS",
+                "Access-Control-Allow-Methods": "GET,POST,DELETE,OPTIONS",
                 "Vary": "Origin",
             }
         return {}
@@ -248,22 +248,39 @@ class LocalServer:
     async def _users(self, request: web.Request) -> web.Response:
         if request.method == "OPTIONS":
             return web.Response(status=204, headers=self._cors(request))
+        if request.method == "DELETE":
+            return await self._delete_user(request)
         if request.method != "POST":
-            return self._error(request, 405, "POST {email, role, password?}")
+            return self._error(request, 405, "POST {email, role, password?, register?} or DELETE {email}")
         try:
             body = await self._body(request)
             email, role = body.get("email"), body.get("role", "customer")
             password = body.get("password") or self.local.password
+            register = body.get("register", True)
             if not isinstance(email, str) or not _EMAIL.match(email):
                 raise StageError(400, "email must be an e-mail address")
             if not isinstance(role, str) or not isinstance(password, str):
                 raise StageError(400, "role and password must be strings")
-            created = await self._call(self.local.create_user, email, role, password)
+            if not isinstance(register, bool):
+                raise StageError(400, "register must be true or false")
+            created = await self._call(self.local.create_user, email, role, password, register=register)
         except StageError as error:
             return self._error(request, error.status, error.message)
         if not created:
             return self._error(request, 409, f"{email} exists")
-        return self._json(request, 201, {"email": email, "role": role, "registered_agent": role == "agent"})
+        registered = role == "agent" and register
+        return self._json(request, 201, {"email": email, "role": role, "registered_agent": registered})
+
+    async def _delete_user(self, request: web.Request) -> web.Response:
+        try:
+            email = (await self._body(request)).get("email")
+            if not isinstance(email, str) or not _EMAIL.match(email):
+                raise StageError(400, "email must be an e-mail address")
+        except StageError as error:
+            return self._error(request, error.status, error.message)
+        if not await self._call(self.local.delete_user, email):
+            return self._error(request, 404, f"{email} is not a user")
+        return web.Response(status=204, headers=self._cors(request))
 
     # ------------------------------------------------------------------ WebSocket
 

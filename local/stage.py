@@ -166,8 +166,12 @@ class LocalStage:
 
     # ------------------------------------------------------------------ identity (on the worker)
 
-    def create_user(self, email: str, role: str, password: str | None = None) -> bool:
-        """Create ``email`` in ``role``'s group (an agent is also registered, available to go online)."""
+    def create_user(self, email: str, role: str, password: str | None = None, *, register: bool = True) -> bool:
+        """Create ``email`` in ``role``'s group; an agent is also registered (offline) unless ``register`` is False.
+
+        ``register=False`` leaves the registration to the caller's own admin (``POST /admin/agents``),
+        as on a deployed stage, where no helper registers agents.
+        """
         if role not in ROLES:
             raise StageError(400, f"role must be one of {', '.join(ROLES)}")
         client = self.directory.client
@@ -175,9 +179,22 @@ class LocalStage:
             created = self.directory.ensure_user(email, role=role, password=password)
         except (client.exceptions.InvalidPasswordException, client.exceptions.InvalidParameterException) as error:
             raise StageError(400, error.response["Error"].get("Message", "invalid user")) from None
-        if created and role == "agent":
+        if created and role == "agent" and register:
             self.register_agent(email, password)
         return created
+
+    def delete_user(self, email: str) -> bool:
+        """``AdminDeleteUser``: True when ``email`` was a user of the pool, False when it was not.
+
+        Only the pool's user goes: an agent's registration stays in the registry, as on AWS
+        (an admin retires it with ``POST /admin/agents/{id}/retire``).
+        """
+        client = self.directory.client
+        try:
+            client.admin_delete_user(UserPoolId=self.directory.pool_id, Username=email)
+        except client.exceptions.UserNotFoundException:
+            return False
+        return True
 
     def register_agent(self, email: str, password: str | None = None) -> None:
         """Register ``email`` (an agent) through the REST API as the demo admin, as an admin onboards one."""

@@ -330,7 +330,67 @@ def _fail(stage: str, key: str, rule: str, given: Any) -> ConfigError:
     return ConfigError(f"stage '{stage}': {key} {rule} (given {given!r})")
 
 
+#: The numeric settings and their allowed ranges (inclusive).
+_BOUNDS: dict[str, tuple[float, float]] = {
+    "audit_retention_days": (1, 3650),
+    "archive_transition_days": (30, 3650),
+    "analytics_expiration_days": (1, 3650),
+    "api_throttle_rate": (1, 10000),
+    "api_throttle_burst": (1, 5000),
+    "authorizer_cache_seconds": (0, 3600),
+    "session_ttl_hours": (1, 24 * 365),
+    "cleanup_shards": (1, 64),
+    "summary_interval": (2, 1000),
+    "stream_batch_size": (1, 10000),
+    "stream_batching_window_seconds": (0, 300),
+    "stream_max_retries": (0, 10000),
+    "stream_max_record_age_seconds": (60, 86399),
+    "event_archive_retention_days": (1, 3650),
+    "firehose_buffer_seconds": (0, 900),
+    "firehose_buffer_mb": (1, 128),
+    "trail_query_scan_limit_mb": (10, 10 * 1024 * 1024),
+    "map_max_concurrency": (1, 40),
+    "handoff_agent_wait_seconds": (1, 86400),
+    "handoff_manager_wait_seconds": (1, 86400),
+    "handoff_idle_seconds": (1, 86400),
+    "handoff_max_reassignments": (0, 10),
+    "cleanup_grace_seconds": (0, 7 * 86400),
+    "workflow_timeout_minutes": (1, 7 * 24 * 60),
+    "export_poll_seconds": (1, 3600),
+    "export_max_polls": (1, 1000),
+    "review_ttl_days": (1, 30),
+    "chat_connection_messages_per_minute": (1, 600),
+    "chat_connection_burst": (1, 100),
+    "chat_customer_messages_per_minute": (1, 600),
+    "chat_customer_burst": (1, 100),
+    "chat_max_connections_per_customer": (1, 100),
+    "ws_connect_throttle_rate": (1, 10000),
+    "ws_connect_throttle_burst": (1, 5000),
+    "ws_message_throttle_rate": (1, 10000),
+    "ws_message_throttle_burst": (1, 5000),
+    "message_reserved_concurrency": (1, 1000),
+    "bedrock_attempts": (1, 10),
+    "context_turns": (1, 100),
+    "context_max_tokens": (100, 100_000),
+    "lambda_memory_mb": (128, 10240),
+    "lambda_timeout_seconds": (1, 900),
+}
+
+
 def _validate(c: StageConfig) -> None:
+    """Raise ConfigError naming the stage, the key, the rule and the given value when anything is off."""
+    _validate_target(c)
+    _validate_data(c)
+    _validate_mail(c)
+    _validate_origins(c)
+    _validate_names(c)
+    _validate_guardrail(c)
+    _validate_bounds(c)
+    _validate_flags(c)
+
+
+def _validate_target(c: StageConfig) -> None:
+    """The stage's name, and the account and region it deploys to."""
     n = c.name
     if not _STAGE_NAME.fullmatch(n):
         raise _fail(n, "name", "must be 2-16 lowercase letters/digits, starting with a letter", n)
@@ -340,12 +400,22 @@ def _validate(c: StageConfig) -> None:
         raise _fail(n, "region", "must be an AWS region such as eu-west-1", c.region)
     if (c.account is None) != (c.region is None):
         raise _fail(n, "account/region", "must be given together or not at all", (c.account, c.region))
+
+
+def _validate_data(c: StageConfig) -> None:
+    """What happens to data: removal, the audit trail's lock, log retention."""
+    n = c.name
     if c.removal_policy not in ("destroy", "retain"):
         raise _fail(n, "removal_policy", "must be 'destroy' or 'retain'", c.removal_policy)
     if c.audit_object_lock_mode not in ("governance", "compliance"):
         raise _fail(n, "audit_object_lock_mode", "must be 'governance' or 'compliance'", c.audit_object_lock_mode)
     if c.log_retention_days not in LOG_RETENTION_DAYS:
         raise _fail(n, "log_retention_days", f"must be one of {list(LOG_RETENTION_DAYS)}", c.log_retention_days)
+
+
+def _validate_mail(c: StageConfig) -> None:
+    """Who is mailed and who mails: addresses, and the domains a stage that is not production may mail."""
+    n = c.name
     for key in ("alarm_email", "reviewer_email", "managers_email", "notice_sender"):
         value = getattr(c, key)
         if value is not None and not _EMAIL.fullmatch(value):
@@ -360,6 +430,11 @@ def _validate(c: StageConfig) -> None:
             "must list the domains a stage that is not production may mail (SES sandbox safety)",
             c.notice_recipient_domains,
         )
+
+
+def _validate_origins(c: StageConfig) -> None:
+    """The REST API's CORS origins."""
+    n = c.name
     if not c.cors_allowed_origins:
         raise _fail(n, "cors_allowed_origins", "must list at least one origin", c.cors_allowed_origins)
     for origin in c.cors_allowed_origins:
@@ -367,6 +442,11 @@ def _validate(c: StageConfig) -> None:
             raise _fail(n, "cors_allowed_origins", "must not be '*' in a retained (production) stage", origin)
         if origin != "*" and not _ORIGIN.fullmatch(origin):
             raise _fail(n, "cors_allowed_origins", "must hold origins like https://app.example.com", origin)
+
+
+def _validate_names(c: StageConfig) -> None:
+    """Names the handlers use: the archive prefix, the manager skill, the model."""
+    n = c.name
     if not isinstance(c.archive_prefix, str) or not _KEY_PREFIX.fullmatch(c.archive_prefix):
         raise _fail(
             n,
@@ -377,52 +457,12 @@ def _validate(c: StageConfig) -> None:
     if not isinstance(c.manager_skill, str) or not _SKILL.fullmatch(c.manager_skill):
         raise _fail(n, "manager_skill", "must be 1-64 letters, digits, '_' or '-'", c.manager_skill)
     _validate_model(c)
-    _validate_guardrail(c)
-    bounds: dict[str, tuple[float, float]] = {
-        "audit_retention_days": (1, 3650),
-        "archive_transition_days": (30, 3650),
-        "analytics_expiration_days": (1, 3650),
-        "api_throttle_rate": (1, 10000),
-        "api_throttle_burst": (1, 5000),
-        "authorizer_cache_seconds": (0, 3600),
-        "session_ttl_hours": (1, 24 * 365),
-        "cleanup_shards": (1, 64),
-        "summary_interval": (2, 1000),
-        "stream_batch_size": (1, 10000),
-        "stream_batching_window_seconds": (0, 300),
-        "stream_max_retries": (0, 10000),
-        "stream_max_record_age_seconds": (60, 86399),
-        "event_archive_retention_days": (1, 3650),
-        "firehose_buffer_seconds": (0, 900),
-        "firehose_buffer_mb": (1, 128),
-        "trail_query_scan_limit_mb": (10, 10 * 1024 * 1024),
-        "map_max_concurrency": (1, 40),
-        "handoff_agent_wait_seconds": (1, 86400),
-        "handoff_manager_wait_seconds": (1, 86400),
-        "handoff_idle_seconds": (1, 86400),
-        "handoff_max_reassignments": (0, 10),
-        "cleanup_grace_seconds": (0, 7 * 86400),
-        "workflow_timeout_minutes": (1, 7 * 24 * 60),
-        "export_poll_seconds": (1, 3600),
-        "export_max_polls": (1, 1000),
-        "review_ttl_days": (1, 30),
-        "chat_connection_messages_per_minute": (1, 600),
-        "chat_connection_burst": (1, 100),
-        "chat_customer_messages_per_minute": (1, 600),
-        "chat_customer_burst": (1, 100),
-        "chat_max_connections_per_customer": (1, 100),
-        "ws_connect_throttle_rate": (1, 10000),
-        "ws_connect_throttle_burst": (1, 5000),
-        "ws_message_throttle_rate": (1, 10000),
-        "ws_message_throttle_burst": (1, 5000),
-        "message_reserved_concurrency": (1, 1000),
-        "bedrock_attempts": (1, 10),
-        "context_turns": (1, 100),
-        "context_max_tokens": (100, 100_000),
-        "lambda_memory_mb": (128, 10240),
-        "lambda_timeout_seconds": (1, 900),
-    }
-    for key, (low, high) in bounds.items():
+
+
+def _validate_bounds(c: StageConfig) -> None:
+    """Every number within its range, and each WebSocket route's throttle within the stage's."""
+    n = c.name
+    for key, (low, high) in _BOUNDS.items():
         value = getattr(c, key)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
             raise _fail(n, key, f"must be a number in {_number(low)}..{_number(high)}", value)
@@ -436,6 +476,11 @@ def _validate(c: StageConfig) -> None:
                 f"({c.api_throttle_rate:g}/{c.api_throttle_burst})",
                 (rate, burst),
             )
+
+
+def _validate_flags(c: StageConfig) -> None:
+    """The on/off settings, and the identity block."""
+    n = c.name
     for key in ("deletion_protection", "point_in_time_recovery", "log_execution_data", "waf_enabled"):
         if not isinstance(getattr(c, key), bool):
             raise _fail(n, key, "must be true or false", getattr(c, key))

@@ -6,7 +6,6 @@ from typing import Any
 
 from aws_cdk import Duration, Size, Stack
 from aws_cdk import aws_events as events
-from aws_cdk import aws_events_targets as events_targets
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sns as sns
@@ -21,18 +20,16 @@ from constructs_lib import (
     SecureEventBus,
     SecureQueue,
     ServiceAlarms,
-    SharedFunction,
     StreamConsumer,
 )
-from constructs_lib.nag_findings import acknowledge_policy, resource_finding
-from lambdas.events import messages
-from lambdas.shared import keys
+from contracts import keys, messages
 from stacks.config import StageConfig
-from stacks.functions import grant_invoke_model, log_retention, stage_function
+from stacks.functions import StageFunctions, grant_invoke_model, log_retention
 from stacks.mail import NoticeMail
 from stacks.operations import watch_stack
 from stacks.storage_stack import StorageStack
 from stacks.trail import SessionTrail
+from stacks.triggers import AuditLocker
 
 #: Key prefixes of the audit trail's delivery stream in the Object Lock bucket.
 AUDIT_PREFIX = "audit/"
@@ -95,12 +92,16 @@ class EventsStack(Stack):
         super().__init__(scope, construct_id, **kwargs)  # type: ignore[arg-type]
         self.config = config
         self.storage = storage
+        # Every function's log group is encrypted with the Storage key, as every function's of the stage.
+        self.functions = StageFunctions(config, log_encryption_key=storage.key)
         self._build_keys()
         self.notice_mail = NoticeMail(self, "NoticeMail", config=config)
         self._build_bus()
         self._build_fanout()
         self._build_delivery_streams()
-        self._build_audit_lock()
+        self.audit_lock = AuditLocker(
+            self, "AuditLock", audit=storage.audit, encryption_key=self.queues_key.key, functions=self.functions
+        )
         self.trail = SessionTrail(
             self,
             "Trail",
@@ -114,26 +115,8 @@ class EventsStack(Stack):
         )
         self._build_summaries()
         self._build_router()
-        self._acknowledge_grants(storage)
         self.alarms: ServiceAlarms = watch_stack(
             self, topic=storage.ops_topic, prefix=f"MangaAssist-{config.name}-Events"
-        )
-
-    def _function(self, construct_id: str, handler: str, environment: dict[str, str], **extra: Any) -> SharedFunction:
-        """A function of this stack; its service name is its id, its metrics share one namespace.
-
-        Its log group is encrypted with the Storage key, as every function's of the stage.
-        """
-        return stage_function(
-            self,
-            construct_id,
-            self.config,
-            handler=handler,
-            environment=environment,
-            service_name=construct_id,
-            metrics_namespace="MangaAssist",
-            log_encryption_key=self.storage.key,
-            **extra,
         )
 
     def _build_keys(self) -> None:
@@ -170,12 +153,13 @@ class EventsStack(Stack):
             self,
             "SessionEvents",
             encryption_key=self.events_key.key,
-            dead_letter_queue_encryption_key=queue_key,
+            dead_letter_queue_props=sqs.QueueProps(encryption_master_key=queue_key),
             event_bus_name=f"MangaAssist-{self.config.name}-sessions",
             archive_retention=Duration.days(self.config.event_archive_retention_days),
         )
         self.bus: events.IEventBus = self.event_bus.event_bus
-        self.metrics_function = self._function(
+        self.metrics_function = self.functions(
+            self,
             "SessionMetrics",
             "lambdas.events.metrics.handler",
             {},
@@ -204,7 +188,9 @@ class EventsStack(Stack):
             self.managers_topic.add_subscription(sns_subscriptions.EmailSubscription(self.config.managers_email))
         table_env = {"TABLE_NAME": storage.table.table_name}
 
-        self.dashboard_function = self._function("AgentDashboardUpdater", "lambdas.events.dashboard.handler", table_env)
+        self.dashboard_function = self.functions(
+            self, "AgentDashboardUpdater", "lambdas.events.dashboard.handler", table_env
+        )
         storage.sessions.grant_write_data(self.dashboard_function.function)
         self.handoffs.add_queue_subscriber(
             "AgentDashboardQueue", any_of=AGENT_DASHBOARD_FILTER, consumer=self.dashboard_function.function
@@ -220,7 +206,8 @@ class EventsStack(Stack):
         )
         self.customer_notification_queue: sqs.IQueue = customer.queue
 
-        self.escalation_function = self._function(
+        self.escalation_function = self.functions(
+            self,
             "EscalationManager",
             "lambdas.events.escalation.handler",
             {**table_env, "MANAGERS_TOPIC_ARN": self.managers.topic_arn},
@@ -258,52 +245,14 @@ class EventsStack(Stack):
         # so that the locked bucket receives nothing but audit records.
         self.audit = delivery_stream("AuditDeliveryStream", storage.audit.bucket, AUDIT_PREFIX, AUDIT_ERROR_PREFIX)
 
-    def _build_audit_lock(self) -> None:
-        """The audit locker: the stage's Object Lock retention on each new object of the audit bucket.
-
-        The bucket has no default retention (so Firehose's uploads need no checksum, see
-        ``lambdas/events/audit_lock.py``); its "Object Created" events reach this function through
-        a rule on the account's default bus, where S3 sends them. Failed deliveries and failed
-        invocations land in one DLQ, which the stack's alarms watch.
-        """
-        audit = self.storage.audit
-        self.audit_lock_dead_letter_queue = SecureQueue(
-            self, "AuditLockDeadLetterQueue", encryption_key=self.queues_key.key, dead_letter_queue=False
-        ).queue
-        self.audit_lock_function = self._function(
-            "AuditLocker",
-            "lambdas.events.audit_lock.handler",
-            {},
-            on_failure=self.audit_lock_dead_letter_queue,
-            retry_attempts=2,
-        )
-        audit.grant_object_retention(self.audit_lock_function.function)
-        self.audit_lock_rule = events.Rule(
-            self,
-            "AuditObjectCreated",
-            description="Every new object of the audit bucket -> the audit locker (Object Lock retention)",
-            event_pattern=events.EventPattern(
-                source=["aws.s3"],
-                detail_type=["Object Created"],
-                detail={"bucket": {"name": [audit.bucket.bucket_name]}},
-            ),
-            targets=[
-                events_targets.LambdaFunction(
-                    self.audit_lock_function.function,
-                    dead_letter_queue=self.audit_lock_dead_letter_queue,
-                    retry_attempts=8,
-                    max_event_age=Duration.hours(24),
-                )
-            ],
-        )
-
     def _build_summaries(self) -> None:
         """The summary generator, invoked asynchronously by the router, and its failure queue."""
         config = self.config
         self.summary_dead_letter_queue = SecureQueue(
             self, "SummaryDeadLetterQueue", encryption_key=self.queues_key.key, dead_letter_queue=False
         ).queue
-        self.summary_function = self._function(
+        self.summary_function = self.functions(
+            self,
             "SummaryGenerator",
             "lambdas.events.summary.handler",
             {"TABLE_NAME": self.storage.table.table_name},
@@ -318,7 +267,8 @@ class EventsStack(Stack):
     def _build_router(self) -> None:
         """The stream router and its event source mapping on the table's stream."""
         config = self.config
-        self.router_function = self._function(
+        self.router_function = self.functions(
+            self,
             "StreamRouter",
             "lambdas.events.router.handler",
             {
@@ -353,37 +303,3 @@ class EventsStack(Stack):
             filters=[{"dynamodb": {"Keys": {"SK": {"S": ROUTED_SORT_KEYS}}}}],
         )
         self.stream_dead_letter_queue: sqs.IQueue = self.stream_source.dead_letter_queue
-
-    def _acknowledge_grants(self, storage: StorageStack) -> None:
-        """cdk-nag IAM5 findings of CDK's own grants, one acknowledgement per finding and policy."""
-        kms_reason = (
-            "CDK's KMS grant for an encrypted table, queue, topic or stream: GenerateDataKey*/ReEncrypt* "
-            "on one named key ARN, no resource wildcard."
-        )
-        common = {
-            "Action::kms:GenerateDataKey*": kms_reason,
-            "Action::kms:ReEncrypt*": kms_reason,
-        }
-        for fn in (self.metrics_function, self.dashboard_function, self.escalation_function, self.summary_function):
-            acknowledge_policy(fn.role, common)
-        acknowledge_policy(
-            self.audit_lock_function.role,
-            {
-                **common,
-                resource_finding(self, storage.audit.bucket.bucket_arn, "/*", owner=storage.audit.bucket): (
-                    "Put/GetObjectRetention on the audit bucket's objects: every object it holds is locked, and "
-                    "their keys (Firehose's time-based names) are known only when they are written."
-                ),
-            },
-        )
-        acknowledge_policy(
-            self.router_function.role,
-            {
-                **common,
-                resource_finding(self, self.summary_function.function.function_arn, ":*"): (
-                    "lambda:InvokeFunction on the summary generator's versions and aliases only."
-                ),
-                "Resource::*": "dynamodb:ListStreams (the event source mapping's grant) supports no "
-                "resource-level permissions.",
-            },
-        )

@@ -1,32 +1,37 @@
-"""How every stack builds its Lambda functions: one code asset, the stage's runtime settings.
+"""How every stack builds its Lambda functions: one factory, one code asset, the stage's runtime settings.
 
 The one place on the deploy side where a stage setting becomes a function's environment: every
 function gets every stage variable from :func:`stage_environment`, so no stack stringifies a
-setting itself and no handler falls back to a default that differs from the stage's.
+setting itself and no handler falls back to a default that differs from the stage's; and the one
+place that names a function for Powertools (:class:`StageFunctions`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from aws_cdk import Duration, Stack
+from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from constructs_lib import SharedFunction
 from constructs_lib.nag_findings import acknowledge_policy
-from lambdas.shared.settings import STAGE_VARIABLES
+from contracts.environment import STAGE_VARIABLES
 from stacks.config import INFERENCE_PROFILE_PREFIXES, StageConfig, foundation_model_of
 
-#: Builds one function of a stack: ``(construct id, handler, environment, **options) -> Function``.
-FunctionFactory = Callable[..., lambda_.Function]
+#: Every function's Powertools metrics go to this one namespace, told apart by their ``service``
+#: dimension (the function's construct id).
+METRICS_NAMESPACE = "MangaAssist"
 
 #: The one directory every function's code asset is packaged from.
 LAMBDAS_DIR = Path(__file__).resolve().parent.parent / "lambdas"
+#: What the handlers share with the stacks: shipped beside ``lambdas`` in the same asset.
+CONTRACTS_DIR = Path(__file__).resolve().parent.parent / "contracts"
 
 _RETENTION = {
     1: logs.RetentionDays.ONE_DAY, 3: logs.RetentionDays.THREE_DAYS, 5: logs.RetentionDays.FIVE_DAYS,
@@ -48,7 +53,7 @@ def log_retention(days: int) -> logs.RetentionDays:
 
 
 def stage_environment(config: StageConfig) -> dict[str, str]:
-    """Every stage variable of ``lambdas.shared.settings.STAGE_VARIABLES``, from ``config``.
+    """Every stage variable of ``contracts.environment.STAGE_VARIABLES``, from ``config``.
 
     ``BEDROCK_MODEL_ID`` is left out when the stage has no model (the echo responder answers),
     ``BEDROCK_GUARDRAIL_ID`` and ``_VERSION`` when it names no guardrail.
@@ -86,35 +91,67 @@ def stage_environment(config: StageConfig) -> dict[str, str]:
 STAGE_VARIABLE_NAMES = frozenset(STAGE_VARIABLES)
 
 
-def stage_function(
-    scope: Construct,
-    construct_id: str,
-    config: StageConfig,
-    *,
-    handler: str,
-    environment: dict[str, str],
-    **options: Any,
-) -> SharedFunction:
-    """A function from the shared asset with the stage's timeout, memory, log retention and variables.
+class StageFunctions:
+    """The app's one function factory: every function of a stage is built by it, the same way.
 
-    ``environment`` holds what only this function needs (resource names and ARNs); the stage
-    variables come from :func:`stage_environment` and win over a same-named entry, so a setting
-    has one source. ``options`` go to :class:`SharedFunction` and win over the stage defaults (a
-    longer timeout, a service name, a log key, an on-failure destination, ...).
+    Example::
+
+        functions = StageFunctions(config, log_encryption_key=storage.key)
+        router = functions(self, "StreamRouter", "lambdas.events.router.handler", {"EVENT_BUS_NAME": bus_name})
+
+    Every function gets the shared code asset (``lambdas`` with ``contracts``), the stage's
+    timeout, memory and log retention, its log group encrypted with ``log_encryption_key``, and
+    every stage variable (:func:`stage_environment`). One naming rule: Powertools' service name is
+    the function's construct id and its metrics go to :data:`METRICS_NAMESPACE`, so a log line,
+    a trace and a metric (its ``service`` dimension) name the function alike.
     """
-    settings: dict[str, Any] = {
-        "timeout": Duration.seconds(config.lambda_timeout_seconds),
-        "memory_size": config.lambda_memory_mb,
-        "log_retention": log_retention(config.log_retention_days),
-        **options,
-    }
-    return SharedFunction(
-        scope,
-        construct_id,
-        code_root=LAMBDAS_DIR,
-        handler=handler,
-        environment={**environment, **stage_environment(config)},
-        **settings,
+
+    def __init__(self, config: StageConfig, *, log_encryption_key: kms.IKey) -> None:
+        self.config = config
+        self.log_encryption_key = log_encryption_key
+
+    def __call__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        handler: str,
+        environment: Mapping[str, str] | None = None,
+        **options: Any,
+    ) -> SharedFunction:
+        """A function in ``scope``; ``environment`` holds what only it needs (resource names and ARNs).
+
+        The stage variables win over a same-named entry of ``environment``, so a setting has one
+        source. ``options`` go to :class:`SharedFunction` and win over the stage defaults (a
+        longer timeout, an on-failure destination, reserved concurrency, ...).
+        """
+        config = self.config
+        settings: dict[str, Any] = {
+            "timeout": Duration.seconds(config.lambda_timeout_seconds),
+            "memory_size": config.lambda_memory_mb,
+            "log_retention": log_retention(config.log_retention_days),
+            "log_encryption_key": self.log_encryption_key,
+            **options,
+        }
+        return SharedFunction(
+            scope,
+            construct_id,
+            code_root=LAMBDAS_DIR,
+            with_packages=(CONTRACTS_DIR,),
+            handler=handler,
+            service_name=construct_id,
+            metrics_namespace=METRICS_NAMESPACE,
+            environment={**(environment or {}), **stage_environment(config)},
+            **settings,
+        )
+
+
+def service_metric(function_id: str, metric_name: str) -> cloudwatch.Metric:
+    """A Powertools (EMF) metric of the function whose construct id is ``function_id`` (``Sum``)."""
+    return cloudwatch.Metric(
+        namespace=METRICS_NAMESPACE,
+        metric_name=metric_name,
+        dimensions_map={"service": function_id},
+        statistic="Sum",
     )
 
 

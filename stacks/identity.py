@@ -2,7 +2,7 @@
 
 The pool lives in the Storage stack (its users outlive every other stack, and both APIs read
 it); :func:`token_environment` is the one place that turns the stage's identity into the
-``ISSUER_*`` variables both authorizers verify with (``lambdas.shared.tokens.issuer_settings``).
+``ISSUER_*`` variables both authorizers verify with (``contracts.environment.ISSUER_VARIABLES``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from aws_cdk import aws_cognito as cognito
 from constructs import Construct
 
 from constructs_lib import HardenedUserPool
-from lambdas.shared.tokens import ISSUER_VARIABLES, ROLES
+from contracts.access import ROLES
+from contracts.environment import ISSUER_VARIABLES
 from stacks.config import StageConfig
 
 _MFA = {"off": cognito.Mfa.OFF, "optional": cognito.Mfa.OPTIONAL, "required": cognito.Mfa.REQUIRED}

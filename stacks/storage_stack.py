@@ -18,7 +18,7 @@ from constructs_lib import (
     ServiceAlarms,
     SingleTable,
 )
-from lambdas.shared import schema
+from contracts import schema
 from stacks.config import StageConfig
 from stacks.identity import build_user_pool
 from stacks.operations import watch_stack
@@ -32,9 +32,24 @@ class StorageStack(Stack):
 
     def __init__(self, scope: Construct, construct_id: str, *, config: StageConfig, **kwargs: object) -> None:
         super().__init__(scope, construct_id, **kwargs)  # type: ignore[arg-type]
-        removal = config.resource_removal_policy
-        disposable = config.disposable
+        self._build_table(config)
+        self._build_buckets(config)
+        #: The stage's user pool (None when the stage names an external OIDC issuer instead).
+        self.users: HardenedUserPool | None = (
+            build_user_pool(self, config) if config.identity.provider == "cognito" else None
+        )
+        # Every alarm of the stage notifies this topic (created here: every stack depends on Storage).
+        self.ops_topic: sns.ITopic = AlarmTopic(
+            self, "OpsTopic", encryption_key=self.key, email=config.alarm_email
+        ).topic
+        self.alarms: ServiceAlarms = watch_stack(
+            self, topic=self.ops_topic, prefix=f"MangaAssist-{config.name}-Storage"
+        )
+        self.alarms.watch_table(self.table, "SessionsTable")
 
+    def _build_table(self, config: StageConfig) -> None:
+        """The stage's customer key and the single table."""
+        removal = config.resource_removal_policy
         self.data_key: EncryptionKey = EncryptionKey(
             self,
             "DataKey",
@@ -64,6 +79,10 @@ class StorageStack(Stack):
         )
         self.table: dynamodb.ITable = self.sessions.table
 
+    def _build_buckets(self, config: StageConfig) -> None:
+        """The access-log target, the archive, the audit trail, analytics and query results."""
+        removal = config.resource_removal_policy
+        disposable = config.disposable
         self.access_logs: SecureBucket = SecureBucket(
             self,
             "AccessLogsBucket",
@@ -93,32 +112,7 @@ class StorageStack(Stack):
             removal_policy=removal,
             auto_delete_objects=disposable,
         )
-        # The audit trail is never deleted with the stack: Object Lock makes it immutable and
-        # its retention, not the stack's lifetime, decides when objects may go. Append-only: the
-        # audit delivery stream's role is granted read-write by CDK's Firehose destination, and
-        # no principal may delete (a delete marker would hide a record); only lifecycle expires.
-        # Object Lock without a default retention: with one, S3 refuses uploads that carry no
-        # Content-MD5 or x-amz-checksum-* header, and AWS does not document that Firehose sends
-        # one. The Events stack's audit locker puts the stage's retention on each new object,
-        # announced to it by the bucket's EventBridge events (docs/security.md, Audit trail).
-        self.audit: SecureBucket = SecureBucket(
-            self,
-            "AuditBucket",
-            encryption_key=self.key,
-            server_access_logs=self.access_logs.bucket,
-            object_lock_enabled=True,
-            event_bridge=True,
-            append_only=True,
-            lifecycle_rules=[
-                s3.LifecycleRule(
-                    id="ExpireAfterRetention",
-                    expiration=Duration.days(config.audit_retention_days + 1),
-                    noncurrent_version_expiration=Duration.days(1),
-                    abort_incomplete_multipart_upload_after=Duration.days(7),
-                )
-            ],
-            removal_policy=RemovalPolicy.RETAIN,
-        )
+        self.audit: SecureBucket = self._audit_bucket(config)
         self.analytics: SecureBucket = SecureBucket(
             self,
             "AnalyticsBucket",
@@ -153,15 +147,32 @@ class StorageStack(Stack):
             removal_policy=removal,
             auto_delete_objects=disposable,
         )
-        #: The stage's user pool (None when the stage names an external OIDC issuer instead).
-        self.users: HardenedUserPool | None = (
-            build_user_pool(self, config) if config.identity.provider == "cognito" else None
+
+    def _audit_bucket(self, config: StageConfig) -> SecureBucket:
+        """The audit trail's Object Lock bucket (append-only, never deleted with the stack)."""
+        # The audit trail is never deleted with the stack: Object Lock makes it immutable and
+        # its retention, not the stack's lifetime, decides when objects may go. Append-only: the
+        # audit delivery stream's role is granted read-write by CDK's Firehose destination, and
+        # no principal may delete (a delete marker would hide a record); only lifecycle expires.
+        # Object Lock without a default retention: with one, S3 refuses uploads that carry no
+        # Content-MD5 or x-amz-checksum-* header, and AWS does not document that Firehose sends
+        # one. The Events stack's audit locker puts the stage's retention on each new object,
+        # announced to it by the bucket's EventBridge events (docs/security.md, Audit trail).
+        return SecureBucket(
+            self,
+            "AuditBucket",
+            encryption_key=self.key,
+            server_access_logs=self.access_logs.bucket,
+            object_lock_enabled=True,
+            event_bridge=True,
+            append_only=True,
+            lifecycle_rules=[
+                s3.LifecycleRule(
+                    id="ExpireAfterRetention",
+                    expiration=Duration.days(config.audit_retention_days + 1),
+                    noncurrent_version_expiration=Duration.days(1),
+                    abort_incomplete_multipart_upload_after=Duration.days(7),
+                )
+            ],
+            removal_policy=RemovalPolicy.RETAIN,
         )
-        # Every alarm of the stage notifies this topic (created here: every stack depends on Storage).
-        self.ops_topic: sns.ITopic = AlarmTopic(
-            self, "OpsTopic", encryption_key=self.key, email=config.alarm_email
-        ).topic
-        self.alarms: ServiceAlarms = watch_stack(
-            self, topic=self.ops_topic, prefix=f"MangaAssist-{config.name}-Storage"
-        )
-        self.alarms.watch_table(self.table, "SessionsTable")

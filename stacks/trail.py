@@ -15,7 +15,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from constructs_lib import AthenaWorkgroup, CatalogDatabase, Column, JsonTable, Partition
-from lambdas.events import trail
+from contracts import trail
 from stacks.config import StageConfig
 
 #: The years the date partitions are projected over: the first year the app wrote a trail, and

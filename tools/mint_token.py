@@ -28,7 +28,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from lambdas.shared.tokens import ROLES
+from contracts.access import ROLES
 from stacks.config import StageConfig, load_stage_config
 
 CDK_JSON = Path(__file__).resolve().parent.parent / "cdk.json"

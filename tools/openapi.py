@@ -9,11 +9,11 @@ Sources, so the document cannot drift from the API:
   (CORS preflight ``OPTIONS`` methods left out; CORS is described in ``info``);
 * which parameters are required: each method's ``RequestParameters``;
 * request bodies: the method's request model, described by the schema dict it was built from
-  (:data:`lambdas.api.validation.BODY_MODELS`, with the Lambda-only rules such as
+  (:data:`contracts.requests.BODY_MODELS`, with the Lambda-only rules such as
   ``format: uuid`` that API Gateway's model omits);
 * parameter rules: :data:`QUERIES` and :data:`PATH_PARAMETERS` below, the same schema dicts the handlers validate with;
   a parameter the template has and the table lacks fails the generation;
-* roles: :data:`lambdas.api.access.ROUTES` (``x-roles``); the authorizer: ``security``.
+* roles: :data:`contracts.access.ROUTES` (``x-roles``); the authorizer: ``security``.
 """
 
 from __future__ import annotations
@@ -28,7 +28,9 @@ from typing import Any, Final
 
 from aws_cdk import App
 
-from lambdas.api import access, inbox, validation
+from contracts import access
+from contracts import requests as validation
+from lambdas.api import inbox
 from stacks.config import load_stage_config
 from stacks.stage import MangaAssistStage
 
@@ -198,7 +200,7 @@ def build(template: Mapping[str, Any], *, cors_origins: Sequence[str] = ()) -> d
         if models:
             name = model_names[models["application/json"]["Ref"]]
             if name not in validation.BODY_MODELS:
-                raise OpenApiError(f"{method} {path}: model {name} is not in lambdas.api.validation.BODY_MODELS")
+                raise OpenApiError(f"{method} {path}: model {name} is not in contracts.requests.BODY_MODELS")
             used_models.add(name)
             operation["requestBody"] = {
                 "required": True,

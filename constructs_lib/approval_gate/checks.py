@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from aws_cdk import Duration
+from aws_cdk import aws_dynamodb as dynamodb
 
 from constructs_lib.validation import PropErrors, is_unresolved
 
@@ -51,3 +52,27 @@ def check_texts(errors: PropErrors, *, subject: str, outcome_path: str, link_bas
         f"link_base_url must be an https:// URL (given {link_base_url!r})",
     )
     errors.check(bool(key_prefix), "key_prefix must not be empty (given ''): e.g. 'REVIEW#'")
+
+
+def key_layout(
+    errors: PropErrors, table: dynamodb.ITable, partition_key: str | None, sort_key: str | None
+) -> tuple[str, str | None]:
+    """The table's key attribute names: given, or read from a table defined in the app."""
+    if not isinstance(table, dynamodb.Table):
+        errors.check(
+            partition_key is not None,
+            "partition_key is required for an imported table (given None): name its partition key attribute",
+        )
+        return partition_key or "PK", sort_key
+    schema = table.schema_v2()
+    own_partition = schema.partition_keys[0].name
+    own_sort = schema.sort_keys[0].name if schema.sort_keys else None
+    errors.check(
+        partition_key in (None, own_partition),
+        f"partition_key must be the table's partition key {own_partition!r} (given {partition_key!r})",
+    )
+    errors.check(
+        sort_key in (None, own_sort),
+        f"sort_key must be the table's sort key {own_sort!r} (given {sort_key!r})",
+    )
+    return own_partition, own_sort

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import jsii
-from aws_cdk import Acknowledgment, Duration, IResolvable, RemovalPolicy, Stack, Token, Validations
+from aws_cdk import Acknowledgment, Duration, IResolvable, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
@@ -22,11 +22,12 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct, IValidation
 
-from constructs_lib.approval_gate.checks import check_texts, checked_wait
+from constructs_lib.approval_gate.checks import check_texts, checked_wait, key_layout
 from constructs_lib.encryption_key import EncryptionKey
 from constructs_lib.nag_findings import acknowledge_policy, resource_finding
 from constructs_lib.shared_function import SharedFunction
-from constructs_lib.validation import PropErrors
+from constructs_lib.validation import PropErrors, struct_values
+from constructs_lib.workflow_defaults import callback_input
 
 #: Error the review Lambda fails the task with when the reviewer rejects.
 REJECTED_ERROR = "ReviewRejected"
@@ -49,11 +50,11 @@ _TRANSIENT_ERRORS = [
 ]
 
 
-def _path_or_value(value: str | IResolvable) -> str | IResolvable:
-    """A plain ``$.x`` / ``$$.x`` string as a JSONPath (``TaskInput.from_object`` would send it literally)."""
-    if isinstance(value, str) and not Token.is_unresolved(value) and value.startswith("$"):
-        return sfn.JsonPath.object_at(value)
-    return value
+def _link_base_environment(link_base_url: str | ssm.IStringParameter) -> dict[str, str]:
+    """Where the request function finds the links' base URL: the URL, or the parameter holding it."""
+    if isinstance(link_base_url, str):
+        return {"LINK_BASE_URL": link_base_url}
+    return {"LINK_BASE_URL_PARAMETER": link_base_url.parameter_name}
 
 
 @jsii.implements(IValidation)
@@ -111,34 +112,39 @@ class HumanApprovalGate(sfn.StateMachineFragment):
             ``reviews/{id}/approve|reject``: a string or token (e.g. ``rest_api.url``), or an SSM
             String parameter holding it, read by the function at run time (for an API deployed
             after the workflow).
-        table: table holding the review records (read/write is granted). Defaults to a new
-            table of the gate's own: partition key ``PK`` only, on-demand, encrypted with
+        existing_table: table holding the review records (read/write is granted). Defaults to a
+            new table of the gate's own: partition key ``PK`` only, on-demand, encrypted with
             ``encryption_key``, point-in-time recovery, TTL on ``ttl``, removed with the stack
             (reviews live days at most).
-        partition_key: partition key attribute of ``table``. Defaults to the table's own when it
+        table_props: properties of the new table; they override its defaults. Defaults to none.
+        partition_key: partition key attribute of the table. Defaults to the table's own when it
             is a ``dynamodb.Table`` defined in the app; required for an imported table.
-        sort_key: sort key attribute of ``table``. Defaults to the table's own (as above); none
+        sort_key: sort key attribute of the table. Defaults to the table's own (as above); none
             for an imported table.
         key_prefix: partition key value of a review: ``<key_prefix><review id>``. Defaults to
             ``"REVIEW#"``.
         sort_key_value: sort key value of a review (tables with a sort key). Defaults to ``"META"``.
         ttl_attribute: the table's TTL attribute. Defaults to ``"ttl"``.
-        reviewer_email: e-mail address subscribed to a new reviewer topic. Defaults to no
-            subscription (subscribe reviewers to ``topic`` yourself).
-        existing_topic: reviewer topic to publish to instead of creating one (fails together
-            with ``reviewer_email``). Defaults to a new topic, KMS-encrypted, SSL-only.
+        reviewer_email: e-mail address subscribed to the new reviewer topic (not with
+            ``existing_topic``: subscribe reviewers to your topic yourself). Defaults to none.
+        existing_topic: reviewer topic to publish to. Defaults to a new topic, KMS-encrypted,
+            SSL-only, displayed as "Approval requests".
+        topic_props: properties of the new topic; they override its defaults. Defaults to none.
         encryption_key: KMS key of the new topic, secret and table. Defaults to a new
-            customer-managed key with yearly rotation.
-        signing_secret: secret whose string value (32+ characters) signs the links. Defaults to
-            a new secret of 64 random characters, encrypted with ``encryption_key``.
+            customer-managed key with yearly rotation (only when the gate creates one of them).
+        existing_signing_secret: secret whose string value (32+ characters) signs the links.
+            Defaults to a new secret of 64 random characters, encrypted with ``encryption_key``.
+        signing_secret_props: properties of the new secret; they override its defaults.
+            Defaults to none.
         timeout: how long the workflow waits for a decision. Defaults to ``review_ttl_days``.
         review_ttl_days: days until DynamoDB's TTL removes the record (1..365, at least the
             timeout). Defaults to 7.
         subject: e-mail subject, at most 100 characters. Defaults to "Approval needed".
-        requested_by: JSONPath (``"$.requested_by"`` or ``sfn.JsonPath.string_at(...)``) or a
-            literal naming who asked. Defaults to the execution's ARN.
-        details: JSONPath (``"$.reason"`` or ``sfn.JsonPath.object_at(...)``) of a value shown to
-            the reviewer in the e-mail (keep it free of personal data: e-mail is not a private
+        requested_by: JSONPath naming who asked (``"$.requested_by"``; a plain path string keeps
+            CDK's task-token check from parsing it, see :func:`~constructs_lib.workflow_defaults.callback_input`; a
+            ``sfn.JsonPath`` token works too), or a literal. Defaults to the execution's ARN.
+        details: JSONPath (``"$.reason"``, or a ``sfn.JsonPath`` token) of a value shown to the
+            reviewer in the e-mail (keep it free of personal data: e-mail is not a private
             channel). Defaults to nothing from the state.
         outcome_path: where the rejection path finds ``outcome``/``reason``. Defaults to ``$.approval``.
         log_retention: retention of the functions' logs. Defaults to one week.
@@ -153,7 +159,8 @@ class HumanApprovalGate(sfn.StateMachineFragment):
         construct_id: str,
         *,
         link_base_url: str | ssm.IStringParameter,
-        table: dynamodb.ITable | None = None,
+        existing_table: dynamodb.ITable | None = None,
+        table_props: dynamodb.TableProps | None = None,
         partition_key: str | None = None,
         sort_key: str | None = None,
         key_prefix: str = "REVIEW#",
@@ -161,8 +168,10 @@ class HumanApprovalGate(sfn.StateMachineFragment):
         ttl_attribute: str = "ttl",
         reviewer_email: str | None = None,
         existing_topic: sns.ITopic | None = None,
+        topic_props: sns.TopicProps | None = None,
         encryption_key: kms.IKey | None = None,
-        signing_secret: secretsmanager.ISecret | None = None,
+        existing_signing_secret: secretsmanager.ISecret | None = None,
+        signing_secret_props: secretsmanager.SecretProps | None = None,
         timeout: Duration | None = None,
         review_ttl_days: int = 7,
         subject: str = "Approval needed",
@@ -174,15 +183,16 @@ class HumanApprovalGate(sfn.StateMachineFragment):
         powertools_layer: lambda_.ILayerVersion | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
-        errors = PropErrors(self)
+        errors = self._errors = PropErrors(self)
         days, wait, wait_seconds = checked_wait(errors, review_ttl_days, timeout)
         check_texts(
             errors, subject=subject, outcome_path=outcome_path, link_base_url=link_base_url, key_prefix=key_prefix
         )
-        errors.check(
-            existing_topic is None or reviewer_email is None,
-            "give either existing_topic or reviewer_email, not both "
-            "(subscribe the reviewer to your own topic yourself)",
+        errors.check_exclusive(existing_table=existing_table, table_props=table_props)
+        errors.check_exclusive(existing_topic=existing_topic, topic_props=topic_props)
+        errors.check_exclusive(existing_topic=existing_topic, reviewer_email=reviewer_email)
+        errors.check_exclusive(
+            existing_signing_secret=existing_signing_secret, signing_secret_props=signing_secret_props
         )
 
         self.timeout: Duration = wait
@@ -191,38 +201,29 @@ class HumanApprovalGate(sfn.StateMachineFragment):
         self._state_machines: list[sfn.IStateMachine] = []
 
         key = encryption_key
-        if key is None and (existing_topic is None or signing_secret is None or table is None):
+        if key is None and any(given is None for given in (existing_topic, existing_signing_secret, existing_table)):
             key = EncryptionKey(self, "Key", description=f"Approval gate {self.node.path}: topic and secret").key
         self.encryption_key: kms.IKey | None = key
+        self.table: dynamodb.ITable = existing_table or self._new_table(key, table_props)
+        layout_env = self._layout_environment(
+            errors, partition_key, sort_key, key_prefix, sort_key_value, ttl_attribute
+        )
+        self.topic: sns.ITopic = existing_topic or self._new_topic(key, reviewer_email, topic_props)
+        self.signing_secret: secretsmanager.ISecret = existing_signing_secret or self._new_secret(
+            key, signing_secret_props
+        )
 
-        self.table: dynamodb.ITable = table if table is not None else self._own_table(key)
-        layout = self._key_layout(errors, self.table, partition_key, sort_key)
-        layout_env = {
-            "REVIEW_PARTITION_KEY": layout[0],
-            "REVIEW_KEY_PREFIX": key_prefix,
-            "REVIEW_TTL_ATTRIBUTE": ttl_attribute,
-        }
-        if layout[1] is not None:
-            layout_env.update({"REVIEW_SORT_KEY": layout[1], "REVIEW_SORT_KEY_VALUE": sort_key_value})
-
-        self.topic: sns.ITopic = existing_topic or self._new_topic(key, reviewer_email)
-        self.signing_secret: secretsmanager.ISecret = signing_secret or self._new_secret(key)
-
-        margin = min(60, wait_seconds // 10)
         environment = {
             "TABLE_NAME": self.table.table_name,
             **layout_env,
             "REVIEW_SECRET_ARN": self.signing_secret.secret_arn,
             "REVIEWER_TOPIC_ARN": self.topic.topic_arn,
             "REVIEW_TIMEOUT_SECONDS": str(wait_seconds),
-            "REVIEW_DECISION_MARGIN_SECONDS": str(margin),
+            "REVIEW_DECISION_MARGIN_SECONDS": str(min(60, wait_seconds // 10)),
             "REVIEW_TTL_DAYS": str(days),
             "REVIEW_SUBJECT": subject,
+            **_link_base_environment(link_base_url),
         }
-        if isinstance(link_base_url, str):
-            environment["LINK_BASE_URL"] = link_base_url
-        else:
-            environment["LINK_BASE_URL_PARAMETER"] = link_base_url.parameter_name
 
         self._build_functions(
             environment, layout_env, link_base_url, log_retention, log_encryption_key, powertools_layer
@@ -232,19 +233,48 @@ class HumanApprovalGate(sfn.StateMachineFragment):
 
     # ------------------------------------------------------------------ construction helpers
 
-    def _new_topic(self, key: kms.IKey | None, reviewer_email: str | None) -> sns.ITopic:
-        topic = sns.Topic(self, "Topic", display_name="Approval requests", master_key=key, enforce_ssl=True)
+    def _layout_environment(
+        self,
+        errors: PropErrors,
+        partition_key: str | None,
+        sort_key: str | None,
+        key_prefix: str,
+        sort_key_value: str,
+        ttl_attribute: str,
+    ) -> dict[str, str]:
+        """Where the functions find a review: the table's key attributes, the key values, the TTL attribute."""
+        layout = key_layout(errors, self.table, partition_key, sort_key)
+        environment = {
+            "REVIEW_PARTITION_KEY": layout[0],
+            "REVIEW_KEY_PREFIX": key_prefix,
+            "REVIEW_TTL_ATTRIBUTE": ttl_attribute,
+        }
+        if layout[1] is not None:
+            environment.update({"REVIEW_SORT_KEY": layout[1], "REVIEW_SORT_KEY_VALUE": sort_key_value})
+        return environment
+
+    def _new_topic(self, key: kms.IKey | None, reviewer_email: str | None, props: sns.TopicProps | None) -> sns.ITopic:
+        topic = sns.Topic(
+            self,
+            "Topic",
+            **{"display_name": "Approval requests", "master_key": key, "enforce_ssl": True, **struct_values(props)},
+        )
         if reviewer_email is not None:
             topic.add_subscription(subscriptions.EmailSubscription(reviewer_email))
         return topic
 
-    def _new_secret(self, key: kms.IKey | None) -> secretsmanager.ISecret:
+    def _new_secret(self, key: kms.IKey | None, props: secretsmanager.SecretProps | None) -> secretsmanager.ISecret:
         secret = secretsmanager.Secret(
             self,
             "SigningSecret",
-            description="Signs approve/reject links of the approval gate (HMAC-SHA256)",
-            encryption_key=key,
-            generate_secret_string=secretsmanager.SecretStringGenerator(password_length=64, exclude_punctuation=True),
+            **{
+                "description": "Signs approve/reject links of the approval gate (HMAC-SHA256)",
+                "encryption_key": key,
+                "generate_secret_string": secretsmanager.SecretStringGenerator(
+                    password_length=64, exclude_punctuation=True
+                ),
+                **struct_values(props),
+            },
         )
         Validations.of(secret).acknowledge(
             Acknowledgment(
@@ -324,15 +354,16 @@ class HumanApprovalGate(sfn.StateMachineFragment):
     ) -> None:
         """The RequestReview task and the three states that lead to the rejection path."""
         fn = self.request_function.function
+        # Plain "$..." strings are read from the state (callback_input); tokens pass as given.
         payload: dict[str, Any] = {
             "task_token": sfn.JsonPath.task_token,
-            "state": sfn.JsonPath.object_at("$"),
-            "requested_by": _path_or_value(requested_by) if requested_by else sfn.JsonPath.string_at("$$.Execution.Id"),
-            "entered_time": sfn.JsonPath.string_at("$$.State.EnteredTime"),
-            "execution_id": sfn.JsonPath.string_at("$$.Execution.Id"),
+            "state": "$",
+            "requested_by": requested_by or "$$.Execution.Id",
+            "entered_time": "$$.State.EnteredTime",
+            "execution_id": "$$.Execution.Id",
         }
         if details is not None:
-            payload["details"] = _path_or_value(details)
+            payload["details"] = details
         self.request_review: tasks.LambdaInvoke = tasks.LambdaInvoke(
             self,
             "RequestReview",
@@ -340,7 +371,7 @@ class HumanApprovalGate(sfn.StateMachineFragment):
             comment="Checkpoint the state, e-mail signed approve/reject links, wait for the decision",
             lambda_function=fn,
             integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
-            payload=sfn.TaskInput.from_object(payload),
+            payload=callback_input(payload),
             task_timeout=sfn.Timeout.duration(wait),
             retry_on_service_exceptions=False,
         )
@@ -392,45 +423,24 @@ class HumanApprovalGate(sfn.StateMachineFragment):
         # either: it takes the same rejection path, with reason "failed" and the error's name.
         self.request_review.add_catch(self.failed, errors=["States.ALL"], result_path=outcome_path)
 
-    def _own_table(self, key: kms.IKey | None) -> dynamodb.ITable:
+    def _new_table(self, key: kms.IKey | None, props: dynamodb.TableProps | None) -> dynamodb.ITable:
         """The gate's own small table, when the caller brings none."""
         return dynamodb.Table(
             self,
             "Table",
-            partition_key=dynamodb.Attribute(name="PK", type=dynamodb.AttributeType.STRING),
-            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
-            encryption=dynamodb.TableEncryption.CUSTOMER_MANAGED,
-            encryption_key=key,
-            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
-                point_in_time_recovery_enabled=True
-            ),
-            time_to_live_attribute="ttl",
-            removal_policy=RemovalPolicy.DESTROY,
+            **{
+                "partition_key": dynamodb.Attribute(name="PK", type=dynamodb.AttributeType.STRING),
+                "billing_mode": dynamodb.BillingMode.PAY_PER_REQUEST,
+                "encryption": dynamodb.TableEncryption.CUSTOMER_MANAGED,
+                "encryption_key": key,
+                "point_in_time_recovery_specification": dynamodb.PointInTimeRecoverySpecification(
+                    point_in_time_recovery_enabled=True
+                ),
+                "time_to_live_attribute": "ttl",
+                "removal_policy": RemovalPolicy.DESTROY,
+                **struct_values(props),
+            },
         )
-
-    @staticmethod
-    def _key_layout(
-        errors: PropErrors, table: dynamodb.ITable, partition_key: str | None, sort_key: str | None
-    ) -> tuple[str, str | None]:
-        """The table's key attribute names: given, or read from a table defined in the app."""
-        if not isinstance(table, dynamodb.Table):
-            errors.check(
-                partition_key is not None,
-                "partition_key is required for an imported table (given None): name its partition key attribute",
-            )
-            return partition_key or "PK", sort_key
-        schema = table.schema_v2()
-        own_partition = schema.partition_keys[0].name
-        own_sort = schema.sort_keys[0].name if schema.sort_keys else None
-        errors.check(
-            partition_key in (None, own_partition),
-            f"partition_key must be the table's partition key {own_partition!r} (given {partition_key!r})",
-        )
-        errors.check(
-            sort_key in (None, own_sort),
-            f"sort_key must be the table's sort key {own_sort!r} (given {sort_key!r})",
-        )
-        return own_partition, own_sort
 
     def _acknowledge_table_grant(self, function: SharedFunction, data_keys: str, scope_note: str) -> None:
         """cdk-nag IAM5 findings of CDK's table grant, with the reason each is narrow enough."""
@@ -465,8 +475,11 @@ class HumanApprovalGate(sfn.StateMachineFragment):
 
         Returns the gate, so ``prepare.next(gate.on_rejected(fail)).next(export)`` reads in order.
         """
-        if self._rejection_attached:
-            raise ValueError(f"HumanApprovalGate {self.node.path}: the rejection path is attached already")
+        if not self._errors.check(
+            not self._rejection_attached,
+            "on_rejected was called twice: the rejection path is attached already (attach one chain once)",
+        ):
+            return self
         self.rejected.next(next_state)
         self.expired.next(next_state)
         self.failed.next(next_state)
@@ -521,25 +534,24 @@ class HumanApprovalGate(sfn.StateMachineFragment):
 
     def grant_decide(
         self, grantee: iam.IGrantable, state_machine: sfn.IStateMachine | Sequence[sfn.IStateMachine] | None = None
-    ) -> None:
+    ) -> iam.Grant:
         """Everything the link handler needs: complete the task tokens of the state machine(s)
         running the gate (given, or bound with :meth:`bind`), read the signing secret, read and
-        conditionally update the review records."""
+        conditionally update the review records. Returns the grants, combined."""
         if state_machine is None:
             machines = list(self._state_machines)
         elif isinstance(state_machine, Sequence):
             machines = list(state_machine)
         else:
             machines = [state_machine]
-        if not machines:
-            raise ValueError(
-                f"HumanApprovalGate {self.node.path}: grant_decide needs the state machine that runs "
-                "the gate (pass it, or call gate.bind(state_machine) first)"
-            )
+        self._errors.check(
+            bool(machines),
+            "grant_decide needs the state machine that runs the gate (pass it, or call gate.bind(state_machine) first)",
+        )
+        grant = self.grant_read_signing_secret(grantee).combine(self.table.grant_read_write_data(grantee))
         for machine in machines:
-            machine.grant_task_response(grantee)
-        self.grant_read_signing_secret(grantee)
-        self.table.grant_read_write_data(grantee)
+            grant = machine.grant_task_response(grantee).combine(grant)
+        return grant
 
     def grant_read_signing_secret(self, grantee: iam.IGrantable) -> iam.Grant:
         """Read the signing secret, granted on the principal's side only.

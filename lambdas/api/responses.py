@@ -73,3 +73,13 @@ def register_error_handlers(resolver: APIGatewayRestResolver, logger: Logger) ->
     @resolver.not_found
     def on_unknown_route(_: Exception) -> Response:
         return error_response(resolver, 404, "NotFound", "no such route")
+
+    def refuse_control_characters(app: APIGatewayRestResolver, next_middleware: Any) -> Response:
+        # The resolver routes on the path with Python regexes, where "$" matches before a final
+        # newline: "/admin/agents/%0A" would reach the listing, not the item route API Gateway chose.
+        if any(ord(c) < 0x20 or ord(c) == 0x7F for c in app.current_event.path):
+            return error_response(app, 400, PARAMETERS_ERROR, "the path holds control characters")
+        response: Response = next_middleware(app)
+        return response
+
+    resolver.use(middlewares=[refuse_control_characters])

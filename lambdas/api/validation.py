@@ -1,21 +1,19 @@
-"""The REST API's request rules, from ONE source: JSON Schemas as plain Python dicts.
+"""The REST API's request rules in the Lambdas: the schemas of :mod:`contracts.requests`, enforced.
 
-The same dicts build the API Gateway request models (draft-4; :func:`gateway_schema` drops what
-API Gateway does not understand) in the stack, and validate again in the Lambdas with
-fastjsonschema (compiled once per schema per container), which also enforces what API Gateway
-ignores (``format: uuid``) and applies to path and query parameters, which API Gateway models
-cannot check at all. fastjsonschema comes with the official Powertools layer (its ``[all]``
-extra, the one the layer is built with); the tests pin the same version.
+The same schema dicts build the API Gateway request models in the API stack; here they validate
+again with fastjsonschema (compiled once per schema per container), which also enforces what API
+Gateway ignores (``format: uuid``) and applies to path and query parameters, which API Gateway
+models cannot check at all. fastjsonschema comes with the official Powertools layer (its
+``[all]`` extra, the one the layer is built with); the tests pin the same version. The schemas
+are re-exported here, so the handlers read every rule from this module.
 
-The schemas may use only the keywords both sides enforce alike (:data:`_KNOWN_KEYWORDS`), so a
-rule cannot be written here and silently ignored by one side. A broken rule answers 400 with the
+A broken rule answers 400 with the
 code API Gateway itself uses for the same kind of input (:data:`BODY_ERROR` for the body,
 :data:`PARAMETERS_ERROR` for path and query) and a message that names the field and the rule.
 """
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 from collections.abc import Callable, Mapping
@@ -24,229 +22,95 @@ from typing import Any, Final
 import fastjsonschema
 from fastjsonschema.exceptions import JsonSchemaDefinitionException, JsonSchemaValueException
 
-from lambdas.events.messages import REASON_ESCALATED
+from contracts.requests import (
+    AGENT_ID,
+    AGENT_ID_PATTERN,
+    AGENT_STATUSES,
+    AGENTS_QUERY,
+    BODY_MODELS,
+    CLEANUP_REQUEST,
+    CLOSE_HANDOFF,
+    CLOSE_OUTCOMES,
+    CREATE_SESSION,
+    CURSOR,
+    CUSTOMER_ID,
+    CUSTOMER_ID_PATTERN,
+    CUSTOMER_SESSIONS_QUERY,
+    DISPLAY_NAME_PATTERN,
+    EXECUTION_ARN_PATTERN,
+    EXECUTION_ID,
+    EXPORT_REQUEST,
+    FORMATS,
+    HANDOFF_REQUEST,
+    LANGUAGE_PATTERN,
+    MAX_AGENT_SKILLS,
+    PRESENCE_REQUEST,
+    PRIORITIES,
+    REASON_PATTERN,
+    REGISTER_AGENT,
+    RESERVED_REASONS,
+    SCHEMA_DRAFT,
+    SESSION_ID,
+    SKILL_PATTERN,
+    SOURCES,
+    TURNS_QUERY,
+    UPDATE_AGENT,
+    check_schema,
+    gateway_schema,
+)
 from lambdas.shared import keys
 
-SCHEMA_DRAFT: Final = "http://json-schema.org/draft-04/schema#"
-MAX_BODY_BYTES: Final = 8 * 1024
+__all__ = [
+    "AGENTS_QUERY",
+    "AGENT_ID",
+    "AGENT_ID_PATTERN",
+    "AGENT_STATUSES",
+    "BODY_ERROR",
+    "BODY_MODELS",
+    "CLEANUP_REQUEST",
+    "CLOSE_HANDOFF",
+    "CLOSE_OUTCOMES",
+    "CREATE_SESSION",
+    "CURSOR",
+    "CUSTOMER_ID",
+    "CUSTOMER_ID_PATTERN",
+    "CUSTOMER_SESSIONS_QUERY",
+    "DISPLAY_NAME_PATTERN",
+    "EXECUTION_ARN_PATTERN",
+    "EXECUTION_ID",
+    "EXPORT_REQUEST",
+    "FORMATS",
+    "HANDOFF_REQUEST",
+    "LANGUAGE_PATTERN",
+    "MAX_AGENT_SKILLS",
+    "MAX_BODY_BYTES",
+    "PARAMETERS_ERROR",
+    "PRESENCE_REQUEST",
+    "PRIORITIES",
+    "REASON_PATTERN",
+    "REGISTER_AGENT",
+    "RESERVED_REASONS",
+    "SCHEMA_DRAFT",
+    "SESSION_ID",
+    "SKILL_PATTERN",
+    "SOURCES",
+    "TURNS_QUERY",
+    "UPDATE_AGENT",
+    "ValidationError",
+    "Validator",
+    "check_schema",
+    "compiled",
+    "gateway_schema",
+    "parse_body",
+    "parse_path",
+    "parse_query",
+    "validate",
+]
 
-CUSTOMER_ID_PATTERN: Final = "^[a-zA-Z0-9-]{1,64}$"
-LANGUAGE_PATTERN: Final = "^[a-z]{2}(-[A-Z]{2})?$"
-SOURCES: Final = ("web", "mobile", "voice")
-PRIORITIES: Final = ("low", "normal", "high", "urgent")
-#: Reasons with a meaning inside the system, never chosen by a caller: ``escalated`` is the status
-#: of a handoff the managers were paged for, ``manager`` is the skill that reserves a manager directly.
-RESERVED_REASONS: Final = (REASON_ESCALATED, "manager")
-#: A handoff reason doubles as the skill an agent needs (the workflow matches agents on it).
-#: The lookahead refuses the reserved ones; API Gateway's (Java) and Python's regex engines both support it.
-REASON_PATTERN: Final = f"^(?!(?:{'|'.join(RESERVED_REASONS)})$)[a-z][a-z0-9_]{{0,31}}$"
-#: States.Format-safe, Step Functions-safe: what an execution ARN path segment may hold.
-EXECUTION_ARN_PATTERN: Final = (
-    r"^arn:aws[a-z-]*:states:[a-z0-9-]+:[0-9]{12}:execution:[A-Za-z0-9_-]{1,80}:[A-Za-z0-9_-]{1,80}$"
-)
+MAX_BODY_BYTES: Final = 8 * 1024
 _UUID: Final = keys.UUID_PATTERN
 
-CREATE_SESSION: Final[dict[str, Any]] = {
-    "$schema": SCHEMA_DRAFT,
-    "title": "CreateSessionRequest",
-    "type": "object",
-    "required": ["customer_id"],
-    "additionalProperties": False,
-    "properties": {
-        "customer_id": {"type": "string", "pattern": CUSTOMER_ID_PATTERN, "maxLength": 64},
-        "metadata": {
-            "type": "object",
-            "additionalProperties": False,
-            "properties": {
-                "source": {"type": "string", "enum": list(SOURCES)},
-                "language": {"type": "string", "pattern": LANGUAGE_PATTERN, "maxLength": 5},
-            },
-        },
-    },
-}
-
-HANDOFF_REQUEST: Final[dict[str, Any]] = {
-    "$schema": SCHEMA_DRAFT,
-    "title": "HandoffRequest",
-    "type": "object",
-    "required": ["reason"],
-    "additionalProperties": False,
-    "properties": {
-        "reason": {"type": "string", "pattern": REASON_PATTERN, "maxLength": 32},
-        "priority": {"type": "string", "enum": list(PRIORITIES)},
-    },
-}
-
-CLEANUP_REQUEST: Final[dict[str, Any]] = {
-    "$schema": SCHEMA_DRAFT,
-    "title": "CleanupRequest",
-    "type": "object",
-    "additionalProperties": False,
-    "properties": {
-        # Sessions waiting longer than this are cleaned; the workflow's configured grace applies when absent.
-        "older_than_seconds": {"type": "integer", "minimum": 0, "maximum": 7 * 86400},
-    },
-}
-
-EXPORT_REQUEST: Final[dict[str, Any]] = {
-    "$schema": SCHEMA_DRAFT,
-    "title": "ExportRequest",
-    "type": "object",
-    "required": ["reason"],
-    "additionalProperties": False,
-    "properties": {
-        # Shown to the human reviewer who approves the export; free text, bounded.
-        "reason": {"type": "string", "minLength": 3, "maxLength": 256},
-    },
-}
-
-#: How a closed handoff leaves the session: the assistant answers again, or the session ends.
-CLOSE_OUTCOMES: Final = ("resume", "end")
-
-CLOSE_HANDOFF: Final[dict[str, Any]] = {
-    "$schema": SCHEMA_DRAFT,
-    "title": "CloseHandoffRequest",
-    "type": "object",
-    "required": ["resolution", "outcome"],
-    "additionalProperties": False,
-    "properties": {
-        # Kept on the handoff record: what the agent did for the customer.
-        "resolution": {"type": "string", "minLength": 1, "maxLength": 1000},
-        "outcome": {"type": "string", "enum": list(CLOSE_OUTCOMES)},
-    },
-}
-
-PRESENCE_REQUEST: Final[dict[str, Any]] = {
-    "$schema": SCHEMA_DRAFT,
-    "title": "PresenceRequest",
-    "type": "object",
-    "required": ["status"],
-    "additionalProperties": False,
-    "properties": {"status": {"type": "string", "enum": ["available", "away"]}},
-}
-
-SESSION_ID: Final[dict[str, Any]] = {"type": "string", "format": "uuid", "maxLength": 36}
-CUSTOMER_ID: Final[dict[str, Any]] = {"type": "string", "pattern": CUSTOMER_ID_PATTERN, "maxLength": 64}
-EXECUTION_ID: Final[dict[str, Any]] = {"type": "string", "pattern": EXECUTION_ARN_PATTERN, "maxLength": 256}
-CURSOR: Final[dict[str, Any]] = {"type": "string", "minLength": 1, "maxLength": 2048}
-
-TURNS_QUERY: Final[dict[str, Any]] = {
-    "type": "object",
-    "additionalProperties": False,
-    "properties": {
-        "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 20},
-        "cursor": CURSOR,
-    },
-}
-CUSTOMER_SESSIONS_QUERY: Final[dict[str, Any]] = {
-    "type": "object",
-    "additionalProperties": False,
-    "properties": {
-        "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 10},
-        "cursor": CURSOR,
-    },
-}
-
-#: An agent's id is the subject (``sub``) of its identity-provider user, e.g. a Cognito UUID.
-AGENT_ID_PATTERN: Final = "^[A-Za-z0-9-]{1,64}$"
-#: The stage's skill rule (``StageConfig.manager_skill`` obeys the same one).
-SKILL_PATTERN: Final = "^[A-Za-z0-9_-]{1,64}$"
-#: A display name: printable text, no control characters (it is shown in consoles and logs).
-#: Written with regex escapes (not the characters themselves): a template holding a raw control
-#: character is not valid YAML, and API Gateway's (Java) and Python's engines both read ``\uXXXX``.
-DISPLAY_NAME_PATTERN: Final = r"^[^\u0000-\u001f\u007f]{1,100}$"
-MAX_AGENT_SKILLS: Final = 40
-#: What ``GET /admin/agents?status=`` may filter on (every agent status, retired included).
-AGENT_STATUSES: Final = ("available", "busy", "away", "offline", "retired")
-
-AGENT_ID: Final[dict[str, Any]] = {"type": "string", "pattern": AGENT_ID_PATTERN, "maxLength": 64}
-_SKILLS: Final[dict[str, Any]] = {
-    "type": "array",
-    "minItems": 1,
-    "maxItems": MAX_AGENT_SKILLS,
-    "uniqueItems": True,
-    "items": {"type": "string", "pattern": SKILL_PATTERN, "maxLength": 64},
-}
-_DISPLAY_NAME: Final[dict[str, Any]] = {
-    "type": "string",
-    "pattern": DISPLAY_NAME_PATTERN,
-    "maxLength": 100,
-    "description": "1 to 100 characters, none of them a control character",
-}
-
-REGISTER_AGENT: Final[dict[str, Any]] = {
-    "$schema": SCHEMA_DRAFT,
-    "title": "RegisterAgentRequest",
-    "type": "object",
-    "required": ["agent_id", "display_name", "skills"],
-    "additionalProperties": False,
-    "properties": {
-        "agent_id": AGENT_ID,
-        "display_name": _DISPLAY_NAME,
-        "skills": _SKILLS,
-        # Escalated handoffs go only to managers.
-        "is_manager": {"type": "boolean"},
-    },
-}
-
-UPDATE_AGENT: Final[dict[str, Any]] = {
-    "$schema": SCHEMA_DRAFT,
-    "title": "UpdateAgentRequest",
-    "type": "object",
-    "minProperties": 1,
-    "additionalProperties": False,
-    "properties": {"display_name": _DISPLAY_NAME, "skills": _SKILLS, "is_manager": {"type": "boolean"}},
-}
-
-AGENTS_QUERY: Final[dict[str, Any]] = {
-    "type": "object",
-    "additionalProperties": False,
-    "properties": {
-        "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 25},
-        "cursor": CURSOR,
-        "status": {"type": "string", "enum": list(AGENT_STATUSES)},
-    },
-}
-
-#: Request body models by name (the stack creates one API Gateway model per entry).
-BODY_MODELS: Final[Mapping[str, dict[str, Any]]] = {
-    "CreateSessionRequest": CREATE_SESSION,
-    "HandoffRequest": HANDOFF_REQUEST,
-    "CleanupRequest": CLEANUP_REQUEST,
-    "ExportRequest": EXPORT_REQUEST,
-    "CloseHandoffRequest": CLOSE_HANDOFF,
-    "PresenceRequest": PRESENCE_REQUEST,
-    "RegisterAgentRequest": REGISTER_AGENT,
-    "UpdateAgentRequest": UPDATE_AGENT,
-}
-
-_KNOWN_KEYWORDS: Final = frozenset(
-    {
-        "$schema",
-        "title",
-        "description",
-        "type",
-        "properties",
-        "required",
-        "additionalProperties",
-        "minProperties",
-        "items",
-        "minItems",
-        "maxItems",
-        "uniqueItems",
-        "enum",
-        "pattern",
-        "minLength",
-        "maxLength",
-        "minimum",
-        "maximum",
-        "format",
-        "default",
-    }
-)
-#: Keywords API Gateway's draft-4 validator does not enforce or that mean nothing to it.
-_LAMBDA_ONLY: Final = frozenset({"format", "default"})
-#: Formats the Lambda checks beyond draft-4's own (API Gateway ignores every ``format``).
+#: How the Lambdas check each format of :data:`FORMATS` (API Gateway ignores every ``format``).
 _FORMATS: Final[Mapping[str, Callable[[str], bool]]] = {"uuid": lambda value: bool(_UUID.fullmatch(value))}
 
 #: The error codes of a 400, the same ones API Gateway's own validator answers with
@@ -266,31 +130,6 @@ class ValidationError(ValueError):
         self.code = code
 
 
-def _check_schema(schema: Mapping[str, Any], where: str = "$") -> None:
-    unknown = set(schema) - _KNOWN_KEYWORDS
-    if unknown:
-        raise TypeError(f"schema at {where} uses unsupported keywords {sorted(unknown)}")
-    if schema.get("additionalProperties", False) is not False:
-        raise TypeError(f"schema at {where}: additionalProperties may only be false")
-    if "format" in schema and schema["format"] not in _FORMATS:
-        raise TypeError(f"schema at {where}: unsupported format {schema['format']!r}")
-    for name, sub in schema.get("properties", {}).items():
-        _check_schema(sub, f"{where}.{name}")
-    if "items" in schema:
-        _check_schema(schema["items"], f"{where}[]")
-
-
-def gateway_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of ``schema`` for an API Gateway model: without ``format`` and ``default``."""
-    _check_schema(schema)
-    result: dict[str, Any] = {k: copy.deepcopy(v) for k, v in schema.items() if k not in _LAMBDA_ONLY}
-    if "properties" in result:
-        result["properties"] = {name: gateway_schema(sub) for name, sub in schema["properties"].items()}
-    if "items" in result:
-        result["items"] = gateway_schema(schema["items"])
-    return result
-
-
 Validator = Callable[[Any], Any]
 #: Compiled validators by schema identity; the schema is kept beside its validator so that an id
 #: cannot be reused by another dict while the entry lives.
@@ -302,7 +141,7 @@ def compiled(schema: Mapping[str, Any]) -> Validator:
     entry = _COMPILED.get(id(schema))
     if entry is not None and entry[0] is schema:
         return entry[1]
-    _check_schema(schema)
+    check_schema(schema)
     # A path or query parameter's schema has no $schema; every rule here means the same in draft-4.
     definition = {"$schema": SCHEMA_DRAFT, **schema}
     try:

@@ -9,56 +9,64 @@ notifier writes the text.
 Queues subscribe with raw message delivery, so the SQS body is this JSON; an SNS envelope
 (``Type: Notification``) is unwrapped too, so a subscription without raw delivery also works.
 
-The message vocabulary (``event_type`` values, the escalation reason, the attribute names) is
-defined here once; the router, the handoff steps, the consumers and the stacks' SNS filter
-policies import it. So is the vocabulary of the session event the router puts on the event bus,
-which the metrics function reads without loading the router's code.
+The message vocabulary (``event_type`` values, the escalation reason, the attribute names) and
+the vocabulary of the session event the router puts on the event bus are defined once in
+:mod:`contracts.messages`, which the stacks' SNS filter policies read too; they are re-exported
+here for the router, the handoff steps and the consumers.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
-#: The session event on the bus: its source, detail type, and the ``old_status`` of a new session.
-EVENT_SOURCE: Final = "mangaassist.sessions"
-STATUS_CHANGED: Final = "SessionStatusChanged"
-NO_STATUS: Final = "none"
+from contracts.messages import (
+    AGENT_BROADCAST_EVENTS,
+    ATTR_AGENT_ID,
+    ATTR_EVENT_TYPE,
+    ATTR_REASON,
+    CUSTOMER_EVENTS,
+    EVENT_ASSIGNED,
+    EVENT_CLOSED,
+    EVENT_ESCALATED,
+    EVENT_ESCALATION,
+    EVENT_HANDOFF,
+    EVENT_HANDOFF_ASSIGNED,
+    EVENT_HANDOFF_CONTEXT,
+    EVENT_HANDOFF_FAILED,
+    EVENT_HANDOFF_STARTED,
+    EVENT_HANDOFF_WAITING,
+    EVENT_SOURCE,
+    NO_STATUS,
+    REASON_ESCALATED,
+    STATUS_CHANGED,
+)
 
-#: Message attributes of the handoff topic, which its queues' filter policies match.
-ATTR_EVENT_TYPE: Final = "event_type"
-ATTR_AGENT_ID: Final = "agent_id"
-ATTR_REASON: Final = "reason"
-
-#: The router: a HANDOFF# record was created.
-EVENT_HANDOFF: Final = "handoff"
-#: The router: a HANDOFF# record got a (new) agent.
-EVENT_ASSIGNED: Final = "assigned"
-#: The router: a HANDOFF# record's status became ``escalated`` (no agent accepted in time).
-EVENT_ESCALATED: Final = "escalated"
-#: The router: a HANDOFF# record's status became ``completed`` (its agent or an admin closed it).
-EVENT_CLOSED: Final = "completed"
-#: The handoff workflow: a customer waits for any agent (no agent_id yet).
-EVENT_HANDOFF_WAITING: Final = "handoff_waiting"
-#: The handoff workflow: the transcript and summary for the assigned agent.
-EVENT_HANDOFF_CONTEXT: Final = "handoff_context"
-#: The handoff workflow: an agent was assigned (to the agent).
-EVENT_HANDOFF_ASSIGNED: Final = "handoff_assigned"
-#: The handoff workflow's customer notices.
-EVENT_HANDOFF_STARTED: Final = "handoff_started"
-EVENT_HANDOFF_FAILED: Final = "handoff_failed"
-#: The escalation consumer, on the managers' own topic.
-EVENT_ESCALATION: Final = "escalation"
-#: A reason no caller may give: it is the status an escalated handoff takes, and a handoff whose
-#: reason read like its status would be ambiguous in every listing.
-REASON_ESCALATED: Final = "escalated"
-
-#: What the customer-notification queue receives from the router: the changes of a handoff the
-#: customer is told of that the workflow does not tell (it sends started and failed itself).
-CUSTOMER_EVENTS: Final = (EVENT_ESCALATED, EVENT_CLOSED)
-#: Broadcasts to every agent's console (no agent_id), besides messages that carry an agent_id.
-AGENT_BROADCAST_EVENTS: Final = (EVENT_HANDOFF_WAITING,)
+__all__ = [
+    "AGENT_BROADCAST_EVENTS",
+    "ATTR_AGENT_ID",
+    "ATTR_EVENT_TYPE",
+    "ATTR_REASON",
+    "CUSTOMER_EVENTS",
+    "EVENT_ASSIGNED",
+    "EVENT_CLOSED",
+    "EVENT_ESCALATED",
+    "EVENT_ESCALATION",
+    "EVENT_HANDOFF",
+    "EVENT_HANDOFF_ASSIGNED",
+    "EVENT_HANDOFF_CONTEXT",
+    "EVENT_HANDOFF_FAILED",
+    "EVENT_HANDOFF_STARTED",
+    "EVENT_HANDOFF_WAITING",
+    "EVENT_SOURCE",
+    "NO_STATUS",
+    "REASON_ESCALATED",
+    "STATUS_CHANGED",
+    "HandoffMessage",
+    "InvalidMessage",
+    "parse_body",
+]
 
 
 class InvalidMessage(ValueError):

@@ -42,6 +42,7 @@ from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import 
 )
 from boto3.dynamodb.types import Binary
 
+from contracts.trail import ANALYTICS_ATTRIBUTES as ANALYTICS_ATTRIBUTES
 from lambdas.events.messages import (
     ATTR_AGENT_ID,
     ATTR_EVENT_TYPE,
@@ -60,17 +61,6 @@ from lambdas.shared.schema import PARTITION_KEY, SORT_KEY
 from lambdas.shared.summaries import closes_window
 
 TTL_PRINCIPAL: Final = "dynamodb.amazonaws.com"
-
-#: Attributes analytics may see, by item type: counters, states and ids, never content.
-ANALYTICS_ATTRIBUTES: Final[Mapping[str, tuple[str, ...]]] = {
-    "session": ("status", "turn_count", "created_at", "updated_at"),
-    "turn": ("turn_number", "role", "created_at"),
-    "summary": ("summary_number", "window_start", "window_end", "turn_count_at_summary"),
-    "handoff": ("handoff_id", "reason", "priority", "status", "agent_id"),
-    "review": ("status",),
-    "agent": ("status", "is_manager"),
-    "connection": ("connected_at",),
-}
 
 
 class PoisonRecord(ValueError):

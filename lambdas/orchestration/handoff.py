@@ -38,6 +38,14 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from contracts.workflows import (
+    CONDITIONAL_CHECK_FAILED,
+    CUSTOMER_LEFT,
+    NO_MANAGER_TOOK_OVER,
+    REASSIGNMENT_LIMIT_REACHED,
+    ConditionalCheckFailed,
+    ReassignmentLimitReached,
+)
 from lambdas.events.messages import (
     ATTR_AGENT_ID,
     ATTR_EVENT_TYPE,
@@ -66,14 +74,6 @@ logger = Logger()
 #: How many candidates one reservation tries when concurrent handoffs take the first ones.
 MAX_RESERVE_CANDIDATES: Final = 5
 SYSTEM_TEXT: Final = "The conversation was handed over to a human support agent."
-
-
-class ConditionalCheckFailed(Exception):
-    """The handoff transaction's condition failed: the session is not (or no longer) active."""
-
-
-class ReassignmentLimitReached(Exception):
-    """The agent was idle and the handoff was reassigned MAX_REASSIGNMENTS times already."""
 
 
 def sns() -> Any:
@@ -255,11 +255,11 @@ def reassign(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 
 
 _REASONS: Final = {
-    "ConditionalCheckFailed": "the session was no longer active when the handoff was written",
-    "NoManagerTookOver": "no agent accepted in time and no manager took the escalated handoff in time",
-    "CustomerLeft": "the customer left before an agent took the handoff",
-    "HandoffConflict": "the handoff ended (or was never recorded) before a manager could take it",
-    "ReassignmentLimitReached": "the assigned agents stayed idle and the reassignment limit was reached",
+    CONDITIONAL_CHECK_FAILED: "the session was no longer active when the handoff was written",
+    NO_MANAGER_TOOK_OVER: "no agent accepted in time and no manager took the escalated handoff in time",
+    CUSTOMER_LEFT: "the customer left before an agent took the handoff",
+    HandoffConflict.__name__: "the handoff ended (or was never recorded) before a manager could take it",
+    REASSIGNMENT_LIMIT_REACHED: "the assigned agents stayed idle and the reassignment limit was reached",
 }
 
 

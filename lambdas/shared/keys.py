@@ -1,7 +1,8 @@
-"""Key builders and sort-key prefixes of the single table, in one place.
+"""Key builders of the single table, in one place; the prefixes they use are :mod:`contracts.keys`.
 
 No other module formats a ``PK``/``SK`` value: records, the store and the stream router all call
-these functions, so a prefix or a padding width cannot drift between writer and reader.
+these functions, so a prefix or a padding width cannot drift between writer and reader. The
+prefixes are re-exported here, so the Lambda code reads every key name from this module.
 """
 
 from __future__ import annotations
@@ -10,34 +11,26 @@ import re
 import zlib
 from typing import Final
 
-from lambdas.shared.schema import PARTITION_KEY, SORT_KEY
+from contracts.keys import AGENT_DIRECTORY_PK as AGENT_DIRECTORY_PK
+from contracts.keys import AGENT_PREFIX as AGENT_PREFIX
+from contracts.keys import CLEANUP_SHARD_PREFIX as CLEANUP_SHARD_PREFIX
+from contracts.keys import CONNECTION_PREFIX as CONNECTION_PREFIX
+from contracts.keys import HANDOFF_PREFIX as HANDOFF_PREFIX
+from contracts.keys import INBOX_PREFIX as INBOX_PREFIX
+from contracts.keys import LIMIT_PREFIX as LIMIT_PREFIX
+from contracts.keys import MANAGERS_INBOX as MANAGERS_INBOX
+from contracts.keys import META_SK as META_SK
+from contracts.keys import NUMBER_WIDTH as NUMBER_WIDTH
+from contracts.keys import RATE_SK as RATE_SK
+from contracts.keys import REVIEW_PREFIX as REVIEW_PREFIX
+from contracts.keys import SESSION_PREFIX as SESSION_PREFIX
+from contracts.keys import SKILL_PREFIX as SKILL_PREFIX
+from contracts.keys import SLOTS_SK as SLOTS_SK
+from contracts.keys import SUMMARY_PREFIX as SUMMARY_PREFIX
+from contracts.keys import TURN_PREFIX as TURN_PREFIX
+from contracts.keys import WAITING_INBOX as WAITING_INBOX
+from contracts.schema import PARTITION_KEY, SORT_KEY
 
-SESSION_PREFIX: Final = "SESSION#"
-#: Partition key prefix of the approval gate's review records in this table (the gate is given it).
-REVIEW_PREFIX: Final = "REVIEW#"
-AGENT_PREFIX: Final = "AGENT#"
-CONNECTION_PREFIX: Final = "CONN#"
-#: Partition key prefix of the chat's rate buckets and connection slots (never in a session partition).
-LIMIT_PREFIX: Final = "LIMIT#"
-RATE_SK: Final = "RATE"
-SLOTS_SK: Final = "CONNECTIONS"
-
-META_SK: Final = "META"
-TURN_PREFIX: Final = "TURN#"
-SUMMARY_PREFIX: Final = "SUMMARY#"
-HANDOFF_PREFIX: Final = "HANDOFF#"
-SKILL_PREFIX: Final = "SKILL#"
-INBOX_PREFIX: Final = "INBOX#"
-#: The inbox every agent's console reads: handoffs waiting for any agent. No agent can have this
-#: id (agent ids are JWT subjects, ``^[A-Za-z0-9-]{1,64}$``, which never contain ``_``).
-WAITING_INBOX: Final = "_waiting"
-#: The inbox every manager's console reads: escalated handoffs that wait for a manager.
-MANAGERS_INBOX: Final = "_managers"
-
-CLEANUP_SHARD_PREFIX: Final = "CLEANUP#"
-
-# Zero-padded so that lexical SK order is numeric order (a Query range is a turn range).
-NUMBER_WIDTH: Final = 10
 MAX_NUMBER: Final = 10**NUMBER_WIDTH - 1
 
 # Child items of a session partition, other than META: what ``invalidate`` may delete.
@@ -121,11 +114,6 @@ def agent_key(agent_id: str) -> Key:
 def agent_skill_key(agent_id: str, skill: str) -> Key:
     """Key of the per-skill row that feeds the sparse AvailableAgentsIndex."""
     return key(agent_pk(agent_id), f"{SKILL_PREFIX}{skill}")
-
-
-#: The registry's directory: one row per registered agent in one partition, so that listing the
-#: agents is one paginated Query (agent ids never contain ``#``).
-AGENT_DIRECTORY_PK: Final = "DIRECTORY#AGENTS"
 
 
 def agent_directory_key(agent_id: str) -> Key:

@@ -43,10 +43,12 @@ import jwt
 from jwt.exceptions import InvalidTokenError, PyJWKError
 from jwt.utils import base64url_decode, base64url_encode
 
+from contracts.access import ROLES as ROLES
+from contracts.environment import ISSUER_VARIABLES as ISSUER_VARIABLES
+
 # From env, not settings: the authorizers need neither the stage settings nor the store (nor boto3).
 from lambdas.shared.env import MissingSetting, once, optional_resource, resource
 
-ROLES: Final = ("customer", "agent", "admin")
 #: A subject is a customer/agent/admin id; it doubles as ``customer_id`` for customers, so it
 #: follows the API's customer id rule and can be embedded in keys and templates unescaped
 #: (a Cognito ``sub`` is a UUID and fits).
@@ -422,17 +424,6 @@ def bearer(header_value: str | None) -> str | None:
 
 
 # ------------------------------------------------------------------ the container's issuer
-
-#: The variables the deploy side sets on both authorizers (``stacks/identity.py``).
-ISSUER_VARIABLES: Final = (
-    "ISSUER_URL",
-    "ISSUER_JWKS_URL",
-    "ISSUER_AUDIENCES",
-    "ISSUER_ALGORITHMS",
-    "ISSUER_ACCEPTED_USES",
-    "ISSUER_ROLE_CLAIM",
-    "ISSUER_DEFAULT_ROLE",
-)
 
 
 def _listed(name: str) -> tuple[str, ...]:

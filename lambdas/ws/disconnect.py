@@ -18,6 +18,8 @@ from typing import Any, Final
 from aws_lambda_powertools import Logger
 from botocore.exceptions import BotoCoreError, ClientError
 
+# The error a waiting handoff's task fails with; WaitForAgent's States.ALL catch ends it in HandoffFailed.
+from contracts.workflows import CUSTOMER_LEFT as CUSTOMER_LEFT_ERROR
 from lambdas.shared.store import DynamoSessionStore
 from lambdas.shared.tracing import tracer
 from lambdas.usecases import customer_leaves
@@ -28,8 +30,6 @@ from lambdas.ws.frames import route_context
 __all__ = ["CUSTOMER_LEFT_ERROR", "CUSTOMER_LEFT_WAITING", "disconnect_connection", "handler"]
 
 logger = Logger()
-#: The error a waiting handoff's task fails with; WaitForAgent's States.ALL catch ends it in HandoffFailed.
-CUSTOMER_LEFT_ERROR: Final = "CustomerLeft"
 #: SendTaskFailure answers for a wait that ended already (timed out, execution over): nothing to stop.
 _ENDED_TASK_CODES: Final = frozenset({"TaskTimedOut", "TaskDoesNotExist", "InvalidToken"})
 

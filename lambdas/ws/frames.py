@@ -28,8 +28,8 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any, Final
 
-SEND_MESSAGE: Final = "sendMessage"
-ACTIONS: Final = (SEND_MESSAGE,)
+from contracts.chat import ACTIONS, SEND_MESSAGE
+
 MAX_TEXT_CHARS: Final = 4000
 #: A raw frame larger than this is refused before parsing (the text limit plus JSON overhead,
 #: with every character escaped as \\uXXXX in the worst case).

@@ -22,6 +22,7 @@ from typing import Any, Final
 
 from aws_lambda_powertools import Logger
 
+from contracts.workflows import ConnectionNotReady
 from lambdas.shared import keys
 from lambdas.shared.connections import DeliveryError, management_endpoint, post_to_connection
 from lambdas.shared.records import Role, Session
@@ -37,10 +38,6 @@ GREETING: Final = (
 )
 WELCOME_BACK: Final = "Welcome back! Pick up where you left off; I still have our conversation."
 _NOT_READY: Final = frozenset({"ForbiddenException"})
-
-
-class ConnectionNotReady(Exception):
-    """The connection cannot take frames yet (or anymore); the workflow retries, bounded."""
 
 
 class ForeignSession(Exception):

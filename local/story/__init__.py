@@ -510,7 +510,8 @@ class Story(
         headers = {"Content-Type": "application/x-www-form-urlencoded"}
         page = self.rest(step, "POST", path, None, query=query, headers=headers, body=form)
         expect(page.status == 200, f"approve confirmation answered {page.status}: {page.body[:200]}")
-        done = self.stage.wait_execution(execution, timeout=40)
+        # The export polls DescribeExport after each Wait: time passes while the stage is idle
+        done = self.stage.wait_execution(execution, timeout=40, tick=self.config.export_poll_seconds)
         output = json.loads(done.get("output") or "{}")
         export = output.get("export") if isinstance(output, dict) else None
         detail = {k: v for k, v in (export or {}).items() if k.lower() in ("status", "exportstatus", "s3prefix")}
@@ -671,18 +672,21 @@ def run_story(stage: EmbeddedStage, config: StageConfig, narrate: Callable[[Step
     resource, whatever else the refusal broke downstream.
     """
     story = Story(stage, config, narrate)
-    for name in STEPS:
-        seen = len(stage.refusals)
-        try:
-            getattr(story, name)()
-        except Exception as error:
+    # The stage's clock stands still unless a step moves it: a workflow's timer (an agent's wait,
+    # the idle limit) fires when the story says time has passed, never because the machine is slow.
+    with stage.clock.frozen():
+        for name in STEPS:
+            seen = len(stage.refusals)
+            try:
+                getattr(story, name)()
+            except Exception as error:
+                refused = stage.refusals[seen:]
+                if refused:
+                    raise StoryError(_refused(name, refused)) from error
+                raise
             refused = stage.refusals[seen:]
             if refused:
-                raise StoryError(_refused(name, refused)) from error
-            raise
-        refused = stage.refusals[seen:]
-        if refused:
-            raise StoryError(_refused(name, refused))
+                raise StoryError(_refused(name, refused))
     return story
 
 

@@ -41,7 +41,15 @@ class EscalationSteps(StoryParts):
                 handoff is not None and handoff.status == "escalated" and bool(published(self.stage.cloud, topic, []))
             )
 
-        # No agent has the skill "refunds": WaitForAgent times out, the handoff escalates, no manager is free
+        def waiting_for_an_agent() -> bool:
+            handoff = store.handoffs.current_handoff(session_id)
+            return handoff is not None and store.handoffs.waiting_for(session_id, handoff.handoff_id) == "agent"
+
+        # No agent has the skill "refunds": once WaitForAgent's time is up, the handoff escalates and,
+        # no manager being free, the managers are paged
+        self.stage.settle(until=waiting_for_an_agent, timeout=30, wait_executions=False)
+        self.stage.clock.advance(self.config.handoff_agent_wait_seconds + 1)
+        step.calls.append(f"clock +{self.config.handoff_agent_wait_seconds + 1}s: WaitForAgent times out")
         self.stage.settle(until=paged, timeout=60, wait_executions=False)
         pages = [p.message for p in published(self.stage.cloud, topic, []) if session_id in p.message]
         expect(len(pages) == 1, f"the managers were paged {len(pages)} times")

@@ -13,11 +13,11 @@ STORY_MODEL_ID = "global.anthropic.claude-haiku-4-5-20251001-v1:0"
 
 
 def story_config() -> StageConfig:
-    """dev with waits of seconds and a Bedrock model (stubbed at the client by the embedded stage).
+    """dev, with a Bedrock model (stubbed at the client by the embedded stage) and no authorizer cache.
 
-    An assigned agent goes idle after 20 s: on a loaded machine the steps between an agent's
-    accept and reply have taken more than 10 s, and an execution whose handoff was closed after
-    the first reply ends at its next idle check, which the story waits for.
+    The workflows keep dev's own waits (an agent's 300 s, a manager's 900 s, the 120 s idle limit):
+    the story runs with the stage's clock frozen and moves it where it wants a timer to fire, so no
+    timer fires because the machine is slow and none waits on it in real time.
 
     API Gateway's throttles are sized above what the scripted runs send (the story's burst of 30
     messages, the load run's customers on 8 threads), so the story proves the application's own
@@ -25,11 +25,6 @@ def story_config() -> StageConfig:
     """
     return with_overrides(
         stage_config("dev"),
-        handoff_agent_wait_seconds=10,
-        handoff_manager_wait_seconds=10,
-        handoff_idle_seconds=20,
-        export_poll_seconds=1,
-        export_max_polls=5,
         bedrock_model_id=STORY_MODEL_ID,
         authorizer_cache_seconds=0,
         api_throttle_rate=200,

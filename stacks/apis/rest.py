@@ -1,48 +1,33 @@
 """The app's REST API: session routes, direct StartExecution routes, agent routes, review links.
 
-Every construct is created in the given stack with the id it always had, so the logical ids do
-not depend on this module; the order of the calls is kept too, because the deployment's logical
-id hashes the methods in the order they were added.
+The order of the routes is kept as it always was, because the deployment's logical id hashes the
+methods in the order they were added.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from aws_cdk import Acknowledgment, ArnFormat, Duration, Stack, Validations
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_ssm as ssm
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
+from constructs_lib import ServiceAlarms
 from constructs_lib.nag_findings import acknowledge_policy, resource_finding
 from constructs_lib.rest_api import HardenedRestApi
 from constructs_lib.sfn_start_integration import InputField, StepFunctionsStartExecution
 from constructs_lib.token_authorizer import JwtTokenAuthorizer
 from constructs_lib.web_acl import RegionalWebAcl
-from lambdas.api import access
-from lambdas.api.validation import BODY_MODELS, gateway_schema
+from contracts import access
+from contracts.requests import BODY_MODELS, gateway_schema
 from stacks.config import StageConfig
-from stacks.functions import FunctionFactory, log_retention
+from stacks.functions import StageFunctions, log_retention
 from stacks.identity import token_environment
-from stacks.orchestration_stack import OrchestrationStack, rest_api_url_parameter
+from stacks.orchestration_stack import OrchestrationStack
 from stacks.storage_stack import StorageStack
-
-
-@dataclass(frozen=True)
-class RestApiParts:
-    """What the REST API builder made, for the stack to expose and the WebSocket part to wire."""
-
-    rest: HardenedRestApi
-    rest_authorizer_function: lambda_.Function
-    session_function: lambda_.Function
-    start_integrations: dict[str, StepFunctionsStartExecution]
-    agent_function: lambda_.Function
-    web_acl: RegionalWebAcl | None
-    registry_function: lambda_.Function
 
 
 class _Routes:
@@ -78,7 +63,7 @@ class _Routes:
         path = resource.path
         route = access.route(method, path)  # every method must be in the access table
         if route.public != public:
-            raise ValueError(f"{method} {path}: public={public} contradicts lambdas.api.access.ROUTES")
+            raise ValueError(f"{method} {path}: public={public} contradicts contracts.access.ROUTES")
         return resource.add_method(
             method,
             integration,
@@ -92,67 +77,80 @@ class _Routes:
         )
 
 
-def build_rest_api(
-    stack: Stack,
-    *,
-    config: StageConfig,
-    storage: StorageStack,
-    orchestration: OrchestrationStack,
-    function: FunctionFactory,
-) -> RestApiParts:
-    """The REST API in ``stack``, behind the authorizer that verifies the stage's identity tokens."""
-    removal = config.resource_removal_policy
-    rest = HardenedRestApi(
-        stack,
-        "RestApi",
-        description=f"MangaAssist {config.name}: sessions, handoffs, admin workflows",
-        stage_name=config.name,
-        cors_allowed_origins=config.cors_allowed_origins,
-        throttle_rate=config.api_throttle_rate,
-        throttle_burst=config.api_throttle_burst,
-        log_retention=log_retention(config.log_retention_days),
-        log_encryption_key=storage.key,
-        log_execution_data=config.log_execution_data,
-        log_removal_policy=removal,
-        cloud_watch_role=True,
-    )
-    authorizer_function = function(
-        "RestAuthorizer", "lambdas.api.authorizer.handler", token_environment(config, storage.users)
-    )
-    token_authorizer = JwtTokenAuthorizer(
-        stack,
-        "JwtAuthorizer",
-        function=authorizer_function,
-        cache_ttl=Duration.seconds(config.authorizer_cache_seconds),
-    )
-    session_function = _session_function(stack, storage, orchestration, function)
-    routes = _Routes(rest, token_authorizer.authorizer)
-    session = _session_routes(routes, session_function)
-    starts = _start_routes(stack, routes, config, orchestration, session)
-    agent_function = _agent_routes(routes, storage, orchestration, function)
-    _review_routes(routes, orchestration)
-    registry_function = _registry_routes(routes, storage, function)
-    ssm.StringParameter(
-        stack,
-        "RestApiUrl",
-        parameter_name=rest_api_url_parameter(config.name),
-        string_value=rest.api.url,
-        description="Base URL of the REST API (the approval gate builds review links from it)",
-    )
-    web_acl = _gateway_checks(stack, config, rest)
-    return RestApiParts(
-        rest=rest,
-        rest_authorizer_function=authorizer_function,
-        session_function=session_function,
-        start_integrations=starts,
-        agent_function=agent_function,
-        web_acl=web_acl,
-        registry_function=registry_function,
-    )
+class MangaAssistRestApi(Construct):
+    """The REST API behind the authorizer that verifies the stage's identity tokens, with its functions.
+
+    Example::
+
+        rest = MangaAssistRestApi(self, "RestApi", config=config, storage=storage,
+                                  orchestration=orchestration, functions=functions)
+        rest.api.url
+
+    Every method is one of the access table's routes (``contracts.access``). The hardened API is
+    this construct's default child (id ``Default``, which CDK leaves out of logical ids), so the
+    API, its stage and its methods kept their logical ids, and with them the API's URL, when the
+    builder became a construct; the functions, the authorizer and the start integrations are
+    children of this construct.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: StageConfig,
+        storage: StorageStack,
+        orchestration: OrchestrationStack,
+        functions: StageFunctions,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.rest: HardenedRestApi = HardenedRestApi(
+            self,
+            "Default",
+            description=f"MangaAssist {config.name}: sessions, handoffs, admin workflows",
+            stage_name=config.name,
+            cors_allowed_origins=config.cors_allowed_origins,
+            throttle_rate=config.api_throttle_rate,
+            throttle_burst=config.api_throttle_burst,
+            log_retention=log_retention(config.log_retention_days),
+            log_encryption_key=storage.key,
+            log_execution_data=config.log_execution_data,
+            log_removal_policy=config.resource_removal_policy,
+            cloud_watch_role=True,
+        )
+        self.api: apigw.RestApi = self.rest.api
+        self.authorizer_function: lambda_.Function = functions(
+            self, "RestAuthorizer", "lambdas.api.authorizer.handler", token_environment(config, storage.users)
+        ).function
+        token_authorizer = JwtTokenAuthorizer(
+            self,
+            "JwtAuthorizer",
+            function=self.authorizer_function,
+            cache_ttl=Duration.seconds(config.authorizer_cache_seconds),
+        )
+        self.session_function: lambda_.Function = _session_function(self, storage, orchestration, functions)
+        routes = _Routes(self.rest, token_authorizer.authorizer)
+        session = _session_routes(routes, self.session_function)
+        self.start_integrations: dict[str, StepFunctionsStartExecution] = _start_routes(
+            self, routes, config, orchestration, session
+        )
+        self.agent_function: lambda_.Function = _agent_routes(self, routes, storage, orchestration, functions)
+        _review_routes(routes, orchestration)
+        self.registry_function: lambda_.Function = _registry_routes(self, routes, storage, functions)
+        self.web_acl: RegionalWebAcl | None = _gateway_checks(self, config, self.rest)
+
+    @property
+    def url(self) -> str:
+        """The stage's invoke URL (ending in ``/``)."""
+        return self.api.url
+
+    def watch(self, alarms: ServiceAlarms) -> None:
+        """The API's own alarms (5XX rate, latency) on the stack's alarms."""
+        alarms.watch_rest_api(self.api, "RestApi")
 
 
 def _session_function(
-    stack: Stack, storage: StorageStack, orchestration: OrchestrationStack, function: FunctionFactory
+    scope: Construct, storage: StorageStack, orchestration: OrchestrationStack, functions: StageFunctions
 ) -> lambda_.Function:
     """The session Lambda: the table, and DescribeExecution on the workflows the API starts."""
     workflows = (
@@ -160,23 +158,24 @@ def _session_function(
         orchestration.cleanup_state_machine,
         orchestration.export_state_machine,
     )
-    session_function = function(
+    session_function = functions(
+        scope,
         "SessionApi",
         "lambdas.api.rest.handler",
         {
             "TABLE_NAME": storage.table.table_name,
             "STATE_MACHINE_ARNS": ",".join(machine.state_machine_arn for machine in workflows),
         },
-    )
+    ).function
     storage.sessions.grant_read_write_data(session_function)
     findings = {}
     for machine in workflows:
         iam.Grant.add_to_principal(
             grantee=session_function,
             actions=["states:DescribeExecution"],
-            resource_arns=[_executions_arn(stack, machine)],
+            resource_arns=[_executions_arn(scope, machine)],
         )
-        findings[_execution_finding(stack, machine)] = (
+        findings[_execution_finding(scope, machine)] = (
             "DescribeExecution on the executions of one workflow (execution names are per request); "
             "GET /executions/{id} answers only for these workflows and only to the execution's starter."
         )
@@ -207,7 +206,7 @@ def _session_routes(routes: _Routes, session_function: lambda_.Function) -> apig
 
 
 def _start_routes(
-    stack: Stack, routes: _Routes, config: StageConfig, orchestration: OrchestrationStack, session: apigw.Resource
+    scope: Construct, routes: _Routes, config: StageConfig, orchestration: OrchestrationStack, session: apigw.Resource
 ) -> dict[str, StepFunctionsStartExecution]:
     """The direct StartExecution routes (no Lambda): handoff, cleanup, export."""
     caller = {"requested_by": InputField.authorizer("sub"), "role": InputField.authorizer("role")}
@@ -240,7 +239,7 @@ def _start_routes(
     }
     integrations = {
         construct_id: StepFunctionsStartExecution(
-            stack, construct_id, state_machine=machine, input_fields=fields, cors_headers=cors
+            scope, construct_id, state_machine=machine, input_fields=fields, cors_headers=cors
         )
         for construct_id, (machine, fields) in starts.items()
     }
@@ -264,10 +263,16 @@ def _start_routes(
 
 
 def _agent_routes(
-    routes: _Routes, storage: StorageStack, orchestration: OrchestrationStack, function: FunctionFactory
+    scope: Construct,
+    routes: _Routes,
+    storage: StorageStack,
+    orchestration: OrchestrationStack,
+    functions: StageFunctions,
 ) -> lambda_.Function:
     """The agent console's routes: accept a handoff, message the customer, close the handoff, presence, inbox."""
-    agent_function = function("AgentApi", "lambdas.api.agent.handler", {"TABLE_NAME": storage.table.table_name})
+    agent_function = functions(
+        scope, "AgentApi", "lambdas.api.agent.handler", {"TABLE_NAME": storage.table.table_name}
+    ).function
     storage.sessions.grant_read_write_data(agent_function)
     orchestration.grant_agent_routes(agent_function)
     agent_api = apigw.LambdaIntegration(agent_function, allow_test_invoke=False)
@@ -293,12 +298,14 @@ def _agent_routes(
     return agent_function
 
 
-def _registry_routes(routes: _Routes, storage: StorageStack, function: FunctionFactory) -> lambda_.Function:
+def _registry_routes(
+    scope: Construct, routes: _Routes, storage: StorageStack, functions: StageFunctions
+) -> lambda_.Function:
     """The agent registry (admins): register, list, read, update, retire. Its own function, with
     the table only (no workflow or WebSocket permissions, which the agent routes need)."""
-    registry_function = function(
-        "AgentRegistryApi", "lambdas.api.admin_agents.handler", {"TABLE_NAME": storage.table.table_name}
-    )
+    registry_function = functions(
+        scope, "AgentRegistryApi", "lambdas.api.admin_agents.handler", {"TABLE_NAME": storage.table.table_name}
+    ).function
     storage.sessions.grant_read_write_data(registry_function)
     registry_api = apigw.LambdaIntegration(registry_function, allow_test_invoke=False)
     add, params = routes.add, routes.params
@@ -325,7 +332,7 @@ def _review_routes(routes: _Routes, orchestration: OrchestrationStack) -> None:
     approval gate's own routes; the signed link is the credential."""
     route = access.route("GET", "/reviews/{id}/approve")
     if not route.public:
-        raise ValueError("GET /reviews/{id}/approve must be public in lambdas.api.access.ROUTES")
+        raise ValueError("GET /reviews/{id}/approve must be public in contracts.access.ROUTES")
     review_methods = orchestration.approval_gate.add_review_routes(
         routes.root,
         method_options=apigw.MethodOptions(
@@ -349,7 +356,7 @@ def _review_routes(routes: _Routes, orchestration: OrchestrationStack) -> None:
 # ------------------------------------------------------------------ end of review links
 
 
-def _gateway_checks(stack: Stack, config: StageConfig, rest: HardenedRestApi) -> RegionalWebAcl | None:
+def _gateway_checks(scope: Construct, config: StageConfig, rest: HardenedRestApi) -> RegionalWebAcl | None:
     """cdk-nag acknowledgements that hold for the whole gateway, and the stage's WAF when enabled."""
     api = rest.api
     for method in api.methods:
@@ -371,7 +378,7 @@ def _gateway_checks(stack: Stack, config: StageConfig, rest: HardenedRestApi) ->
         )
     )
     if config.waf_enabled:
-        web_acl = RegionalWebAcl(stack, "WebAcl", rate_limit=max(100, int(config.api_throttle_rate * 60)))
+        web_acl = RegionalWebAcl(scope, "WebAcl", rate_limit=max(100, int(config.api_throttle_rate * 60)))
         web_acl.associate("RestApiStage", rest.stage.stage_arn)
         return web_acl
     Validations.of(rest.stage).acknowledge(

@@ -2,45 +2,85 @@
 
 Tokens are verified against the stage's issuer exactly as the REST authorizer does (one
 verifier, one ``ISSUER_*`` environment); the agent routes get the WebSocket endpoint and the
-right to post to connections. Constructs keep the ids and the parent (the given stack) they
-always had.
+right to post to connections (:meth:`ChatApi.grant_push`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from aws_cdk import RemovalPolicy, Stack
+from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_apigatewayv2 as apigwv2
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as lambda_events
 from aws_cdk import aws_logs as logs
+from constructs import Construct
 
-from constructs_lib import SecureWebSocketApi
+from constructs_lib import SecureWebSocketApi, ServiceAlarms
 from constructs_lib.workflow_defaults import WorkflowOptions
-from lambdas.ws.frames import SEND_MESSAGE
+from contracts.chat import SEND_MESSAGE
 from stacks.config import StageConfig
 from stacks.events_stack import EventsStack
-from stacks.functions import FunctionFactory, grant_invoke_model, log_retention
+from stacks.functions import StageFunctions, grant_invoke_model, log_retention, service_metric
 from stacks.identity import token_environment
 from stacks.storage_stack import StorageStack
 from stacks.workflows import APP_RETRY, OnboardingWorkflow
 
-#: The message path's function id; SharedFunction's service name (and metrics namespace) derive from it.
+#: The message path's function id, which is also its Powertools service name (its metrics' ``service``).
 MESSAGE_FUNCTION = "WsMessage"
-MESSAGE_SERVICE = f"mangaassist-{MESSAGE_FUNCTION}"
 
 
-@dataclass(frozen=True)
-class WebSocketParts:
-    """What the chat API builder made."""
+class ChatApi(Construct):
+    """The chat API, its route functions, the onboarding workflow and the customer notifier.
 
-    chat_api: SecureWebSocketApi
-    onboarding_workflow: OnboardingWorkflow
-    message_function: lambda_.Function
-    customer_notifier: lambda_.Function
-    #: ``$disconnect``: also fails the wait of a handoff whose customer leaves before anyone took it.
-    disconnect_function: lambda_.Function
+    Example::
+
+        chat = ChatApi(self, "ChatApi", config=config, storage=storage, events=events, functions=functions)
+        chat.grant_push(agent_function)           # the agent routes post to customers' connections
+
+    The WebSocket API is this construct's default child (id ``Default``, which CDK leaves out of
+    logical ids), so the API, its stage and routes kept their logical ids, and with them the
+    chat's URL, when the builder became a construct; the functions and the onboarding workflow
+    are children of this construct.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: StageConfig,
+        storage: StorageStack,
+        events: EventsStack,
+        functions: StageFunctions,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self._config = config
+        self._log_key = storage.key
+        session_env = {"TABLE_NAME": storage.table.table_name}
+        authorizer = functions(
+            self, "WsAuthorizer", "lambdas.ws.authorizer.handler", token_environment(config, storage.users)
+        ).function
+        self.onboarding_workflow: OnboardingWorkflow = self._onboarding(storage, functions)
+        connect = functions(
+            self,
+            "WsConnect",
+            "lambdas.ws.connect.handler",
+            {**session_env, "ONBOARDING_STATE_MACHINE_ARN": self.onboarding_workflow.state_machine.state_machine_arn},
+        ).function
+        storage.sessions.grant_read_update_data(connect)  # reads the session to resume, holds connection slots
+        self.onboarding_workflow.grant_start_execution(connect)
+        #: ``$disconnect``: also fails the wait of a handoff whose customer leaves before anyone took it.
+        self.disconnect_function: lambda_.Function = functions(
+            self, "WsDisconnect", "lambdas.ws.disconnect.handler", session_env
+        ).function
+        storage.sessions.grant_read_write_data(self.disconnect_function)
+        self.message_function: lambda_.Function = self._message_function(storage, functions, session_env)
+        default = functions(self, "WsDefault", "lambdas.ws.default.handler").function
+        self.chat_api: SecureWebSocketApi = self._api(authorizer, connect, default)
+        for poster in (self.message_function, self._deliver):
+            self.chat_api.grant_manage_connections(poster)
+        self.customer_notifier: lambda_.Function = self._customer_notifier(storage, events, session_env, functions)
 
     @property
     def websocket_api(self) -> apigwv2.WebSocketApi:
@@ -50,119 +90,130 @@ class WebSocketParts:
     def websocket_stage(self) -> apigwv2.WebSocketStage:
         return self.chat_api.stage
 
+    def grant_push(self, function: lambda_.Function) -> iam.Grant:
+        """Let ``function`` post frames to the chat's connections, and tell it where (``WEBSOCKET_ENDPOINT``)."""
+        function.add_environment("WEBSOCKET_ENDPOINT", self.chat_api.management_endpoint)
+        return self.chat_api.grant_manage_connections(function)
 
-def build_websocket_api(
-    stack: Stack,
-    *,
-    config: StageConfig,
-    storage: StorageStack,
-    events: EventsStack,
-    agent_function: lambda_.Function,
-    function: FunctionFactory,
-) -> WebSocketParts:
-    """The chat API in ``stack``, its route functions, the onboarding workflow and the customer notifier."""
-    retention = log_retention(config.log_retention_days)
-    session_env = {"TABLE_NAME": storage.table.table_name}
+    def watch(self, alarms: ServiceAlarms) -> None:
+        """The chat's own alarms on the stack's alarms: failed route integrations, and no reply from the model."""
+        alarms.alarm(
+            "WebSocketIntegrationErrors",
+            metric=self.metric("IntegrationError").with_(period=Duration.minutes(5)),
+            threshold=0,
+            description="WebSocket routes whose Lambda integration failed (the client got an internal error).",
+            runbook="Check the route functions' Errors alarms and logs (WsConnect, WsMessage, WsDisconnect).",
+        )
+        alarms.alarm(
+            "ResponderBedrockFailures",
+            metric=service_metric(MESSAGE_FUNCTION, "Message_no_reply"),
+            threshold=0,
+            description="The model gave no reply (Bedrock throttled, timed out or failed after retries); "
+            "the customer got an error frame and their turn is stored.",
+            runbook="Check Bedrock quotas/throttling for the model in this region and the WsMessage logs "
+            "(reason field); summaries failing the same way land in the summary DLQ.",
+        )
 
-    authorizer = function("WsAuthorizer", "lambdas.ws.authorizer.handler", token_environment(config, storage.users))
+    def metric(self, name: str) -> cloudwatch.Metric:
+        """An API Gateway metric of the chat API's stage (``Sum``)."""
+        dimensions = {"ApiId": self.websocket_api.api_id, "Stage": self.websocket_stage.stage_name}
+        return cloudwatch.Metric(
+            namespace="AWS/ApiGateway", metric_name=name, dimensions_map=dimensions, statistic="Sum"
+        )
 
-    prepare = function("OnboardingPrepare", "lambdas.ws.onboarding.handler", session_env)
-    deliver = function("OnboardingDeliver", "lambdas.ws.onboarding.deliver", {})
-    storage.sessions.grant_read_write_data(prepare)
-    onboarding = OnboardingWorkflow(
-        stack,
-        "Onboarding",
-        prepare_function=prepare,
-        deliver_function=deliver,
-        options=WorkflowOptions(
-            encryption_key=storage.key,
-            log_retention=retention,
-            include_execution_data=config.log_execution_data,
-            retry=APP_RETRY,
-        ),
-    )
-
-    connect = function(
-        "WsConnect",
-        "lambdas.ws.connect.handler",
-        {**session_env, "ONBOARDING_STATE_MACHINE_ARN": onboarding.state_machine.state_machine_arn},
-    )
-    storage.sessions.grant_read_update_data(connect)  # reads the session to resume, holds connection slots
-    onboarding.grant_start_execution(connect)
-
-    disconnect = function("WsDisconnect", "lambdas.ws.disconnect.handler", session_env)
-    storage.sessions.grant_read_write_data(disconnect)
-
-    # Reserved concurrency both guarantees the chat its share and caps it: a burst of messages
-    # (each a model call) cannot take the account's concurrency from every other function.
-    message = function(
-        MESSAGE_FUNCTION,
-        "lambdas.ws.message.handler",
-        session_env,
-        reserved_concurrent_executions=config.message_reserved_concurrency,
-    )
-    storage.sessions.grant_read_write_data(message)
-    if config.bedrock_model_id is not None:
-        grant_invoke_model(message, config.bedrock_model_id, streaming=True, guardrail_id=config.bedrock_guardrail_id)
-
-    default = function("WsDefault", "lambdas.ws.default.handler", {})
-
-    chat_api = SecureWebSocketApi(
-        stack,
-        "ChatApi",
-        stage_name=config.name,
-        description=f"MangaAssist {config.name}: customer chat",
-        authorizer_handler=authorizer,
-        connect_handler=connect,
-        disconnect_handler=disconnect,
-        default_handler=default,
-        routes={SEND_MESSAGE: message},
-        throttle_rate_limit=config.api_throttle_rate,
-        throttle_burst_limit=config.api_throttle_burst,
-        route_throttles={
-            "$connect": apigwv2.ThrottleSettings(
-                rate_limit=config.ws_connect_throttle_rate, burst_limit=config.ws_connect_throttle_burst
+    def _onboarding(self, storage: StorageStack, functions: StageFunctions) -> OnboardingWorkflow:
+        """The Express workflow ``$connect`` starts: prepare the session, then greet the open connection."""
+        config = self._config
+        prepare = functions(
+            self, "OnboardingPrepare", "lambdas.ws.onboarding.handler", {"TABLE_NAME": storage.table.table_name}
+        ).function
+        self._deliver = functions(self, "OnboardingDeliver", "lambdas.ws.onboarding.deliver").function
+        storage.sessions.grant_read_write_data(prepare)
+        return OnboardingWorkflow(
+            self,
+            "Onboarding",
+            prepare_function=prepare,
+            deliver_function=self._deliver,
+            options=WorkflowOptions(
+                encryption_key=storage.key,
+                log_retention=log_retention(config.log_retention_days),
+                include_execution_data=config.log_execution_data,
+                retry=APP_RETRY,
             ),
-            SEND_MESSAGE: apigwv2.ThrottleSettings(
-                rate_limit=config.ws_message_throttle_rate, burst_limit=config.ws_message_throttle_burst
+        )
+
+    def _message_function(
+        self, storage: StorageStack, functions: StageFunctions, session_env: dict[str, str]
+    ) -> lambda_.Function:
+        """The message path: the customer's turn, the model's reply, streamed back to the connection."""
+        config = self._config
+        # Reserved concurrency both guarantees the chat its share and caps it: a burst of messages
+        # (each a model call) cannot take the account's concurrency from every other function.
+        message = functions(
+            self,
+            MESSAGE_FUNCTION,
+            "lambdas.ws.message.handler",
+            session_env,
+            reserved_concurrent_executions=config.message_reserved_concurrency,
+        ).function
+        storage.sessions.grant_read_write_data(message)
+        if config.bedrock_model_id is not None:
+            grant_invoke_model(
+                message, config.bedrock_model_id, streaming=True, guardrail_id=config.bedrock_guardrail_id
+            )
+        return message
+
+    def _api(
+        self, authorizer: lambda_.IFunction, connect: lambda_.IFunction, default: lambda_.IFunction
+    ) -> SecureWebSocketApi:
+        config = self._config
+        return SecureWebSocketApi(
+            self,
+            "Default",
+            stage_name=config.name,
+            description=f"MangaAssist {config.name}: customer chat",
+            authorizer_handler=authorizer,
+            connect_handler=connect,
+            disconnect_handler=self.disconnect_function,
+            default_handler=default,
+            routes={SEND_MESSAGE: self.message_function},
+            throttle_rate_limit=config.api_throttle_rate,
+            throttle_burst_limit=config.api_throttle_burst,
+            route_throttles={
+                "$connect": apigwv2.ThrottleSettings(
+                    rate_limit=config.ws_connect_throttle_rate, burst_limit=config.ws_connect_throttle_burst
+                ),
+                SEND_MESSAGE: apigwv2.ThrottleSettings(
+                    rate_limit=config.ws_message_throttle_rate, burst_limit=config.ws_message_throttle_burst
+                ),
+            },
+            access_log_group_props=logs.LogGroupProps(
+                retention=log_retention(config.log_retention_days),
+                encryption_key=self._log_key,
+                removal_policy=RemovalPolicy.DESTROY,
             ),
-        },
-        access_log_group_props=logs.LogGroupProps(
-            retention=retention, encryption_key=storage.key, removal_policy=RemovalPolicy.DESTROY
-        ),
-    )
-    for poster in (message, deliver):
-        chat_api.grant_manage_connections(poster)
+        )
 
-    notifier = _customer_notifier(chat_api, storage, events, session_env, function)
-    agent_function.add_environment("WEBSOCKET_ENDPOINT", chat_api.management_endpoint)
-    chat_api.grant_manage_connections(agent_function)
-    return WebSocketParts(
-        chat_api=chat_api,
-        onboarding_workflow=onboarding,
-        message_function=message,
-        customer_notifier=notifier,
-        disconnect_function=disconnect,
-    )
-
-
-def _customer_notifier(
-    chat_api: SecureWebSocketApi,
-    storage: StorageStack,
-    events: EventsStack,
-    session_env: dict[str, str],
-    function: FunctionFactory,
-) -> lambda_.Function:
-    """The consumer of the events stack's customer notification queue: the chat, else e-mail, else the transcript."""
-    notifier = function(
-        "CustomerNotifier",
-        "lambdas.events.customer_notifier.handler",
-        {**session_env, **events.notice_mail.environment, "WEBSOCKET_ENDPOINT": chat_api.management_endpoint},
-    )
-    storage.sessions.grant_read_write_data(notifier)
-    events.notice_mail.grant_send(notifier)
-    chat_api.grant_manage_connections(notifier)
-    notifier.add_event_source(
-        lambda_events.SqsEventSource(events.customer_notification_queue, batch_size=10, report_batch_item_failures=True)
-    )
-    return notifier
+    def _customer_notifier(
+        self, storage: StorageStack, events: EventsStack, session_env: dict[str, str], functions: StageFunctions
+    ) -> lambda_.Function:
+        """The customer notification queue's consumer: the chat, else e-mail, else the transcript."""
+        notifier = functions(
+            self,
+            "CustomerNotifier",
+            "lambdas.events.customer_notifier.handler",
+            {
+                **session_env,
+                **events.notice_mail.environment,
+                "WEBSOCKET_ENDPOINT": self.chat_api.management_endpoint,
+            },
+        ).function
+        storage.sessions.grant_read_write_data(notifier)
+        events.notice_mail.grant_send(notifier)
+        self.chat_api.grant_manage_connections(notifier)
+        notifier.add_event_source(
+            lambda_events.SqsEventSource(
+                events.customer_notification_queue, batch_size=10, report_batch_item_failures=True
+            )
+        )
+        return notifier

@@ -2,7 +2,8 @@
 
 from stacks.workflows.cleanup import CleanupWorkflow
 from stacks.workflows.export import ExportWorkflow
-from stacks.workflows.handoff import HandoffFunctions, HandoffWorkflow
+from stacks.workflows.handoff import HandoffWorkflow
+from stacks.workflows.handoff_functions import HandoffFunctions
 from stacks.workflows.onboarding import OnboardingWorkflow
 from stacks.workflows.options import APP_RETRY, app_workflow_options
 

@@ -130,13 +130,49 @@ class CleanupWorkflow(Construct):
         )
         plan_task.add_catch(failed, errors=["States.ALL"], result_path="$.error")
 
-        first_page = self._sweep_shard(
+        sweep, sum_shards = self._sweep(
             table,
             _IndexShape(index_name, shard_attribute, eligible_since_attribute, session_id_attribute),
             worker=worker,
             tally=tally,
             page_size=page_size,
+            failed=failed,
         )
+        all_clean = self._all_clean()
+
+        one_session = self._one_session(worker, tally, failed)
+        one_session.next(all_clean)
+        route = sfn.Choice(self, "OneSession")
+        route.when(sfn.Condition.is_present("$.session_id"), one_session.start_state).otherwise(sweep)
+        sweep.next(sum_shards).next(all_clean)
+
+        definition = sfn.Chain.start(plan_task).next(route)
+        self.workflow: WorkflowStateMachine = WorkflowStateMachine(
+            self,
+            "Resource",
+            definition=definition,
+            options=options.with_timeout(options.timeout or Duration.hours(1)),
+            comment="Session cleanup: archive and delete the items of sessions past the grace period",
+        )
+        self.state_machine: sfn.StateMachine = self.workflow.state_machine
+        # Direct DynamoDB reads of a table encrypted with a customer key need kms:Decrypt on it.
+        if table.encryption_key is not None:
+            table.encryption_key.grant_decrypt(self.state_machine)
+        self.workflow.acknowledge_invokes([plan, worker, tally])
+        self._acknowledge_child_executions()
+
+    def _sweep(
+        self,
+        table: dynamodb.ITable,
+        shape: _IndexShape,
+        *,
+        worker: lambda_.IFunction,
+        tally: lambda_.IFunction,
+        page_size: int,
+        failed: sfn.Fail,
+    ) -> tuple[sfn.DistributedMap, sfn.TaskStateBase]:
+        """SweepShards (every shard, one at a time, each a child execution) and SumShards (the totals)."""
+        first_page = self._sweep_shard(table, shape, worker=worker, tally=tally, page_size=page_size)
 
         sweep = sfn.DistributedMap(
             self,
@@ -161,6 +197,10 @@ class CleanupWorkflow(Construct):
             "$.totals",
         )
         sum_shards.add_catch(failed, errors=["States.ALL"], result_path="$.error")
+        return sweep, sum_shards
+
+    def _all_clean(self) -> sfn.Choice:
+        """AllSessionsCleaned: CleanupComplete with the totals, or CleanupIncomplete naming how many failed."""
         all_clean = sfn.Choice(self, "AllSessionsCleaned")
         complete = sfn.Pass(self, "CleanupComplete", output_path="$.totals")
         incomplete = sfn.Fail(
@@ -173,27 +213,7 @@ class CleanupWorkflow(Construct):
             ),
         )
         all_clean.when(sfn.Condition.number_greater_than("$.totals.sessions_failed", 0), incomplete).otherwise(complete)
-
-        one_session = self._one_session(worker, tally, failed)
-        one_session.next(all_clean)
-        route = sfn.Choice(self, "OneSession")
-        route.when(sfn.Condition.is_present("$.session_id"), one_session.start_state).otherwise(sweep)
-        sweep.next(sum_shards).next(all_clean)
-
-        definition = sfn.Chain.start(plan_task).next(route)
-        self.workflow: WorkflowStateMachine = WorkflowStateMachine(
-            self,
-            "Resource",
-            definition=definition,
-            options=options.with_timeout(options.timeout or Duration.hours(1)),
-            comment="Session cleanup: archive and delete the items of sessions past the grace period",
-        )
-        self.state_machine: sfn.StateMachine = self.workflow.state_machine
-        # Direct DynamoDB reads of a table encrypted with a customer key need kms:Decrypt on it.
-        if table.encryption_key is not None:
-            table.encryption_key.grant_decrypt(self.state_machine)
-        self.workflow.acknowledge_invokes([plan, worker, tally])
-        self._acknowledge_child_executions()
+        return all_clean
 
     def _acknowledge_child_executions(self) -> None:
         """The Distributed Maps' own grant: describe and stop the child executions of this state machine."""
@@ -310,6 +330,27 @@ class CleanupWorkflow(Construct):
         first_page = query("QueryFirstPage", {})
         next_page = query("QueryNextPage", {"ExclusiveStartKey": sfn.JsonPath.object_at("$.page.LastEvaluatedKey")})
 
+        clean_page = self._clean_page(worker, shape)
+
+        tally_page = self._invoke(
+            "TallyPage",
+            tally,
+            sfn.TaskInput.from_object(
+                {"results": sfn.JsonPath.list_at("$.results"), "totals": sfn.JsonPath.object_at("$.totals")}
+            ),
+            "$.totals",
+        )
+        more_pages = sfn.Choice(self, "MorePages")
+        shard_swept = sfn.Pass(self, "ShardSwept", output_path="$.totals")
+        first_page.next(clean_page)
+        next_page.next(clean_page)
+        clean_page.next(tally_page).next(more_pages)
+        more_pages.when(sfn.Condition.is_present("$.page.LastEvaluatedKey"), next_page).otherwise(shard_swept)
+        return first_page
+
+    def _clean_page(self, worker: lambda_.IFunction, shape: _IndexShape) -> sfn.DistributedMap:
+        """CleanPage: every session of a page, MaxConcurrency at a time, each a child execution; a failed
+        session is counted (SessionCleanupFailed), not raised."""
         clean_session = self._retry.apply(
             tasks.LambdaInvoke(
                 self,
@@ -348,22 +389,7 @@ class CleanupWorkflow(Construct):
             result_path="$.results",
         )
         clean_page.item_processor(clean_session)
-
-        tally_page = self._invoke(
-            "TallyPage",
-            tally,
-            sfn.TaskInput.from_object(
-                {"results": sfn.JsonPath.list_at("$.results"), "totals": sfn.JsonPath.object_at("$.totals")}
-            ),
-            "$.totals",
-        )
-        more_pages = sfn.Choice(self, "MorePages")
-        shard_swept = sfn.Pass(self, "ShardSwept", output_path="$.totals")
-        first_page.next(clean_page)
-        next_page.next(clean_page)
-        clean_page.next(tally_page).next(more_pages)
-        more_pages.when(sfn.Condition.is_present("$.page.LastEvaluatedKey"), next_page).otherwise(shard_swept)
-        return first_page
+        return clean_page
 
     def grant_start_execution(self, grantee: iam.IGrantable) -> iam.Grant:
         """Let a principal start a cleanup (the admin API, a schedule, a rule)."""

@@ -85,10 +85,7 @@ class ExportWorkflow(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         errors = PropErrors(self)
-        errors.check(
-            existing_topic is None or topic_props is None,
-            "give existing_topic or topic_props, not both (topic_props shapes a new topic)",
-        )
+        errors.check_exclusive(existing_topic=existing_topic, topic_props=topic_props)
         errors.check_range("max_polls", max_polls, 1, 1000)
         errors.check(
             bool(prefix) and not prefix.startswith("/") and not prefix.endswith("/"),
@@ -131,34 +128,9 @@ class ExportWorkflow(Construct):
         max_polls: int,
     ) -> sfn.Chain:
         """StartExport -> WaitForExport -> DescribeExport -> CountPoll -> ExportFinished? (see the module docstring)."""
-        retry, prefix = self._retry, self.prefix
+        retry = self._retry
         errored = sfn.Fail(self, "ExportErrored", error="ExportErrored", cause="An export step failed; see the logs.")
-        export_prefix = sfn.JsonPath.format(f"{prefix}/{{}}", sfn.JsonPath.string_at("$$.Execution.Name"))
-        start = retry.apply(
-            tasks.CallAwsService(
-                self,
-                "StartExport",
-                service="dynamodb",
-                action="exportTableToPointInTime",
-                iam_action="dynamodb:ExportTableToPointInTime",
-                iam_resources=[table.table_arn],
-                parameters={
-                    "TableArn": table.table_arn,
-                    "S3Bucket": bucket.bucket_name,
-                    "S3Prefix": export_prefix,
-                    "S3SseAlgorithm": "KMS",
-                    "S3SseKmsKeyId": encryption_key.key_arn,
-                    "ExportFormat": "DYNAMODB_JSON",
-                    "ClientToken": sfn.JsonPath.hash(sfn.JsonPath.string_at("$$.Execution.Id"), "MD5"),
-                },
-                result_selector={
-                    "arn": sfn.JsonPath.string_at("$.ExportDescription.ExportArn"),
-                    "status": sfn.JsonPath.string_at("$.ExportDescription.ExportStatus"),
-                    "polls": 0,
-                },
-                result_path="$.export",
-            )
-        )
+        start = self._start(table, bucket, encryption_key)
         start.add_catch(errored, errors=["States.ALL"], result_path="$.error")
         wait = sfn.Wait(self, "WaitForExport", time=sfn.WaitTime.duration(poll_interval))
         describe = retry.apply(
@@ -185,7 +157,60 @@ class ExportWorkflow(Construct):
             result_path="$.export",
         )
         finished = sfn.Choice(self, "ExportFinished")
-        notify = retry.apply(
+        notify = self._notify_completed()
+        notify.add_catch(errored, errors=["States.ALL"], result_path="$.error")
+        complete = sfn.Succeed(self, "ExportComplete")
+        failed = sfn.Fail(
+            self,
+            "ExportFailed",
+            error="ExportFailed",
+            cause_path=sfn.JsonPath.json_to_string(sfn.JsonPath.object_at("$.described.ExportDescription")),
+        )
+        timed_out = sfn.Fail(
+            self,
+            "ExportTimedOut",
+            error="ExportTimedOut",
+            cause=f"The export did not finish within {max_polls} polls.",
+        )
+        finished.when(sfn.Condition.string_equals("$.export.status", "COMPLETED"), notify.next(complete))
+        finished.when(sfn.Condition.string_equals("$.export.status", "FAILED"), failed)
+        finished.when(sfn.Condition.number_greater_than_equals("$.export.polls", max_polls), timed_out)
+        finished.otherwise(wait)
+        wait.next(describe).next(count).next(finished)
+        return sfn.Chain.start(start).next(wait)
+
+    def _start(self, table: dynamodb.ITable, bucket: s3.IBucket, encryption_key: kms.IKey) -> sfn.TaskStateBase:
+        """StartExport: the point-in-time export into ``<prefix>/<execution name>/``, SSE-KMS (direct SDK call)."""
+        export_prefix = sfn.JsonPath.format(f"{self.prefix}/{{}}", sfn.JsonPath.string_at("$$.Execution.Name"))
+        return self._retry.apply(
+            tasks.CallAwsService(
+                self,
+                "StartExport",
+                service="dynamodb",
+                action="exportTableToPointInTime",
+                iam_action="dynamodb:ExportTableToPointInTime",
+                iam_resources=[table.table_arn],
+                parameters={
+                    "TableArn": table.table_arn,
+                    "S3Bucket": bucket.bucket_name,
+                    "S3Prefix": export_prefix,
+                    "S3SseAlgorithm": "KMS",
+                    "S3SseKmsKeyId": encryption_key.key_arn,
+                    "ExportFormat": "DYNAMODB_JSON",
+                    "ClientToken": sfn.JsonPath.hash(sfn.JsonPath.string_at("$$.Execution.Id"), "MD5"),
+                },
+                result_selector={
+                    "arn": sfn.JsonPath.string_at("$.ExportDescription.ExportArn"),
+                    "status": sfn.JsonPath.string_at("$.ExportDescription.ExportStatus"),
+                    "polls": 0,
+                },
+                result_path="$.export",
+            )
+        )
+
+    def _notify_completed(self) -> sfn.TaskStateBase:
+        """NotifyRequester: the export's S3 location, to the requester's topic."""
+        return self._retry.apply(
             tasks.SnsPublish(
                 self,
                 "NotifyRequester",
@@ -212,26 +237,6 @@ class ExportWorkflow(Construct):
                 result_path=sfn.JsonPath.DISCARD,
             )
         )
-        notify.add_catch(errored, errors=["States.ALL"], result_path="$.error")
-        complete = sfn.Succeed(self, "ExportComplete")
-        failed = sfn.Fail(
-            self,
-            "ExportFailed",
-            error="ExportFailed",
-            cause_path=sfn.JsonPath.json_to_string(sfn.JsonPath.object_at("$.described.ExportDescription")),
-        )
-        timed_out = sfn.Fail(
-            self,
-            "ExportTimedOut",
-            error="ExportTimedOut",
-            cause=f"The export did not finish within {max_polls} polls.",
-        )
-        finished.when(sfn.Condition.string_equals("$.export.status", "COMPLETED"), notify.next(complete))
-        finished.when(sfn.Condition.string_equals("$.export.status", "FAILED"), failed)
-        finished.when(sfn.Condition.number_greater_than_equals("$.export.polls", max_polls), timed_out)
-        finished.otherwise(wait)
-        wait.next(describe).next(count).next(finished)
-        return sfn.Chain.start(start).next(wait)
 
     def _with_approval(self, approval: sfn.IChainable | None, export_chain: sfn.Chain) -> sfn.IChainable:
         """The export behind the approval gate, when there is one."""

@@ -74,56 +74,21 @@ from constructs import Construct
 from constructs_lib.nag_findings import acknowledge_policy
 from constructs_lib.secure_queue import SecureQueue
 from constructs_lib.validation import PropErrors
-from constructs_lib.workflow_defaults import RetryPolicy, WorkflowOptions, WorkflowStateMachine
-from lambdas.events import messages
+from constructs_lib.workflow_defaults import RetryPolicy, WorkflowOptions, WorkflowStateMachine, callback_input
+from contracts import messages
+from contracts.workflows import CONDITIONAL_CHECK_FAILED, NO_MANAGER_TOOK_OVER, REASSIGNMENT_LIMIT_REACHED
+from stacks.workflows.handoff_functions import HandoffFunctions
 
-#: Error names the Lambdas raise on purpose (their exception class names).
-CONDITIONAL_CHECK_FAILED = "ConditionalCheckFailed"
-NO_MANAGER_TOOK_OVER = "NoManagerTookOver"
-REASSIGNMENT_LIMIT_REACHED = "ReassignmentLimitReached"
 _TIMEOUTS = ["States.Timeout", "States.HeartbeatTimeout"]
-
-
-@dataclass(frozen=True)
-class HandoffFunctions:
-    """The application's Lambdas behind the workflow's decision steps.
-
-    Each receives a JSON object and returns one (``payload_response_only``):
-
-    * ``check_agent_availability``: ``{session_id, handoff_id, reason, priority}`` ->
-      ``{available: bool, agent_id?: str}``; must reserve the agent it returns.
-    * ``escalate_to_manager``: same input -> ``{available: bool, agent_id?}``; marks the handoff
-      escalated and must reserve the manager it returns.
-    * ``update_handoff``: ``{session_id, handoff_id, execution_arn, agent_id, reason, priority}``;
-      moves the session into handoff in one transaction or raises ``ConditionalCheckFailed``.
-    * ``transfer_context``: ``{session_id, handoff_id, agent_id, reason}`` -> anything.
-    * ``await_reply``: ``{session_id, handoff_id, task_token, waiting_for?}``; stores the token where
-      the agent's first message (``reply``, MonitorHandoff) or a manager's accept (``agent``,
-      WaitForManager) finds it (invoked with ``.waitForTaskToken``).
-    * ``reassign_agent``: the whole state -> ``{count: int, closed: bool}``; ``closed`` when the
-      handoff was closed meanwhile (the execution then succeeds); raises ``ReassignmentLimitReached``.
-    * ``handoff_failed``: the whole state -> ``{reason: str}``; releases and restores.
-    """
-
-    check_agent_availability: lambda_.IFunction
-    escalate_to_manager: lambda_.IFunction
-    update_handoff: lambda_.IFunction
-    transfer_context: lambda_.IFunction
-    await_reply: lambda_.IFunction
-    reassign_agent: lambda_.IFunction
-    handoff_failed: lambda_.IFunction
-
-    def all(self) -> list[lambda_.IFunction]:
-        """Every function, in the order of the fields."""
-        return [
-            self.check_agent_availability,
-            self.escalate_to_manager,
-            self.update_handoff,
-            self.transfer_context,
-            self.await_reply,
-            self.reassign_agent,
-            self.handoff_failed,
-        ]
+#: What every step gets about the handoff: where each field is read from (the handoff id is the
+#: execution name).
+_REQUEST = {
+    "session_id": "$.session_id",
+    "handoff_id": "$$.Execution.Name",
+    "reason": "$.reason",
+    "priority": "$.priority",
+}
+_AGENT_ID = "$.agent.agent_id"
 
 
 def _notice_id(event_type: str) -> str:
@@ -204,10 +169,8 @@ class HandoffWorkflow(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         errors = PropErrors(self)
-        errors.check(
-            existing_assignment_queue is None or assignment_queue_props is None,
-            "give existing_assignment_queue or assignment_queue_props, not both "
-            "(assignment_queue_props shapes a new queue; drop it to use your own)",
+        errors.check_exclusive(
+            existing_assignment_queue=existing_assignment_queue, assignment_queue_props=assignment_queue_props
         )
         errors.check(bool(session_key), "session_key must name the key attributes of the session record (given none)")
         agent_wait = agent_wait or Duration.minutes(5)
@@ -238,13 +201,8 @@ class HandoffWorkflow(Construct):
             self.assignment_queue = queue.queue
             self.dead_letter_queue = queue.dead_letter_queue
 
-        self._request = {
-            "session_id": sfn.JsonPath.string_at("$.session_id"),
-            "handoff_id": sfn.JsonPath.string_at("$$.Execution.Name"),
-            "reason": sfn.JsonPath.string_at("$.reason"),
-            "priority": sfn.JsonPath.string_at("$.priority"),
-        }
-        self._agent_id = sfn.JsonPath.string_at("$.agent.agent_id")
+        self._request = {name: sfn.JsonPath.string_at(path) for name, path in _REQUEST.items()}
+        self._agent_id = sfn.JsonPath.string_at(_AGENT_ID)
         failed = self._failure_path()
         check_agent = self._find_agent(failed, agent_wait, manager_wait)
         hand_over = self._hand_over(failed, check_agent, idle_timeout)
@@ -384,12 +342,8 @@ class HandoffWorkflow(Construct):
             "WaitForAgent",
             queue=self.assignment_queue,
             integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
-            message_body=sfn.TaskInput.from_object(
-                {
-                    **self._request,
-                    "execution_arn": sfn.JsonPath.string_at("$$.Execution.Id"),
-                    "task_token": sfn.JsonPath.task_token,
-                }
+            message_body=callback_input(
+                {**_REQUEST, "execution_arn": "$$.Execution.Id", "task_token": sfn.JsonPath.task_token}
             ),
             task_timeout=sfn.Timeout.duration(agent_wait),
             result_path="$.agent",
@@ -411,9 +365,7 @@ class HandoffWorkflow(Construct):
             "WaitForManager",
             lambda_function=self._functions.await_reply,
             integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
-            payload=sfn.TaskInput.from_object(
-                {**self._request, "waiting_for": "agent", "task_token": sfn.JsonPath.task_token}
-            ),
+            payload=callback_input({**_REQUEST, "waiting_for": "agent", "task_token": sfn.JsonPath.task_token}),
             retry_on_service_exceptions=False,
             task_timeout=sfn.Timeout.duration(manager_wait),
             result_path="$.agent",
@@ -545,9 +497,7 @@ class HandoffWorkflow(Construct):
             "MonitorHandoff",
             lambda_function=self._functions.await_reply,
             integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
-            payload=sfn.TaskInput.from_object(
-                {**self._request, "agent_id": self._agent_id, "task_token": sfn.JsonPath.task_token}
-            ),
+            payload=callback_input({**_REQUEST, "agent_id": _AGENT_ID, "task_token": sfn.JsonPath.task_token}),
             retry_on_service_exceptions=False,
             task_timeout=sfn.Timeout.duration(idle_timeout),
             result_path="$.first_reply",
@@ -622,6 +572,10 @@ class HandoffWorkflow(Construct):
 
     def grant_start_execution(self, grantee: iam.IGrantable) -> iam.Grant:
         return self.workflow.grant_start_execution(grantee)
+
+    def grant_task_failure(self, grantee: iam.IGrantable) -> iam.Grant:
+        """Let a principal fail a waiting task (``$disconnect``, when the customer leaves before an agent took over)."""
+        return self.state_machine.grant(grantee, "states:SendTaskFailure")
 
     def grant_consume_assignments(self, grantee: iam.IGrantable) -> iam.Grant:
         """Let a principal receive and delete agent-assignment messages."""

@@ -15,9 +15,7 @@ from constructs import Construct
 
 from constructs_lib.validation import PropErrors
 from constructs_lib.workflow_defaults import RetryPolicy, WorkflowOptions, WorkflowStateMachine
-
-#: Raised by the deliver function while the connection cannot take frames yet.
-CONNECTION_NOT_READY = "ConnectionNotReady"
+from contracts.workflows import CONNECTION_NOT_READY
 
 
 class OnboardingWorkflow(Construct):
@@ -120,28 +118,7 @@ class OnboardingWorkflow(Construct):
             "stage": sfn.JsonPath.string_at("$.stage"),
         }
 
-        prepare = tasks.LambdaInvoke(
-            self,
-            "Prepare",
-            lambda_function=prepare_function,
-            payload=sfn.TaskInput.from_object(
-                {
-                    "step": "onboard",
-                    **connection,
-                    "customer_id": sfn.JsonPath.string_at("$.customer_id"),
-                    # The whole input too: optional fields (the customer's e-mail) need no default here.
-                    "request": sfn.JsonPath.object_at("$$.Execution.Input"),
-                    "session_id": sfn.JsonPath.string_at("$.session_id"),
-                }
-            ),
-            result_selector={
-                "session_id": sfn.JsonPath.string_at("$.Payload.session_id"),
-                "frame": sfn.JsonPath.object_at("$.Payload.frame"),
-            },
-            result_path="$.onboarding",
-            retry_on_service_exceptions=False,
-        )
-        self._retry.apply(prepare)
+        prepare = self._prepare(prepare_function, connection)
 
         deliver = self._deliver(
             "DeliverFrame",
@@ -196,6 +173,32 @@ class OnboardingWorkflow(Construct):
         abandon.next(abandoned)
         definition = prepare.next(deliver).next(sfn.Succeed(self, "Onboarded"))
         return definition
+
+    def _prepare(self, prepare_function: lambda_.IFunction, connection: dict[str, str]) -> tasks.LambdaInvoke:
+        """Prepare: the session and connection record; its result holds the welcome frame."""
+        prepare = tasks.LambdaInvoke(
+            self,
+            "Prepare",
+            lambda_function=prepare_function,
+            payload=sfn.TaskInput.from_object(
+                {
+                    "step": "onboard",
+                    **connection,
+                    "customer_id": sfn.JsonPath.string_at("$.customer_id"),
+                    # The whole input too: optional fields (the customer's e-mail) need no default here.
+                    "request": sfn.JsonPath.object_at("$$.Execution.Input"),
+                    "session_id": sfn.JsonPath.string_at("$.session_id"),
+                }
+            ),
+            result_selector={
+                "session_id": sfn.JsonPath.string_at("$.Payload.session_id"),
+                "frame": sfn.JsonPath.object_at("$.Payload.frame"),
+            },
+            result_path="$.onboarding",
+            retry_on_service_exceptions=False,
+        )
+        self._retry.apply(prepare)
+        return prepare
 
     def _deliver(
         self,

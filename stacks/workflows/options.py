@@ -7,11 +7,8 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 
 from constructs_lib.workflow_defaults import TRANSIENT_ERRORS, RetryPolicy, WorkflowOptions
+from contracts.workflows import BATCH_WRITE_INCOMPLETE
 from stacks.config import StageConfig
-
-#: Raised by the app's handlers when the store's own bounded retries of a batch write gave up:
-#: transient like a throttle, so the Task retries it too.
-BATCH_WRITE_INCOMPLETE = "BatchWriteIncomplete"
 
 #: The retry of every Task of the app's workflows: the library's transient errors and ours.
 APP_RETRY = RetryPolicy(errors=(*TRANSIENT_ERRORS, BATCH_WRITE_INCOMPLETE))

@@ -45,6 +45,7 @@ from lambdas.shared.retry import DEFAULT_ATTEMPTS as POLICY_ATTEMPTS
 from lambdas.shared.settings import settings
 from local.story.base import token_subject
 from local.story.chat import Chat, open_chat, sign_in, store_of, summary_items
+from local.story.stage import story_config
 
 pytestmark = pytest.mark.slow
 
@@ -63,7 +64,9 @@ ANSWERED_OR_NOT = (THROTTLE, CONNECT_TIMEOUT)
 @pytest.fixture(scope="module")
 def faulted(synthesized: SynthesizedStage) -> Iterator[tuple[EmbeddedStage, FaultLayer]]:
     layer = FaultLayer()
-    with embedded_stage(synthesized.assembly_dir) as stage, layer.installed():
+    # The stage's clock stands still: no workflow timer (an agent's wait, the idle limit) fires
+    # because the machine is slow; a test that wants time to pass moves the clock itself.
+    with embedded_stage(synthesized.assembly_dir) as stage, layer.installed(), stage.clock.frozen():
         yield stage, layer
 
 
@@ -809,8 +812,9 @@ def test_send_task_failure_down_still_ends_the_handoff_when_the_customer_leaves(
     # Then the table says the customer left (the connection record too), after exactly botocore's attempts
     expect_the_customer_left(stage, handed)
     assert layer.count("sfn", "SendTaskFailure", caller=DISCONNECT) == aws.STANDARD_ATTEMPTS
-    # And the workflow is not left waiting: its wait times out, finds the handoff over and ends failed
+    # And the workflow is not left waiting: once its wait times out, it finds the handoff over and ends failed
     layer.clear()
+    stage.clock.advance(story_config().handoff_agent_wait_seconds + 1)
     assert stage.wait_execution(handed.execution_arn, timeout=60)["status"] == "FAILED"
 
 

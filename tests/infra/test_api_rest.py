@@ -86,7 +86,7 @@ def test_every_route_of_the_access_table_exists_and_nothing_else(any_stage: Synt
 
 
 def test_protected_routes_use_the_token_authorizer_public_ones_none(any_stage: SynthesizedStage) -> None:
-    authorizer = _logical_id(any_stage, "AWS::ApiGateway::Authorizer", "JwtAuthorizer")
+    authorizer = _logical_id(any_stage, "AWS::ApiGateway::Authorizer", "RestApiJwtAuthorizer")
     for (method, path), props in _methods(any_stage).items():
         if method == "OPTIONS" or access.route(method, path).public:
             assert props["AuthorizationType"] == "NONE", (method, path)
@@ -202,7 +202,7 @@ def test_direct_start_execution_integration(any_stage: SynthesizedStage, route: 
     # Given the AWS integration calling states:StartExecution with its own role, no passthrough
     assert integration["Type"] == "AWS"
     assert "states:action/StartExecution" in json.dumps(integration["Uri"])
-    role = _logical_id(any_stage, "AWS::IAM::Role", f"{construct_id}Role")
+    role = _logical_id(any_stage, "AWS::IAM::Role", f"RestApi{construct_id}Role")
     assert integration["Credentials"] == {"Fn::GetAtt": [role, "Arn"]}
     assert integration["PassthroughBehavior"] == "NEVER"
     # Then its template is the construct's, for this workflow's ARN, with the caller identity fields
@@ -239,7 +239,7 @@ def test_handoff_template_is_the_construct_template(any_stage: SynthesizedStage)
 
 @pytest.mark.parametrize("construct_id", ["StartHandoff", "StartCleanup", "StartExport"])
 def test_integration_role_may_only_start_its_workflow(any_stage: SynthesizedStage, construct_id: str) -> None:
-    role = _logical_id(any_stage, "AWS::IAM::Role", f"{construct_id}Role")
+    role = _logical_id(any_stage, "AWS::IAM::Role", f"RestApi{construct_id}Role")
     trust = _resources(any_stage, "AWS::IAM::Role")[role]["Properties"]["AssumeRolePolicyDocument"]["Statement"]
     assert [s["Principal"] for s in trust] == [{"Service": "apigateway.amazonaws.com"}]
     policies = [
@@ -257,7 +257,7 @@ def test_integration_role_may_only_start_its_workflow(any_stage: SynthesizedStag
 
 
 def test_session_lambda_may_only_describe_executions_of_the_three_workflows(any_stage: SynthesizedStage) -> None:
-    role = _logical_id(any_stage, "AWS::IAM::Role", "SessionApiServiceRole")
+    role = _logical_id(any_stage, "AWS::IAM::Role", "RestApiSessionApiServiceRole")
     statements = [
         s
         for p in _resources(any_stage, "AWS::IAM::Policy").values()

@@ -97,8 +97,14 @@ def test_grant_of_other_methods_on_request() -> None:
     chat.grant_manage_connections(_functions(stack)("Closer"), "POST", "DELETE")
     text = str(Template.from_stack(stack).to_json())
     assert "/test/DELETE/@connections/*" in text
-    with pytest.raises(ValueError, match="methods must be POST, GET or DELETE"):
-        chat.grant_manage_connections(_functions(stack)("Bad"), "PATCH")
+
+
+def test_fails_on_a_grant_of_a_method_the_management_api_has_not() -> None:
+    stack = Stack(App(), "Methods")
+    chat = _chat(stack)
+    chat.grant_manage_connections(_functions(stack)("Bad"), "PATCH")
+    with pytest.raises(RuntimeError, match=r"\[Methods/\w+\] methods must be POST, GET or DELETE \(given 'PATCH'\)"):
+        Template.from_stack(stack)
 
 
 def test_nag_clean_with_the_grant(tmp_path: Path) -> None:

@@ -248,7 +248,7 @@ def _stack() -> tuple[App, Stack, dynamodb.Table]:
 
 
 def _gate(stack: Stack, table: dynamodb.ITable, **props: Any) -> HumanApprovalGate:
-    options: dict[str, Any] = {"table": table, "link_base_url": "https://api.example/prod"}
+    options: dict[str, Any] = {"existing_table": table, "link_base_url": "https://api.example/prod"}
     options.update(props)
     return HumanApprovalGate(stack, "Approval", **options)
 
@@ -265,7 +265,7 @@ def test_fails_with_both_an_existing_topic_and_an_email() -> None:
     _gate(stack, table, existing_topic=sns.Topic(stack, "T"), reviewer_email="a@b.cd").on_rejected(
         sfn.Fail(stack, "No")
     )
-    assert "[Gate/Approval] give either existing_topic or reviewer_email" in _synth_error(app)
+    assert "[Gate/Approval] give existing_topic or reviewer_email, not both" in _synth_error(app)
 
 
 @pytest.mark.parametrize(
@@ -296,18 +296,33 @@ def test_fails_to_synthesize_without_a_rejection_path() -> None:
 
 
 def test_fails_when_the_rejection_path_is_attached_twice() -> None:
-    _, stack, table = _stack()
+    app, stack, table = _stack()
     gate = _gate(stack, table).on_rejected(sfn.Fail(stack, "No"))
-    with pytest.raises(ValueError, match="attached already"):
-        gate.on_rejected(sfn.Fail(stack, "Again"))
+    gate.on_rejected(sfn.Fail(stack, "Again"))
+    sfn.StateMachine(stack, "Machine", definition_body=sfn.DefinitionBody.from_chainable(gate))
+
+    assert "[Gate/Approval] on_rejected was called twice: the rejection path is attached already" in _synth_error(app)
 
 
 def test_fails_to_grant_decide_without_a_state_machine() -> None:
-    _, stack, table = _stack()
-    gate = _gate(stack, table)
+    app, stack, table = _stack()
+    gate = _gate(stack, table).on_rejected(sfn.Fail(stack, "No"))
     role = iam.Role(stack, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
-    with pytest.raises(ValueError, match=r"pass it, or call gate.bind\(state_machine\) first"):
-        gate.grant_decide(role)
+    gate.grant_decide(role)
+
+    assert re.search(r"\[Gate/Approval\] grant_decide needs the state machine .*gate.bind", _synth_error(app))
+
+
+def test_grant_decide_returns_its_grant() -> None:
+    _, stack, table = _stack()
+    gate = _gate(stack, table).on_rejected(sfn.Fail(stack, "No"))
+    machine = sfn.StateMachine(stack, "Machine", definition_body=sfn.DefinitionBody.from_chainable(gate))
+    role = iam.Role(stack, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
+
+    grant = gate.grant_decide(role, machine)
+
+    assert isinstance(grant, iam.Grant)
+    assert grant.success
 
 
 def test_defaults_a_new_key_topic_and_secret_and_a_week_long_wait() -> None:
@@ -345,7 +360,7 @@ def test_an_existing_topic_and_secret_are_used_as_given() -> None:
     _, stack, table = _stack()
     topic = sns.Topic(stack, "Mine")
     secret = secretsmanager.Secret(stack, "MySecret")
-    gate = _gate(stack, table, existing_topic=topic, signing_secret=secret).on_rejected(sfn.Fail(stack, "No"))
+    gate = _gate(stack, table, existing_topic=topic, existing_signing_secret=secret).on_rejected(sfn.Fail(stack, "No"))
 
     assert gate.topic is topic
     assert gate.signing_secret is secret

@@ -56,11 +56,11 @@ def test_the_alarms_the_issue_lists_exist(any_stage: SynthesizedStage) -> None:
         "Orchestration-HandoffExecutionsTimedOut",
         "Orchestration-CleanupExecutionsFailed",
         "Orchestration-ExportExecutionsFailed",
-        "Api-OnboardingDefaultExecutionsFailed",
+        "Api-ChatApiOnboardingDefaultExecutionsFailed",
         "Api-RestApiServerErrorRate",  # API 5xx rate and p99 latency
         "Api-RestApiLatencyP99",
         "Api-WebSocketIntegrationErrors",
-        "Api-WsMessageThrottles",  # Lambda throttles
+        "Api-ChatApiWsMessageThrottles",  # Lambda throttles
         "Events-AnalyticsDeliveryStreamDeliveryFailures",  # Firehose delivery failures
         "Storage-SessionsTableThrottledRequests",  # DynamoDB throttled requests
         "Api-ResponderBedrockFailures",  # Bedrock errors in the responder

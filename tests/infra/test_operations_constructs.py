@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from aws_cdk import App, Stack
 from aws_cdk import aws_apigateway as apigw
+from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
@@ -103,13 +104,16 @@ def test_dashboard_shows_the_alarms_and_the_rows(template: Template) -> None:
     assert "## Functions" in rendered
 
 
+_METRIC = cloudwatch.Metric(namespace="Probe", metric_name="Count")
+
+
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda a: a.alarm("Bad-Id", metric=None, threshold=0, description="d", runbook="r"), "PascalCase"),
-        (lambda a: a.alarm("NoRunbook", metric=None, threshold=0, description="d", runbook=" "), "runbook line"),
+        (lambda a: a.alarm("Bad-Id", metric=_METRIC, threshold=0, description="d", runbook="r"), "PascalCase"),
+        (lambda a: a.alarm("NoRunbook", metric=_METRIC, threshold=0, description="d", runbook=" "), "runbook line"),
         (
-            lambda a: a.watch_rest_api(None, "Api", error_rate=5),
+            lambda a: a.watch_rest_api(apigw.RestApi.from_rest_api_id(a, "Api", "abc123"), "Api", error_rate=5),
             r"error_rate must be a fraction in \(0, 1\) \(given 5\)",
         ),
     ],
@@ -117,8 +121,9 @@ def test_dashboard_shows_the_alarms_and_the_rows(template: Template) -> None:
 def test_fails_on_bad_alarm_props(call: Any, message: str) -> None:
     stack = Stack(App(), "Bad")
     alarms = ServiceAlarms(stack, "Alarms", topic=sns.Topic(stack, "T"), prefix="X")
-    with pytest.raises(ValueError, match=message):
-        call(alarms)
+    call(alarms)
+    with pytest.raises(RuntimeError, match=r"\[Bad/Alarms\] .*" + message):
+        Template.from_stack(stack)
 
 
 def test_fails_on_a_bad_prefix_or_row() -> None:
@@ -126,6 +131,8 @@ def test_fails_on_a_bad_prefix_or_row() -> None:
     ServiceAlarms(stack, "Alarms", topic=sns.Topic(stack, "T"), prefix="a b")
     with pytest.raises(RuntimeError, match=r"\[Bad/Alarms\] prefix must be letters, digits and dashes \(given 'a b'\)"):
         Template.from_stack(stack)
-    board = OpsDashboard(Stack(App(), "Board"), "Board")
-    with pytest.raises(ValueError, match=r"a row holds 1..4 graphs \(given 0 for 'Empty'\)"):
-        board.add_row("Empty", [])
+    board_stack = Stack(App(), "Board")
+    board = OpsDashboard(board_stack, "Board")
+    board.add_row("Empty", [])
+    with pytest.raises(RuntimeError, match=r"\[Board/Board\] a row holds 1..4 graphs \(given 0 for 'Empty'\)"):
+        Template.from_stack(board_stack)

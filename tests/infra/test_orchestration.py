@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aws_cdk import Duration
+from aws_cdk import App, Duration, Stack
 from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk.assertions import Match
 
@@ -337,10 +337,16 @@ def test_fails_on_both_existing_topic_and_topic_props() -> None:
 
 
 def test_fails_on_a_retry_policy_without_errors() -> None:
-    with pytest.raises(ValueError, match="at least one error"):
-        RetryPolicy(errors=())
+    # Given a policy that retries nothing, applied to a task
+    app = App()
+    stack = Stack(app, "T")
+    RetryPolicy(errors=()).apply(sfn.Pass(stack, "Step"))  # type: ignore[arg-type]
+
+    # Then the synthesis fails with the task's path and the fix
+    with pytest.raises(RuntimeError, match=r"\[T/Step\] retry errors must name at least one error"):
+        app.synth()
     assert RetryPolicy().interval.to_seconds() == Duration.seconds(1).to_seconds()
-    assert sfn.JitterType.FULL  # the policy's jitter
+    assert RetryPolicy().problems() == []
 
 
 def _fn(stack: Any, name: str) -> Any:
@@ -363,7 +369,7 @@ def test_fails_on_both_existing_assignment_queue_and_its_props() -> None:
     from aws_cdk import aws_sqs as sqs
     from aws_cdk import aws_stepfunctions_tasks as tasks
 
-    from stacks.workflows.handoff import HandoffFunctions, HandoffWorkflow
+    from stacks.workflows import HandoffFunctions, HandoffWorkflow
 
     app = App()
     stack = Stack(app, "H")
@@ -427,7 +433,9 @@ def test_session_ended_schedules_that_sessions_cleanup_through_its_own_group_and
     template = any_stage.template("Orchestration")
     resources = any_stage.templates["Orchestration"]["Resources"]
     (rule,) = [
-        r for lid, r in resources.items() if lid.startswith("SessionEndedRule") and r["Type"] == "AWS::Events::Rule"
+        r
+        for lid, r in resources.items()
+        if lid.startswith("CleanupTriggersSessionEnded") and r["Type"] == "AWS::Events::Rule"
     ]
     (target,) = rule["Properties"]["Targets"]
     scheduler_fn = target["Arn"]["Fn::GetAtt"][0]

@@ -84,7 +84,9 @@ def test_a_table_of_the_app_lends_its_key_names() -> None:
         partition_key=dynamodb.Attribute(name="pk", type=dynamodb.AttributeType.STRING),
         sort_key=dynamodb.Attribute(name="sk", type=dynamodb.AttributeType.STRING),
     )
-    _machine(stack, HumanApprovalGate(stack, "Approval", table=table, link_base_url=LINKS, sort_key_value="REVIEW"))
+    _machine(
+        stack, HumanApprovalGate(stack, "Approval", existing_table=table, link_base_url=LINKS, sort_key_value="REVIEW")
+    )
 
     variables = _variables(Template.from_stack(stack), "gate_runtime.decide.handler")
     assert (variables["REVIEW_PARTITION_KEY"], variables["REVIEW_SORT_KEY"]) == ("pk", "sk")
@@ -94,7 +96,7 @@ def test_a_table_of_the_app_lends_its_key_names() -> None:
 def test_an_imported_table_takes_its_key_names_as_props() -> None:
     _, stack = _stack()
     table = dynamodb.Table.from_table_name(stack, "Imported", "orders")
-    gate = HumanApprovalGate(stack, "Approval", table=table, partition_key="id", link_base_url=LINKS)
+    gate = HumanApprovalGate(stack, "Approval", existing_table=table, partition_key="id", link_base_url=LINKS)
     _machine(stack, gate)
 
     variables = _variables(Template.from_stack(stack), "gate_runtime.request.handler")
@@ -105,7 +107,7 @@ def test_an_imported_table_takes_its_key_names_as_props() -> None:
 def test_fails_for_an_imported_table_without_its_partition_key() -> None:
     app, stack = _stack()
     table = dynamodb.Table.from_table_name(stack, "Imported", "orders")
-    _machine(stack, HumanApprovalGate(stack, "Approval", table=table, link_base_url=LINKS))
+    _machine(stack, HumanApprovalGate(stack, "Approval", existing_table=table, link_base_url=LINKS))
 
     assert "[Gate/Approval] partition_key is required for an imported table" in _synth_error(app)
 
@@ -115,7 +117,7 @@ def test_fails_when_the_key_names_given_differ_from_the_tables() -> None:
     table = dynamodb.Table(
         stack, "Table", partition_key=dynamodb.Attribute(name="PK", type=dynamodb.AttributeType.STRING)
     )
-    _machine(stack, HumanApprovalGate(stack, "Approval", table=table, partition_key="id", link_base_url=LINKS))
+    _machine(stack, HumanApprovalGate(stack, "Approval", existing_table=table, partition_key="id", link_base_url=LINKS))
 
     assert "[Gate/Approval] partition_key must be the table's partition key 'PK' (given 'id')" in _synth_error(app)
 

@@ -38,4 +38,4 @@ def test_fails_with_every_message_prefixed_by_the_construct_path() -> None:
 
     message = str(raised.value)
     assert "[Stack/Bad] size must be 1..40 (given 0)" in message
-    assert "[Stack/Bad] give only one of existing, props (given existing, props)" in message
+    assert "[Stack/Bad] give existing or props, not both (given existing, props)" in message

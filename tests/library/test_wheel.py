@@ -78,7 +78,7 @@ FOREIGN_APP = textwrap.dedent(
     topic.add_queue_subscriber("Warehouse", filter_policy={"kind": parcels})
     SecureEventBus(stack, "Bus", encryption_key=key)
 
-    gate = HumanApprovalGate(stack, "Refund", table=table.table, link_base_url="https://api.example.org/v1")
+    gate = HumanApprovalGate(stack, "Refund", existing_table=table.table, link_base_url="https://api.example.org/v1")
     gate.on_rejected(sfn.Fail(stack, "RefundDeclined"))
     pay = sfn.Pass(stack, "PayOut")
     workflow = WorkflowStateMachine(
@@ -149,6 +149,7 @@ def test_the_wheel_holds_the_library_and_the_gate_runtime_and_nothing_of_the_app
     text = zipfile.ZipFile(wheel).read(metadata).decode()
     assert "Requires-Dist: aws-cdk-lib" in text
     assert "Requires-Dist: constructs" in text
+    assert "Author-email: MangaAssist Dev <dev@mangaassist.example>" in text
     assert "cdk-nag" not in text
 
 

@@ -227,6 +227,13 @@ def test_a_hostile_path_parameter_is_a_4xx(
     assert _client_error(invoke(module, method, resource, hostile, role=role, body=body))
 
 
+def test_a_path_parameter_ending_in_a_newline_is_a_400_not_the_listing(invoke: Callable[..., int]) -> None:
+    # "$" of the resolver's route regexes matches before a final newline: "/admin/agents/\n" would
+    # be routed to the listing of agents, though API Gateway chose the item route
+    status = invoke(admin_agents, "GET", "/admin/agents/{agent_id}", {"agent_id": "\n"}, role="admin")
+    assert status == 400
+
+
 @pytest.mark.parametrize(
     ("resource", "params"),
     [("/sessions/{id}/turns", {"id": SESSION}), ("/customers/{id}/sessions", {"id": "alice"})],

@@ -46,7 +46,7 @@ def _machine(stack: Stack, name: str, table: dynamodb.ITable, timeout: int) -> N
     gate = HumanApprovalGate(
         stack,
         name,
-        table=table,
+        existing_table=table,
         link_base_url=LINK_BASE_URL,
         reviewer_email="reviewer@example.com",
         timeout=Duration.seconds(timeout),
@@ -378,7 +378,7 @@ def export_template() -> dict[str, Any]:
     gate = HumanApprovalGate(
         stack,
         "ExportApproval",
-        table=table,
+        existing_table=table,
         link_base_url=LINK_BASE_URL,
         encryption_key=key,
         timeout=Duration.seconds(SLOW_TIMEOUT),

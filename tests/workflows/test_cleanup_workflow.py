@@ -406,7 +406,7 @@ def test_an_ended_session_gets_one_self_deleting_schedule_at_its_grace_end(
     session_id = _session(deployed, ended_ago=10)
     cleanup_at = store.sessions.get_session(session_id).cleanup_at  # type: ignore[union-attr]
     config = boto3.client("lambda", region_name=REGION).get_function_configuration(
-        FunctionName=deployed.function("CleanupScheduler")
+        FunctionName=deployed.function("CleanupTriggersCleanupScheduler")
     )
     for name, value in config["Environment"]["Variables"].items():
         monkeypatch.setenv(name, value)

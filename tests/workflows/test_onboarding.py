@@ -57,7 +57,7 @@ def _synthesized() -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     machines = [
         res["Properties"]
         for lid, res in template["Resources"].items()
-        if res["Type"] == "AWS::StepFunctions::StateMachine" and lid.startswith("Onboarding")
+        if res["Type"] == "AWS::StepFunctions::StateMachine" and lid.startswith("ChatApiOnboarding")
     ]
     assert len(machines) == 1
     functions = {

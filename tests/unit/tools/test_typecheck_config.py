@@ -29,9 +29,10 @@ def _imported_cdk_modules() -> dict[str, str]:
                 names: list[str] = []
                 if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "aws_cdk":
                     names.append(node.module)
-                    # `from aws_cdk import aws_s3 as s3` imports the submodule aws_cdk.aws_s3
+                    # `from aws_cdk import aws_s3 as s3` (or `pipelines`) imports that submodule;
+                    # classes such as `Stack` are capitalized
                     if node.module == "aws_cdk":
-                        names += [f"aws_cdk.{a.name}" for a in node.names if a.name.startswith("aws_")]
+                        names += [f"aws_cdk.{a.name}" for a in node.names if a.name[:1].islower()]
                 elif isinstance(node, ast.Import):
                     names += [a.name for a in node.names if a.name.split(".")[0] == "aws_cdk"]
                 for name in names:

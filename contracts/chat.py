@@ -1,0 +1,11 @@
+"""The WebSocket chat's custom route keys (the ``action`` of a client frame).
+
+The API stack creates one route per key; ``lambdas.ws.frames`` parses frames by the same names.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+SEND_MESSAGE: Final = "sendMessage"
+ACTIONS: Final = (SEND_MESSAGE,)

@@ -1,0 +1,38 @@
+"""The error names the workflows catch and retry, and the errors the Lambdas raise with those names.
+
+Step Functions names a Lambda's error by its exception class, so the classes a Task's Lambda
+raises on purpose are defined here and the name each state matches is the class's own name: the
+workflow (``stacks/workflows``) and the handler (``lambdas``) cannot spell it differently.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+
+class ConditionalCheckFailed(Exception):
+    """The handoff transaction's condition failed: the session is not (or no longer) active."""
+
+
+class ReassignmentLimitReached(Exception):
+    """The agent was idle and the handoff was reassigned MAX_REASSIGNMENTS times already."""
+
+
+class ConnectionNotReady(Exception):
+    """The connection cannot take frames yet (or anymore); the onboarding workflow retries, bounded."""
+
+
+#: The handoff workflow's UpdateDynamoDB step found the session no longer active (HandoffFailed).
+CONDITIONAL_CHECK_FAILED: Final = ConditionalCheckFailed.__name__
+#: The handoff workflow's ReassignAgent step: the reassignment bound is reached (HandoffFailed).
+REASSIGNMENT_LIMIT_REACHED: Final = ReassignmentLimitReached.__name__
+#: The onboarding workflow's DeliverFrame step retries this, then abandons the connection.
+CONNECTION_NOT_READY: Final = ConnectionNotReady.__name__
+#: The handoff workflow's own error (a Pass state) when no manager took an escalated handoff in time.
+NO_MANAGER_TOOK_OVER: Final = "NoManagerTookOver"
+#: The error ``$disconnect`` fails a waiting handoff's task with when its customer leaves.
+CUSTOMER_LEFT: Final = "CustomerLeft"
+#: Raised by the store when its own bounded retries of a batch write gave up
+#: (``lambdas.shared.errors.BatchWriteIncomplete``): transient like a throttle, so every Task of
+#: the app's workflows retries it too.
+BATCH_WRITE_INCOMPLETE: Final = "BatchWriteIncomplete"
