@@ -26,7 +26,7 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 export AWS_EC2_METADATA_DISABLED := true
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help install synth synth-all synth-pipeline deploy-pipeline test lint typecheck unit browser cfn-lint checkov bench demo load local mint-token preflight deploy diff destroy smoke redrive openapi clean
+.PHONY: help install synth synth-all synth-pipeline deploy-pipeline test lint typecheck unit browser cfn-lint checkov mutation bench demo load local mint-token preflight deploy diff destroy smoke redrive openapi clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -110,6 +110,19 @@ checkov: synth-all $(CHECKOV_VENV)/.installed ## checkov over every template of 
 
 test: install ## Every check: lint, types, tests, cdk-nag, cfn-lint and checkov over dev, prod and the delivery stage
 	$(MAKE) --no-print-directory lint typecheck unit cfn-lint checkov
+
+# Not part of `make test`. Three steps: mutants and mutmut's stats (every selected test once; only the few
+# mutants of access.route are tried), each function's tests narrowed to its own module's
+# (tools/mutation_tests.py), then every mutant. Results stay in mutants/ (`mutmut results`,
+# `mutmut show NAME`); a second run only tries the mutants whose code or tests changed.
+MUTMUT := $(VENV)/bin/mutmut
+mutation: install ## Mutation testing (mutmut) of lambdas/shared/store, lambdas/api and lambdas/shared/tokens.py; prints the score and the survivors
+	$(MUTMUT) run --max-children 2 'lambdas.api.access.x_route__mutmut_*'
+	$(PY) -m tools.mutation_tests
+	$(MUTMUT) run --max-children 2
+	$(MUTMUT) export-cicd-stats
+	$(PY) -m tools.mutation_report
+	@echo "Survivors (mutmut show NAME for the diff):"; $(MUTMUT) results
 
 bench: install ## Benchmarks; writes docs/performance.md
 	@$(PY) -m bench

@@ -46,7 +46,7 @@ def handle_message(
     clock: Callable[[], float],
 ) -> str:
     """The message path of before, for a frame that parsed; returns the outcome."""
-    connection = store.get_connection(connection_id)
+    connection = store.connections.get_connection(connection_id)
     if connection is None or connection.customer_id != customer_id:
         send(error_frame("session_not_ready", "not ready"))
         return "not_ready"
@@ -58,20 +58,20 @@ def handle_message(
         if retry_after:
             send(rate_limited_frame(retry_after))
             return "rate_limited"
-    session = store.get_session(connection.session_id)
+    session = store.sessions.get_session(connection.session_id)
     if session is None or session.status not in TURN_ACCEPTING:
         send(error_frame("session_closed", "closed"))
         return "session_closed"
-    user_turn = store.add_turn(session.session_id, Role.USER, text)
+    user_turn = store.turns.add_turn(session.session_id, Role.USER, text)
     if session.status == SessionStatus.HANDOFF:
         frame = ack_frame(
             session_id=session.session_id, turn_number=user_turn.turn_number, status="handoff", message=""
         )
         return "handoff" if send(frame) else "gone"
-    turns = store.list_turns(session.session_id, limit=context_turns).items
-    summary = store.latest_summary(session.session_id)
+    turns = store.turns.list_turns(session.session_id, limit=context_turns).items
+    summary = store.turns.latest_summary(session.session_id)
     reply = model.reply(turns, summary=summary)
-    reply_turn = store.add_turn(session.session_id, Role.ASSISTANT, reply)
+    reply_turn = store.turns.add_turn(session.session_id, Role.ASSISTANT, reply)
     frame = message_frame(
         role="assistant", session_id=session.session_id, turn_number=reply_turn.turn_number, text=reply
     )
@@ -88,8 +88,8 @@ def _take_token(store: DynamoSessionStore, clock: Callable[[], float], scope: st
         now = int(clock() * 1000)
         ttl = math.ceil((now + tolerance + interval) / 1000) + 60
         try:
-            store.client.update_item(
-                TableName=store.table_name,
+            store.table.client.update_item(
+                TableName=store.table.table_name,
                 Key=key,
                 UpdateExpression="SET #tat = #tat + :interval, #ttl = :ttl",
                 ConditionExpression="#tat BETWEEN :now AND :limit",
@@ -120,8 +120,8 @@ def _take_token(store: DynamoSessionStore, clock: Callable[[], float], scope: st
             condition = "#tat = :old"
             restart[":old"] = marshal(old_tat)
         try:
-            store.client.update_item(
-                TableName=store.table_name,
+            store.table.client.update_item(
+                TableName=store.table.table_name,
                 Key=key,
                 UpdateExpression="SET #tat = :tat, #ttl = :ttl",
                 ConditionExpression=condition,

@@ -32,13 +32,15 @@ def handle_message(
     context_turns: int,
 ) -> str:
     """Admit, store, reply in one piece, store the reply, post it; returns the outcome."""
-    gate = store.admit_message(connection_id, customer_id, per_connection=per_connection, per_customer=per_customer)
+    gate = store.chat.admit_message(
+        connection_id, customer_id, per_connection=per_connection, per_customer=per_customer
+    )
     if gate.connection is None or not gate.admission.admitted:
         return "refused"
-    accepted = store.accept_message(gate.connection.session_id, customer_id, text, context_turns=context_turns)
+    accepted = store.chat.accept_message(gate.connection.session_id, customer_id, text, context_turns=context_turns)
     if accepted.context is None:
         return "handoff"
     reply = model.reply(accepted.context.turns, summary=accepted.context.summary)
-    turn = store.add_turn(accepted.session.session_id, Role.ASSISTANT, reply)
+    turn = store.turns.add_turn(accepted.session.session_id, Role.ASSISTANT, reply)
     frame = message_frame(role="assistant", session_id=turn.session_id, turn_number=turn.turn_number, text=reply)
     return "replied" if send(frame) else "gone"

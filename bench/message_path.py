@@ -86,13 +86,15 @@ def _aws() -> Iterator[None]:
 
 
 def _chatting(store: DynamoSessionStore, customer_id: str, connection_id: str) -> str:
-    session_id = store.create_session(customer_id).session_id
+    session_id = store.sessions.create_session(customer_id).session_id
     for n in range(1, HISTORY + 1):
-        store.add_turn(session_id, "user" if n % 2 else "assistant", f"turn {n} about Frieren volume {n % 12 + 1}")
-    store.put_summary(
+        store.turns.add_turn(
+            session_id, "user" if n % 2 else "assistant", f"turn {n} about Frieren volume {n % 12 + 1}"
+        )
+    store.turns.put_summary(
         session_id, 1, summary_text="Alice asks about Frieren.", window_start=1, window_end=20, turn_count_at_summary=20
     )
-    store.put_connection(
+    store.connections.put_connection(
         connection_id, session_id=session_id, customer_id=customer_id, domain_name="bench", stage="dev"
     )
     return session_id

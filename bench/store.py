@@ -117,10 +117,10 @@ def _raw_item(client: Any, key: keys.Key) -> dict[str, Any]:
 def bench_add_turn(client: Any, meter: Meter) -> dict[str, Any]:
     """Requests and write units per chat turn (add_turn), floor: 2 writes."""
     store = DynamoSessionStore(TABLE, client=client)
-    session_id = store.create_session("bench-customer", metadata={"source": "web"}).session_id
+    session_id = store.sessions.create_session("bench-customer", metadata={"source": "web"}).session_id
     meter.reset()
     for n in range(CHAT_TURNS):
-        store.add_turn(session_id, Role.USER if n % 2 == 0 else Role.ASSISTANT, MESSAGE)
+        store.turns.add_turn(session_id, Role.USER if n % 2 == 0 else Role.ASSISTANT, MESSAGE)
     by_operation = {op: count / CHAT_TURNS for op, count in sorted(meter.requests.items())}
     requests = sum(meter.requests.values())
     reported = meter.reported_units
@@ -163,14 +163,14 @@ def _seed_turns(client: Any, session_id: str, count: int) -> None:
 def bench_delete_session(client: Any, meter: Meter) -> dict[str, Any]:
     """Requests to delete a session of 10,000 turns; floor: ceil(N/25) BatchWriteItem + pages."""
     store = DynamoSessionStore(TABLE, client=client)
-    session_id = store.create_session("bench-customer").session_id
+    session_id = store.sessions.create_session("bench-customer").session_id
     _seed_turns(client, session_id, DELETE_TURNS)
     partition_bytes = item_size(_raw_item(client, keys.turn_key(session_id, 1))) * DELETE_TURNS
     query_floor = max(1, math.ceil(partition_bytes / PAGE_BYTES))
     batch_floor = math.ceil(DELETE_TURNS / BATCH_SIZE)
     meter.reset()
     started = time.perf_counter()
-    deleted = store.delete_session_items(session_id)
+    deleted = store.sessions.delete_session_items(session_id)
     elapsed = time.perf_counter() - started
     assert deleted == DELETE_TURNS, deleted
     return {

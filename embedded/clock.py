@@ -60,9 +60,9 @@ class Clock:
     @contextmanager
     def installed(self) -> Iterator[None]:
         """Make ``time.time()`` (and stores defaulting to it) read this clock inside the block."""
-        from lambdas.shared.store import DynamoSessionStore
+        from lambdas.shared.store import TableCore
 
-        init = DynamoSessionStore.__init__
+        init = TableCore.__init__
         kwdefaults = dict(init.__kwdefaults__ or {})
         patched = {**kwdefaults, "clock": self}
         with mock.patch("time.time", self), mock.patch.object(init, "__kwdefaults__", patched):

@@ -2,8 +2,8 @@
 
 Usage::
 
-    with RoundTrips(store.client, latency=0.02) as trips:
-        store.accept_message(...)
+    with RoundTrips(store.table.client, latency=0.02) as trips:
+        store.chat.accept_message(...)
     trips.operations()    # ["UpdateItem", "PutItem", "Query", "Query"]
     trips.sequential()    # 2: the UpdateItem, then the other three at once
 

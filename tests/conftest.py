@@ -1,8 +1,11 @@
-"""Settings every test shares: no real AWS credentials, a fixed region, quiet jsii."""
+"""Settings and fixtures every test shares: no real AWS credentials, a fixed region, quiet jsii, moto, a clock."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -69,3 +72,27 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
             return _work_unit(nodeid)
 
     return WorkUnitScheduling(config, log)
+
+
+@pytest.fixture
+def clock() -> Any:
+    """A settable clock (``embedded.clock.FakeClock``); pass it as ``clock=`` and move it with ``advance``."""
+    from embedded.clock import FakeClock
+
+    return FakeClock()
+
+
+@pytest.fixture
+def dynamodb_requests() -> contextlib.AbstractContextManager[Any]:
+    """How moto's DynamoDB takes concurrent requests: as they come (a suite may make each atomic)."""
+    return contextlib.nullcontext()
+
+
+@pytest.fixture
+def ddb_client(dynamodb_requests: contextlib.AbstractContextManager[Any]) -> Iterator[Any]:
+    """A low-level DynamoDB client inside an active moto mock (fake credentials and region above)."""
+    import boto3  # imported by a test, never before the settings above
+    from moto import mock_aws
+
+    with mock_aws(), dynamodb_requests:
+        yield boto3.client("dynamodb", region_name="us-east-1")

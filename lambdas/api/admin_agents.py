@@ -74,7 +74,7 @@ def _agent_id(value: str) -> str:
 
 
 def _existing(agent_id: str) -> Agent:
-    agent = store().get_agent(agent_id)
+    agent = store().agents.get_agent(agent_id)
     if agent is None:
         raise AgentNotFound(agent_id)
     return agent
@@ -92,7 +92,7 @@ def app() -> APIGatewayRestResolver:
         body = validation.parse_body(resolver.current_event.body, validation.REGISTER_AGENT)
 
         def register() -> dict[str, Any]:
-            agent = store().register_agent(
+            agent = store().agents.register_agent(
                 str(body["agent_id"]),
                 name=str(body["display_name"]),
                 skills=tuple(body["skills"]),
@@ -110,7 +110,7 @@ def app() -> APIGatewayRestResolver:
     def list_route() -> Response:
         _admin(resolver, "GET", "/admin/agents")
         query = validation.parse_query(resolver.current_event.query_string_parameters, validation.AGENTS_QUERY)
-        page = store().list_agents(limit=query["limit"], cursor=query.get("cursor"), status=query.get("status"))
+        page = store().agents.list_agents(limit=query["limit"], cursor=query.get("cursor"), status=query.get("status"))
         return json_response(
             200, {"agents": [public_agent(agent) for agent in page.items], "next_cursor": page.next_cursor}
         )
@@ -127,7 +127,7 @@ def app() -> APIGatewayRestResolver:
         admin = _admin(resolver, "PATCH", "/admin/agents/{agent_id}")
         aid = _agent_id(agent_id)
         body = validation.parse_body(resolver.current_event.body, validation.UPDATE_AGENT)
-        agent = store().update_agent(
+        agent = store().agents.update_agent(
             aid,
             name=None if "display_name" not in body else str(body["display_name"]),
             skills=None if "skills" not in body else tuple(body["skills"]),
@@ -140,7 +140,7 @@ def app() -> APIGatewayRestResolver:
     @tracer.capture_method(capture_response=False)
     def retire_route(agent_id: str) -> Response:
         admin = _admin(resolver, "POST", "/admin/agents/{agent_id}/retire")
-        agent = store().retire_agent(_agent_id(agent_id))
+        agent = store().agents.retire_agent(_agent_id(agent_id))
         logger.info("agent retired", extra={"agent_id": agent.agent_id, "by": admin})
         return json_response(200, public_agent(agent))
 

@@ -72,6 +72,7 @@ from lambdas.shared.records import AgentStatus, Handoff, HandoffStatus, Role, Se
 from lambdas.shared.settings import store as store
 from lambdas.shared.store import WAITING_FOR_AGENT, WAITING_FOR_REPLY
 from lambdas.shared.tracing import tracer
+from lambdas.usecases.close_handoff import close_handoff
 from lambdas.ws import frames
 
 logger = Logger()
@@ -143,7 +144,7 @@ def _give_back(session_id: str, handoff: Handoff, token: str) -> None:
     while the handoff still has the status it had (an escalation that claimed meanwhile wins).
     """
     try:
-        restored = store().await_callback(
+        restored = store().handoffs.await_callback(
             session_id, handoff.handoff_id, WAITING_FOR_AGENT, token, while_status=handoff.status
         )
     except Exception:
@@ -154,15 +155,15 @@ def _give_back(session_id: str, handoff: Handoff, token: str) -> None:
 
 def accept(session_id: str, agent_id: str) -> dict[str, Any]:
     """Give the session's waiting handoff to ``agent_id``; raises Conflict/NotFound otherwise."""
-    handoff = store().current_handoff(session_id)
+    handoff = store().handoffs.current_handoff(session_id)
     if handoff is None:
         raise NotFound("handoff for session", session_id)
     escalated = handoff.status == HandoffStatus.ESCALATED
-    if handoff.status not in (HandoffStatus.QUEUED, HandoffStatus.ESCALATED) or store().waiting_for(
+    if handoff.status not in (HandoffStatus.QUEUED, HandoffStatus.ESCALATED) or store().handoffs.waiting_for(
         session_id, handoff.handoff_id
     ) != (WAITING_FOR_AGENT):
         raise Conflict(f"no handoff of session {session_id!r} is waiting for an agent")
-    agent = store().get_agent(agent_id)
+    agent = store().agents.get_agent(agent_id)
     if agent is None:
         raise AgentNotRegistered(agent_id)
     if agent.status == AgentStatus.RETIRED:
@@ -180,34 +181,34 @@ def accept(session_id: str, agent_id: str) -> dict[str, Any]:
             "it stays queued for an agent who has it"
         )
     try:
-        store().reserve_agent(agent_id, session_id)
+        store().agents.reserve_agent(agent_id, session_id)
     except AgentNotFound:
         raise AgentNotRegistered(agent_id) from None
     except AgentUnavailable:
         raise Conflict("you are not available (busy or offline); finish or release your current session") from None
     token: str | None = None
     try:
-        token = store().claim_callback(session_id, handoff.handoff_id, WAITING_FOR_AGENT)
+        token = store().handoffs.claim_callback(session_id, handoff.handoff_id, WAITING_FOR_AGENT)
         completed = token is not None and _complete(
             token, {"available": True, "agent_id": agent_id, "source": "accepted"}
         )
     except Exception:
-        store().release_agent(agent_id, session_id=session_id)  # never leave the agent reserved for nothing
+        store().agents.release_agent(agent_id, session_id=session_id)  # never leave the agent reserved for nothing
         if token is not None:
             _give_back(session_id, handoff, token)
         raise
     if not completed:
-        store().release_agent(agent_id, session_id=session_id)
+        store().agents.release_agent(agent_id, session_id=session_id)
         raise Conflict(f"the handoff of session {session_id!r} was taken or expired meanwhile")
     # no other console offers it any more
-    store().remove_inbox_item(keys.MANAGERS_INBOX if escalated else keys.WAITING_INBOX, handoff.handoff_id)
+    store().inbox.remove_inbox_item(keys.MANAGERS_INBOX if escalated else keys.WAITING_INBOX, handoff.handoff_id)
     logger.info("handoff accepted", extra={"session_id": session_id, "agent_id": agent_id})
     return {"session_id": session_id, "handoff_id": handoff.handoff_id, "agent_id": agent_id, "status": "accepted"}
 
 
 def _serving(session_id: str, agent_id: str) -> Handoff:
     """The session's current handoff if ``agent_id`` serves it; 403 otherwise."""
-    handoff = store().current_handoff(session_id)
+    handoff = store().handoffs.current_handoff(session_id)
     if handoff is None or handoff.agent_id != agent_id or handoff.status != HandoffStatus.ASSIGNED:
         raise Forbidden(NOT_THE_AGENT)
     return handoff
@@ -217,7 +218,7 @@ def _push(session: Session, frame: dict[str, Any]) -> bool:
     """Post ``frame`` to the session's live WebSocket connection; False when it has none."""
     if not session.connection_id:
         return False
-    connection = store().get_connection(session.connection_id)
+    connection = store().connections.get_connection(session.connection_id)
     if connection is None:
         return False
     try:
@@ -232,14 +233,14 @@ def _push(session: Session, frame: dict[str, Any]) -> bool:
 def send_message(session_id: str, agent_id: str, text: str) -> dict[str, Any]:
     """Store the agent's turn, push it to the customer, complete MonitorHandoff on the first reply."""
     handoff = _serving(session_id, agent_id)
-    session = store().get_session(session_id)
+    session = store().sessions.get_session(session_id)
     if session is None or session.status != SessionStatus.HANDOFF:
         raise Conflict(f"session {session_id!r} is not handed over to an agent")
-    turn = store().add_turn(session_id, Role.AGENT, text)
+    turn = store().turns.add_turn(session_id, Role.AGENT, text)
     # The same frame the chat sends for every stored reply, with the agent as its author.
     frame = frames.message_frame(role=str(Role.AGENT), session_id=session_id, turn_number=turn.turn_number, text=text)
     delivered = _push(session, frame)
-    token = store().claim_callback(session_id, handoff.handoff_id, WAITING_FOR_REPLY)
+    token = store().handoffs.claim_callback(session_id, handoff.handoff_id, WAITING_FOR_REPLY)
     if token is not None:
         try:
             _complete(token, {"agent_id": agent_id, "turn_number": turn.turn_number})
@@ -249,7 +250,7 @@ def send_message(session_id: str, agent_id: str, text: str) -> dict[str, Any]:
             # the workflow; until then the handoff's idle timer runs as if the agent had not replied.
             logger.exception("MonitorHandoff not told of the reply", extra={"session_id": session_id})
             try:
-                store().await_callback(
+                store().handoffs.await_callback(
                     session_id, handoff.handoff_id, WAITING_FOR_REPLY, token, while_status=HandoffStatus.ASSIGNED
                 )
             except (ClientError, BotoCoreError):
@@ -264,24 +265,25 @@ _OUTCOMES: Final = {"resume": SessionStatus.ACTIVE, "end": SessionStatus.DISCONN
 def close(session_id: str, caller: str, role: str, body: dict[str, Any]) -> dict[str, Any]:
     """Close the session's handoff: completed, agent released, session active again or ended.
 
-    The agent of the handoff or an admin. One conditional transaction (the store's
-    ``close_handoff``); a second close is 409 and changes nothing. MonitorHandoff's token, when
-    the agent never replied, is completed so that the execution finishes now.
+    The agent of the handoff or an admin. One conditional transaction (the ``close_handoff`` use
+    case); a second close is 409 and changes nothing. MonitorHandoff's token, when the agent never
+    replied, is completed so that the execution finishes now.
     """
-    handoff = store().current_handoff(session_id)
+    handoff = store().handoffs.current_handoff(session_id)
     if handoff is None:
         raise NotFound("handoff for session", session_id)
     if role != ADMIN_ROLE and handoff.agent_id != caller:
         raise Forbidden(NOT_THE_AGENT)
     outcome = str(body["outcome"])
-    closed = store().close_handoff(
+    closed = close_handoff(
+        store(),
         session_id,
         handoff.handoff_id,
         closed_by=caller,
         resolution=str(body["resolution"]),
         outcome=_OUTCOMES[outcome],
     )
-    token = store().claim_callback(session_id, handoff.handoff_id, WAITING_FOR_REPLY)
+    token = store().handoffs.claim_callback(session_id, handoff.handoff_id, WAITING_FOR_REPLY)
     if token is not None:
         try:
             _complete(token, {"agent_id": handoff.agent_id, "closed": True, "outcome": outcome})
@@ -327,7 +329,7 @@ def app() -> APIGatewayRestResolver:
         agent_id = _agent_id(resolver)
         body = validation.parse_body(resolver.current_event.body, validation.PRESENCE_REQUEST)
         try:
-            agent = store().set_presence(agent_id, str(body["status"]))
+            agent = store().agents.set_presence(agent_id, str(body["status"]))
         except AgentNotFound:
             raise AgentNotRegistered(agent_id) from None
         after = str(body["status"]) if agent.status == AgentStatus.BUSY else str(agent.status)
@@ -338,7 +340,7 @@ def app() -> APIGatewayRestResolver:
     def inbox_route() -> Response:
         agent_id = _agent_id(resolver)
         query = validation.parse_query(resolver.current_event.query_string_parameters, inbox.INBOX_QUERY)
-        agent = store().get_agent(agent_id)
+        agent = store().agents.get_agent(agent_id)
         if agent is None:
             raise Forbidden(NOT_THE_AGENT)
         return json_response(200, inbox.read_inbox(agent, limit=query["limit"], cursor=query.get("cursor")))

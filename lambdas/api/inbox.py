@@ -45,7 +45,7 @@ def reads_managers_inbox(agent: Agent) -> bool:
 def read_inbox(agent: Agent, *, limit: int, cursor: str | None) -> dict[str, Any]:
     """One page of ``agent``'s inbox as the route answers it."""
     managers = reads_managers_inbox(agent)
-    page = store().list_inbox(agent.agent_id, managers=managers, limit=limit, cursor=cursor)
+    page = store().inbox.list_inbox(agent.agent_id, managers=managers, limit=limit, cursor=cursor)
     return {
         "agent_id": agent.agent_id,
         "inboxes": ["own", "waiting", *(["managers"] if managers else [])],

@@ -95,7 +95,7 @@ def _can_read(caller: Caller, session: Session) -> bool:
         return session.customer_id == caller.sub
     if caller.role == access.AGENT:
         # Only while serving it: access ends with the handoff (closed, failed, re-queued).
-        handoff = store().current_handoff(session.session_id)
+        handoff = store().handoffs.current_handoff(session.session_id)
         return handoff is not None and handoff.agent_id == caller.sub and handoff.status == HandoffStatus.ASSIGNED
     return False
 
@@ -106,10 +106,10 @@ def _can_change(caller: Caller, session: Session) -> bool:
 
 def _visible_session(caller: Caller, session_id: str, *, change: bool = False) -> Session:
     """The session if the caller may see (or change) it; NotFound otherwise, whichever the cause."""
-    session = store().get_session(session_id)
+    session = store().sessions.get_session(session_id)
     allowed = session is not None and (_can_change(caller, session) if change else _can_read(caller, session))
     ended = session is not None and not allowed and caller.role == access.AGENT
-    if ended and store().served_before(session_id, caller.sub):
+    if ended and store().handoffs.served_before(session_id, caller.sub):
         raise Forbidden("your handoff of this session has ended; only its current agent may read it")
     if session is None or not allowed:
         raise NotFound("session", session_id)
@@ -132,7 +132,9 @@ def _register(resolver: APIGatewayRestResolver) -> None:
         email = caller.email if caller.role == access.CUSTOMER else None
 
         def create() -> dict[str, Any]:
-            return public(store().create_session(body["customer_id"], metadata=body.get("metadata") or {}, email=email))
+            return public(
+                store().sessions.create_session(body["customer_id"], metadata=body.get("metadata") or {}, email=email)
+            )
 
         # A client that retries with its Idempotency-Key gets the session it created, not a second one.
         key = resolver.current_event.headers.get("Idempotency-Key")
@@ -152,7 +154,7 @@ def _register(resolver: APIGatewayRestResolver) -> None:
         sid = _session_id(resolver, session_id)
         query = validation.parse_query(resolver.current_event.query_string_parameters, validation.TURNS_QUERY)
         _visible_session(caller, sid)
-        page = store().list_turns(sid, limit=query["limit"], cursor=query.get("cursor"))
+        page = store().turns.list_turns(sid, limit=query["limit"], cursor=query.get("cursor"))
         return json_response(
             200,
             {"session_id": sid, "turns": [public(turn) for turn in page.items], "next_cursor": page.next_cursor},
@@ -163,7 +165,7 @@ def _register(resolver: APIGatewayRestResolver) -> None:
     def delete_session(session_id: str) -> Response:
         caller = _caller(resolver, "DELETE", "/sessions/{id}")
         session = _visible_session(caller, _session_id(resolver, session_id), change=True)
-        updated = store().update_status(session.session_id, SessionStatus.DELETED)
+        updated = store().sessions.update_status(session.session_id, SessionStatus.DELETED)
         return json_response(202, {"session_id": updated.session_id, "status": str(updated.status)})
 
     @resolver.get("/customers/<customer_id>/sessions")
@@ -176,7 +178,7 @@ def _register(resolver: APIGatewayRestResolver) -> None:
         )
         if caller.role != access.ADMIN and cid != caller.sub:
             raise NotFound("customer", cid)
-        page = store().list_customer_sessions(cid, limit=query["limit"], cursor=query.get("cursor"))
+        page = store().sessions.list_customer_sessions(cid, limit=query["limit"], cursor=query.get("cursor"))
         return json_response(
             200,
             {"customer_id": cid, "sessions": [public(s) for s in page.items], "next_cursor": page.next_cursor},

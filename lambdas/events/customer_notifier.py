@@ -106,16 +106,16 @@ def notify(
     notice = notice_for(message)
     if notice is None:
         return "skipped"
-    session = session_store.get_session(message.session_id)
+    session = session_store.sessions.get_session(message.session_id)
     if session is None:
         return "dropped"
     if session.connection_id:
-        connection = session_store.get_connection(session.connection_id)
+        connection = session_store.connections.get_connection(session.connection_id)
         if connection is not None:
             target = endpoint or connections.management_endpoint(connection.domain_name, connection.stage)
             if connections.post_to_connection(target, connection.connection_id, notice.frame):
                 return "delivered"
-        session_store.clear_connection(session.session_id, session.connection_id)
+        session_store.sessions.clear_connection(session.session_id, session.connection_id)
     if session.customer_email:
         outcome = (send or mail.send_mail)(session.customer_email, SUBJECT, notice.text)
         if outcome is mail.MailOutcome.SENT:
@@ -123,7 +123,7 @@ def notify(
         logger.info("notice not mailed", extra={"outcome": outcome.value, "session_id": session.session_id})
     if session.status not in TURN_ACCEPTING:
         return "dropped"
-    session_store.add_turn(session.session_id, Role.SYSTEM, notice.text)
+    session_store.turns.add_turn(session.session_id, Role.SYSTEM, notice.text)
     return "recorded"
 
 

@@ -40,7 +40,7 @@ def record_handler(record: SQSRecord) -> str:
         inbox = keys.WAITING_INBOX
     if inbox is None or message.handoff_id is None:
         raise InvalidMessage("a dashboard message needs handoff_id and agent_id (or event_type handoff_waiting)")
-    written = store().put_inbox_item(
+    written = store().inbox.put_inbox_item(
         inbox,
         session_id=message.session_id,
         handoff_id=message.handoff_id,

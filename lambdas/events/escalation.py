@@ -64,7 +64,7 @@ def record_handler(record: SQSRecord) -> str:
         raise InvalidMessage("an escalation message needs handoff_id")
     session_id, handoff_id = message.session_id, message.handoff_id
     reason, priority = message.reason or "unspecified", message.priority
-    written = store().put_inbox_item(
+    written = store().inbox.put_inbox_item(
         keys.MANAGERS_INBOX, session_id=session_id, handoff_id=handoff_id, reason=reason, priority=priority
     )
     if written is InboxWrite.STALE:
@@ -82,7 +82,7 @@ def record_handler(record: SQSRecord) -> str:
             },
         )
     except Exception:
-        store().remove_inbox_item(keys.MANAGERS_INBOX, handoff_id)  # so the retry pages again
+        store().inbox.remove_inbox_item(keys.MANAGERS_INBOX, handoff_id)  # so the retry pages again
         raise
     logger.info("managers paged", extra={"session_id": session_id, "handoff_id": handoff_id})
     return "paged"

@@ -141,6 +141,6 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     cfg = settings()
     session_id, turn_number = parse_trigger(event)
     logger.append_keys(session_id=session_id, turn_number=turn_number)
-    outcome = summarise(store(), session_id, turn_number, interval=cfg.summary_interval, generate=_generator(cfg))
+    outcome = summarise(store().turns, session_id, turn_number, interval=cfg.summary_interval, generate=_generator(cfg))
     logger.info("summary", extra={"status": outcome.status, "summary_number": outcome.summary_number})
     return {"status": outcome.status, "summary_number": outcome.summary_number, "reason": outcome.reason}

@@ -117,7 +117,7 @@ def _partition(session_id: str) -> list[tuple[str, str]]:
     found: list[tuple[str, str]] = []
     cursor = None
     while True:
-        page = store().list_session_items(session_id, limit=500, cursor=cursor)
+        page = store().sessions.list_session_items(session_id, limit=500, cursor=cursor)
         found += [(str(record.to_item()[SORT_KEY]), _line(record)) for record in page.items]
         cursor = page.next_cursor
         if cursor is None:
@@ -191,7 +191,7 @@ def clean_session(session_id: str, *, eligible_before: int | None = None) -> dic
     ``eligible_before`` (epoch s): skip a session that became eligible for cleanup at or after
     it (a per-session run must not cut the grace period short).
     """
-    session: Session | None = store().get_session(session_id)
+    session: Session | None = store().sessions.get_session(session_id)
     if session is None:
         return {"session_id": session_id, "status": "not_found", "archived": False, "items_deleted": 0}
     if session.status == SessionStatus.ARCHIVED:
@@ -208,13 +208,13 @@ def clean_session(session_id: str, *, eligible_before: int | None = None) -> dic
         return {"session_id": session_id, "status": "within_grace", "archived": False, "items_deleted": 0}
     bucket, key = resource("ARCHIVE_BUCKET"), archive_key(session_id)
     verified, written = _archive(bucket, session_id)
-    deleted = store().delete_session_children(session_id, verified)
-    left = [r for r in store().list_session_items(session_id, limit=2).items if not isinstance(r, Session)]
+    deleted = store().sessions.delete_session_children(session_id, verified)
+    left = [r for r in store().sessions.list_session_items(session_id, limit=2).items if not isinstance(r, Session)]
     if left:  # a record arrived after the listing: the next run archives it in a later part
         logger.info("records arrived during cleanup", extra={"session_id": session_id, "deleted": deleted})
         return {"session_id": session_id, "status": "records_arrived", "archived": False, "items_deleted": deleted}
     try:
-        store().update_status(session_id, SessionStatus.ARCHIVED, archive_key=key)
+        store().sessions.update_status(session_id, SessionStatus.ARCHIVED, archive_key=key)
     except InvalidTransition as err:  # a concurrent run archived it first
         logger.info("session moved concurrently", extra={"session_id": session_id, "error": str(err)})
         return {"session_id": session_id, "status": "raced", "archived": False, "items_deleted": deleted}
@@ -262,7 +262,7 @@ def schedule_session_cleanup(session_id: str) -> dict[str, Any]:
     """
     if not keys.is_session_id(session_id):
         return {"session_id": session_id, "status": "invalid_session_id"}
-    session = store().get_session(session_id)
+    session = store().sessions.get_session(session_id)
     if session is None or session.cleanup_at is None:
         return {"session_id": session_id, "status": "not_waiting"}
     fire_at = max(

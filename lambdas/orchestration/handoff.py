@@ -7,7 +7,7 @@ Handlers (``lambdas.orchestration.handoff.<name>``) and what they get from the s
   write; a lost race tries the next candidate).
 * ``escalate``: same input; takes WaitForAgent's dead token (late accepts get 409), marks the
   handoff escalated (only from queued) and reserves a free manager: ``{available, agent_id?}``.
-* ``begin``: ``{..., agent_id, execution_arn}``; the handoff transaction (the store's ``begin_handoff``)
+* ``begin``: ``{..., agent_id, execution_arn}``; the handoff transaction (the ``assign_agent`` use case)
   or ``ConditionalCheckFailed`` when the session is no longer active.
 * ``await_reply``: ``{..., task_token, waiting_for?}``; MonitorHandoff's token (``reply``) or
   WaitForManager's (``agent``, only while escalated) onto the handoff record.
@@ -67,6 +67,7 @@ from lambdas.shared.settings import resource, settings
 from lambdas.shared.settings import store as store
 from lambdas.shared.store import WAITING_FOR_AGENT, WAITING_FOR_REPLY, HandoffConflict, SessionNotActive
 from lambdas.shared.tracing import tracer
+from lambdas.usecases import assign_agent
 
 logger = Logger()
 
@@ -86,11 +87,11 @@ def topic_arn() -> str:
 def _reserve_first(skill: str, session_id: str, *, managers_only: bool = False) -> str | None:
     """Reserve the longest-waiting matching agent; a lost race moves on to the next candidate."""
     for _ in range(MAX_RESERVE_CANDIDATES):
-        agent = store().find_available_agent(skill, managers_only=managers_only)
+        agent = store().agents.find_available_agent(skill, managers_only=managers_only)
         if agent is None:
             return None
         try:
-            store().reserve_agent(agent.agent_id, session_id)
+            store().agents.reserve_agent(agent.agent_id, session_id)
         except (AgentUnavailable, AgentNotFound):
             logger.info("agent taken concurrently, trying the next", extra={"agent_id": agent.agent_id})
             continue
@@ -117,11 +118,11 @@ def escalate(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     (WaitForManager), and the escalation branch pages the managers on the status change.
     """
     session_id, handoff_id = str(event["session_id"]), str(event["handoff_id"])
-    store().claim_callback(session_id, handoff_id, WAITING_FOR_AGENT)  # a late accept now gets 409
+    store().handoffs.claim_callback(session_id, handoff_id, WAITING_FOR_AGENT)  # a late accept now gets 409
     # Not found: the assignment consumer never stored it (its message in the DLQ); a free manager
     # may still take over, but nobody can be paged for a record that does not exist.
     with contextlib.suppress(HandoffNotFound):
-        store().update_handoff(
+        store().handoffs.update_handoff(
             session_id, handoff_id, status=HandoffStatus.ESCALATED, expected_status=HandoffStatus.QUEUED
         )
     agent_id = _reserve_first(str(event["reason"]), session_id, managers_only=True) or _reserve_first(
@@ -138,7 +139,8 @@ def escalate(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 @tracer.capture_lambda_handler(capture_response=False)
 def begin(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     try:
-        begun = store().begin_handoff(
+        begun = assign_agent.begin_handoff(
+            store(),
             str(event["session_id"]),
             handoff_id=str(event["handoff_id"]),
             agent_id=str(event["agent_id"]),
@@ -169,7 +171,9 @@ def await_reply(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]
     # A manager's wait is stored in the same conditional write that checks the handoff is still
     # escalated, so a customer who leaves between the check and the write cannot be missed.
     status = HandoffStatus.ESCALATED if waiting_for == WAITING_FOR_AGENT else None
-    if not store().await_callback(session_id, handoff_id, waiting_for, str(event["task_token"]), while_status=status):
+    if not store().handoffs.await_callback(
+        session_id, handoff_id, waiting_for, str(event["task_token"]), while_status=status
+    ):
         raise HandoffConflict(f"handoff {handoff_id!r} is no longer escalated; no manager can take it")
     return {"waiting_for": waiting_for}
 
@@ -179,8 +183,8 @@ def await_reply(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]
 def transfer_context(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """Publish the summary and the newest turns that fit SNS's message limit (see ``context``)."""
     session_id, agent_id = str(event["session_id"]), str(event["agent_id"])
-    summary = store().latest_summary(session_id)
-    turns = store().list_turns(session_id, limit=settings().context_turns).items
+    summary = store().turns.latest_summary(session_id)
+    turns = store().turns.list_turns(session_id, limit=settings().context_turns).items
     header = {
         ATTR_EVENT_TYPE: EVENT_HANDOFF_CONTEXT,
         "session_id": session_id,
@@ -210,7 +214,7 @@ def _release(agent_id: str | None, session_id: str) -> bool:
     if not agent_id:
         return False
     try:
-        store().release_agent(agent_id, session_id=session_id)
+        store().agents.release_agent(agent_id, session_id=session_id)
     except (AgentUnavailable, AgentNotFound):
         return False  # released already, or serving someone else now
     return True
@@ -218,7 +222,7 @@ def _release(agent_id: str | None, session_id: str) -> bool:
 
 def _restore(session_id: str) -> bool:
     try:
-        store().update_status(session_id, SessionStatus.ACTIVE, expected=SessionStatus.HANDOFF)
+        store().sessions.update_status(session_id, SessionStatus.ACTIVE, expected=SessionStatus.HANDOFF)
     except InvalidTransition:
         return False
     return True
@@ -232,7 +236,7 @@ def reassign(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     count = int((state.get("reassignment") or {}).get("count", 0)) + 1
     agent_id = (state.get("agent") or {}).get("agent_id")
     try:
-        store().requeue_handoff(session_id, handoff_id, previous_agent_id=agent_id)
+        store().handoffs.requeue_handoff(session_id, handoff_id, previous_agent_id=agent_id)
     except HandoffConflict:
         # Closed meanwhile (by its agent, an admin or the customer's disconnect), which released
         # the agent and moved the session already: the handoff is over, nothing to reassign.
@@ -278,11 +282,13 @@ def _mark_failed(session_id: str, handoff_id: str) -> bool:
     """Fail the handoff unless it is over; conditioned on the status read, so a close racing
     this failure keeps its completion. Whether this call failed it."""
     for _ in range(3):
-        handoff = store().get_handoff(session_id, handoff_id)
+        handoff = store().handoffs.get_handoff(session_id, handoff_id)
         if handoff is None or handoff.status in _OVER:
             return False
         try:
-            store().update_handoff(session_id, handoff_id, status=HandoffStatus.FAILED, expected_status=handoff.status)
+            store().handoffs.update_handoff(
+                session_id, handoff_id, status=HandoffStatus.FAILED, expected_status=handoff.status
+            )
         except Conflict:
             continue  # it moved meanwhile: read it again
         return True
@@ -294,14 +300,14 @@ def _mark_failed(session_id: str, handoff_id: str) -> bool:
 def fail(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     state, handoff_id = event["state"], str(event["handoff_id"])
     session_id = str(state["session_id"])
-    handoff = store().get_handoff(session_id, handoff_id)
+    handoff = store().handoffs.get_handoff(session_id, handoff_id)
     released = _release((state.get("agent") or {}).get("agent_id"), session_id)
     restored = False
     failed = False
     if handoff is not None:
         moved_by_us = handoff.status == HandoffStatus.ASSIGNED
-        store().claim_callback(session_id, handoff_id, WAITING_FOR_AGENT)
-        store().claim_callback(session_id, handoff_id, WAITING_FOR_REPLY)
+        store().handoffs.claim_callback(session_id, handoff_id, WAITING_FOR_AGENT)
+        store().handoffs.claim_callback(session_id, handoff_id, WAITING_FOR_REPLY)
         failed = _mark_failed(session_id, handoff_id)
         if moved_by_us and failed:
             restored = _restore(session_id)
@@ -316,7 +322,7 @@ processor = BatchProcessor(event_type=EventType.SQS)
 def _queue_record(record: SQSRecord) -> None:
     body = json.loads(record.body)
     session_id, handoff_id = str(body["session_id"]), str(body["handoff_id"])
-    queued = store().queue_handoff(
+    queued = store().handoffs.queue_handoff(
         session_id,
         handoff_id=handoff_id,
         reason=str(body["reason"]),

@@ -13,7 +13,7 @@ Usage::
     from lambdas.shared import settings
 
     settings.settings().context_turns      # validated int, read once per container
-    settings.store().add_turn(...)         # the one store, with the stage's TTL and shards
+    settings.store().turns.add_turn(...)         # the one store, with the stage's TTL and shards
 
 ``env.reset()`` forgets both (tests change the environment between cases).
 """

@@ -79,7 +79,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     if session_id is not None:
         if not is_session_id(session_id):
             return _answer(400, "invalid_session_id", "session_id must be the id of one of your sessions.")
-        session = runtime.store().get_session(session_id)
+        session = runtime.store().sessions.get_session(session_id)
         if session is None or session.customer_id != ctx.customer_id:
             logger.info("resume refused", extra={"session_id": session_id, "found": session is not None})
             return _answer(403, "forbidden", "You cannot resume this session.")
@@ -90,7 +90,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     store = runtime.store()
     cap = settings().chat_max_connections_per_customer
     try:
-        slot = store.open_connection_slot(ctx.customer_id, ctx.connection_id, cap=cap)
+        slot = store.limits.open_connection_slot(ctx.customer_id, ctx.connection_id, cap=cap)
     except (ClientError, BotoCoreError):
         logger.exception("connection slot not taken")
         return _answer(500, "unavailable", "The chat is temporarily unavailable; please try again.")
@@ -109,7 +109,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         )
     except (ClientError, BotoCoreError):
         logger.exception("onboarding could not be started")
-        store.close_connection_slot(ctx.customer_id, ctx.connection_id)
+        store.limits.close_connection_slot(ctx.customer_id, ctx.connection_id)
         return _answer(500, "unavailable", "The chat is temporarily unavailable; please try again.")
     logger.info("onboarding started", extra={"execution_arn": execution["executionArn"], "resume": bool(session_id)})
     return {"statusCode": 200}

@@ -4,15 +4,11 @@
    characters); a refused frame gets an error frame and nothing is stored.
 2. The caller must be a customer named by the ``$connect`` authorizer's context (without a
    customer id the message is refused: fail closed).
-3. Admission, one round trip (:meth:`~lambdas.shared.store.chat.Chat.admit_message`): the
-   connection's ``CONN#`` record must exist and name that customer, and one token is taken from
-   the connection's bucket and one from the customer's (stage settings), all at once. A refused
-   message gets a ``rate_limited`` frame with ``retry_after_seconds``; it is not stored and never
-   reaches the model.
-4. Acceptance, two round trips (:meth:`~lambdas.shared.store.chat.Chat.accept_message`): the turn
-   number is reserved by a conditional write on the session (it must accept turns and be the
-   customer's), then the turn is stored while the model's context (the newest turns and the latest
-   summary) is read.
+3. Admission and acceptance, three round trips (the use case
+   :mod:`lambdas.usecases.send_message`): the connection must exist and name that customer, both
+   rate buckets must admit (else a ``rate_limited`` frame with ``retry_after_seconds``; nothing is
+   stored and nothing reaches the model), and the turn is stored by a conditional write on a
+   session that accepts turns, while the model's context is read.
 5. Session in ``handoff``: no model call. The turn is in the table, where the agent console reads
    a session's turns (``GET /sessions/{id}/turns``) and which the stream carries on; the customer
    gets an ``ack`` frame saying an agent will answer.
@@ -36,7 +32,6 @@ from typing import Any, Final
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
-from botocore.exceptions import BotoCoreError, ClientError
 
 from lambdas.shared import env, idempotency
 from lambdas.shared.connections import DeliveryError, management_endpoint, post_to_connection
@@ -44,8 +39,9 @@ from lambdas.shared.errors import SessionClosed, SessionNotFound
 from lambdas.shared.records import Role, SessionStatus
 from lambdas.shared.responder import Guardrail, ReplyEnd, Responder, ResponderError, responder_for
 from lambdas.shared.settings import settings
-from lambdas.shared.store import AcceptedMessage, ChatContext, DynamoSessionStore, MessageAdmission, Rate
+from lambdas.shared.store import AcceptedMessage, ChatContext, DynamoSessionStore
 from lambdas.shared.tracing import tracer
+from lambdas.usecases import send_message
 from lambdas.ws import runtime
 from lambdas.ws.deltas import DeltaCoalescer
 from lambdas.ws.disconnect import disconnect_connection
@@ -104,11 +100,6 @@ BLOCKED_REPLY: Final = (
 )
 
 
-def context_turns() -> int:
-    """How many of the newest turns the responder sees (the token budget may cut further)."""
-    return settings().context_turns
-
-
 @env.once
 def responder() -> Responder:
     """The stage's responder: ``BEDROCK_MODEL_ID`` set chooses Bedrock, absent the echo responder."""
@@ -128,15 +119,14 @@ def responder() -> Responder:
 Send = Callable[[Mapping[str, Any]], bool]
 
 
-def admit(store: DynamoSessionStore, connection_id: str, customer_id: str) -> MessageAdmission:
-    """The caller's connection and a token from its bucket and its customer's, at the stage's rates."""
-    config = settings()
-    return store.admit_message(
-        connection_id,
-        customer_id,
-        per_connection=Rate(config.chat_connection_messages_per_minute, config.chat_connection_burst),
-        per_customer=Rate(config.chat_customer_messages_per_minute, config.chat_customer_burst),
-    )
+#: The frame each refusal of :func:`lambdas.usecases.send_message.receive` is answered with.
+REFUSALS: Final = {
+    send_message.NOT_READY: NOT_READY,
+    send_message.SESSION_CLOSED: SESSION_CLOSED,
+    send_message.NOT_SAVED: NOT_SAVED,
+    send_message.CLIENT_MESSAGE_ID_REUSED: CLIENT_MESSAGE_ID_REUSED,
+    send_message.CLIENT_MESSAGE_ID_BUSY: CLIENT_MESSAGE_ID_BUSY,
+}
 
 
 def handle_message(store: DynamoSessionStore, model: Responder, ctx: RouteContext, body: str | None, send: Send) -> str:
@@ -146,61 +136,31 @@ def handle_message(store: DynamoSessionStore, model: Responder, ctx: RouteContex
     except FrameError as err:
         send(error_frame(err.code, str(err)))
         return f"refused:{err.code}"
-
     if ctx.customer_id is None:
         send(NOT_AUTHORIZED)
         return "refused:forbidden"
-    try:
-        gate = admit(store, ctx.connection_id, ctx.customer_id)
-    except (ClientError, BotoCoreError):
-        logger.exception("message not admitted")
-        send(NOT_SAVED)
-        return "not_saved"
-    if gate.connection is None:
-        send(NOT_READY)
-        return "not_ready"
-    if not gate.admission.admitted:
-        send(rate_limited_frame(gate.admission.retry_after_seconds))
-        return "rate_limited"
-    session_id = gate.connection.session_id
-    customer_id = ctx.customer_id
-    stored: list[AcceptedMessage] = []
-
-    def accept() -> dict[str, Any]:
-        accepted = store.accept_message(session_id, customer_id, message.text, context_turns=context_turns())
-        stored.append(accepted)
-        return {"turn_number": accepted.turn.turn_number}
-
-    try:
-        # With a client_message_id the user's turn is stored once however often the frame is sent.
-        answer = idempotency.replay(
-            customer_id, f"sendMessage {session_id}", message.client_message_id, {"text": message.text}, accept
-        )
-    except (SessionClosed, SessionNotFound):
-        send(SESSION_CLOSED)
-        return "session_closed"
-    except idempotency.KeyReused:
-        send(CLIENT_MESSAGE_ID_REUSED)
-        return "refused:client_message_id_reused"
-    except idempotency.StillRunning:
-        send(CLIENT_MESSAGE_ID_BUSY)
-        return "refused:client_message_id_busy"
-    except Exception:
-        logger.exception("user turn not stored", extra={"session_id": session_id})
-        send(NOT_SAVED)
-        return "not_saved"
-    if not stored:  # a resend of a message stored before (only a keyed one is replayed): nothing new
+    received = send_message.receive(store, ctx.connection_id, ctx.customer_id, message.text, message.client_message_id)
+    if received.outcome == send_message.RATE_LIMITED:
+        send(rate_limited_frame(received.retry_after_seconds))
+        return received.outcome
+    if received.outcome == send_message.DUPLICATE:
         frame = duplicate_frame(
-            session_id=session_id,
+            session_id=str(received.session_id),
             client_message_id=str(message.client_message_id),
-            turn_number=answer["turn_number"],
+            turn_number=int(received.turn_number or 0),
         )
         return "duplicate" if send(frame) else "gone"
-    accepted = stored[0]
-    user_turn = accepted.turn
+    if received.accepted is None:
+        send(REFUSALS[received.outcome])
+        return received.outcome
+    return answer(store, model, received.accepted, send)
+
+
+def answer(store: DynamoSessionStore, model: Responder, accepted: AcceptedMessage, send: Send) -> str:
+    """Answer a stored message: an ``ack`` in a handoff (the agent answers), else the model's streamed reply."""
+    session_id, user_turn = accepted.session.session_id, accepted.turn
     metrics.add_metric(name="ChatTurns", unit=MetricUnit.Count, value=1)
     logger.append_keys(session_id=session_id, turn_number=user_turn.turn_number)
-
     try:
         if accepted.context is None:  # a handoff: the agent answers
             frame = ack_frame(
@@ -261,7 +221,7 @@ def stream_reply(
         _close(pieces)
     if end.blocked:
         logger.info("reply withheld", extra={"stop_reason": end.stop_reason, "posted": deltas.posts})
-        notice = store.add_turn(session_id, Role.ASSISTANT, BLOCKED_REPLY)
+        notice = store.turns.add_turn(session_id, Role.ASSISTANT, BLOCKED_REPLY)
         metrics.add_metric(name="ChatTurns", unit=MetricUnit.Count, value=1)
         frame = reply_blocked_frame(
             session_id=session_id, reply_to=reply_to, turn_number=notice.turn_number, text=BLOCKED_REPLY
@@ -274,7 +234,7 @@ def stream_reply(
     # they are still there to see the final frame.
     rest = deltas.rest()
     delivered = rest is None or post(rest)
-    reply_turn = store.add_turn(session_id, Role.ASSISTANT, deltas.text)
+    reply_turn = store.turns.add_turn(session_id, Role.ASSISTANT, deltas.text)
     metrics.add_metric(name="ChatTurns", unit=MetricUnit.Count, value=1)
     if not delivered:
         return "gone"

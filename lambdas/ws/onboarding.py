@@ -79,23 +79,23 @@ def onboard(event: Mapping[str, Any]) -> dict[str, Any]:
     logger.append_keys(connection_id=connection_id)
     store = runtime.store()
 
-    existing = store.get_connection(connection_id)
+    existing = store.connections.get_connection(connection_id)
     session: Session | None
     if existing is not None:  # a retry of this step: the session was chosen already
         if existing.customer_id != customer_id:
             raise ForeignSession(f"connection {connection_id!r} belongs to another customer")
-        session = store.get_session(existing.session_id)
+        session = store.sessions.get_session(existing.session_id)
         resumed = requested is not None
         greet = session is not None and session.turn_count == 0
     elif requested is not None:
-        session = store.get_session(requested)
+        session = store.sessions.get_session(requested)
         if session is None or session.customer_id != customer_id:
             raise ForeignSession(f"session {requested!r} cannot be resumed by this customer")
         resumed, greet = True, True
     else:
         request = event.get("request")
         email = request.get("customer_email") if isinstance(request, Mapping) else None
-        session = store.create_session(
+        session = store.sessions.create_session(
             customer_id, metadata={"channel": "websocket"}, email=email if isinstance(email, str) else None
         )
         resumed, greet = False, True
@@ -103,14 +103,14 @@ def onboard(event: Mapping[str, Any]) -> dict[str, Any]:
         raise ForeignSession(f"the session of connection {connection_id!r} no longer exists")
 
     if existing is None:
-        store.put_connection(
+        store.connections.put_connection(
             connection_id, session_id=session.session_id, customer_id=customer_id, domain_name=domain_name, stage=stage
         )
-    session = store.set_connection(session.session_id, connection_id)  # SessionClosed if it ended meanwhile
+    session = store.sessions.set_connection(session.session_id, connection_id)  # SessionClosed if it ended meanwhile
     text = WELCOME_BACK if resumed else GREETING
     turn_number = session.turn_count
     if greet:
-        turn_number = store.add_turn(session.session_id, Role.ASSISTANT, text).turn_number
+        turn_number = store.turns.add_turn(session.session_id, Role.ASSISTANT, text).turn_number
     logger.info("onboarded", extra={"session_id": session.session_id, "resumed": resumed})
     return {
         "session_id": session.session_id,

@@ -154,7 +154,7 @@ class Handoffs:
         store = store_of(self.stage)
 
         def current(chat: Chat) -> Any:
-            return store.current_handoff(chat.session_id)
+            return store.handoffs.current_handoff(chat.session_id)
 
         def all_assigned() -> bool:
             return all((h := current(c)) is not None and h.status == "assigned" for c in chats)
@@ -243,7 +243,7 @@ def _run_load(stage: EmbeddedStage, sessions: int, messages: int, handoff_every:
         stage.settle(timeout=300, wait_executions=False)
     phases["settle streams and queues"] = time.perf_counter() - mark
     seconds = time.perf_counter() - started
-    turns = sum(len(store_of(stage).turns_between(c.session_id, 1, max(1, _turn_count(stage, c)))) for c in chats)
+    turns = sum(len(store_of(stage).turns.turns_between(c.session_id, 1, max(1, _turn_count(stage, c)))) for c in chats)
     report = LoadReport(
         sessions, sessions * messages, len(handed), turns, seconds, phases, handler_figures(stage, first_call)
     )
@@ -252,7 +252,7 @@ def _run_load(stage: EmbeddedStage, sessions: int, messages: int, handoff_every:
 
 
 def _turn_count(stage: EmbeddedStage, chat: Chat) -> int:
-    session = store_of(stage).get_session(chat.session_id)
+    session = store_of(stage).sessions.get_session(chat.session_id)
     return session.turn_count if session is not None else 0
 
 
@@ -267,7 +267,7 @@ def check(
     statuses = _status_deliveries(stage)
     for chat in chats:
         count = _turn_count(stage, chat)
-        turns = store.turns_between(chat.session_id, 1, max(1, count))
+        turns = store.turns.turns_between(chat.session_id, 1, max(1, count))
         numbers = [t.turn_number for t in turns]
         if numbers != list(range(1, count + 1)):
             problems.append(f"{chat.who}: turn numbers {numbers[:5]}... are not 1..{count}")
@@ -289,7 +289,7 @@ def check(
             problems.append(
                 f"{chat.who}: agent turns {agent_turns}, the agent's answers were {agent_replies.get(chat.session_id)}"
             )
-        session = store.get_session(chat.session_id)
+        session = store.sessions.get_session(chat.session_id)
         if chat.session_id in handed and (session is None or session.status != "handoff"):
             problems.append(f"{chat.who}: handed to an agent, but the session is {session and session.status}")
     summaries = [c for c in stage.bedrock.calls if c.caller and "ummar" in c.caller]

@@ -172,7 +172,7 @@ class Story(
         expect(response.status == 201, f"POST /sessions answered {response.status}: {response.body}")
         body = response.json()
         self.session_id = str(body.get("session_id") or body.get("id"))
-        session = self.store().get_session(self.session_id)
+        session = self.store().sessions.get_session(self.session_id)
         expect(session is not None and session.status == "active", f"no active session {self.session_id}")
         step.changes.append(f"session {self.session_id} (active) in the table")
         self.done(step, started)
@@ -185,7 +185,7 @@ class Story(
         self.stage.settle(until=lambda: bool(self.frames()), timeout=20)
         welcome = self.frames()[0]
         expect(welcome.get("type") == "welcome", f"first frame is not a welcome: {welcome}")
-        session = self.store().get_session(self.session_id)
+        session = self.store().sessions.get_session(self.session_id)
         expect(session is not None and session.connection_id == self.connection_id, "connection not recorded")
         # The greeting is the session's first turn (the summary of turns 1..N starts with it).
         self.values["transcript"] = {int(welcome["turn_number"]): f"assistant: {welcome.get('message')}"}
@@ -235,12 +235,12 @@ class Story(
             number = present(reply.turn_number, "the reply's turn number")
             transcript[reply.reply_to] = f"user: {text}"
             transcript[number] = f"assistant: {reply.text}"
-            stored = store.turns_between(self.session_id, number, number)
+            stored = store.turns.turns_between(self.session_id, number, number)
             expect(
                 [t.content for t in stored] == [reply.text],
                 f"turn {number} does not store the streamed reply {reply.text!r}: {stored}",
             )
-        session = self.store().get_session(self.session_id)
+        session = self.store().sessions.get_session(self.session_id)
         session = present(session, "session")
         step.changes.append(
             f"{len(replies)} streamed replies 'You said: ...' (deltas + final), each stored once; "
@@ -323,14 +323,14 @@ class Story(
         store = self.store()
 
         def queued() -> bool:
-            handoff = store.current_handoff(self.session_id)
+            handoff = store.handoffs.current_handoff(self.session_id)
             return handoff is not None and handoff.status == "queued"
 
         self.stage.settle(until=queued, timeout=20)
-        handoff = store.current_handoff(self.session_id)
+        handoff = store.handoffs.current_handoff(self.session_id)
         handoff = present(handoff, "handoff")
         self.values["handoff_id"] = handoff.handoff_id
-        session = store.get_session(self.session_id)
+        session = store.sessions.get_session(self.session_id)
         status = session.status if session else None
         step.changes.append(f"handoff {handoff.handoff_id} queued (waiting for an agent); session still {status}")
         self.done(step, started)
@@ -343,7 +343,7 @@ class Story(
         store = self.store()
 
         def assigned() -> bool:
-            handoff = store.current_handoff(self.session_id)
+            handoff = store.handoffs.current_handoff(self.session_id)
             return handoff is not None and handoff.status == "assigned"
 
         try:
@@ -351,7 +351,7 @@ class Story(
         except TimeoutError:
             errors = self.stage.execution_errors(self.values["handoff_execution"])
             raise StoryError(f"handoff not assigned: {errors}") from None
-        session = store.get_session(self.session_id)
+        session = store.sessions.get_session(self.session_id)
         expect(session is not None and session.status == "handoff", f"session not in handoff: {session}")
         step.changes.append("handoff assigned to agent-7; session status handoff")
         self.done(step, started)
@@ -403,7 +403,7 @@ class Story(
         self.stage.websocket.disconnect(self.connection_id)
         step.calls.append("$disconnect")
         self.stage.settle(timeout=30)
-        session = self.store().get_session(self.session_id)
+        session = self.store().sessions.get_session(self.session_id)
         session = present(session, "session")
         expect(session.status == "disconnected", f"session is {session.status} after $disconnect")
         self.values["turns_total"] = session.turn_count
@@ -419,7 +419,7 @@ class Story(
         self.stage.fire_schedule(schedule)
         step.calls.append(f"schedule {schedule.properties['ScheduleExpression']} fired")
         self.stage.settle(timeout=40)
-        session = self.store().get_session(self.session_id)
+        session = self.store().sessions.get_session(self.session_id)
         session = present(session, "session")
         expect(session.status == "archived", f"session is {session.status} after the cleanup")
         remaining = self.stage.client("dynamodb").query(
@@ -555,9 +555,9 @@ class Story(
             self.step("Bad path: a poison stream record lands in the DLQ, nothing else lost"),
         )
         store = self.store()
-        other = store.create_session("bob")
+        other = store.sessions.create_session("bob")
         for i in range(self.config.summary_interval):
-            store.add_turn(other.session_id, "user", f"bob {i}")
+            store.turns.add_turn(other.session_id, "user", f"bob {i}")
         client = self.stage.client("dynamodb")
         client.put_item(
             TableName=self.table.ref,
@@ -573,7 +573,7 @@ class Story(
         expect(len(failures) == 1, f"expected one DLQ record, found {len(failures)}")
         info = failures[0]["DDBStreamBatchInfo"]
         expect(info["batchSize"] == 1, f"the DLQ record covers {info['batchSize']} records, not just the poison")
-        summary = store.latest_summary(other.session_id)
+        summary = store.turns.latest_summary(other.session_id)
         expect(summary is not None, "bob's summary was lost with the poison record")
         step.changes.append(
             f"DLQ: 1 record, sequence {info['startSequenceNumber']} "

@@ -21,9 +21,9 @@ class CleanupSteps(StoryParts):
         started, step = time.monotonic(), self.step("SessionEnded gives the session its own cleanup schedule")
         # Another customer's session was deleted at the same time: waiting too, but it has no schedule.
         store = self.store()
-        other = store.create_session("carol")
-        store.add_turn(other.session_id, "user", "please forget me")
-        store.update_status(other.session_id, "deleted")
+        other = store.sessions.create_session("carol")
+        store.turns.add_turn(other.session_id, "user", "please forget me")
+        store.sessions.update_status(other.session_id, "deleted")
         self.values["deleted_session"] = other.session_id
         self.stage.settle(timeout=30)
         scheduler_fn = self.stage.function("lambdas.orchestration.cleanup_worker.schedule")
@@ -33,7 +33,7 @@ class CleanupSteps(StoryParts):
             f"expected one schedule for {self.session_id}, found {[s['Name'] for s in schedules]}",
         )
         (schedule,) = schedules
-        session = store.get_session(self.session_id)
+        session = store.sessions.get_session(self.session_id)
         session = present(session, "session")
         due = present(session.cleanup_at, "the session's cleanup time") + self.config.cleanup_grace_seconds + 60
         expect(due_at(schedule) == due, f"schedule {schedule['ScheduleExpression']} is not at grace end + 60 s")
@@ -63,12 +63,12 @@ class CleanupSteps(StoryParts):
         )
         expect(schedules_on(self.stage.cloud) == [], "the schedule is still there after it ran")
         store = self.store()
-        session = store.get_session(self.session_id)
+        session = store.sessions.get_session(self.session_id)
         expect(session is not None and session.status == "archived", f"session is {session and session.status}")
         session = present(session, "session")
-        left = [type(r).__name__ for r in store.list_session_items(self.session_id).items]
+        left = [type(r).__name__ for r in store.sessions.list_session_items(self.session_id).items]
         expect(left == ["Session"], f"records left after the scheduled cleanup: {left}")
-        other = store.get_session(self.values["deleted_session"])
+        other = store.sessions.get_session(self.values["deleted_session"])
         expect(other is not None and other.status == "deleted", "the scheduled run touched another session")
         step.changes.append(f"output {done.get('output')}; {self.session_id} archived; carol's session untouched")
         self.done(step, started)
@@ -76,9 +76,9 @@ class CleanupSteps(StoryParts):
     def hourly_sweep_is_the_safety_net(self) -> None:
         started, step = time.monotonic(), self.step("The hourly sweep cleans what no schedule did")
         store = self.store()
-        other = store.get_session(self.values["deleted_session"])
+        other = store.sessions.get_session(self.values["deleted_session"])
         expect(other is not None and other.status == "archived", f"carol's session is {other and other.status}")
-        left = [type(r).__name__ for r in store.list_session_items(self.values["deleted_session"]).items]
+        left = [type(r).__name__ for r in store.sessions.list_session_items(self.values["deleted_session"]).items]
         expect(left == ["Session"], f"records left of carol's session: {left}")
         step.changes.append(f"carol's deleted session archived to {other.archive_key if other else None}")
         self.done(step, started)

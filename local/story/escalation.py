@@ -36,14 +36,14 @@ class EscalationSteps(StoryParts):
         store = self.store()
 
         def paged() -> bool:
-            handoff = store.current_handoff(session_id)
+            handoff = store.handoffs.current_handoff(session_id)
             return (
                 handoff is not None and handoff.status == "escalated" and bool(published(self.stage.cloud, topic, []))
             )
 
         def waiting_for_an_agent() -> bool:
-            handoff = store.current_handoff(session_id)
-            return handoff is not None and store.waiting_for(session_id, handoff.handoff_id) == "agent"
+            handoff = store.handoffs.current_handoff(session_id)
+            return handoff is not None and store.handoffs.waiting_for(session_id, handoff.handoff_id) == "agent"
 
         # No agent has the skill "refunds": once WaitForAgent's time is up, the handoff escalates and,
         # no manager being free, the managers are paged
@@ -75,7 +75,7 @@ class EscalationSteps(StoryParts):
         store = self.store()
 
         def assigned() -> bool:
-            handoff = store.current_handoff(session_id)
+            handoff = store.handoffs.current_handoff(session_id)
             return handoff is not None and handoff.status == "assigned" and handoff.agent_id == boss
 
         self.stage.settle(until=assigned, timeout=30, wait_executions=False)
@@ -108,7 +108,7 @@ class EscalationSteps(StoryParts):
         expect("a manager has been asked" in mails[0], f"the first e-mail is not the escalation: {mails[0]}")
         expect(any("connected to a member of our support team" in m for m in mails), "no 'connected' e-mail")
         expect("Refunded the duplicate charge." in mails[-1], f"the last e-mail is not the close: {mails[-1]}")
-        turns = self.store().list_turns(session_id).items
+        turns = self.store().turns.list_turns(session_id).items
         expect(not any(t.role == "system" and "manager has been asked" in t.content for t in turns), "recorded twice")
         step.changes.append(f"3 e-mails to {CUSTOMER_EMAIL}: escalated, connected, closed")
         self.done(step, started)

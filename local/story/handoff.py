@@ -41,7 +41,7 @@ class HandoffLifeSteps(StoryParts):
         expect(new.count("handoff_closed") == 1, f"the customer was not told once that the handoff closed: {new}")
         again = self.rest(step, "POST", f"/handoffs/{self.session_id}/close", who, body=RESOLVED)
         expect(again.status == 409, f"a second close answered {again.status}: {again.body}")
-        agent = self.store().get_agent(agent_id)
+        agent = self.store().agents.get_agent(agent_id)
         expect(agent is not None and agent.status == AgentStatus.AVAILABLE, f"{who} not released: {agent}")
 
     def agent_closes_handoff(self) -> None:
@@ -50,7 +50,7 @@ class HandoffLifeSteps(StoryParts):
             self.step("The agent closes the handoff; the session is the assistant's again"),
         )
         self._close(step, "agent-7")
-        handoff = self.store().current_handoff(self.session_id)
+        handoff = self.store().handoffs.current_handoff(self.session_id)
         expect(
             handoff is not None and handoff.status == HandoffStatus.COMPLETED,
             f"handoff not completed: {handoff}",
@@ -100,14 +100,14 @@ class HandoffLifeSteps(StoryParts):
         execution = response.json()["execution_arn"]
 
         def assigned() -> bool:
-            handoff = store.current_handoff(self.session_id)
+            handoff = store.handoffs.current_handoff(self.session_id)
             return handoff is not None and handoff.status == HandoffStatus.ASSIGNED
 
         try:
             self.stage.settle(until=assigned, timeout=20)
         except TimeoutError:
             raise StoryError(f"second handoff not assigned: {self.stage.execution_errors(execution)}") from None
-        handoff = store.current_handoff(self.session_id)
+        handoff = store.handoffs.current_handoff(self.session_id)
         expect(
             handoff is not None
             and (handoff.handoff_id, handoff.agent_id) == (SECOND_HANDOFF_ID, self.subject("agent-8")),
@@ -130,7 +130,7 @@ class HandoffLifeSteps(StoryParts):
         done = self.stage.wait_execution(execution, timeout=20)
         expect(done["status"] == "SUCCEEDED", f"second handoff execution ended {done['status']}")
         self._close(step, "agent-8")
-        session = store.get_session(self.session_id)
+        session = store.sessions.get_session(self.session_id)
         expect(session is not None and session.status == SessionStatus.ACTIVE, f"session not active: {session}")
         step.changes.append(f"handoff {SECOND_HANDOFF_ID} assigned to agent-8, answered, closed; session active")
         self.done(step, started)

@@ -41,13 +41,13 @@ class InboxSteps(StoryParts):
         store, agent_id = self.store(), self.subject(who)
 
         def reached() -> bool:
-            items = store.list_inbox(agent_id, managers=managers, limit=100).items
+            items = store.inbox.list_inbox(agent_id, managers=managers, limit=100).items
             return {(i.inbox, i.handoff_id) for i in items} == wanted
 
         try:
             self.stage.settle(until=reached, timeout=20, wait_executions=False)
         except TimeoutError:
-            items = store.list_inbox(agent_id, managers=managers, limit=100).items
+            items = store.inbox.list_inbox(agent_id, managers=managers, limit=100).items
             raise StoryError(f"{who}'s inbox never became {wanted}: {items}") from None
 
     def agent_reads_the_waiting_inbox(self) -> None:
@@ -117,11 +117,11 @@ class InboxSteps(StoryParts):
         execution = requested.json()["execution_arn"]
 
         def queued() -> bool:
-            handoff = store.current_handoff(session_id)
+            handoff = store.handoffs.current_handoff(session_id)
             return handoff is not None and handoff.status == HandoffStatus.QUEUED
 
         self.stage.settle(until=queued, timeout=20, wait_executions=False)
-        handoff = store.current_handoff(session_id)
+        handoff = store.handoffs.current_handoff(session_id)
         handoff = present(handoff, "handoff")
         self._settle_inbox("agent-8", {("waiting", handoff.handoff_id)})
         offered = [i["handoff_id"] for i in self._inbox(step, "agent-8")]
@@ -133,8 +133,8 @@ class InboxSteps(StoryParts):
         done = self.stage.wait_execution(execution, timeout=30)
         self.stage.settle(timeout=20, wait_executions=False)
 
-        after = store.get_handoff(session_id, handoff.handoff_id)
-        session = store.get_session(session_id)
+        after = store.handoffs.get_handoff(session_id, handoff.handoff_id)
+        session = store.sessions.get_session(session_id)
         expect(after is not None and after.status == HandoffStatus.FAILED, f"the handoff is {after}")
         expect(
             session is not None and session.status == SessionStatus.DISCONNECTED,
@@ -148,7 +148,7 @@ class InboxSteps(StoryParts):
         back = self.rest(step, "POST", "/agents/me/presence", "agent-8", body={"status": "available"})
         accept = self.rest(step, "POST", f"/handoffs/{session_id}/accept", "agent-8")
         expect((back.status, accept.status) == (200, 409), f"presence {back.status}, accept {accept.status}")
-        agent = store.get_agent(self.subject("agent-8"))
+        agent = store.agents.get_agent(self.subject("agent-8"))
         expect(agent is not None and agent.status == "available", f"agent-8 after the refused accept: {agent}")
         self.stage.settle(timeout=30)  # the workflow's last writes reach the stream's consumers too
         left = self._inbox(step, "agent-8")

@@ -92,5 +92,5 @@ class LimitSteps(StoryParts):
         self.done(step, started)
 
     def _user_texts(self, session_id: str) -> list[Any]:
-        turns = self.store().list_turns(session_id, limit=100).items
+        turns = self.store().turns.list_turns(session_id, limit=100).items
         return [t.content for t in turns if t.role == Role.USER]

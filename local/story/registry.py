@@ -24,9 +24,11 @@ class RegistrySteps(StoryParts):
 
         # Onboarding: registered by root, in the available-agents index only once it says so itself
         agent_id = self.register_agent(step, "agent-9", skills=(SKILL,), display_name="Agent Nine")
-        expect(store.find_available_agent(SKILL) is None, "a registered agent is offered work before its presence")
+        expect(
+            store.agents.find_available_agent(SKILL) is None, "a registered agent is offered work before its presence"
+        )
         self.set_presence(step, "agent-9", "available")
-        found = store.find_available_agent(SKILL)
+        found = store.agents.find_available_agent(SKILL)
         expect(found is not None and found.agent_id == agent_id, f"agent-9 not in the available index: {found}")
 
         # The gateway's model refuses a bad skill before any Lambda runs; a second registration is 409
@@ -66,13 +68,13 @@ class RegistrySteps(StoryParts):
         # Retiring takes it out of the index; its own presence change is then refused, saying why
         retired = self.rest(step, "POST", f"/admin/agents/{agent_id}/retire", "root")
         expect(retired.status == 200, f"retire answered {retired.status}: {retired.body}")
-        expect(store.find_available_agent(SKILL) is None, "a retired agent is still offered work")
+        expect(store.agents.find_available_agent(SKILL) is None, "a retired agent is still offered work")
         refused = self.rest(step, "POST", "/agents/me/presence", "agent-9", body={"status": "available"})
         expect(refused.status == 409, f"a retired agent's presence answered {refused.status}: {refused.body}")
         expect(refused.json()["error"]["code"] == "AgentRetired", f"not the retired error: {refused.body}")
         read = self.rest(step, "GET", f"/admin/agents/{agent_id}", "root")
         expect(read.json()["status"] == "retired", f"the registry shows {read.body}")
-        record = store.get_agent(agent_id)
+        record = store.agents.get_agent(agent_id)
         expect(record is not None and record.status == AgentStatus.RETIRED, f"the record is {record}")
         step.changes.append(f"agent-9 ({agent_id}) retired: out of the index, presence 409, record kept")
 

@@ -104,9 +104,9 @@ def errors(frames: list[Any]) -> list[str]:
 
 
 def stored_turns(stage: EmbeddedStage, chat: Chat) -> list[tuple[int, str, str]]:
-    session = store_of(stage).get_session(chat.session_id)
+    session = store_of(stage).sessions.get_session(chat.session_id)
     assert session is not None
-    turns = store_of(stage).turns_between(chat.session_id, 1, max(1, session.turn_count))
+    turns = store_of(stage).turns.turns_between(chat.session_id, 1, max(1, session.turn_count))
     return [(t.turn_number, str(t.role), t.content) for t in turns]
 
 
@@ -332,7 +332,7 @@ def chat_until_summary(stage: EmbeddedStage, chat: Chat) -> None:
     """Messages until the session holds a full summary window of turns (the welcome is turn 1)."""
     interval = setting(stage, ROUTER, "summary_interval")
     while True:
-        session = store_of(stage).get_session(chat.session_id)
+        session = store_of(stage).sessions.get_session(chat.session_id)
         assert session is not None
         if session.turn_count >= interval:
             return
@@ -471,7 +471,7 @@ def admin_auth(stage: EmbeddedStage) -> dict[str, str]:
 
 
 def current_status(stage: EmbeddedStage, chat: Chat) -> str | None:
-    handoff = store_of(stage).current_handoff(chat.session_id)
+    handoff = store_of(stage).handoffs.current_handoff(chat.session_id)
     return None if handoff is None else str(handoff.status)
 
 
@@ -680,8 +680,8 @@ def agent_reply(stage: EmbeddedStage, handed: HandedOver, text: str) -> Any:
 
 
 def waiting_for(stage: EmbeddedStage, handed: HandedOver) -> str | None:
-    handoff = store_of(stage).current_handoff(handed.chat.session_id)
-    return None if handoff is None else store_of(stage).waiting_for(handed.chat.session_id, handoff.handoff_id)
+    handoff = store_of(stage).handoffs.current_handoff(handed.chat.session_id)
+    return None if handoff is None else store_of(stage).handoffs.waiting_for(handed.chat.session_id, handoff.handoff_id)
 
 
 def agent_turns(stage: EmbeddedStage, chat: Chat) -> list[str]:
@@ -691,7 +691,7 @@ def agent_turns(stage: EmbeddedStage, chat: Chat) -> list[str]:
 def assigned_to(stage: EmbeddedStage, handed: HandedOver) -> None:
     """Settle until the handoff is assigned to ``handed``'s agent and MonitorHandoff waits for its reply."""
     stage.settle(until=lambda: waiting_for(stage, handed) == "reply", timeout=30)
-    handoff = store_of(stage).current_handoff(handed.chat.session_id)
+    handoff = store_of(stage).handoffs.current_handoff(handed.chat.session_id)
     assert handoff is not None
     assert (str(handoff.status), handoff.agent_id) == ("assigned", token_subject(handed.agent))
 
@@ -736,7 +736,7 @@ def test_send_task_success_down_on_accept_and_first_reply_loses_neither_the_hand
     assert set(response.json()["error"]) >= {"code", "message"}
     assert layer.count("sfn", "SendTaskSuccess", caller=AGENT) == aws.STANDARD_ATTEMPTS
     # And nothing is half done: the agent is not left busy, the handoff still waits for an agent
-    agent = store_of(stage).get_agent(token_subject(handed.agent))
+    agent = store_of(stage).agents.get_agent(token_subject(handed.agent))
     assert agent is not None
     assert str(agent.status) == "available"
     assert current_status(stage, handed.chat) == "queued"
@@ -780,13 +780,13 @@ def customer_leaves_a_waiting_handoff(
 def expect_the_customer_left(stage: EmbeddedStage, handed: HandedOver) -> None:
     """The table says the customer left: handoff failed, session disconnected, connection record gone."""
     store = store_of(stage)
-    handoff = store.current_handoff(handed.chat.session_id)
-    session = store.get_session(handed.chat.session_id)
+    handoff = store.handoffs.current_handoff(handed.chat.session_id)
+    session = store.sessions.get_session(handed.chat.session_id)
     assert handoff is not None
     assert str(handoff.status) == "failed", handoff
     assert session is not None
     assert str(session.status) == "disconnected", session
-    assert store.get_connection(handed.chat.connection_id) is None
+    assert store.connections.get_connection(handed.chat.connection_id) is None
 
 
 @pytest.mark.parametrize("kind", ANSWERED_OR_NOT)
@@ -860,10 +860,10 @@ def test_context_publish_down_fails_the_handoff_cleanly(stage: EmbeddedStage, la
     assert done["status"] == "FAILED"
     chat = handed.chat
     assert current_status(stage, chat) == "failed"
-    agent = store_of(stage).get_agent(token_subject(handed.agent))
+    agent = store_of(stage).agents.get_agent(token_subject(handed.agent))
     assert agent is not None
     assert str(agent.status) == "available"
-    session = store_of(stage).get_session(chat.session_id)
+    session = store_of(stage).sessions.get_session(chat.session_id)
     assert session is not None
     assert str(session.status) == "active"
     assert notifications(chat) == ["handoff_started", "handoff_failed"]

@@ -8,9 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from constructs_lib.approval_gate import gate_runtime
 from constructs_lib.approval_gate.gate_runtime.records import KeyLayout, ReviewStore
@@ -30,18 +28,6 @@ def gate_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     gate_runtime.reset()
     yield
     gate_runtime.reset()
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def ddb_client() -> Iterator[Any]:
-    """A low-level DynamoDB client inside an active moto mock."""
-    with mock_aws():
-        yield boto3.client("dynamodb", region_name="us-east-1")
 
 
 @pytest.fixture

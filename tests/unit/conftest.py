@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from embedded.clock import FakeClock
 from embedded.services.dynamodb import DEFAULT_TABLE_NAME, atomic_requests, create_sessions_table
@@ -29,18 +28,9 @@ def stage_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 @pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def ddb_client() -> Iterator[Any]:
-    """A low-level DynamoDB client inside an active moto mock (each request atomic).
-
-    Fake credentials and the region come from tests/conftest.py.
-    """
-    with mock_aws(), atomic_requests():
-        yield boto3.client("dynamodb", region_name="us-east-1")
+def dynamodb_requests() -> contextlib.AbstractContextManager[Any]:
+    """Each moto DynamoDB request atomic, as DynamoDB's are: the store's races are real races."""
+    return atomic_requests()
 
 
 @pytest.fixture

@@ -111,7 +111,7 @@ def invoke(table_name: str, ddb_client: Any, monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(rest, "store", lambda: fixed)
     monkeypatch.setattr(agent_api, "store", lambda: fixed)
     monkeypatch.setattr(admin_agents, "store", lambda: fixed)
-    fixed.create_session("alice")
+    fixed.sessions.create_session("alice")
 
     def call(
         module: Any,

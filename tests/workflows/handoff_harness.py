@@ -63,19 +63,19 @@ class World:
         self.consumer = deployed.function("AssignmentConsumer")
 
     def session(self, *, turns: int = 2) -> str:
-        session = self.store.create_session(f"customer-{uuid.uuid4().hex[:6]}")
+        session = self.store.sessions.create_session(f"customer-{uuid.uuid4().hex[:6]}")
         for n in range(turns):
-            self.store.add_turn(session.session_id, Role.USER, f"question {n}")
+            self.store.turns.add_turn(session.session_id, Role.USER, f"question {n}")
         return session.session_id
 
     def agent(self, agent_id: str, skill: str = "billing", *, manager: bool = False) -> None:
-        self.store.put_agent(Agent(agent_id=agent_id, skills=(skill,), is_manager=manager))
+        self.store.agents.put_agent(Agent(agent_id=agent_id, skills=(skill,), is_manager=manager))
 
     def start(
         self, session_id: str, reason: str = "billing", *, requested_by: str | None = None, name: str | None = None
     ) -> str:
         """Start as the API does: the caller from the authorizer (default: the session's customer)."""
-        session = self.store.get_session(session_id)
+        session = self.store.sessions.get_session(session_id)
         owner = session.customer_id if session else "nobody"
         state = {
             "session_id": session_id,

@@ -95,10 +95,10 @@ def _session(
 ) -> str:
     """A session with ``turns`` turns, a summary and a handoff, that ended ``ended_ago`` seconds ago."""
     store = _store(deployed, time.time() - ended_ago - 60)
-    session = store.create_session("customer-1")
+    session = store.sessions.create_session("customer-1")
     for n in range(turns):
-        store.add_turn(session.session_id, Role.USER if n % 2 == 0 else Role.ASSISTANT, f"turn {n + 1} text")
-    store.put_summary(
+        store.turns.add_turn(session.session_id, Role.USER if n % 2 == 0 else Role.ASSISTANT, f"turn {n + 1} text")
+    store.turns.put_summary(
         session.session_id,
         1,
         summary_text="asked about volume 3",
@@ -106,8 +106,8 @@ def _session(
         window_end=3,
         turn_count_at_summary=3,
     )
-    store.put_handoff(session.session_id, reason="billing", handoff_id="h-1")
-    _store(deployed, time.time() - ended_ago).update_status(session.session_id, status)
+    store.handoffs.put_handoff(session.session_id, reason="billing", handoff_id="h-1")
+    _store(deployed, time.time() - ended_ago).sessions.update_status(session.session_id, status)
     return session.session_id
 
 
@@ -141,7 +141,7 @@ def test_cleans_old_sessions_keeps_recent_finishes_half_cleaned_and_second_run_c
     boto3.client("s3", region_name=REGION).put_object(
         Bucket=bucket, Key=f"sessions/{half}.jsonl", Body=_jsonl_with_env(deployed, half).encode()
     )
-    store.invalidate(half, ["TURN#"])
+    store.sessions.invalidate(half, ["TURN#"])
     _, half_etag = _archive(deployed, half)
 
     # When the cleanup runs
@@ -152,15 +152,15 @@ def test_cleans_old_sessions_keeps_recent_finishes_half_cleaned_and_second_run_c
     seen = {c.event["session_id"] for c in calls.by_handler("lambdas.orchestration.cleanup_worker.handler")}
     assert seen == {old, deleted, half}
     for session_id in (old, deleted, half):
-        session = store.get_session(session_id)
+        session = store.sessions.get_session(session_id)
         assert session is not None
         assert session.status == SessionStatus.ARCHIVED
         assert session.archive_key == f"sessions/{session_id}.jsonl"
-        assert store.list_session_items(session_id).items == [session]  # only META is left
-    recent_session = store.get_session(recent)
+        assert store.sessions.list_session_items(session_id).items == [session]  # only META is left
+    recent_session = store.sessions.get_session(recent)
     assert recent_session is not None
     assert recent_session.status == SessionStatus.DISCONNECTED
-    assert len(store.list_session_items(recent).items) == 6  # META, 3 turns, summary, handoff
+    assert len(store.sessions.list_session_items(recent).items) == 6  # META, 3 turns, summary, handoff
     # and the archive holds every item of the session, one JSON line each, in key order
     lines, _ = _archive(deployed, old)
     assert [line["type"] for line in lines] == ["handoff", "session", "summary", "turn", "turn", "turn"]
@@ -266,7 +266,7 @@ def test_an_overlapping_run_never_replaces_a_complete_archive_with_less(
     store = DynamoSessionStore(deployed.table_name, cleanup_shards=SHARDS)
     # Given a session of 13 items (META, 10 turns, a summary, a handoff) past its grace
     session_id = _session(deployed, ended_ago=2 * HOUR, turns=10)
-    assert len(store.list_session_items(session_id).items) == 13
+    assert len(store.sessions.list_session_items(session_id).items) == 13
     real_s3 = cleanup_worker.s3
     _worker_environment(deployed, monkeypatch)
 
@@ -285,7 +285,7 @@ def test_an_overlapping_run_never_replaces_a_complete_archive_with_less(
     assert len(lines) == 13
     assert [line["turn_number"] for line in lines if line["type"] == "turn"] == list(range(1, 11))
     assert second["archived"] is False
-    session = store.get_session(session_id)
+    session = store.sessions.get_session(session_id)
     assert session is not None
     assert session.status == SessionStatus.ARCHIVED
     assert session.archive_key == f"sessions/{session_id}.jsonl"
@@ -320,7 +320,7 @@ def test_a_run_deletes_only_items_held_by_an_archive_it_read_back(
             assert line in archived, line
     assert result["status"] == "archived"
     assert result["items_deleted"] == 5
-    assert store.list_session_items(session_id).items == [store.get_session(session_id)]
+    assert store.sessions.list_session_items(session_id).items == [store.sessions.get_session(session_id)]
 
 
 def test_a_sweep_pages_through_distributed_maps_and_its_history_does_not_grow_with_the_sessions(
@@ -331,9 +331,9 @@ def test_a_sweep_pages_through_distributed_maps_and_its_history_does_not_grow_wi
     # Given 60 sessions past their grace, several index pages in every shard
     sessions = []
     for _ in range(60):
-        opened = _store(deployed, time.time() - 2 * HOUR - 60).create_session("customer-2")
-        _store(deployed, time.time() - 2 * HOUR - 30).add_turn(opened.session_id, Role.USER, "hello")
-        _store(deployed, time.time() - 2 * HOUR).update_status(opened.session_id, SessionStatus.DISCONNECTED)
+        opened = _store(deployed, time.time() - 2 * HOUR - 60).sessions.create_session("customer-2")
+        _store(deployed, time.time() - 2 * HOUR - 30).turns.add_turn(opened.session_id, Role.USER, "hello")
+        _store(deployed, time.time() - 2 * HOUR).sessions.update_status(opened.session_id, SessionStatus.DISCONNECTED)
         sessions.append(opened.session_id)
     per_shard = Counter(keys.cleanup_shard(session_id, SHARDS) for session_id in sessions)
 
@@ -350,7 +350,7 @@ def test_a_sweep_pages_through_distributed_maps_and_its_history_does_not_grow_wi
         "sessions_failed": 0,
         "items_deleted": 60,
     }
-    assert all(store.get_session(session_id).status == SessionStatus.ARCHIVED for session_id in sessions)  # type: ignore[union-attr]
+    assert all(store.sessions.get_session(session_id).status == SessionStatus.ARCHIVED for session_id in sessions)  # type: ignore[union-attr]
     tallies = len(calls.by_handler("lambdas.orchestration.cleanup_worker.tally"))
     assert tallies - 1 >= sum(math.ceil(count / SMALL_PAGE) for count in per_shard.values()) > SHARDS
     # And the parent's history holds the shards' map run, not the sessions (an Inline Map records
@@ -385,7 +385,7 @@ def test_a_per_session_run_cleans_exactly_that_session_and_never_before_its_grac
         "sessions_failed": 0,
         "items_deleted": 5,
     }
-    statuses = {sid: store.get_session(sid).status for sid in (mine, other, recent)}  # type: ignore[union-attr]
+    statuses = {sid: store.sessions.get_session(sid).status for sid in (mine, other, recent)}  # type: ignore[union-attr]
     assert statuses == {
         mine: SessionStatus.ARCHIVED,
         other: SessionStatus.DISCONNECTED,
@@ -404,7 +404,7 @@ def test_an_ended_session_gets_one_self_deleting_schedule_at_its_grace_end(
     deployed, _ = world
     store = DynamoSessionStore(deployed.table_name, cleanup_shards=SHARDS)
     session_id = _session(deployed, ended_ago=10)
-    cleanup_at = store.get_session(session_id).cleanup_at  # type: ignore[union-attr]
+    cleanup_at = store.sessions.get_session(session_id).cleanup_at  # type: ignore[union-attr]
     config = boto3.client("lambda", region_name=REGION).get_function_configuration(
         FunctionName=deployed.function("CleanupTriggersCleanupScheduler")
     )

@@ -29,16 +29,16 @@ def world(templates: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Iterato
 def connected(world: World, connection_id: str) -> str:
     """A session with a live connection (as onboarding leaves it); returns its id."""
     session_id = world.session()
-    session = world.store.get_session(session_id)
+    session = world.store.sessions.get_session(session_id)
     assert session is not None
-    world.store.put_connection(
+    world.store.connections.put_connection(
         connection_id,
         session_id=session_id,
         customer_id=session.customer_id,
         domain_name="abc123.execute-api.us-east-1.amazonaws.com",
         stage="prod",
     )
-    world.store.set_connection(session_id, connection_id)
+    world.store.sessions.set_connection(session_id, connection_id)
     return session_id
 
 
@@ -55,10 +55,10 @@ def test_a_customer_who_leaves_while_queued_ends_the_handoff_and_a_later_accept_
     execution = world.start(session_id, "billing", name="leaves-while-queued")
     world.d.wait_for_state(execution, "WaitForAgent")
     assert world.pump_assignments() == 1
-    handoff = world.store.current_handoff(session_id)
+    handoff = world.store.handoffs.current_handoff(session_id)
     assert handoff is not None
     assert handoff.status == HandoffStatus.QUEUED
-    assert world.store.put_inbox_item(
+    assert world.store.inbox.put_inbox_item(
         keys.WAITING_INBOX, session_id=session_id, handoff_id=handoff.handoff_id, reason="billing"
     )
 
@@ -66,17 +66,17 @@ def test_a_customer_who_leaves_while_queued_ends_the_handoff_and_a_later_accept_
     assert disconnect_connection(world.store, "conn-q") == "disconnected"
 
     # Then the handoff failed with the reason, the session is disconnected, the inbox is empty
-    after = world.store.get_handoff(session_id, handoff.handoff_id)
+    after = world.store.handoffs.get_handoff(session_id, handoff.handoff_id)
     assert after is not None
     assert after.status == HandoffStatus.FAILED
-    raw = world.store._get(keys.handoff_key(session_id, handoff.handoff_id))
+    raw = world.store.table.get(keys.handoff_key(session_id, handoff.handoff_id))
     assert raw is not None
     assert raw["resolution"] == CUSTOMER_LEFT_WAITING
     assert "callback_token" not in raw
-    session = world.store.get_session(session_id)
+    session = world.store.sessions.get_session(session_id)
     assert session is not None
     assert (session.status, session.connection_id) == (SessionStatus.DISCONNECTED, None)
-    assert world.store.list_inbox("agent-late").items == []
+    assert world.store.inbox.list_inbox("agent-late").items == []
     # And the workflow's wait failed with CustomerLeft, which WaitForAgent's catch-all takes to
     # HandoffFailed (not to the escalation a timeout takes): the execution ends failed, at once
     done = world.d.wait_done(execution, timeout=30)
@@ -85,17 +85,17 @@ def test_a_customer_who_leaves_while_queued_ends_the_handoff_and_a_later_accept_
     assert "EscalateToManager" not in entered
     assert entered[-3:] == ["HandoffFailed", "NotifyCustomerHandoffFailed", "HandoffAborted"]
     assert CUSTOMER_LEFT_ERROR in {event.get("error") for event in failure_events(execution)}
-    after = world.store.get_handoff(session_id, handoff.handoff_id)
+    after = world.store.handoffs.get_handoff(session_id, handoff.handoff_id)
     assert after is not None
     assert after.status == HandoffStatus.FAILED
     # And an agent who comes online now cannot accept the customer who left
-    world.store.put_agent(Agent(agent_id="agent-late", skills=("billing",)))
+    world.store.agents.put_agent(Agent(agent_id="agent-late", skills=("billing",)))
     accepted = world.route("accept", session_id, "agent-late", {})
     assert accepted["statusCode"] == 409, accepted
-    agent = world.store.get_agent("agent-late")
+    agent = world.store.agents.get_agent("agent-late")
     assert agent is not None
     assert agent.status == "available"
-    assert world.store.list_inbox("agent-late").items == []
+    assert world.store.inbox.list_inbox("agent-late").items == []
     notices = [n for n in world.customer_notices() if n.get("session_id") == session_id]
     assert [n["event_type"] for n in notices] == ["handoff_failed"]
 
@@ -109,15 +109,17 @@ def test_a_disconnect_after_the_agent_took_the_handoff_closes_it_instead(world: 
     world.agent("agent-fast")
     assert world.route("accept", session_id, "agent-fast", {})["statusCode"] == 200
     world.d.wait_for_state(execution, "MonitorHandoff")
-    assert world.store.put_inbox_item("agent-fast", session_id=session_id, handoff_id="accepted-then-left", reason="x")
-    assert [i.inbox for i in world.store.list_inbox("agent-fast").items] == ["own"]
+    assert world.store.inbox.put_inbox_item(
+        "agent-fast", session_id=session_id, handoff_id="accepted-then-left", reason="x"
+    )
+    assert [i.inbox for i in world.store.inbox.list_inbox("agent-fast").items] == ["own"]
 
     # When the customer disconnects
     assert disconnect_connection(world.store, "conn-a") == "disconnected"
 
     # Then the assigned handoff is completed (the close path), not failed, and the workflow succeeds
-    handoff = world.store.current_handoff(session_id)
+    handoff = world.store.handoffs.current_handoff(session_id)
     assert handoff is not None
     assert handoff.status == HandoffStatus.COMPLETED
-    assert world.store.list_inbox("agent-fast").items == []
+    assert world.store.inbox.list_inbox("agent-fast").items == []
     assert world.d.wait_done(execution, timeout=60)["status"] == "SUCCEEDED"

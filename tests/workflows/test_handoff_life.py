@@ -46,12 +46,12 @@ def _accepted_by(world: World, session_id: str, name: str, agent_id: str, skill:
     world.d.wait_for_state(execution, "WaitForAgent")
     assert world.pump_assignments() == 1
     world.agent(agent_id, skill)
-    world.store.put_inbox_item(keys.WAITING_INBOX, session_id=session_id, handoff_id=name, reason=skill)
+    world.store.inbox.put_inbox_item(keys.WAITING_INBOX, session_id=session_id, handoff_id=name, reason=skill)
     accepted = world.route("accept", session_id, agent_id, {})
     assert accepted["statusCode"] == 200, accepted
     assert _body(accepted)["handoff_id"] == name
     # and the shared waiting inbox no longer offers it to other consoles
-    assert world.store._get(keys.agent_inbox_key(keys.WAITING_INBOX, name)) is None
+    assert world.store.table.get(keys.agent_inbox_key(keys.WAITING_INBOX, name)) is None
     world.d.wait_for_state(execution, "MonitorHandoff")
     time.sleep(0.3)
     return execution
@@ -78,17 +78,17 @@ def test_later_handoffs_reach_their_agents_whatever_their_ids_sort_like(world: W
         assert closed["statusCode"] == 200, closed
         # Then the current handoff is this one; its agent's access ended with it (403), and
         # the agents of earlier handoffs are strangers to the session again (404)
-        current = world.store.current_handoff(session_id)
+        current = world.store.handoffs.current_handoff(session_id)
         assert current is not None
         assert (current.handoff_id, current.status) == (name, HandoffStatus.COMPLETED)
         assert world.read_turns(session_id, agent_id) == 403
         for previous in served:
             assert world.read_turns(session_id, previous) == 404
         served.append(agent_id)
-        agent = world.store.get_agent(agent_id)
+        agent = world.store.agents.get_agent(agent_id)
         assert agent is not None
         assert agent.status == AgentStatus.AVAILABLE
-        session = world.store.get_session(session_id)
+        session = world.store.sessions.get_session(session_id)
         assert session is not None
         assert session.status == SessionStatus.ACTIVE
 
@@ -102,7 +102,7 @@ def test_closing_before_the_first_reply_finishes_the_execution_and_a_second_clos
     time.sleep(0.3)
 
     handoff_id = execution.rsplit(":", 1)[-1]
-    world.store.put_inbox_item("agent-9", session_id=session_id, handoff_id=handoff_id, reason="billing")
+    world.store.inbox.put_inbox_item("agent-9", session_id=session_id, handoff_id=handoff_id, reason="billing")
 
     # When the agent closes it, handing the session back to the assistant
     closed = world.route("close", session_id, "agent-9", RESUME)
@@ -116,15 +116,15 @@ def test_closing_before_the_first_reply_finishes_the_execution_and_a_second_clos
     states = world.d.states_entered(execution)
     assert states[-1] == "HandoffComplete"
     assert "ReassignAgent" not in states
-    item = world.store._get({"PK": f"SESSION#{session_id}", "SK": f"HANDOFF#{_body(closed)['handoff_id']}"})
+    item = world.store.table.get({"PK": f"SESSION#{session_id}", "SK": f"HANDOFF#{_body(closed)['handoff_id']}"})
     assert item is not None
     assert (item["status"], item["resolution"], item["closed_by"]) == ("completed", RESUME["resolution"], "agent-9")
-    agent = world.store.get_agent("agent-9")
+    agent = world.store.agents.get_agent("agent-9")
     assert agent is not None
     assert agent.status == AgentStatus.AVAILABLE
-    assert world.store._get(keys.agent_inbox_key("agent-9", handoff_id)) is None  # out of the agent's inbox
+    assert world.store.table.get(keys.agent_inbox_key("agent-9", handoff_id)) is None  # out of the agent's inbox
     # and the customer's messages go to the assistant again
-    session = world.store.get_session(session_id)
+    session = world.store.sessions.get_session(session_id)
     assert session is not None
     assert session.status == SessionStatus.ACTIVE
     # When it is closed again, by its agent or an admin
@@ -132,8 +132,8 @@ def test_closing_before_the_first_reply_finishes_the_execution_and_a_second_clos
     by_admin = world.route("close", session_id, "admin-1", {"resolution": "again", "outcome": "end"}, role="admin")
     # Then 409 and nothing changed
     assert (again["statusCode"], by_admin["statusCode"]) == (409, 409)
-    assert world.store._get({"PK": f"SESSION#{session_id}", "SK": item["SK"]}) == item
-    after = world.store.get_session(session_id)
+    assert world.store.table.get({"PK": f"SESSION#{session_id}", "SK": item["SK"]}) == item
+    after = world.store.sessions.get_session(session_id)
     assert after is not None
     assert after.status == SessionStatus.ACTIVE
     # and the agent's access ended with the handoff
@@ -158,11 +158,11 @@ def test_an_admin_closes_a_handoff_and_ends_the_session(world: World) -> None:
     assert (stranger["statusCode"], bad["statusCode"]) == (403, 400)
     assert closed["statusCode"] == 200, closed
     assert world.d.wait_done(execution)["status"] == "SUCCEEDED"
-    session = world.store.get_session(session_id)
+    session = world.store.sessions.get_session(session_id)
     assert session is not None
     assert session.status == SessionStatus.DISCONNECTED
     assert session.cleanup_at is not None
-    agent = world.store.get_agent("agent-10")
+    agent = world.store.agents.get_agent("agent-10")
     assert agent is not None
     assert agent.status == AgentStatus.AVAILABLE
 
@@ -194,14 +194,14 @@ def test_a_reassigned_agent_loses_access_and_only_the_next_agent_is_in(world: Wo
 def test_a_customer_who_disconnects_during_a_handoff_ends_it(world: World) -> None:
     # Given a connected customer handed to an agent who has not replied yet
     session_id = world.session()
-    world.store.put_connection(
+    world.store.connections.put_connection(
         "conn-9",
         session_id=session_id,
         customer_id="customer-x",
         domain_name="abc123.execute-api.us-east-1.amazonaws.com",
         stage="prod",
     )
-    world.store.set_connection(session_id, "conn-9")
+    world.store.sessions.set_connection(session_id, "conn-9")
     world.agent("agent-12")
     execution = world.start(session_id)
     world.d.wait_for_state(execution, "MonitorHandoff")
@@ -211,13 +211,13 @@ def test_a_customer_who_disconnects_during_a_handoff_ends_it(world: World) -> No
 
     # Then the handoff is completed, the agent released, the session disconnected, and the
     # workflow finds the handoff closed at its next step and succeeds
-    handoff = world.store.current_handoff(session_id)
+    handoff = world.store.handoffs.current_handoff(session_id)
     assert handoff is not None
     assert handoff.status == HandoffStatus.COMPLETED
-    agent = world.store.get_agent("agent-12")
+    agent = world.store.agents.get_agent("agent-12")
     assert agent is not None
     assert agent.status == AgentStatus.AVAILABLE
-    session = world.store.get_session(session_id)
+    session = world.store.sessions.get_session(session_id)
     assert session is not None
     assert (session.status, session.connection_id) == (SessionStatus.DISCONNECTED, None)
     done = world.d.wait_done(execution, timeout=60)
@@ -233,7 +233,7 @@ def test_an_agent_of_a_failed_handoff_loses_access(world: World) -> None:
     execution = world.start(session_id)
     world.d.wait_for_state(execution, "MonitorHandoff")
     assert world.read_turns(session_id, "agent-failed") == 200
-    current = world.store.current_handoff(session_id)
+    current = world.store.handoffs.current_handoff(session_id)
     assert current is not None
 
     # When the workflow's HandoffFailed step ends it
@@ -245,7 +245,7 @@ def test_an_agent_of_a_failed_handoff_loses_access(world: World) -> None:
 
     # Then the agent is released and gets 403 on the session's turns and messages
     assert failed["released"] is True
-    after = world.store.current_handoff(session_id)
+    after = world.store.handoffs.current_handoff(session_id)
     assert after is not None
     assert after.status == HandoffStatus.FAILED
     assert world.read_turns(session_id, "agent-failed") == 403

@@ -67,14 +67,14 @@ def test_agent_free_hands_over_and_completes_on_first_reply(world: World) -> Non
     assert states[-1] == "HandoffComplete"
     assert "WaitForAgent" not in states
     # and the transaction wrote all three items: session in handoff, record assigned, system turn 3
-    session = world.store.get_session(session_id)
+    session = world.store.sessions.get_session(session_id)
     assert session is not None
     assert session.status == SessionStatus.HANDOFF
-    handoff = world.store.current_handoff(session_id)
+    handoff = world.store.handoffs.current_handoff(session_id)
     assert handoff is not None
     assert handoff.status == HandoffStatus.ASSIGNED
     assert handoff.agent_id == "agent-1"
-    turns = world.store.list_turns(session_id).items
+    turns = world.store.turns.list_turns(session_id).items
     assert [(t.turn_number, t.role) for t in turns] == [
         (1, Role.USER),
         (2, Role.USER),
@@ -86,7 +86,7 @@ def test_agent_free_hands_over_and_completes_on_first_reply(world: World) -> Non
     assert [n["event_type"] for n in notices] == ["handoff_started"]
     assert notices[0]["session_id"] == session_id
     assert notices[0]["text"]
-    agent = world.store.get_agent("agent-1")
+    agent = world.store.agents.get_agent("agent-1")
     assert agent is not None
     assert agent.status == AgentStatus.BUSY
     assert agent.current_session_id == session_id
@@ -112,14 +112,14 @@ def test_no_agent_waits_then_accepting_agent_from_authorizer_context_takes_it(wo
     assert accepted["statusCode"] == 200, accepted
     assert json.loads(accepted["body"])["agent_id"] == "agent-2"
     assert done["status"] == "SUCCEEDED", done
-    handoff = world.store.current_handoff(session_id)
+    handoff = world.store.handoffs.current_handoff(session_id)
     assert handoff is not None
     assert handoff.agent_id == "agent-2"
     # and a second accept (another agent) finds nothing waiting any more
     world.agent("agent-3")
     late = world.route("accept", session_id, "agent-3", {})
     assert late["statusCode"] == 409
-    agent3 = world.store.get_agent("agent-3")
+    agent3 = world.store.agents.get_agent("agent-3")
     assert agent3 is not None
     assert agent3.status == AgentStatus.AVAILABLE
 
@@ -142,7 +142,7 @@ def test_wait_timeout_escalates_to_an_available_manager(world: World) -> None:
     # Then the manager took over through EscalateToManager
     states = world.d.states_entered(execution)
     assert states.index("WaitForAgent") < states.index("EscalateToManager") < states.index("UpdateDynamoDB")
-    handoff = world.store.current_handoff(session_id)
+    handoff = world.store.handoffs.current_handoff(session_id)
     assert handoff is not None
     assert handoff.agent_id == "manager-1"
     assert handoff.status == HandoffStatus.ASSIGNED
@@ -167,10 +167,10 @@ def test_wait_timeout_without_manager_fails_restores_nothing_and_tells_the_custo
     assert states.index("EscalateToManager") < states.index("WaitForManager") < states.index("NoManagerTookOver")
     assert "UpdateDynamoDB" not in states
     # and the handoff ended failed, the session never moved; the customer was told once
-    handoff = world.store.current_handoff(session_id)
+    handoff = world.store.handoffs.current_handoff(session_id)
     assert handoff is not None
     assert handoff.status == HandoffStatus.FAILED
-    session = world.store.get_session(session_id)
+    session = world.store.sessions.get_session(session_id)
     assert session is not None
     assert session.status == SessionStatus.ACTIVE
     assert [n["event_type"] for n in world.customer_notices()] == ["handoff_failed"]
@@ -183,11 +183,11 @@ def test_an_escalated_handoff_waits_for_a_manager_and_only_a_manager_takes_it(wo
     world.d.wait_for_state(execution, "WaitForAgent")
     world.pump_assignments()
     world.d.wait_for_state(execution, "WaitForManager", timeout=30)
-    handoff = world.store.current_handoff(session_id)
+    handoff = world.store.handoffs.current_handoff(session_id)
     assert handoff is not None
     assert handoff.status == HandoffStatus.ESCALATED
     deadline = time.monotonic() + 10
-    while world.store.waiting_for(session_id, handoff.handoff_id) != "agent" and time.monotonic() < deadline:
+    while world.store.handoffs.waiting_for(session_id, handoff.handoff_id) != "agent" and time.monotonic() < deadline:
         time.sleep(0.1)
 
     # When an agent with the reason's skill, but no manager, tries to take it
@@ -204,7 +204,7 @@ def test_an_escalated_handoff_waits_for_a_manager_and_only_a_manager_takes_it(wo
     world.d.wait_for_state(execution, "MonitorHandoff", timeout=30)
 
     # Then the session is handed to the manager
-    handoff = world.store.current_handoff(session_id)
+    handoff = world.store.handoffs.current_handoff(session_id)
     assert handoff is not None
     assert (handoff.status, handoff.agent_id) == (HandoffStatus.ASSIGNED, "manager-2")
     states = world.d.states_entered(execution)
@@ -215,14 +215,14 @@ def test_an_escalated_handoff_waits_for_a_manager_and_only_a_manager_takes_it(wo
 def test_inactive_session_fails_without_touching_agents(world: World) -> None:
     # Given a disconnected session and an available agent
     session_id = world.session()
-    world.store.update_status(session_id, SessionStatus.DISCONNECTED)
+    world.store.sessions.update_status(session_id, SessionStatus.DISCONNECTED)
     world.agent("agent-4")
 
     done = world.d.wait_done(world.start(session_id))
 
     assert done["status"] == "FAILED"
     assert "disconnected, not active" in _cause(done)
-    agent = world.store.get_agent("agent-4")
+    agent = world.store.agents.get_agent("agent-4")
     assert agent is not None
     assert agent.status == AgentStatus.AVAILABLE
     assert not world.calls.by_handler("lambdas.orchestration.handoff.check_agent")
@@ -243,10 +243,10 @@ def test_a_customer_cannot_hand_over_someone_elses_session(world: World) -> None
     assert not world.calls.by_handler("lambdas.orchestration.handoff.check_agent")
     assert not world.calls.by_handler("lambdas.orchestration.handoff.fail")
     assert world.customer_notices() == []
-    agent = world.store.get_agent("agent-8")
+    agent = world.store.agents.get_agent("agent-8")
     assert agent is not None
     assert agent.status == AgentStatus.AVAILABLE
-    session = world.store.get_session(session_id)
+    session = world.store.sessions.get_session(session_id)
     assert session is not None
     assert session.status == SessionStatus.ACTIVE
 
@@ -259,7 +259,7 @@ def test_transaction_conflict_releases_the_reserved_agent(world: World, monkeypa
 
     def reserve_then_disconnect(event: dict[str, Any], context: Any) -> dict[str, Any]:
         result: dict[str, Any] = original(event, context)
-        DynamoSessionStore(world.d.table_name).update_status(event["session_id"], SessionStatus.DISCONNECTED)
+        DynamoSessionStore(world.d.table_name).sessions.update_status(event["session_id"], SessionStatus.DISCONNECTED)
         return result
 
     monkeypatch.setattr(handoff_steps, "check_agent", reserve_then_disconnect)
@@ -273,13 +273,13 @@ def test_transaction_conflict_releases_the_reserved_agent(world: World, monkeypa
     assert [c.error.__class__.__name__ for c in world.calls.by_handler("lambdas.orchestration.handoff.begin")] == [
         "ConditionalCheckFailed"
     ]
-    agent = world.store.get_agent("agent-5")
+    agent = world.store.agents.get_agent("agent-5")
     assert agent is not None
     assert agent.status == AgentStatus.AVAILABLE
-    session = world.store.get_session(session_id)
+    session = world.store.sessions.get_session(session_id)
     assert session is not None
     assert session.status == SessionStatus.DISCONNECTED
-    assert world.store.current_handoff(session_id) is None  # nothing of the transaction was written
+    assert world.store.handoffs.current_handoff(session_id) is None  # nothing of the transaction was written
 
 
 def test_idle_agent_is_reassigned_until_the_bound_then_fails(world: World) -> None:
@@ -296,13 +296,13 @@ def test_idle_agent_is_reassigned_until_the_bound_then_fails(world: World) -> No
     assert states.count("ReassignAgent") == 2
     assert states.count("UpdateDynamoDB") == 2
     # and everything is back: session active, agent available, handoff failed
-    session = world.store.get_session(session_id)
+    session = world.store.sessions.get_session(session_id)
     assert session is not None
     assert session.status == SessionStatus.ACTIVE
-    agent = world.store.get_agent("agent-6")
+    agent = world.store.agents.get_agent("agent-6")
     assert agent is not None
     assert agent.status == AgentStatus.AVAILABLE
-    handoff = world.store.current_handoff(session_id)
+    handoff = world.store.handoffs.current_handoff(session_id)
     assert handoff is not None
     assert handoff.status == HandoffStatus.FAILED
 
@@ -322,7 +322,11 @@ def test_two_concurrent_handoffs_never_share_an_agent(world: World) -> None:
     entered = [world.d.states_entered(e) for e in executions]
     assert sum("UpdateDynamoDB" in s for s in entered) == 1
     assert sum("WaitForAgent" in s for s in entered) == 1
-    owners = [h.agent_id for h in (world.store.current_handoff(first), world.store.current_handoff(second)) if h]
+    owners = [
+        h.agent_id
+        for h in (world.store.handoffs.current_handoff(first), world.store.handoffs.current_handoff(second))
+        if h
+    ]
     assert owners.count("agent-7") == 1
     for execution in executions:
         boto3.client("stepfunctions", region_name=REGION).stop_execution(executionArn=execution)

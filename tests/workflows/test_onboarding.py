@@ -159,12 +159,12 @@ def test_new_connection_gets_a_session_a_greeting_and_the_welcome_frame(synthesi
         execution = flow.run()
         # Then it succeeds having created the session, the connection record and the greeting
         assert execution["status"] == "SUCCEEDED"
-        connection = flow.store.get_connection(CONN)
+        connection = flow.store.connections.get_connection(CONN)
         assert connection is not None
-        session = flow.store.get_session(connection.session_id)
+        session = flow.store.sessions.get_session(connection.session_id)
         assert session is not None
         assert (session.customer_id, session.status, session.connection_id) == ("alice", SessionStatus.ACTIVE, CONN)
-        [greeting] = flow.store.list_turns(session.session_id).items
+        [greeting] = flow.store.turns.list_turns(session.session_id).items
         # And the customer received the welcome frame
         [frame] = sent_frames(CONN)
         assert frame == {
@@ -202,14 +202,14 @@ def test_client_that_never_opens_is_abandoned_and_its_session_disconnected(synth
         assert all(wait <= 8 for wait in flow.waits)  # capped by delivery_max_delay
         assert flow.handlers()[-1] == PREPARE  # the "abandon" step
         assert flow.calls.calls[-1].event["step"] == "abandon"
-        sessions = flow.store.list_customer_sessions("alice").items
+        sessions = flow.store.sessions.list_customer_sessions("alice").items
         assert [s.status for s in sessions] == [SessionStatus.DISCONNECTED]
-        assert flow.store.get_connection(CONN) is None
+        assert flow.store.connections.get_connection(CONN) is None
 
 
 def test_resume_of_own_session_sends_welcome_back(synthesized: Any) -> None:
     with deployed(synthesized) as flow:
-        session_id = flow.store.create_session("alice").session_id
+        session_id = flow.store.sessions.create_session("alice").session_id
         execution = flow.run(session_id=session_id)
         assert execution["status"] == "SUCCEEDED"
         [frame] = sent_frames(CONN)
@@ -219,7 +219,7 @@ def test_resume_of_own_session_sends_welcome_back(synthesized: Any) -> None:
 def test_foreign_session_fails_the_workflow_after_telling_the_client(synthesized: Any) -> None:
     with deployed(synthesized) as flow:
         # Given a session of another customer (the $connect check raced with nothing: defence in depth)
-        session_id = flow.store.create_session("mallory").session_id
+        session_id = flow.store.sessions.create_session("mallory").session_id
         execution = flow.run(session_id=session_id)
         # Then the workflow fails, the client got a stable error frame, and nothing was attached
         assert execution["status"] == "FAILED"
@@ -231,7 +231,7 @@ def test_foreign_session_fails_the_workflow_after_telling_the_client(synthesized
                 "message": "We could not start your chat session. Please reconnect in a moment.",
             }
         ]
-        session = flow.store.get_session(session_id)
+        session = flow.store.sessions.get_session(session_id)
         assert session is not None
         assert session.connection_id is None
-        assert flow.store.list_turns(session_id).items == []
+        assert flow.store.turns.list_turns(session_id).items == []

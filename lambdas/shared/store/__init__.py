@@ -1,4 +1,4 @@
-"""The data-access layer over the single DynamoDB table: one module per aggregate over a shared core.
+"""The data-access layer over the single DynamoDB table: one repository per aggregate over a shared core.
 
 Every Lambda that touches the table goes through :class:`DynamoSessionStore`; no handler builds a
 key or an expression itself. Functions get their store from :func:`lambdas.shared.settings.store`
@@ -7,33 +7,40 @@ key or an expression itself. Functions get their store from :func:`lambdas.share
 Usage::
 
     store = settings.store()
-    session = store.create_session("customer-1")
-    turn = store.add_turn(session.session_id, "user", "Is volume 3 out yet?")
-    page = store.list_turns(session.session_id, limit=20)
+    session = store.sessions.create_session("customer-1")
+    turn = store.turns.add_turn(session.session_id, "user", "Is volume 3 out yet?")
+    page = store.turns.list_turns(session.session_id, limit=20)
 
-Modules: :mod:`.table` (keys, expressions, conditional writes, batch writes, pages),
-:mod:`.sessions` (META, status machine, cleanup index, the session partition), :mod:`.turns`
-(turns and summaries), :mod:`.chat` (a customer's message before the model is called, admitted
-and accepted in three round trips), :mod:`.handoffs` (handoff records, the current handoff, the
-handoff transaction, callback tokens), :mod:`.handoff_life` (closing a handoff), :mod:`.agents`,
-:mod:`.inbox`, :mod:`.connections`, :mod:`.limits` (the chat's rate buckets and connection
-slots). Review records belong to the approval gate, which keeps them itself.
+The store composes one repository per aggregate over one :class:`~.table.TableCore` (the
+client, the clock, the stage's TTL and sharding, and the helpers every conditional write goes
+through): ``store.sessions`` (:mod:`.sessions`: META, the status machine, the cleanup index, the
+session partition), ``store.turns`` (:mod:`.turns`: turns and summaries), ``store.handoffs``
+(:mod:`.handoffs`: handoff records, the current handoff, callback tokens), ``store.agents``
+(:mod:`.agents`), ``store.inbox`` (:mod:`.inbox`), ``store.connections`` (:mod:`.connections`),
+``store.limits`` (:mod:`.limits`: the chat's rate buckets and connection slots) and ``store.chat``
+(:mod:`.chat`: a customer's message before the model is called, over turns, connections and
+limits). Writes that span aggregates are use cases (:mod:`lambdas.usecases`). Review records
+belong to the approval gate, which keeps them itself.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from lambdas.shared.store.agents import MAX_AGENT_SKILLS, Agents
 from lambdas.shared.store.chat import AcceptedMessage, Chat, ChatContext, MessageAdmission, Rate
-from lambdas.shared.store.handoff_life import CLOSE_OUTCOMES, Abandoned, Closed, HandoffClosed, HandoffLife
+from lambdas.shared.store.connections import Connections
 from lambdas.shared.store.handoffs import (
     WAITING_FOR_AGENT,
     WAITING_FOR_REPLY,
-    Begun,
+    HandoffClosed,
     HandoffConflict,
+    Handoffs,
     SessionNotActive,
 )
 from lambdas.shared.store.inbox import Inbox, InboxItem, InboxWrite
-from lambdas.shared.store.limits import ADMITTED, Admission
+from lambdas.shared.store.limits import ADMITTED, Admission, Limits
+from lambdas.shared.store.sessions import Sessions
 from lambdas.shared.store.table import (
     BATCH_SIZE,
     DEFAULT_BATCH_RETRIES,
@@ -45,12 +52,11 @@ from lambdas.shared.store.table import (
     Page,
     TableCore,
 )
-from lambdas.shared.store.turns import MAX_COMPRESSED_CONTENT
+from lambdas.shared.store.turns import MAX_COMPRESSED_CONTENT, Turns
 
 __all__ = [
     "ADMITTED",
     "BATCH_SIZE",
-    "CLOSE_OUTCOMES",
     "DEFAULT_BATCH_RETRIES",
     "DEFAULT_CLEANUP_SHARDS",
     "DEFAULT_TTL_HOURS",
@@ -61,12 +67,9 @@ __all__ = [
     "MAX_PAGE_SIZE",
     "WAITING_FOR_AGENT",
     "WAITING_FOR_REPLY",
-    "Abandoned",
     "AcceptedMessage",
     "Admission",
-    "Begun",
     "ChatContext",
-    "Closed",
     "DynamoSessionStore",
     "HandoffClosed",
     "HandoffConflict",
@@ -80,8 +83,19 @@ __all__ = [
 ]
 
 
-class DynamoSessionStore(HandoffLife, Chat, Agents, Inbox):
-    """The store on one DynamoDB table: every aggregate's operations over one :class:`TableCore`.
+class DynamoSessionStore:
+    """The store on one DynamoDB table: one repository per aggregate, all over one :class:`TableCore`.
 
-    Construction and options: see :class:`TableCore`.
+    Construction and options: see :class:`TableCore` (``table_name`` and its keyword arguments).
     """
+
+    def __init__(self, table_name: str, **options: Any) -> None:
+        self.table = TableCore(table_name, **options)
+        self.sessions = Sessions(self.table)
+        self.turns = Turns(self.table)
+        self.handoffs = Handoffs(self.table)
+        self.agents = Agents(self.table)
+        self.inbox = Inbox(self.table)
+        self.connections = Connections(self.table)
+        self.limits = Limits(self.table)
+        self.chat = Chat(self.table, turns=self.turns, connections=self.connections, limits=self.limits)

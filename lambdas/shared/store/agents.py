@@ -15,8 +15,6 @@ import uuid
 from dataclasses import replace
 from typing import Any, Final
 
-from botocore.exceptions import ClientError
-
 from lambdas.shared import cursor as cursors
 from lambdas.shared import keys
 from lambdas.shared.errors import (
@@ -32,15 +30,14 @@ from lambdas.shared.errors import (
 from lambdas.shared.records import Agent, AgentStatus
 from lambdas.shared.schema import AVAILABLE_AGENTS, PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE
 from lambdas.shared.serialize import marshal_item, unmarshal_item
+from lambdas.shared.store.expressions import Expr, Update
 from lambdas.shared.store.table import (
-    CONDITION_FAILED,
     MAX_PAGE_SIZE,
-    TRANSACTION_CANCELED,
-    Expr,
+    Aggregate,
+    Cancelled,
+    ConditionFailed,
     Page,
-    TableCore,
-    Update,
-    code_of,
+    Transaction,
     parse_enum,
     require_id,
     require_limit,
@@ -51,7 +48,7 @@ MAX_AGENT_SKILLS: Final = 40  # keeps put_agent within TransactWriteItems' 100 a
 PRESENCE: Final = "presence"
 
 
-class Agents(TableCore):
+class Agents(Aggregate):
     """Agent operations."""
 
     def put_agent(self, agent: Agent, *, expected_revision: str | None = None) -> Agent:
@@ -63,14 +60,17 @@ class Agents(TableCore):
         when available and not given, ``available_since`` = now; an agent has no ``ttl``. With
         ``expected_revision``, META must still hold that revision (AgentUnavailable otherwise).
         """
-        stored, actions = self._agent_actions(agent, expected_revision=expected_revision)
-        self._transact(agent.agent_id, actions)
+        stored, tx = self._agent_transaction(agent, expected_revision=expected_revision)
+        self._commit(agent.agent_id, tx)
         return stored
 
-    def _agent_actions(
-        self, agent: Agent, *, expected_revision: str | None = None
-    ) -> tuple[Agent, list[dict[str, Any]]]:
-        """The agent as it will be stored, and the write items of :meth:`put_agent` (META first)."""
+    def _agent_transaction(
+        self, agent: Agent, *, expected_revision: str | None = None, new: bool = False
+    ) -> tuple[Agent, Transaction]:
+        """The agent as it will be stored, and the transaction of :meth:`put_agent` (META first, as ``agent``).
+
+        ``new``: META must not exist yet; ``expected_revision``: META must still hold that revision.
+        """
         require_id(agent.agent_id, "agent_id")
         status = parse_enum(AgentStatus, agent.status, "agent status")
         skills = tuple(dict.fromkeys(agent.skills))
@@ -78,7 +78,7 @@ class Agents(TableCore):
             raise InvalidInput(f"skills must be a list of at most {MAX_AGENT_SKILLS} strings")
         for skill in skills:
             require_id(skill, "skill")
-        now = self._now()
+        now = self.table.now()
         stored = replace(
             agent,
             skills=skills,
@@ -92,30 +92,31 @@ class Agents(TableCore):
         wanted_sks = {item[SORT_KEY] for item in wanted}
         stale = [
             k
-            for k in self._partition_keys(keys.agent_pk(agent.agent_id), keys.SKILL_PREFIX)
+            for k in self.table.partition_keys(keys.agent_pk(agent.agent_id), keys.SKILL_PREFIX)
             if k[SORT_KEY] not in wanted_sks
         ]
-        meta: dict[str, Any] = {"TableName": self.table_name, "Item": marshal_item(stored.to_item())}
-        if expected_revision is not None:
+        tx = Transaction(self.table.table_name)
+        if new:
+            tx.put_new("agent", stored.to_item())
+        elif expected_revision is not None:
             expr = Expr()
-            meta["ConditionExpression"] = f"{expr.n('revision')} = {expr.v(expected_revision)}"
-            meta.update(expr.params())
-        actions: list[dict[str, Any]] = [{"Put": meta}]
-        actions += [{"Put": {"TableName": self.table_name, "Item": marshal_item(item)}} for item in wanted]
-        actions += [{"Delete": {"TableName": self.table_name, "Key": marshal_item(k)}} for k in stale]
-        return stored, actions
+            tx.put(
+                "agent", stored.to_item(), condition=f"{expr.n('revision')} = {expr.v(expected_revision)}", expr=expr
+            )
+        else:
+            tx.put("agent", stored.to_item())
+        for item in wanted:
+            tx.put(f"skill:{item[SORT_KEY]}", item)
+        for k in stale:
+            tx.delete(f"stale:{k[SORT_KEY]}", k)
+        return stored, tx
 
-    def _transact(self, agent_id: str, actions: list[dict[str, Any]]) -> None:
-        """Write ``actions`` atomically (a lone Put as PutItem); a lost condition is AgentUnavailable."""
+    def _commit(self, agent_id: str, tx: Transaction) -> None:
+        """Write ``tx`` atomically; a lost condition is AgentUnavailable."""
         try:
-            if len(actions) == 1 and "Put" in actions[0]:
-                self.client.put_item(**actions[0]["Put"])
-            else:
-                self.client.transact_write_items(TransactItems=actions)
-        except ClientError as err:
-            if code_of(err) in (TRANSACTION_CANCELED, CONDITION_FAILED):
-                raise AgentUnavailable(agent_id, "changed concurrently; retry") from None
-            raise
+            self.table.commit(tx)
+        except Cancelled:
+            raise AgentUnavailable(agent_id, "changed concurrently; retry") from None
 
     # ------------------------------------------------------------------ registry
 
@@ -126,29 +127,27 @@ class Agents(TableCore):
         agent's id stays taken (its handoffs keep naming it).
         """
         require_id(agent_id, "agent_id")
-        now = self._now()
-        stored, actions = self._agent_actions(
-            Agent(agent_id=agent_id, skills=tuple(skills), status=AgentStatus.OFFLINE, is_manager=is_manager, name=name)
+        now = self.table.now()
+        stored, tx = self._agent_transaction(
+            Agent(
+                agent_id=agent_id, skills=tuple(skills), status=AgentStatus.OFFLINE, is_manager=is_manager, name=name
+            ),
+            new=True,
         )
-        expr = Expr()
-        actions[0]["Put"]["ConditionExpression"] = f"attribute_not_exists({expr.n(PARTITION_KEY)})"
-        actions[0]["Put"].update(expr.params())
         directory = {
             **keys.agent_directory_key(agent_id),
             "agent_id": agent_id,
             "name": name,
             "registered_at": now,
         }
-        actions.append({"Put": {"TableName": self.table_name, "Item": marshal_item(directory)}})
+        tx.put("directory", directory)
         try:
-            self.client.transact_write_items(TransactItems=actions)
-        except ClientError as err:
-            if code_of(err) == TRANSACTION_CANCELED:
-                existing = self.get_agent(agent_id)
-                if existing is not None:
-                    raise AgentExists(agent_id, str(existing.status)) from None
-                raise AgentUnavailable(agent_id, "changed concurrently; retry") from None
-            raise
+            self.table.commit(tx)
+        except Cancelled:
+            existing = self.get_agent(agent_id)
+            if existing is not None:
+                raise AgentExists(agent_id, str(existing.status)) from None
+            raise AgentUnavailable(agent_id, "changed concurrently; retry") from None
         return stored
 
     def update_agent(
@@ -171,10 +170,10 @@ class Agents(TableCore):
             skills=current.skills if skills is None else tuple(skills),
             is_manager=current.is_manager if is_manager is None else is_manager,
         )
-        stored, actions = self._agent_actions(changed, expected_revision=current.revision)
+        stored, tx = self._agent_transaction(changed, expected_revision=current.revision)
         if name is not None:
-            actions.append(self._directory_update(agent_id, "name", name))
-        self._transact(agent_id, actions)
+            self._directory_update(tx, agent_id, "name", name)
+        self._commit(agent_id, tx)
         return stored
 
     def retire_agent(self, agent_id: str) -> Agent:
@@ -187,26 +186,18 @@ class Agents(TableCore):
         current = self._registered(agent_id)
         if current.status == AgentStatus.BUSY:
             raise AgentBusy(agent_id, current.current_session_id)
-        now = self._now()
+        now = self.table.now()
         retired = replace(current, status=AgentStatus.RETIRED, current_session_id=None, retired_at=now)
-        stored, actions = self._agent_actions(retired, expected_revision=current.revision)
-        actions.append(self._directory_update(agent_id, "retired_at", now))
-        self._transact(agent_id, actions)
+        stored, tx = self._agent_transaction(retired, expected_revision=current.revision)
+        self._directory_update(tx, agent_id, "retired_at", now)
+        self._commit(agent_id, tx)
         return stored
 
-    def _directory_update(self, agent_id: str, attribute: str, value: Any) -> dict[str, Any]:
-        """A transaction action setting one attribute of the agent's directory row."""
-        expr = Expr()
-        update = Update(expr)
+    def _directory_update(self, tx: Transaction, agent_id: str, attribute: str, value: Any) -> None:
+        """Add to ``tx`` the update of one attribute of the agent's directory row (action ``directory``)."""
+        update = Update(Expr())
         update.set(attribute, value)
-        return {
-            "Update": {
-                "TableName": self.table_name,
-                "Key": marshal_item(keys.agent_directory_key(agent_id)),
-                "UpdateExpression": update.expression(),
-                **expr.params(),
-            }
-        }
+        tx.update("directory", keys.agent_directory_key(agent_id), update)
 
     def list_agents(
         self, *, limit: int = 25, cursor: str | None = None, status: AgentStatus | str | None = None
@@ -229,7 +220,7 @@ class Agents(TableCore):
             ):
                 raise InvalidCursor("it was issued for another listing")
         expr = Expr()
-        rows, next_cursor = self._query_page(
+        rows, next_cursor = self.table.query_page(
             {
                 "KeyConditionExpression": f"{expr.n(PARTITION_KEY)} = {expr.v(keys.AGENT_DIRECTORY_PK)}",
                 **expr.params(),
@@ -247,23 +238,23 @@ class Agents(TableCore):
         """The agents' META records (consistent), in the order of ``agent_ids``; missing ones skipped."""
         found: dict[str, Agent] = {}
         pending: dict[str, Any] | None = {
-            self.table_name: {
+            self.table.table_name: {
                 "Keys": [marshal_item(keys.agent_key(agent_id)) for agent_id in agent_ids],
                 "ConsistentRead": True,
             }
         }
         attempt = 0
         while pending and agent_ids:
-            response = self.client.batch_get_item(RequestItems=pending)
-            for item in response.get("Responses", {}).get(self.table_name, []):
+            response = self.table.client.batch_get_item(RequestItems=pending)
+            for item in response.get("Responses", {}).get(self.table.table_name, []):
                 agent = Agent.from_item(unmarshal_item(item))
                 found[agent.agent_id] = agent
             pending = response.get("UnprocessedKeys") or None
             if pending:
                 attempt += 1
-                if attempt > self.max_batch_retries:
-                    raise BatchWriteIncomplete(len(pending[self.table_name]["Keys"]), len(found))
-                self._sleep(self._backoff(attempt))
+                if attempt > self.table.max_batch_retries:
+                    raise BatchWriteIncomplete(len(pending[self.table.table_name]["Keys"]), len(found))
+                self.table.sleep(self.table.backoff(attempt))
         return [found[agent_id] for agent_id in agent_ids if agent_id in found]
 
     def _registered(self, agent_id: str) -> Agent:
@@ -277,7 +268,7 @@ class Agents(TableCore):
 
     def get_agent(self, agent_id: str) -> Agent | None:
         require_id(agent_id, "agent_id")
-        item = self._get(keys.agent_key(agent_id))
+        item = self.table.get(keys.agent_key(agent_id))
         return Agent.from_item(item) if item else None
 
     def find_available_agent(self, skill: str, *, managers_only: bool = False) -> Agent | None:
@@ -291,7 +282,7 @@ class Agents(TableCore):
         require_id(skill, "skill")
         index = AVAILABLE_AGENTS
         expr = Expr()
-        candidates = self._query(
+        candidates = self.table.query(
             IndexName=index.name,
             KeyConditionExpression=f"{expr.n(index.partition_key)} = {expr.v(skill)}",
             ScanIndexForward=True,
@@ -323,7 +314,7 @@ class Agents(TableCore):
             raise AgentNotFound(agent_id)
         if current.status != AgentStatus.AVAILABLE:
             raise AgentUnavailable(agent_id, f"is {current.status}")
-        now = self._now()
+        now = self.table.now()
         revision = uuid.uuid4().hex
         expr = Expr()
         update = Update(expr)
@@ -337,32 +328,14 @@ class Agents(TableCore):
             f"{expr.n('status')} = {expr.v(str(AgentStatus.AVAILABLE))} AND "
             f"{expr.n('revision')} = {expr.v(current.revision)}"
         )
-        actions: list[dict[str, Any]] = [
-            {
-                "Update": {
-                    "TableName": self.table_name,
-                    "Key": marshal_item(keys.agent_key(agent_id)),
-                    "UpdateExpression": update.expression(),
-                    "ConditionExpression": condition,
-                    **expr.params(),
-                }
-            }
-        ]
-        actions += [
-            {
-                "Delete": {
-                    "TableName": self.table_name,
-                    "Key": marshal_item(keys.agent_skill_key(agent_id, skill)),
-                }
-            }
-            for skill in current.skills
-        ]
+        tx = Transaction(self.table.table_name)
+        tx.update("agent", keys.agent_key(agent_id), update, condition=condition)
+        for skill in current.skills:
+            tx.delete(f"skill:{skill}", keys.agent_skill_key(agent_id, skill))
         try:
-            self.client.transact_write_items(TransactItems=actions)
-        except ClientError as err:
-            if code_of(err) == TRANSACTION_CANCELED:
-                raise AgentUnavailable(agent_id, "was reserved or changed concurrently") from None
-            raise
+            self.table.commit(tx)
+        except Cancelled:
+            raise AgentUnavailable(agent_id, "was reserved or changed concurrently") from None
         return replace(
             current,
             status=AgentStatus.BUSY,
@@ -382,13 +355,12 @@ class Agents(TableCore):
         current = self.get_agent(agent_id)
         if current is None:
             raise AgentNotFound(agent_id)
-        actions, released = self.release_actions(current, session_id=session_id)
+        tx = Transaction(self.table.table_name)
+        released = self.release(tx, current, session_id=session_id)
         try:
-            self.client.transact_write_items(TransactItems=actions)
-        except ClientError as err:
-            if code_of(err) == TRANSACTION_CANCELED:
-                raise AgentUnavailable(agent_id, "was released or changed concurrently") from None
-            raise
+            self.table.commit(tx)
+        except Cancelled:
+            raise AgentUnavailable(agent_id, "was released or changed concurrently") from None
         return released
 
     def set_presence(self, agent_id: str, presence: AgentStatus | str) -> Agent:
@@ -411,15 +383,13 @@ class Agents(TableCore):
         update.set(PRESENCE, str(wanted))
         condition = f"{expr.n('status')} = {expr.v(str(AgentStatus.BUSY))}"
         try:
-            self._update(keys.agent_key(agent_id), update, condition, return_values="NONE")
-        except ClientError as err:
-            if code_of(err) == CONDITION_FAILED:
-                raise AgentUnavailable(agent_id, "changed concurrently; retry") from None
-            raise
+            self.table.update_if(keys.agent_key(agent_id), update, condition, returns="NONE")
+        except ConditionFailed:
+            raise AgentUnavailable(agent_id, "changed concurrently; retry") from None
         return current
 
-    def release_actions(self, current: Agent, *, session_id: str | None = None) -> tuple[list[dict[str, Any]], Agent]:
-        """The transaction items that release ``current`` (as just read), and the agent they write.
+    def release(self, tx: Transaction, current: Agent, *, session_id: str | None = None) -> Agent:
+        """Add the release of ``current`` (as just read) to ``tx`` (action ``agent``); returns the agent it writes.
 
         Lets another transaction (closing a handoff) release the agent in the same atomic write.
         Raises AgentUnavailable when the agent is not busy (with ``session_id``: with that session).
@@ -429,9 +399,9 @@ class Agents(TableCore):
             raise AgentUnavailable(agent_id, f"is {current.status}, not busy")
         if session_id is not None and current.current_session_id != session_id:
             raise AgentUnavailable(agent_id, f"is not serving session {session_id!r}")
-        now = self._now()
+        now = self.table.now()
         # An agent who chose "away" while busy stays away once released (nothing new is offered).
-        away = (self._get(keys.agent_key(agent_id)) or {}).get(PRESENCE) == str(AgentStatus.AWAY)
+        away = (self.table.get(keys.agent_key(agent_id)) or {}).get(PRESENCE) == str(AgentStatus.AWAY)
         released = replace(
             current,
             status=AgentStatus.AWAY if away else AgentStatus.AVAILABLE,
@@ -446,17 +416,7 @@ class Agents(TableCore):
             f"{expr.n('status')} = {expr.v(str(AgentStatus.BUSY))} AND "
             f"{expr.n('revision')} = {expr.v(current.revision)}"
         )
-        actions: list[dict[str, Any]] = [
-            {
-                "Put": {
-                    "TableName": self.table_name,
-                    "Item": marshal_item(released.to_item()),
-                    "ConditionExpression": condition,
-                    **expr.params(),
-                }
-            }
-        ]
-        actions += [
-            {"Put": {"TableName": self.table_name, "Item": marshal_item(item)}} for item in released.skill_items()
-        ]
-        return actions, released
+        tx.put("agent", released.to_item(), condition=condition, expr=expr)
+        for item in released.skill_items():
+            tx.put(f"skill:{item[SORT_KEY]}", item)
+        return released

@@ -32,7 +32,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from lambdas.shared.records import Connection, Role, Session, SessionStatus, Summary, Turn
 from lambdas.shared.store.connections import Connections
 from lambdas.shared.store.limits import CONNECTION_SCOPE, CUSTOMER_SCOPE, Admission, Limits
-from lambdas.shared.store.table import MAX_PAGE_SIZE, require_id, require_limit
+from lambdas.shared.store.table import MAX_PAGE_SIZE, TableCore, require_id, require_limit
 from lambdas.shared.store.turns import Turns, checked_turn
 
 #: The model's context holds at most this many turns (the newest, the customer's message last).
@@ -87,8 +87,14 @@ class AcceptedMessage:
     context: ChatContext | None
 
 
-class Chat(Turns, Connections, Limits):
-    """The message path's two operations (see the module docstring)."""
+class Chat:
+    """The message path's two operations (see the module docstring), over the turns, connections and limits."""
+
+    def __init__(self, table: TableCore, *, turns: Turns, connections: Connections, limits: Limits) -> None:
+        self.table = table
+        self.turns = turns
+        self.connections = connections
+        self.limits = limits
 
     def admit_message(
         self, connection_id: str, customer_id: str, *, per_connection: Rate, per_customer: Rate
@@ -106,12 +112,12 @@ class Chat(Turns, Connections, Limits):
         """
         require_id(connection_id, "connection_id")
         require_id(customer_id, "customer_id")
-        connection, by_connection, by_customer = self._together(
-            lambda: self.get_connection(connection_id),
-            lambda: self.take_message_token(
+        connection, by_connection, by_customer = self.table.together(
+            lambda: self.connections.get_connection(connection_id),
+            lambda: self.limits.take_message_token(
                 CONNECTION_SCOPE, connection_id, per_minute=per_connection.per_minute, burst=per_connection.burst
             ),
-            lambda: self.take_message_token(
+            lambda: self.limits.take_message_token(
                 CUSTOMER_SCOPE, customer_id, per_minute=per_customer.per_minute, burst=per_customer.burst
             ),
         )
@@ -120,13 +126,15 @@ class Chat(Turns, Connections, Limits):
         give_back: list[Callable[[], None]] = []
         if connection is None and by_connection.admitted:
             give_back.append(
-                lambda: self.give_back_message_token(
+                lambda: self.limits.give_back_message_token(
                     CONNECTION_SCOPE, connection_id, per_minute=per_connection.per_minute
                 )
             )
         if (connection is None or not by_connection.admitted) and by_customer.admitted:
             give_back.append(
-                lambda: self.give_back_message_token(CUSTOMER_SCOPE, customer_id, per_minute=per_customer.per_minute)
+                lambda: self.limits.give_back_message_token(
+                    CUSTOMER_SCOPE, customer_id, per_minute=per_customer.per_minute
+                )
             )
         self._give_back(give_back)
         return MessageAdmission(connection, by_connection if not by_connection.admitted else by_customer)
@@ -135,17 +143,17 @@ class Chat(Turns, Connections, Limits):
         """Return the tokens at once; one that cannot be returned stays spent (stricter, never looser)."""
         guarded = [_ignoring_aws_errors(call) for call in calls]
         if len(guarded) == 2:
-            self._together(guarded[0], guarded[1])
+            self.table.together(guarded[0], guarded[1])
         elif guarded:
             guarded[0]()
 
     def accept_message(self, session_id: str, customer_id: str, text: str, *, context_turns: int) -> AcceptedMessage:
         """Store the customer's message as the session's next turn and read the model's context: two round trips.
 
-        1. :meth:`reserve_turn` with ``customer_id``: refuses (SessionNotFound, SessionClosed)
+        1. :meth:`.Turns.reserve_turn` with ``customer_id``: refuses (SessionNotFound, SessionClosed)
            with nothing written and the counter unmoved.
-        2. At once: :meth:`put_turn`, and, unless the session is in a handoff, the newest
-           ``context_turns - 1`` turns before it (:meth:`turns_before`) and the latest summary.
+        2. At once: :meth:`.Turns.put_turn`, and, unless the session is in a handoff, the newest
+           ``context_turns - 1`` turns before it (:meth:`.Turns.turns_before`) and the latest summary.
 
         ``context_turns``: 1..101, how many turns the model sees, this message included.
         Raises InvalidInput before anything is written; when the PutItem fails its error is
@@ -154,14 +162,14 @@ class Chat(Turns, Connections, Limits):
         require_id(session_id, "session_id")
         require_limit(context_turns, MAX_CONTEXT_TURNS)
         checked_turn(Role.USER, text)
-        session = self.reserve_turn(session_id, customer_id=customer_id)
+        session = self.turns.reserve_turn(session_id, customer_id=customer_id)
         number = session.turn_count
         if session.status == SessionStatus.HANDOFF:
-            return AcceptedMessage(session, self.put_turn(session_id, number, Role.USER, text), None)
-        turn, earlier, summary = self._together(
-            lambda: self.put_turn(session_id, number, Role.USER, text),
-            lambda: self.turns_before(session_id, number, limit=context_turns - 1) if context_turns > 1 else [],
-            lambda: self.latest_summary(session_id),
+            return AcceptedMessage(session, self.turns.put_turn(session_id, number, Role.USER, text), None)
+        turn, earlier, summary = self.table.together(
+            lambda: self.turns.put_turn(session_id, number, Role.USER, text),
+            lambda: self.turns.turns_before(session_id, number, limit=context_turns - 1) if context_turns > 1 else [],
+            lambda: self.turns.latest_summary(session_id),
         )
         return AcceptedMessage(session, turn, ChatContext([*earlier, turn], summary))
 

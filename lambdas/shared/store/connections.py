@@ -5,10 +5,10 @@ from __future__ import annotations
 from lambdas.shared import keys
 from lambdas.shared.records import Connection
 from lambdas.shared.serialize import marshal_item, unmarshal_item
-from lambdas.shared.store.table import TableCore, require_id
+from lambdas.shared.store.table import Aggregate, require_id
 
 
-class Connections(TableCore):
+class Connections(Aggregate):
     """Connection operations."""
 
     def put_connection(
@@ -29,7 +29,7 @@ class Connections(TableCore):
             ("stage", stage),
         ):
             require_id(value, name)
-        now = self._now()
+        now = self.table.now()
         connection = Connection(
             connection_id=connection_id,
             session_id=session_id,
@@ -37,21 +37,21 @@ class Connections(TableCore):
             domain_name=domain_name,
             stage=stage,
             connected_at=now,
-            ttl=now + self.ttl_seconds,
+            ttl=now + self.table.ttl_seconds,
         )
-        self.client.put_item(TableName=self.table_name, Item=marshal_item(connection.to_item()))
+        self.table.client.put_item(TableName=self.table.table_name, Item=marshal_item(connection.to_item()))
         return connection
 
     def get_connection(self, connection_id: str) -> Connection | None:
         require_id(connection_id, "connection_id")
-        item = self._get(keys.connection_key(connection_id))
+        item = self.table.get(keys.connection_key(connection_id))
         return Connection.from_item(item) if item else None
 
     def delete_connection(self, connection_id: str) -> Connection | None:
         """Delete a connection record; returns what it held (None if it was gone already)."""
         require_id(connection_id, "connection_id")
-        resp = self.client.delete_item(
-            TableName=self.table_name,
+        resp = self.table.client.delete_item(
+            TableName=self.table.table_name,
             Key=marshal_item(keys.connection_key(connection_id)),
             ReturnValues="ALL_OLD",
         )

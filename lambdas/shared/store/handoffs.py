@@ -1,11 +1,9 @@
-"""Handoffs: the ``HANDOFF#`` records of a session, the handoff transaction and callback tokens.
+"""Handoffs: the ``HANDOFF#`` records of a session, their moves, their inbox items and callback tokens.
 
-* :meth:`Handoffs.begin_handoff`: ONE TransactWriteItems: session META ``active -> handoff``, the
-  ``HANDOFF#`` record (status assigned), a system TURN. The turn number comes from the atomic
-  ``turn_count`` counter: the transaction sets ``turn_count = n + 1`` conditioned on it still
-  being ``n`` (read just before), so the number is unique and the counter exact; when a
-  concurrent ``add_turn`` moves the counter first, the transaction is cancelled and re-read
-  (at most :data:`MAX_BEGIN_READS` times).
+* The writes that move a handoff together with other records (assigning it to an agent, closing
+  it, a customer who leaves it) are use cases (:mod:`lambdas.usecases`); this aggregate adds its
+  ``HANDOFF#`` action to their transaction (:meth:`Handoffs.assign`, :meth:`Handoffs.complete`,
+  :meth:`Handoffs.abandon`).
 * Inbox items (:mod:`.inbox`): every transaction that moves a ``HANDOFF#`` record to another
   status or agent also deletes the inbox items the new state makes untrue (assignment: the
   waiting and managers items; re-queueing: the agent's item; any other status: see
@@ -22,26 +20,22 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from dataclasses import dataclass
 from typing import Any, Final
-
-from botocore.exceptions import ClientError
 
 from lambdas.shared import keys
 from lambdas.shared.errors import Conflict, HandoffNotFound, InvalidInput, SessionNotFound
-from lambdas.shared.records import Handoff, HandoffStatus, Role, SessionStatus, Turn
-from lambdas.shared.schema import PARTITION_KEY, TTL_ATTRIBUTE
-from lambdas.shared.serialize import marshal_item
-from lambdas.shared.store.inbox import delete_actions, untrue_after
-from lambdas.shared.store.sessions import Sessions
+from lambdas.shared.records import Handoff, HandoffStatus, SessionStatus
+from lambdas.shared.schema import PARTITION_KEY
+from lambdas.shared.store.expressions import Expr, Update
+from lambdas.shared.store.inbox import delete_items, untrue_after
+from lambdas.shared.store.sessions import CURRENT_HANDOFF
 from lambdas.shared.store.table import (
-    CONDITION_FAILED,
-    TRANSACTION_CANCELED,
-    Expr,
-    Update,
-    code_of,
-    old_item,
+    Aggregate,
+    Cancelled,
+    ConditionFailed,
+    Transaction,
     parse_enum,
+    read_modify_write,
     require_id,
 )
 
@@ -49,13 +43,11 @@ WAITING_FOR_AGENT: Final = "agent"
 WAITING_FOR_REPLY: Final = "reply"
 _WAITING: Final = frozenset({WAITING_FOR_AGENT, WAITING_FOR_REPLY})
 #: Statuses from which a handoff record may (again) become ``assigned``.
-_ASSIGNABLE: Final = (HandoffStatus.REQUESTED, HandoffStatus.QUEUED, HandoffStatus.ESCALATED)
-#: The session META attribute naming the session's current handoff.
-CURRENT_HANDOFF: Final = "current_handoff_id"
+ASSIGNABLE: Final = (HandoffStatus.REQUESTED, HandoffStatus.QUEUED, HandoffStatus.ESCALATED)
+#: The statuses of a handoff that waits for someone to take it (an agent, or a manager).
+WAITING_STATUSES: Final = (HandoffStatus.QUEUED, HandoffStatus.ESCALATED)
 #: The handoff attribute naming the agent a re-queued handoff was taken from.
 PREVIOUS_AGENT: Final = "previous_agent_id"
-#: How often begin_handoff re-reads a session whose turn counter moved under it (optimistic locking).
-MAX_BEGIN_READS: Final = 5
 #: How often a status change re-reads a handoff whose agent changed between the read and the write.
 MAX_MOVE_READS: Final = 3
 
@@ -73,14 +65,12 @@ class HandoffConflict(Conflict):
     """The handoff record is in a state that cannot become ``assigned`` (failed, completed, ...)."""
 
 
-@dataclass(frozen=True)
-class Begun:
-    handoff: Handoff
-    turn_number: int | None  # None when a retry found the transaction already applied
+class HandoffClosed(Conflict):
+    """The handoff is not (or no longer) open: closed, failed, re-queued or never assigned."""
 
 
-class Handoffs(Sessions):
-    """Handoff operations (they read and move the session's META, hence on top of Sessions)."""
+class Handoffs(Aggregate):
+    """Handoff operations; the records live in the session's partition, whose META names the current one."""
 
     def put_handoff(
         self,
@@ -102,7 +92,7 @@ class Handoffs(Sessions):
         """
         require_id(session_id, "session_id")
         require_id(reason, "reason")
-        now_seconds = self._clock()
+        now_seconds = self.table.clock()
         now = int(now_seconds)
         handoff = Handoff(
             session_id=session_id,
@@ -115,52 +105,32 @@ class Handoffs(Sessions):
             status=parse_enum(HandoffStatus, status, "handoff status"),
             created_at=now,
             updated_at=now,
-            ttl=now + self.ttl_seconds,
+            ttl=now + self.table.ttl_seconds,
             agent_id=agent_id,
             execution_arn=execution_arn,
         )
-        put_expr = Expr()
-        actions = [
-            {
-                "Put": {
-                    "TableName": self.table_name,
-                    "Item": marshal_item(handoff.to_item()),
-                    "ConditionExpression": f"attribute_not_exists({put_expr.n(PARTITION_KEY)})",
-                    **put_expr.params(),
-                }
-            },
-            self._make_current_action(session_id, handoff.handoff_id),
-        ]
+        tx = Transaction(self.table.table_name)
+        tx.put_new("handoff", handoff.to_item())
+        self._make_current(tx, session_id, handoff.handoff_id)
         try:
-            self.client.transact_write_items(TransactItems=actions)
-        except ClientError as err:
-            if code_of(err) != TRANSACTION_CANCELED:
-                raise
-            reasons = err.response.get("CancellationReasons") or []
-            if reasons and reasons[0].get("Code") == "ConditionalCheckFailed":
+            self.table.commit(tx)
+        except Cancelled as cancelled:
+            if "handoff" in cancelled.failed:
                 raise Conflict(f"handoff {handoff.handoff_id!r} exists already") from None
             raise SessionNotFound(session_id) from None
         return handoff
 
-    def _make_current_action(self, session_id: str, handoff_id: str) -> dict[str, Any]:
-        """The transaction item that points the (existing) session META at ``handoff_id``."""
-        expr = Expr()
-        update = Update(expr)
+    def _make_current(self, tx: Transaction, session_id: str, handoff_id: str) -> None:
+        """Add to ``tx`` the update that points the (existing) session META at ``handoff_id`` (action ``session``)."""
+        update = Update(Expr())
         update.set(CURRENT_HANDOFF, handoff_id)
-        return {
-            "Update": {
-                "TableName": self.table_name,
-                "Key": marshal_item(keys.session_key(session_id)),
-                "UpdateExpression": update.expression(),
-                "ConditionExpression": f"attribute_exists({expr.n(PARTITION_KEY)})",
-                **expr.params(),
-            }
-        }
+        condition = f"attribute_exists({update.expr.n(PARTITION_KEY)})"
+        tx.update("session", keys.session_key(session_id), update, condition=condition)
 
     def get_handoff(self, session_id: str, handoff_id: str) -> Handoff | None:
         require_id(session_id, "session_id")
         require_id(handoff_id, "handoff_id")
-        item = self._get(keys.handoff_key(session_id, handoff_id))
+        item = self.table.get(keys.handoff_key(session_id, handoff_id))
         return Handoff.from_item(item) if item else None
 
     def current_handoff(self, session_id: str) -> Handoff | None:
@@ -170,7 +140,7 @@ class Handoffs(Sessions):
         so its status tells whether anyone still serves the session.
         """
         require_id(session_id, "session_id")
-        meta = self._get(keys.session_key(session_id))
+        meta = self.table.get(keys.session_key(session_id))
         handoff_id = (meta or {}).get(CURRENT_HANDOFF)
         return self.get_handoff(session_id, str(handoff_id)) if handoff_id else None
 
@@ -179,9 +149,9 @@ class Handoffs(Sessions):
 
         Lets the API tell an agent whose access ended (403) from a stranger (404).
         """
-        meta = self._get(keys.session_key(session_id))
+        meta = self.table.get(keys.session_key(session_id))
         handoff_id = (meta or {}).get(CURRENT_HANDOFF)
-        item = self._get(keys.handoff_key(session_id, str(handoff_id))) if handoff_id else None
+        item = self.table.get(keys.handoff_key(session_id, str(handoff_id))) if handoff_id else None
         if not item:
             return False
         if item.get("agent_id") == agent_id:
@@ -218,35 +188,31 @@ class Handoffs(Sessions):
             want = str(parse_enum(HandoffStatus, expected_status, "expected_status"))
         if status is None and agent_id is None:
             return self._annotate_handoff(session_id, handoff_id, changes, want)
-        for _ in range(MAX_MOVE_READS):
-            stored = self._get(keys.handoff_key(session_id, handoff_id))
+
+        def attempt() -> Handoff:
+            stored = self.table.get(keys.handoff_key(session_id, handoff_id))
             if stored is None:
                 raise HandoffNotFound(session_id, handoff_id)
             if want is not None and stored.get("status") != want:
                 raise Conflict(f"handoff {handoff_id!r} is {stored.get('status')!r}, not {want!r}")
-            now = self._now()
-            expr = Expr()
-            update = Update(expr)
+            now = self.table.now()
+            update = Update(Expr())
             for name, value in changes.items():
                 if value is not None:
                     update.set(name, value)
             update.set("updated_at", now)
             previous = stored.get("agent_id")
             new_status = str(changes["status"] or stored.get("status"))
-            untrue = untrue_after(previous, new_status, agent_id or previous)
-            actions = [
-                self._moved_update(session_id, handoff_id, update, str(stored.get("status")), previous),
-                *delete_actions(self.table_name, handoff_id, untrue),
-            ]
-            try:
-                self.client.transact_write_items(TransactItems=actions)
-            except ClientError as err:
-                if code_of(err) != TRANSACTION_CANCELED:
-                    raise
-                continue  # the record moved between the read and the write: read again
+            tx = Transaction(self.table.table_name)
+            self._move(tx, session_id, handoff_id, update, str(stored.get("status")), previous)
+            delete_items(tx, handoff_id, untrue_after(previous, new_status, agent_id or previous))
+            self.table.commit(tx)  # refused: the record moved between the read and the write, read again
             written = {name: value for name, value in changes.items() if value is not None}
             return Handoff.from_item({**stored, **written, "updated_at": now})
-        raise Conflict(f"handoff {handoff_id!r} kept changing; retry")
+
+        return read_modify_write(
+            MAX_MOVE_READS, attempt, exhausted=lambda: Conflict(f"handoff {handoff_id!r} kept changing; retry")
+        )
 
     def _annotate_handoff(self, session_id: str, handoff_id: str, changes: dict[str, Any], want: str | None) -> Handoff:
         """One UpdateItem of fields that move the handoff between no inboxes (``execution_arn``)."""
@@ -255,25 +221,23 @@ class Handoffs(Sessions):
         for name, value in changes.items():
             if value is not None:
                 update.set(name, value)
-        update.set("updated_at", self._now())
+        update.set("updated_at", self.table.now())
         condition = f"attribute_exists({expr.n(PARTITION_KEY)})"
         if want is not None:
             condition += f" AND {expr.n('status')} = {expr.v(want)}"
-        try:
-            item = self._update(keys.handoff_key(session_id, handoff_id), update, condition)
-        except ClientError as err:
-            if code_of(err) != CONDITION_FAILED:
-                raise
-            old = old_item(err)
-            if old is None:
-                raise HandoffNotFound(session_id, handoff_id) from None
-            raise Conflict(f"handoff {handoff_id!r} is {old.get('status')!r}, not {want!r}") from None
+        item = self.table.update(
+            keys.handoff_key(session_id, handoff_id),
+            update,
+            condition,
+            missing=lambda: HandoffNotFound(session_id, handoff_id),
+            changed=lambda old: Conflict(f"handoff {handoff_id!r} is {old.get('status')!r}, not {want!r}"),
+        )
         return Handoff.from_item(item)
 
-    def _moved_update(
-        self, session_id: str, handoff_id: str, update: Update, status: str, agent_id: Any
-    ) -> dict[str, Any]:
-        """The transaction item of ``update``, conditioned on the status and agent just read."""
+    def _move(
+        self, tx: Transaction, session_id: str, handoff_id: str, update: Update, status: str, agent_id: Any
+    ) -> None:
+        """Add ``update`` to ``tx`` (action ``handoff``), conditioned on the status and agent just read."""
         expr = update.expr
         agent = (
             f"{expr.n('agent_id')} = {expr.v(str(agent_id))}"
@@ -281,130 +245,72 @@ class Handoffs(Sessions):
             else f"attribute_not_exists({expr.n('agent_id')})"
         )
         condition = f"attribute_exists({expr.n(PARTITION_KEY)}) AND {expr.n('status')} = {expr.v(status)} AND {agent}"
-        return {
-            "Update": {
-                "TableName": self.table_name,
-                "Key": marshal_item(keys.handoff_key(session_id, handoff_id)),
-                "UpdateExpression": update.expression(),
-                "ConditionExpression": condition,
-                **expr.params(),
-            }
-        }
+        tx.update("handoff", keys.handoff_key(session_id, handoff_id), update, condition=condition)
 
-    def begin_handoff(
-        self,
-        session_id: str,
-        *,
-        handoff_id: str,
-        agent_id: str,
-        reason: str,
-        priority: str,
-        execution_arn: str | None,
-        system_text: str,
-    ) -> Begun:
-        """Hand the session to ``agent_id`` in one transaction (see the module docstring).
+    def assign(self, tx: Transaction, handoff: Handoff, carried: dict[str, Any]) -> None:
+        """Add the assigned ``HANDOFF#`` record (keeping ``carried``) to ``tx`` (action ``handoff``).
 
-        Raises SessionNotActive (missing or not active), HandoffConflict, or Conflict when the
-        turn counter kept moving for MAX_BEGIN_READS reads. A retry after success returns the
-        stored handoff (``turn_number`` None) without writing again.
+        It may replace only a record that is still assignable (requested, queued, escalated), and
+        every inbox but the agent's own stops holding it.
         """
-        for _ in range(MAX_BEGIN_READS):
-            session = self.get_session(session_id)
-            if session is None:
-                raise SessionNotActive(session_id, "missing")
-            stored = self._get(keys.handoff_key(session_id, handoff_id))
-            existing = Handoff.from_item(stored) if stored else None
-            if (
-                existing is not None
-                and existing.status == HandoffStatus.ASSIGNED
-                and existing.agent_id == agent_id
-                and session.status == SessionStatus.HANDOFF
-            ):
-                return Begun(existing, None)
-            if session.status != SessionStatus.ACTIVE:
-                raise SessionNotActive(session_id, str(session.status))
-            if existing is not None and existing.status not in _ASSIGNABLE:
-                raise HandoffConflict(f"handoff {handoff_id!r} is {existing.status}; it cannot be assigned")
-            now = self._now()
-            ttl = now + self.ttl_seconds
-            number = session.turn_count + 1
-            handoff = Handoff(
-                session_id=session_id,
-                handoff_id=handoff_id,
-                reason=reason,
-                priority=priority,
-                status=HandoffStatus.ASSIGNED,
-                created_at=existing.created_at if existing else now,
-                updated_at=now,
-                ttl=ttl,
-                agent_id=agent_id,
-                execution_arn=execution_arn,
-            )
-            turn = Turn(session_id, number, Role.SYSTEM, system_text, now, ttl)
-            carried = {PREVIOUS_AGENT: stored[PREVIOUS_AGENT]} if stored and stored.get(PREVIOUS_AGENT) else {}
-            actions = self._begin_actions(session.turn_count, handoff, turn, carried)
-            try:
-                self.client.transact_write_items(TransactItems=actions)
-            except ClientError as err:
-                if code_of(err) != TRANSACTION_CANCELED:
-                    raise
-                reasons = err.response.get("CancellationReasons") or []
-                if len(reasons) > 1 and reasons[1].get("Code") == "ConditionalCheckFailed":
-                    raise HandoffConflict(f"handoff {handoff_id!r} changed concurrently") from None
-                continue  # the session moved or the counter moved: read again
-            return Begun(handoff, number)
-        raise Conflict(f"session {session_id!r} kept changing; handoff {handoff_id!r} not started, retry")
-
-    def _begin_actions(
-        self, turn_count: int, handoff: Handoff, turn: Turn, carried: dict[str, Any]
-    ) -> list[dict[str, Any]]:
-        """META active -> handoff (counter n -> n+1), the assigned HANDOFF# (keeping ``carried``), the system TURN."""
         expr = Expr()
-        update = Update(expr)
-        update.set("status", str(SessionStatus.HANDOFF))
-        update.set("updated_at", handoff.updated_at)
-        update.set("turn_count", turn.turn_number)
-        update.set(TTL_ATTRIBUTE, handoff.ttl)
-        update.set(CURRENT_HANDOFF, handoff.handoff_id)
-        meta_condition = (
-            f"attribute_exists({expr.n(PARTITION_KEY)}) AND "
-            f"{expr.n('status')} = {expr.v(str(SessionStatus.ACTIVE))} AND "
-            f"{expr.n('turn_count')} = {expr.v(turn_count)}"
+        allowed = ", ".join(expr.v(str(s)) for s in ASSIGNABLE)
+        condition = f"attribute_not_exists({expr.n(PARTITION_KEY)}) OR {expr.n('status')} IN ({allowed})"
+        tx.put("handoff", {**handoff.to_item(), **carried}, condition=condition, expr=expr)
+        # Assigned: no console offers it as waiting (or escalated) any more.
+        delete_items(tx, handoff.handoff_id, untrue_after(None, HandoffStatus.ASSIGNED))
+
+    def complete(
+        self, tx: Transaction, handoff: Handoff, *, closed_by: str, resolution: str, outcome: SessionStatus, now: int
+    ) -> None:
+        """Add ``assigned -> completed`` to ``tx`` (action ``handoff``) and the deletes of its inbox items.
+
+        Conditioned on the record still being assigned to the agent just read, so a close racing a
+        failure or a re-queue changes nothing.
+        """
+        update = Update(Expr())
+        self._closing(update, HandoffStatus.COMPLETED, closed_by, resolution, outcome, now)
+        expr = update.expr
+        condition = (
+            f"{expr.n('status')} = {expr.v(str(HandoffStatus.ASSIGNED))} AND "
+            f"{expr.n('agent_id')} = {expr.v(str(handoff.agent_id))}"
         )
-        put_expr = Expr()
-        allowed = ", ".join(put_expr.v(str(s)) for s in _ASSIGNABLE)
-        put_condition = f"attribute_not_exists({put_expr.n(PARTITION_KEY)}) OR {put_expr.n('status')} IN ({allowed})"
-        turn_expr = Expr()
-        turn_condition = f"attribute_not_exists({turn_expr.n(PARTITION_KEY)})"
-        return [
-            {
-                "Update": {
-                    "TableName": self.table_name,
-                    "Key": marshal_item(keys.session_key(handoff.session_id)),
-                    "UpdateExpression": update.expression(),
-                    "ConditionExpression": meta_condition,
-                    **expr.params(),
-                }
-            },
-            {
-                "Put": {
-                    "TableName": self.table_name,
-                    "Item": marshal_item({**handoff.to_item(), **carried}),
-                    "ConditionExpression": put_condition,
-                    **put_expr.params(),
-                }
-            },
-            {
-                "Put": {
-                    "TableName": self.table_name,
-                    "Item": marshal_item(turn.to_item()),
-                    "ConditionExpression": turn_condition,
-                    **turn_expr.params(),
-                }
-            },
-            # Assigned: no console offers it as waiting (or escalated) any more.
-            *delete_actions(self.table_name, handoff.handoff_id, untrue_after(None, HandoffStatus.ASSIGNED)),
-        ]
+        tx.update("handoff", keys.handoff_key(handoff.session_id, handoff.handoff_id), update, condition=condition)
+        # It needs no one now: out of its agent's inbox and the shared ones.
+        delete_items(tx, handoff.handoff_id, untrue_after(handoff.agent_id, HandoffStatus.COMPLETED))
+
+    def abandon(
+        self, tx: Transaction, handoff: Handoff, token: str | None, *, closed_by: str, resolution: str, now: int
+    ) -> None:
+        """Add ``queued|escalated -> failed`` to ``tx`` (action ``handoff``), the waiting task's token removed.
+
+        Conditioned on the status and on the token just read (exactly one of this and an agent's
+        accept gets the token); the handoff's waiting and managers inbox items are deleted.
+        """
+        update = Update(Expr())
+        self._closing(update, HandoffStatus.FAILED, closed_by, resolution, SessionStatus.DISCONNECTED, now)
+        update.remove("callback_token")
+        update.remove("waiting_for")
+        expr = update.expr
+        token_condition = (
+            f"{expr.n('callback_token')} = {expr.v(token)}"
+            if token is not None
+            else f"attribute_not_exists({expr.n('callback_token')})"
+        )
+        condition = f"{expr.n('status')} = {expr.v(str(handoff.status))} AND {token_condition}"
+        tx.update("handoff", keys.handoff_key(handoff.session_id, handoff.handoff_id), update, condition=condition)
+        delete_items(tx, handoff.handoff_id, untrue_after(handoff.agent_id, HandoffStatus.FAILED))
+
+    @staticmethod
+    def _closing(
+        update: Update, status: HandoffStatus, closed_by: str, resolution: str, outcome: SessionStatus, now: int
+    ) -> None:
+        update.set("status", str(status))
+        update.set("resolution", resolution)
+        update.set("outcome", str(outcome))
+        update.set("closed_by", closed_by)
+        update.set("closed_at", now)
+        update.set("updated_at", now)
 
     def queue_handoff(
         self,
@@ -463,18 +369,16 @@ class Handoffs(Sessions):
         update = Update(expr)
         update.set("callback_token", task_token)
         update.set("waiting_for", waiting_for)
-        update.set("updated_at", self._now())
+        update.set("updated_at", self.table.now())
         condition = f"attribute_exists({expr.n(PARTITION_KEY)})"
         if while_status is not None:
             condition += f" AND {expr.n('status')} = {expr.v(str(while_status))}"
         try:
-            self._update(keys.handoff_key(session_id, handoff_id), update, condition, return_values="NONE")
-        except ClientError as err:
-            if code_of(err) != CONDITION_FAILED:
-                raise
-            if while_status is None or self.get_handoff(session_id, handoff_id) is None:
+            self.table.update_if(keys.handoff_key(session_id, handoff_id), update, condition, returns="NONE")
+        except ConditionFailed as failed:
+            if failed.missing:
                 raise HandoffNotFound(session_id, handoff_id) from None
-            return False
+            return False  # the handoff is no longer in ``while_status``
         return True
 
     def claim_callback(self, session_id: str, handoff_id: str, waiting_for: str) -> str | None:
@@ -485,17 +389,17 @@ class Handoffs(Sessions):
         update.remove("waiting_for")
         condition = f"{expr.n('waiting_for')} = {expr.v(waiting_for)} AND attribute_exists({expr.n('callback_token')})"
         try:
-            old = self._update(keys.handoff_key(session_id, handoff_id), update, condition, return_values="UPDATED_OLD")
-        except ClientError as err:
-            if code_of(err) == CONDITION_FAILED:
-                return None
-            raise
+            old = self.table.update_if(
+                keys.handoff_key(session_id, handoff_id), update, condition, returns="UPDATED_OLD"
+            )
+        except ConditionFailed:
+            return None
         token = old.get("callback_token")
         return str(token) if token else None
 
     def waiting_for(self, session_id: str, handoff_id: str) -> str | None:
         """What the handoff currently waits for (``agent``, ``reply``) or None."""
-        item = self._get(keys.handoff_key(session_id, handoff_id))
+        item = self.table.get(keys.handoff_key(session_id, handoff_id))
         value = (item or {}).get("waiting_for")
         return str(value) if value else None
 
@@ -506,31 +410,29 @@ class Handoffs(Sessions):
         customer's disconnect) raises HandoffConflict and stays closed. The agent's inbox item
         is deleted in the same transaction.
         """
-        for _ in range(MAX_MOVE_READS):
-            stored = self._get(keys.handoff_key(session_id, handoff_id))
+
+        def attempt() -> None:
+            stored = self.table.get(keys.handoff_key(session_id, handoff_id))
             if stored is None:
                 raise HandoffNotFound(session_id, handoff_id)
             if stored.get("status") != str(HandoffStatus.ASSIGNED):
                 raise HandoffConflict(f"handoff {handoff_id!r} is {stored.get('status')}; it is not re-queued")
-            expr = Expr()
-            update = Update(expr)
+            update = Update(Expr())
             update.set("status", str(HandoffStatus.QUEUED))
-            update.set("updated_at", self._now())
+            update.set("updated_at", self.table.now())
             for name in ("agent_id", "callback_token", "waiting_for"):
                 update.remove(name)
             if previous_agent_id:
                 update.set(PREVIOUS_AGENT, previous_agent_id)
             agent = stored.get("agent_id")
-            actions = [
-                self._moved_update(session_id, handoff_id, update, str(HandoffStatus.ASSIGNED), agent),
-                # The agent's item goes; the next WaitForAgent puts the handoff into the waiting inbox.
-                *delete_actions(self.table_name, handoff_id, untrue_after(agent, HandoffStatus.QUEUED)),
-            ]
-            try:
-                self.client.transact_write_items(TransactItems=actions)
-            except ClientError as err:
-                if code_of(err) != TRANSACTION_CANCELED:
-                    raise
-                continue  # closed or changed between the read and the write: read again
-            return
-        raise Conflict(f"handoff {handoff_id!r} kept changing; not re-queued, retry")
+            tx = Transaction(self.table.table_name)
+            self._move(tx, session_id, handoff_id, update, str(HandoffStatus.ASSIGNED), agent)
+            # The agent's item goes; the next WaitForAgent puts the handoff into the waiting inbox.
+            delete_items(tx, handoff_id, untrue_after(agent, HandoffStatus.QUEUED))
+            self.table.commit(tx)  # refused: closed or changed between the read and the write, read again
+
+        read_modify_write(
+            MAX_MOVE_READS,
+            attempt,
+            exhausted=lambda: Conflict(f"handoff {handoff_id!r} kept changing; not re-queued, retry"),
+        )

@@ -13,7 +13,7 @@ The rule (:func:`holds`) is kept from both ends:
   arrives after the handoff moved on writes nothing (:attr:`InboxWrite.STALE`), so a late write
   can never resurrect an item a transition removed;
 * every transition of the ``HANDOFF#`` record deletes, in its own transaction, the items the
-  new state makes untrue (:func:`untrue_after`, :func:`delete_actions`): assignment, escalation,
+  new state makes untrue (:func:`untrue_after`, :func:`delete_items`): assignment, escalation,
   re-queueing, close, failure, a customer who leaves.
 
 A read (:meth:`Inbox.list_inbox`) checks each item against its record again and leaves out any
@@ -27,21 +27,19 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from botocore.exceptions import ClientError
-
 from lambdas.shared import cursor as cursors
 from lambdas.shared import keys
 from lambdas.shared.errors import InvalidCursor, StoreError
 from lambdas.shared.records import HandoffStatus
 from lambdas.shared.schema import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE
 from lambdas.shared.serialize import marshal_item, unmarshal_item
+from lambdas.shared.store.expressions import Expr
 from lambdas.shared.store.table import (
     MAX_PAGE_SIZE,
-    TRANSACTION_CANCELED,
-    Expr,
+    Aggregate,
+    Cancelled,
     Page,
-    TableCore,
-    code_of,
+    Transaction,
     require_id,
     require_limit,
 )
@@ -116,12 +114,10 @@ def untrue_after(previous_agent: str | None, status: HandoffStatus | str, agent_
     return [inbox for inbox in candidates if not holds(inbox, status, agent_id)]
 
 
-def delete_actions(table_name: str, handoff_id: str, inboxes: Iterable[str]) -> list[dict[str, Any]]:
-    """TransactWriteItems Delete entries for the handoff's items in ``inboxes`` (absent is fine)."""
-    return [
-        {"Delete": {"TableName": table_name, "Key": marshal_item(keys.agent_inbox_key(inbox, handoff_id))}}
-        for inbox in dict.fromkeys(inboxes)
-    ]
+def delete_items(tx: Transaction, handoff_id: str, inboxes: Iterable[str]) -> None:
+    """Add the deletes of the handoff's items in ``inboxes`` to ``tx`` (actions ``inbox:<inbox>``; absent is fine)."""
+    for inbox in dict.fromkeys(inboxes):
+        tx.delete(f"inbox:{inbox}", keys.agent_inbox_key(inbox, handoff_id))
 
 
 def _state_condition(inbox: str, expr: Expr) -> str:
@@ -131,7 +127,7 @@ def _state_condition(inbox: str, expr: Expr) -> str:
     return f"{expr.n('status')} = {expr.v(str(HandoffStatus.ASSIGNED))} AND {expr.n('agent_id')} = {expr.v(inbox)}"
 
 
-class Inbox(TableCore):
+class Inbox(Aggregate):
     """Inbox operations."""
 
     def put_inbox_item(
@@ -157,7 +153,7 @@ class Inbox(TableCore):
             ("reason", reason),
         ):
             require_id(value, name)
-        now = self._now()
+        now = self.table.now()
         item = {
             **keys.agent_inbox_key(agent_id, handoff_id),
             "agent_id": agent_id,
@@ -166,45 +162,29 @@ class Inbox(TableCore):
             "reason": reason,
             "priority": priority,
             "created_at": now,
-            TTL_ATTRIBUTE: now + self.ttl_seconds,
+            TTL_ATTRIBUTE: now + self.table.ttl_seconds,
         }
-        check, put = Expr(), Expr()
-        actions = [
-            {
-                "ConditionCheck": {
-                    "TableName": self.table_name,
-                    "Key": marshal_item(keys.handoff_key(session_id, handoff_id)),
-                    "ConditionExpression": _state_condition(agent_id, check),
-                    **check.params(),
-                }
-            },
-            {
-                "Put": {
-                    "TableName": self.table_name,
-                    "Item": marshal_item(item),
-                    "ConditionExpression": f"attribute_not_exists({put.n(PARTITION_KEY)})",
-                    **put.params(),
-                }
-            },
-        ]
+        tx = Transaction(self.table.table_name)
+        check = Expr()
+        tx.check("handoff", keys.handoff_key(session_id, handoff_id), _state_condition(agent_id, check), check)
+        tx.put_new("item", item)
         try:
-            self.client.transact_write_items(TransactItems=actions)
-        except ClientError as err:
-            if code_of(err) != TRANSACTION_CANCELED:
-                raise
-            codes = [r.get("Code") for r in err.response.get("CancellationReasons") or []]
-            if codes[:1] == ["ConditionalCheckFailed"]:
+            self.table.commit(tx)
+        except Cancelled as cancelled:
+            if "handoff" in cancelled.failed:
                 return InboxWrite.STALE
-            if codes[1:2] == ["ConditionalCheckFailed"]:
+            if "item" in cancelled.failed:
                 return InboxWrite.PRESENT
-            raise
+            raise cancelled.error from None
         return InboxWrite.WRITTEN
 
     def remove_inbox_item(self, agent_id: str, handoff_id: str) -> None:
         """Take a handoff out of an inbox (``keys.WAITING_INBOX`` for the shared one); absent is fine."""
         require_id(agent_id, "agent_id")
         require_id(handoff_id, "handoff_id")
-        self.client.delete_item(TableName=self.table_name, Key=marshal_item(keys.agent_inbox_key(agent_id, handoff_id)))
+        self.table.client.delete_item(
+            TableName=self.table.table_name, Key=marshal_item(keys.agent_inbox_key(agent_id, handoff_id))
+        )
 
     def list_inbox(
         self, agent_id: str, *, managers: bool = False, limit: int = 20, cursor: str | None = None
@@ -244,7 +224,7 @@ class Inbox(TableCore):
             remaining = limit - len(rows)
             expr = Expr()
             request: dict[str, Any] = {
-                "TableName": self.table_name,
+                "TableName": self.table.table_name,
                 "KeyConditionExpression": (
                     f"{expr.n(PARTITION_KEY)} = {expr.v(pks[index])} AND "
                     f"begins_with({expr.n(SORT_KEY)}, {expr.v(keys.INBOX_PREFIX)})"
@@ -256,7 +236,7 @@ class Inbox(TableCore):
             }
             if index == first and start is not None:
                 request["ExclusiveStartKey"] = marshal_item(start)
-            resp = self.client.query(**request)
+            resp = self.table.client.query(**request)
             found = [unmarshal_item(item) for item in resp.get("Items", [])]
             if remaining == 0:
                 if found:  # the page filled exactly at the end of the previous inbox
@@ -306,22 +286,22 @@ class Inbox(TableCore):
         expr = Expr()
         projection = ", ".join(expr.n(name) for name in ("session_id", "handoff_id", "status", "agent_id"))
         pending: dict[str, Any] = {
-            self.table_name: {
+            self.table.table_name: {
                 "Keys": [marshal_item(k) for k in handoff_keys],
                 "ConsistentRead": True,
                 "ProjectionExpression": projection,
                 "ExpressionAttributeNames": expr.params()["ExpressionAttributeNames"],
             }
         }
-        for attempt in range(self.max_batch_retries + 1):
-            resp = self.client.batch_get_item(RequestItems=pending)
-            for raw in resp.get("Responses", {}).get(self.table_name, []):
+        for attempt in range(self.table.max_batch_retries + 1):
+            resp = self.table.client.batch_get_item(RequestItems=pending)
+            for raw in resp.get("Responses", {}).get(self.table.table_name, []):
                 item = unmarshal_item(raw)
                 found[(str(item["session_id"]), str(item["handoff_id"]))] = item
             pending = resp.get("UnprocessedKeys") or {}
             if not pending:
                 return found
-            self._sleep(self._backoff(attempt))
+            self.table.sleep(self.table.backoff(attempt))
         raise InboxUnverified(
-            f"{len(pending[self.table_name]['Keys'])} handoff records of the inbox page stayed unprocessed; retry"
+            f"{len(pending[self.table.table_name]['Keys'])} handoff records of the inbox page stayed unprocessed; retry"
         )

@@ -20,16 +20,21 @@ cap is reached, so a lost ``$disconnect`` never locks a customer out for longer 
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from botocore.exceptions import ClientError
-
 from lambdas.shared import keys
-from lambdas.shared.schema import PARTITION_KEY
-from lambdas.shared.serialize import marshal_item
-from lambdas.shared.store.table import CONDITION_FAILED, Expr, TableCore, code_of, old_item, require_id
+from lambdas.shared.store.expressions import Expr, Update
+from lambdas.shared.store.table import (
+    Aggregate,
+    ConditionFailed,
+    Refused,
+    read_modify_write,
+    require_id,
+)
 
 #: API Gateway's maximum WebSocket connection duration: a slot older than this is certainly free.
 MAX_CONNECTION_SECONDS: Final = 2 * 3600
@@ -61,7 +66,19 @@ def _require_positive(value: int, what: str) -> int:
     return value
 
 
-class Limits(TableCore):
+class _Busy(Exception):
+    """Concurrent writers kept moving the item for :data:`ATTEMPTS` rounds."""
+
+
+def _or_busy(attempt: Callable[[], Admission]) -> Admission:
+    """``attempt`` under :func:`read_modify_write`; refused, retry after a second, when it keeps losing races."""
+    try:
+        return read_modify_write(ATTEMPTS, attempt, exhausted=_Busy)
+    except _Busy:
+        return Admission(False, 1)
+
+
+class Limits(Aggregate):
     """Rate buckets (``LIMIT#<scope>#<id>``/``RATE``) and connection slots (``.../CONNECTIONS``)."""
 
     def take_message_token(self, scope: str, subject: str, *, per_minute: int, burst: int) -> Admission:
@@ -75,19 +92,22 @@ class Limits(TableCore):
         interval = self._interval(per_minute)
         tolerance = (_require_positive(burst, "burst") - 1) * interval
         key = keys.rate_bucket_key(scope, subject)
-        for _ in range(ATTEMPTS):
-            now = int(self._clock() * 1000)
-            old_tat = self._start_bucket(key, now, interval)
-            if old_tat is None:
-                return ADMITTED
-            if old_tat > now + tolerance:
-                return Admission(False, _seconds_until(old_tat - tolerance, now))
-            old_tat = self._advance_bucket(key, now, tolerance, interval)
-            if old_tat is None:
-                return ADMITTED
-            if old_tat > now + tolerance:
-                return Admission(False, _seconds_until(old_tat - tolerance, now))
-        return Admission(False, 1)
+
+        def attempt() -> Admission:
+            now = self.table.now_ms()
+            writes: tuple[Callable[[], int | None], ...] = (
+                lambda: self._start_bucket(key, now, interval),
+                lambda: self._advance_bucket(key, now, tolerance, interval),
+            )
+            for write in writes:
+                old_tat = write()
+                if old_tat is None:
+                    return ADMITTED
+                if old_tat > now + tolerance:
+                    return Admission(False, _seconds_until(old_tat - tolerance, now))
+            raise Refused("a concurrent take moved the bucket between the two writes")
+
+        return _or_busy(attempt)
 
     def give_back_message_token(self, scope: str, subject: str, *, per_minute: int) -> None:
         """Return a token taken for a message that was refused for another reason, as if never taken.
@@ -98,18 +118,11 @@ class Limits(TableCore):
         """
         require_id(subject, f"{scope} id")
         interval = self._interval(per_minute)
-        expr = Expr()
-        tat = expr.n("tat")
-        try:
-            self._raw_update(
-                keys.rate_bucket_key(scope, subject),
-                f"SET {tat} = {tat} - {expr.v(interval)}",
-                f"attribute_exists({tat})",
-                expr,
-            )
-        except ClientError as err:
-            if code_of(err) != CONDITION_FAILED:
-                raise
+        update = Update(Expr())
+        tat = update.expr.n("tat")
+        update.set_clause(f"{tat} = {tat} - {update.expr.v(interval)}")
+        with contextlib.suppress(ConditionFailed):
+            self._write(keys.rate_bucket_key(scope, subject), update, f"attribute_exists({tat})")
 
     def _interval(self, per_minute: int) -> int:
         """Milliseconds between two messages at ``per_minute``."""
@@ -117,30 +130,30 @@ class Limits(TableCore):
 
     def _start_bucket(self, key: keys.Key, now: int, interval: int) -> int | None:
         """A new or idle bucket takes a token from full; None when it did, else the ``tat`` it holds."""
-        expr = Expr()
+        update = Update(Expr())
+        expr = update.expr
         tat = expr.n("tat")
-        values = f"{tat} = {expr.v(now + interval)}, {expr.n('ttl')} = {expr.v(self._bucket_ttl(now + interval))}"
+        update.set_clause(f"{tat} = {expr.v(now + interval)}")
+        update.set("ttl", self._bucket_ttl(now + interval))
         condition = f"attribute_not_exists({tat}) OR {tat} < {expr.v(now)}"
-        return self._bucket_write(key, f"SET {values}", condition, expr)
+        return self._bucket_write(key, update, condition)
 
     def _advance_bucket(self, key: keys.Key, now: int, tolerance: int, interval: int) -> int | None:
         """A bucket in a burst takes a token; None when it did, else the ``tat`` it holds (-1: none)."""
-        expr = Expr()
+        update = Update(Expr())
+        expr = update.expr
         tat = expr.n("tat")
-        ttl = self._bucket_ttl(now + tolerance + interval)
-        update_expression = f"SET {tat} = {tat} + {expr.v(interval)}, {expr.n('ttl')} = {expr.v(ttl)}"
+        update.set_clause(f"{tat} = {tat} + {expr.v(interval)}")
+        update.set("ttl", self._bucket_ttl(now + tolerance + interval))
         condition = f"{tat} BETWEEN {expr.v(now)} AND {expr.v(now + tolerance)}"
-        return self._bucket_write(key, update_expression, condition, expr)
+        return self._bucket_write(key, update, condition)
 
-    def _bucket_write(self, key: keys.Key, update_expression: str, condition: str, expr: Expr) -> int | None:
+    def _bucket_write(self, key: keys.Key, update: Update, condition: str) -> int | None:
         """One conditional bucket write: None when it held, else the ``tat`` seen (-1 when there is none)."""
         try:
-            self._raw_update(key, update_expression, condition, expr)
-        except ClientError as err:
-            if code_of(err) != CONDITION_FAILED:
-                raise
-            old = old_item(err)
-            return int(old["tat"]) if old and "tat" in old else -1
+            self._write(key, update, condition)
+        except ConditionFailed as failed:
+            return int(failed.old["tat"]) if failed.old and "tat" in failed.old else -1
         return None
 
     def _bucket_ttl(self, full_at_ms: int) -> int:
@@ -156,86 +169,63 @@ class Limits(TableCore):
         require_id(connection_id, "connection_id")
         _require_positive(cap, "cap")
         key = keys.connection_slots_key(customer_id)
-        for _ in range(ATTEMPTS):
-            now = self._now()
-            expr = Expr()
+
+        def attempt() -> Admission:
+            now = self.table.now()
+            update = Update(Expr())
+            expr = update.expr
             live, slot = expr.n("live"), expr.key(connection_id)
             expires = now + MAX_CONNECTION_SECONDS
-            update_expression = f"SET {live}.{slot} = {expr.v(expires)}, {expr.n('ttl')} = {expr.v(expires + 60)}"
+            update.set_clause(f"{live}.{slot} = {expr.v(expires)}")
+            update.set("ttl", expires + 60)
             condition = (
                 f"attribute_exists({live}) AND (attribute_exists({live}.{slot}) OR size({live}) < {expr.v(cap)})"
             )
             try:
-                self._raw_update(key, update_expression, condition, expr)
+                self._write(key, update, condition)
                 return ADMITTED
-            except ClientError as err:
-                if code_of(err) != CONDITION_FAILED:
-                    raise
-                old = old_item(err)
-            if not old or "live" not in old:
-                self._create_slots(key, connection_id, expires)
-                continue
-            slots = {str(k): int(v) for k, v in old["live"].items()}
+            except ConditionFailed as failed:
+                if not failed.old or "live" not in failed.old:
+                    self._create_slots(key, connection_id, expires)
+                    raise  # the first slot was created (by this call or another): take one again
+                slots = {str(k): int(v) for k, v in failed.old["live"].items()}
             expired = {k: v for k, v in slots.items() if v <= now}
             if not expired:
                 return Admission(False, max(1, min(slots.values()) - now))
             self._prune_slots(key, expired)
-        return Admission(False, 1)
+            raise Refused("expired slots were freed: take one again")
+
+        return _or_busy(attempt)
 
     def close_connection_slot(self, customer_id: str, connection_id: str) -> None:
         """Free the slot of a connection that ended (nothing happens when it holds none)."""
         require_id(customer_id, "customer_id")
         require_id(connection_id, "connection_id")
-        expr = Expr()
-        live, slot = expr.n("live"), expr.key(connection_id)
-        try:
-            self._raw_update(
-                keys.connection_slots_key(customer_id),
-                f"REMOVE {live}.{slot}",
-                f"attribute_exists({live}.{slot})",
-                expr,
-            )
-        except ClientError as err:
-            if code_of(err) != CONDITION_FAILED:
-                raise
+        update = Update(Expr())
+        live, slot = update.expr.n("live"), update.expr.key(connection_id)
+        update.remove_path(f"{live}.{slot}")
+        with contextlib.suppress(ConditionFailed):
+            self._write(keys.connection_slots_key(customer_id), update, f"attribute_exists({live}.{slot})")
 
     def _create_slots(self, key: keys.Key, connection_id: str, expires: int) -> None:
         """The first slot of a customer creates the item (a concurrent creator wins and we retry)."""
         item: dict[str, Any] = {**key, "live": {connection_id: expires}, "ttl": expires + 60}
-        expr = Expr()
-        try:
-            self.client.put_item(
-                TableName=self.table_name,
-                Item=marshal_item(item),
-                ConditionExpression=f"attribute_not_exists({expr.n(PARTITION_KEY)})",
-                **expr.params(),
-            )
-        except ClientError as err:
-            if code_of(err) != CONDITION_FAILED:
-                raise
+        with contextlib.suppress(ConditionFailed):
+            self.table.put_new(item)
 
     def _prune_slots(self, key: keys.Key, expired: dict[str, int]) -> None:
         """Remove slots past their end, each only if it still holds the end that was seen."""
-        expr = Expr()
+        update = Update(Expr())
+        expr = update.expr
         live = expr.n("live")
-        removes, checks = [], []
+        checks = []
         for connection_id, expires in sorted(expired.items()):
             name = expr.key(connection_id)
-            removes.append(f"{live}.{name}")
+            update.remove_path(f"{live}.{name}")
             checks.append(f"{live}.{name} = {expr.v(expires)}")
-        try:
-            self._raw_update(key, "REMOVE " + ", ".join(removes), " AND ".join(checks), expr)
-        except ClientError as err:
-            if code_of(err) != CONDITION_FAILED:
-                raise
+        with contextlib.suppress(ConditionFailed):
+            self._write(key, update, " AND ".join(checks))
 
-    def _raw_update(self, key: keys.Key, update_expression: str, condition: str, expr: Expr) -> None:
-        """One conditional UpdateItem; a failed condition hands back the item as it was."""
-        self.client.update_item(
-            TableName=self.table_name,
-            Key=marshal_item(key),
-            UpdateExpression=update_expression,
-            ConditionExpression=condition,
-            ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            **expr.params(),
-        )
+    def _write(self, key: keys.Key, update: Update, condition: str) -> None:
+        """One conditional UpdateItem that returns nothing; ConditionFailed holds the item as it was."""
+        self.table.update_if(key, update, condition, returns="NONE")

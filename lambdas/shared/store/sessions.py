@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-from botocore.exceptions import ClientError
+from typing import Any, Final
 
 from lambdas.shared import cursor as cursors
 from lambdas.shared import keys
@@ -38,26 +36,41 @@ from lambdas.shared.records import (
     Turn,
     record_from_item,
 )
-from lambdas.shared.schema import CLEANUP, CUSTOMER_SESSIONS, PARTITION_KEY, SORT_KEY
+from lambdas.shared.schema import CLEANUP, CUSTOMER_SESSIONS, PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE
 from lambdas.shared.serialize import marshal_item, unmarshal_item
+from lambdas.shared.store.expressions import Expr, Update
 from lambdas.shared.store.table import (
-    CONDITION_FAILED,
     MAX_ITEMS_PAGE_SIZE,
     MAX_PAGE_SIZE,
     STATUS_TIMESTAMP,
-    Expr,
+    Aggregate,
+    ConditionFailed,
     Page,
-    TableCore,
-    Update,
-    code_of,
-    old_item,
+    Transaction,
     parse_enum,
     require_id,
     require_limit,
 )
 
 
-class Sessions(TableCore):
+def _check_settable(attrs: Mapping[str, Any]) -> None:
+    """InvalidInput unless every attribute is settable by a status change and has its type (None removes)."""
+    unknown = set(attrs) - SESSION_SETTABLE_ATTRIBUTES
+    if unknown:
+        raise InvalidInput(
+            f"update_status cannot set {sorted(unknown)}; settable: {sorted(SESSION_SETTABLE_ATTRIBUTES)}"
+        )
+    for name, value in attrs.items():
+        kind = int if name.endswith("_at") else str
+        if value is not None and (isinstance(value, bool) or not isinstance(value, kind)):
+            raise InvalidInput(f"{name} must be {'epoch seconds' if kind is int else 'a string'}")
+
+
+#: The session META attribute naming the session's current handoff.
+CURRENT_HANDOFF: Final = "current_handoff_id"
+
+
+class Sessions(Aggregate):
     """Session META operations and whole-partition operations."""
 
     def create_session(
@@ -71,7 +84,7 @@ class Sessions(TableCore):
         require_id(customer_id, "customer_id")
         if metadata is not None and not isinstance(metadata, Mapping):
             raise InvalidInput("metadata must be an object")
-        now = self._now()
+        now = self.table.now()
         session = Session(
             session_id=str(uuid.uuid4()),
             customer_id=customer_id,
@@ -79,22 +92,20 @@ class Sessions(TableCore):
             turn_count=0,
             created_at=now,
             updated_at=now,
-            ttl=now + self.ttl_seconds,
+            ttl=now + self.table.ttl_seconds,
             metadata=dict(metadata or {}),
             customer_email=email or None,
         )
         try:
-            self._put_new(session.to_item())
-        except ClientError as err:
-            if code_of(err) == CONDITION_FAILED:
-                raise Conflict(f"session {session.session_id!r} exists already") from None
-            raise
+            self.table.put_new(session.to_item())
+        except ConditionFailed:
+            raise Conflict(f"session {session.session_id!r} exists already") from None
         return session
 
     def get_session(self, session_id: str, *, consistent: bool = True) -> Session | None:
         """The session, or None. ``consistent=False`` halves the read cost, may lag a write."""
         require_id(session_id, "session_id")
-        item = self._get(keys.session_key(session_id), consistent=consistent)
+        item = self.table.get(keys.session_key(session_id), consistent=consistent)
         return Session.from_item(item) if item else None
 
     def list_customer_sessions(self, customer_id: str, *, limit: int = 10, cursor: str | None = None) -> Page[Session]:
@@ -122,7 +133,7 @@ class Sessions(TableCore):
             ):
                 raise InvalidCursor("it was issued for another customer")
         expr = Expr()
-        items, next_cursor = self._query_page(
+        items, next_cursor = self.table.query_page(
             {
                 "IndexName": index.name,
                 "KeyConditionExpression": f"{expr.n(index.partition_key)} = {expr.v(customer_id)}",
@@ -165,20 +176,12 @@ class Sessions(TableCore):
         require_id(session_id, "session_id")
         new = parse_enum(SessionStatus, new_status, "status")
         want = None if expected is None else parse_enum(SessionStatus, expected, "expected")
-        unknown = set(attrs) - SESSION_SETTABLE_ATTRIBUTES
-        if unknown:
-            raise InvalidInput(
-                f"update_status cannot set {sorted(unknown)}; settable: {sorted(SESSION_SETTABLE_ATTRIBUTES)}"
-            )
-        for name, value in attrs.items():
-            kind = int if name.endswith("_at") else str
-            if value is not None and (isinstance(value, bool) or not isinstance(value, kind)):
-                raise InvalidInput(f"{name} must be {'epoch seconds' if kind is int else 'a string'}")
+        _check_settable(attrs)
         sources = ALLOWED_SOURCES[new]
         if want is not None and want not in sources:
             raise InvalidTransition(session_id, want, new)
 
-        now = self._now()
+        now = self.table.now()
         values = dict(attrs)
         stamp = STATUS_TIMESTAMP.get(new)
         if stamp is not None and values.get(stamp) is None:
@@ -190,7 +193,7 @@ class Sessions(TableCore):
         for name, value in sorted(values.items()):
             update.set(name, value)
         if new in AWAITING_CLEANUP:
-            update.set(CLEANUP.partition_key, keys.cleanup_shard(session_id, self.cleanup_shards))
+            update.set(CLEANUP.partition_key, keys.cleanup_shard(session_id, self.table.cleanup_shards))
             update.set(CLEANUP.sort_key, values[STATUS_TIMESTAMP[new]])
         else:
             update.remove(CLEANUP.partition_key)
@@ -203,22 +206,24 @@ class Sessions(TableCore):
         if if_connection is not None:
             require_id(if_connection, "if_connection")
             condition += f" AND {expr.n('connection_id')} = {expr.v(if_connection)}"
-        try:
-            item = self._update(keys.session_key(session_id), update, condition)
-        except ClientError as err:
-            if code_of(err) != CONDITION_FAILED:
-                raise
-            old = old_item(err)
-            if old is None:
-                raise SessionNotFound(session_id) from None
+
+        def refused(old: dict[str, Any]) -> Exception:
             current = str(old.get("status"))
             if current not in sources:
-                raise InvalidTransition(session_id, current, new) from None
+                return InvalidTransition(session_id, current, new)
             if want is not None and current != want:
-                raise UnexpectedStatus(session_id, current, new, want) from None
+                return UnexpectedStatus(session_id, current, new, want)
             if if_connection is not None and old.get("connection_id") != if_connection:
-                raise ConnectionSuperseded(session_id, if_connection) from None
-            raise Conflict(f"session {session_id!r} changed concurrently; retry") from None
+                return ConnectionSuperseded(session_id, if_connection)
+            return Conflict(f"session {session_id!r} changed concurrently; retry")
+
+        item = self.table.update(
+            keys.session_key(session_id),
+            update,
+            condition,
+            missing=lambda: SessionNotFound(session_id),
+            changed=refused,
+        )
         return Session.from_item(item)
 
     def set_connection(self, session_id: str, connection_id: str) -> Session:
@@ -228,18 +233,16 @@ class Sessions(TableCore):
         expr = Expr()
         update = Update(expr)
         update.set("connection_id", connection_id)
-        update.set("updated_at", self._now())
+        update.set("updated_at", self.table.now())
         accepted = ", ".join(expr.v(str(s)) for s in sorted(TURN_ACCEPTING))
         condition = f"attribute_exists({expr.n(PARTITION_KEY)}) AND {expr.n('status')} IN ({accepted})"
-        try:
-            item = self._update(keys.session_key(session_id), update, condition)
-        except ClientError as err:
-            if code_of(err) != CONDITION_FAILED:
-                raise
-            old = old_item(err)
-            if old is None:
-                raise SessionNotFound(session_id) from None
-            raise SessionClosed(session_id, str(old.get("status"))) from None
+        item = self.table.update(
+            keys.session_key(session_id),
+            update,
+            condition,
+            missing=lambda: SessionNotFound(session_id),
+            changed=lambda old: SessionClosed(session_id, str(old.get("status"))),
+        )
         return Session.from_item(item)
 
     def clear_connection(self, session_id: str, connection_id: str) -> bool:
@@ -254,12 +257,67 @@ class Sessions(TableCore):
         update.remove("connection_id")
         condition = f"{expr.n('connection_id')} = {expr.v(connection_id)}"
         try:
-            self._update(keys.session_key(session_id), update, condition, return_values="NONE")
-        except ClientError as err:
-            if code_of(err) != CONDITION_FAILED:
-                raise
+            self.table.update_if(keys.session_key(session_id), update, condition, returns="NONE")
+        except ConditionFailed:
             return False
         return True
+
+    def enter_handoff(
+        self, tx: Transaction, session_id: str, *, handoff_id: str, turn_count: int, now: int, ttl: int
+    ) -> None:
+        """Add META ``active -> handoff`` to ``tx`` (action ``session``), the counter ``turn_count -> +1``.
+
+        Conditioned on the session being active with the counter just read, so a turn stored
+        meanwhile cancels the transaction; ``handoff_id`` becomes the current handoff.
+        """
+        expr = Expr()
+        update = Update(expr)
+        update.set("status", str(SessionStatus.HANDOFF))
+        update.set("updated_at", now)
+        update.set("turn_count", turn_count + 1)
+        update.set(TTL_ATTRIBUTE, ttl)
+        update.set(CURRENT_HANDOFF, handoff_id)
+        condition = (
+            f"attribute_exists({expr.n(PARTITION_KEY)}) AND "
+            f"{expr.n('status')} = {expr.v(str(SessionStatus.ACTIVE))} AND "
+            f"{expr.n('turn_count')} = {expr.v(turn_count)}"
+        )
+        tx.update("session", keys.session_key(session_id), update, condition=condition)
+
+    def leave_handoff(
+        self,
+        tx: Transaction,
+        session_id: str,
+        handoff_id: str,
+        new_status: SessionStatus,
+        *,
+        now: int,
+        if_connection: str | None,
+        from_status: SessionStatus = SessionStatus.HANDOFF,
+    ) -> None:
+        """Add META ``from_status -> active|disconnected`` to ``tx`` (action ``session``), as update_status would.
+
+        Conditioned on the session still being in ``from_status`` with ``handoff_id`` current
+        (and, with ``if_connection``, on its connection, which the write then forgets).
+        """
+        expr = Expr()
+        update = Update(expr)
+        update.set("status", str(new_status))
+        update.set("updated_at", now)
+        if new_status == SessionStatus.DISCONNECTED:
+            update.set(STATUS_TIMESTAMP[new_status], now)
+            update.set(CLEANUP.partition_key, keys.cleanup_shard(session_id, self.table.cleanup_shards))
+            update.set(CLEANUP.sort_key, now)
+            if if_connection is not None:
+                update.remove("connection_id")
+        condition = (
+            f"attribute_exists({expr.n(PARTITION_KEY)}) AND "
+            f"{expr.n('status')} = {expr.v(str(from_status))} AND "
+            f"{expr.n(CURRENT_HANDOFF)} = {expr.v(handoff_id)}"
+        )
+        if if_connection is not None:
+            condition += f" AND {expr.n('connection_id')} = {expr.v(if_connection)}"
+        tx.update("session", keys.session_key(session_id), update, condition=condition)
 
     def sessions_awaiting_cleanup(
         self, older_than: int, *, limit: int = 100, cursor: str | None = None
@@ -273,7 +331,7 @@ class Sessions(TableCore):
             raise InvalidInput(f"older_than must be epoch seconds (given {older_than!r})")
         require_limit(limit, MAX_ITEMS_PAGE_SIZE)
         index = CLEANUP
-        scope = f"cleanup:{older_than}:{self.cleanup_shards}"
+        scope = f"cleanup:{older_than}:{self.table.cleanup_shards}"
         key_shape = {
             PARTITION_KEY: str,
             SORT_KEY: str,
@@ -284,11 +342,11 @@ class Sessions(TableCore):
         if cursor is not None:
             position = cursors.decode(cursor, scope, {"shard": int}, {"shard": int, **key_shape})
             shard = int(position.pop("shard"))
-            if shard >= self.cleanup_shards:
+            if shard >= self.table.cleanup_shards:
                 raise InvalidCursor()
             if position:
                 if (
-                    position[index.partition_key] != keys.cleanup_shards(self.cleanup_shards)[shard]
+                    position[index.partition_key] != keys.cleanup_shards(self.table.cleanup_shards)[shard]
                     or int(position[index.sort_key]) >= older_than
                     or position[SORT_KEY] != keys.META_SK
                     or not str(position[PARTITION_KEY]).startswith(keys.SESSION_PREFIX)
@@ -297,11 +355,11 @@ class Sessions(TableCore):
                 start = position
 
         found: list[CleanupCandidate] = []
-        shard_names = keys.cleanup_shards(self.cleanup_shards)
-        while shard < self.cleanup_shards and len(found) < limit:
+        shard_names = keys.cleanup_shards(self.table.cleanup_shards)
+        while shard < self.table.cleanup_shards and len(found) < limit:
             expr = Expr()
             request: dict[str, Any] = {
-                "TableName": self.table_name,
+                "TableName": self.table.table_name,
                 "IndexName": index.name,
                 "KeyConditionExpression": (
                     f"{expr.n(index.partition_key)} = {expr.v(shard_names[shard])} AND "
@@ -312,14 +370,14 @@ class Sessions(TableCore):
             }
             if start is not None:
                 request["ExclusiveStartKey"] = marshal_item(start)
-            resp = self.client.query(**request)
+            resp = self.table.client.query(**request)
             found.extend(CleanupCandidate.from_item(unmarshal_item(item)) for item in resp.get("Items", []))
             last = resp.get("LastEvaluatedKey")
             if last:
                 start = unmarshal_item(last)
             else:
                 shard, start = shard + 1, None
-        if shard >= self.cleanup_shards:
+        if shard >= self.table.cleanup_shards:
             return Page(found, None)
         resume: dict[str, Any] = {"shard": shard, **(start or {})}
         return Page(found, cursors.encode(scope, resume))
@@ -341,7 +399,7 @@ class Sessions(TableCore):
             if start[PARTITION_KEY] != pk:
                 raise InvalidCursor("it was issued for another session")
         expr = Expr()
-        items, next_cursor = self._query_page(
+        items, next_cursor = self.table.query_page(
             {
                 "KeyConditionExpression": f"{expr.n(PARTITION_KEY)} = {expr.v(pk)}",
                 "ScanIndexForward": True,
@@ -374,9 +432,9 @@ class Sessions(TableCore):
         pk = keys.session_pk(session_id)
         targets: dict[str, keys.Key] = {}
         for prefix in sk_prefixes:
-            for k in self._partition_keys(pk, prefix):
+            for k in self.table.partition_keys(pk, prefix):
                 targets[k[SORT_KEY]] = k
-        return self._batch_delete(list(targets.values()))
+        return self.table.batch_delete(list(targets.values()))
 
     def delete_session_children(self, session_id: str, sort_keys: Sequence[str]) -> int:
         """Delete exactly these child items of a session (never META); returns how many.
@@ -388,7 +446,7 @@ class Sessions(TableCore):
             if not isinstance(sk, str) or not sk.startswith(keys.SESSION_CHILD_PREFIXES):
                 raise InvalidInput(f"sort key {sk!r} must start with one of {keys.SESSION_CHILD_PREFIXES}")
         pk = keys.session_pk(session_id)
-        return self._batch_delete([keys.key(pk, sk) for sk in dict.fromkeys(sort_keys)])
+        return self.table.batch_delete([keys.key(pk, sk) for sk in dict.fromkeys(sort_keys)])
 
     def delete_session_items(self, session_id: str, *, keep_meta: bool = True) -> int:
         """Delete every item of a session partition (META too unless ``keep_meta``).
@@ -397,7 +455,7 @@ class Sessions(TableCore):
         again after BatchWriteIncomplete. Returns how many items were deleted.
         """
         require_id(session_id, "session_id")
-        all_keys = self._partition_keys(keys.session_pk(session_id))
+        all_keys = self.table.partition_keys(keys.session_pk(session_id))
         children = [k for k in all_keys if k[SORT_KEY] != keys.META_SK]
         meta = [k for k in all_keys if k[SORT_KEY] == keys.META_SK]
-        return self._batch_delete(children if keep_meta else children + meta)
+        return self.table.batch_delete(children if keep_meta else children + meta)

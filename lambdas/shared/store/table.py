@@ -1,9 +1,19 @@
-"""The table core every aggregate module builds on: keys, expressions, conditional writes, batches, pages.
+"""The table core every aggregate builds on: expressions, conditional writes, transactions, batches, pages.
 
 :class:`TableCore` holds what all aggregates share: the table name, the client, the clock, the
-stage's TTL and cleanup sharding, and the plumbing (get, conditional put and update, paginated
-queries, batch deletes under the shared retry policy). The aggregate modules add the operations
-of one record type each; :class:`lambdas.shared.store.DynamoSessionStore` composes them.
+stage's TTL and cleanup sharding, and the plumbing. Each aggregate (:class:`Aggregate`) holds the
+core and adds the operations of one record type; :class:`lambdas.shared.store.DynamoSessionStore`
+composes them. Three helpers carry every conditional write, so no aggregate reads DynamoDB's
+error shapes itself:
+
+* :meth:`TableCore.update_if` / :meth:`TableCore.put_new`: a conditional write whose refusal is
+  :class:`ConditionFailed` holding the item as it was (``ReturnValuesOnConditionCheckFailure``),
+  None when there was none; :meth:`TableCore.update` turns that into the caller's "missing" or
+  "changed" error.
+* :class:`Transaction` and :meth:`TableCore.commit`: TransactWriteItems whose actions have names;
+  a cancellation is :class:`Cancelled`, which names the actions whose condition failed.
+* :func:`read_modify_write`: read, decide, write conditioned on what was read; a refused write
+  (either of the two above) reads again, a bounded number of times.
 
 Independent calls of one operation may run at once (:meth:`TableCore._together`): a caller then
 waits one round trip instead of one per call, which is what a latency-bound path (the chat's
@@ -30,7 +40,8 @@ from lambdas.shared.errors import BatchWriteIncomplete, InvalidInput
 from lambdas.shared.records import SessionStatus
 from lambdas.shared.retry import Backoff, Entry, send_with_retries
 from lambdas.shared.schema import PARTITION_KEY, SORT_KEY
-from lambdas.shared.serialize import AttributeValue, marshal, marshal_item, unmarshal_item
+from lambdas.shared.serialize import marshal_item, unmarshal_item
+from lambdas.shared.store.expressions import Expr, Update
 
 T = TypeVar("T")
 A = TypeVar("A")
@@ -58,6 +69,8 @@ MAX_CONCURRENT_CALLS: Final = 4
 
 CONDITION_FAILED: Final = "ConditionalCheckFailedException"
 TRANSACTION_CANCELED: Final = "TransactionCanceledException"
+#: A cancellation reason's code for an action whose condition did not hold.
+CONDITION_CHECK_FAILED: Final = "ConditionalCheckFailed"
 
 
 @dataclass(frozen=True)
@@ -68,72 +81,99 @@ class Page(Generic[T]):
     next_cursor: str | None = None
 
 
-class Expr:
-    """Collects ``ExpressionAttributeNames``/``Values`` while an expression is written.
+class Refused(Exception):
+    """A conditional write or a transaction that did not happen because a condition did not hold."""
 
-    Every attribute goes through a ``#name`` placeholder, so reserved words (status, ttl, name)
-    never matter.
+
+class ConditionFailed(Refused):
+    """A conditional write's condition did not hold; ``old`` is the item as it was (None: there was none)."""
+
+    def __init__(self, old: dict[str, Any] | None) -> None:
+        super().__init__("the write's condition did not hold")
+        self.old = old
+
+    @property
+    def missing(self) -> bool:
+        return self.old is None
+
+
+class Cancelled(Refused):
+    """A transaction was cancelled; ``failed`` names its actions whose condition did not hold.
+
+    None failed: it was cancelled for another reason (a concurrent transaction on one of its items).
     """
 
-    def __init__(self) -> None:
-        self._names: dict[str, str] = {}
-        self._values: dict[str, AttributeValue] = {}
-
-    def n(self, attribute: str) -> str:
-        placeholder = f"#{attribute}"
-        self._names[placeholder] = attribute
-        return placeholder
-
-    def key(self, name: str) -> str:
-        """A placeholder for any name, such as a map key that is a connection id (``#k0``, ``#k1``, ...)."""
-        placeholder = f"#k{sum(1 for p in self._names if p.startswith('#k'))}"
-        self._names[placeholder] = name
-        return placeholder
-
-    def v(self, value: Any) -> str:
-        placeholder = f":v{len(self._values)}"
-        self._values[placeholder] = marshal(value)
-        return placeholder
-
-    def params(self) -> dict[str, Any]:
-        params: dict[str, Any] = {}
-        if self._names:
-            params["ExpressionAttributeNames"] = dict(self._names)
-        if self._values:
-            params["ExpressionAttributeValues"] = dict(self._values)
-        return params
+    def __init__(self, failed: frozenset[str], error: ClientError) -> None:
+        super().__init__(f"transaction cancelled (failed: {sorted(failed) or 'none'})")
+        self.failed = failed
+        self.error = error
 
 
-class Update:
-    """An UpdateExpression under construction: SET / REMOVE / ADD clauses sharing one Expr."""
+class Transaction:
+    """The actions of one TransactWriteItems, each under a name unique in it.
 
-    def __init__(self, expr: Expr) -> None:
-        self.expr = expr
-        self._set: list[str] = []
-        self._remove: list[str] = []
-        self._add: list[str] = []
+    Names are how :class:`Cancelled` reports which condition failed, so no caller reads the
+    cancellation reasons by position.
+    """
 
-    def set(self, attribute: str, value: Any) -> None:
-        if value is None:
-            self._remove.append(self.expr.n(attribute))
-        else:
-            self._set.append(f"{self.expr.n(attribute)} = {self.expr.v(value)}")
+    def __init__(self, table_name: str) -> None:
+        self.table_name = table_name
+        self._actions: dict[str, dict[str, Any]] = {}
 
-    def remove(self, attribute: str) -> None:
-        self._remove.append(self.expr.n(attribute))
+    def _add(self, name: str, kind: str, body: dict[str, Any], condition: str | None, expr: Expr | None) -> None:
+        if name in self._actions:
+            raise ValueError(f"transaction action {name!r} is there already")
+        action: dict[str, Any] = {"TableName": self.table_name, **body}
+        if condition is not None:
+            action["ConditionExpression"] = condition
+        if expr is not None:
+            action.update(expr.params())
+        self._actions[name] = {kind: action}
 
-    def add(self, attribute: str, value: int) -> None:
-        self._add.append(f"{self.expr.n(attribute)} {self.expr.v(value)}")
+    def put(
+        self, name: str, item: Mapping[str, Any], *, condition: str | None = None, expr: Expr | None = None
+    ) -> None:
+        self._add(name, "Put", {"Item": marshal_item(item)}, condition, expr)
 
-    def expression(self) -> str:
-        parts = []
-        if self._set:
-            parts.append("SET " + ", ".join(self._set))
-        if self._remove:
-            parts.append("REMOVE " + ", ".join(self._remove))
-        if self._add:
-            parts.append("ADD " + ", ".join(self._add))
-        return " ".join(parts)
+    def put_new(self, name: str, item: Mapping[str, Any]) -> None:
+        """A Put that fails its condition when the key exists."""
+        expr = Expr()
+        self.put(name, item, condition=f"attribute_not_exists({expr.n(PARTITION_KEY)})", expr=expr)
+
+    def update(self, name: str, key: keys.Key, update: Update, *, condition: str | None = None) -> None:
+        body = {"Key": marshal_item(key), "UpdateExpression": update.expression()}
+        self._add(name, "Update", body, condition, update.expr)
+
+    def delete(self, name: str, key: keys.Key) -> None:
+        self._add(name, "Delete", {"Key": marshal_item(key)}, None, None)
+
+    def check(self, name: str, key: keys.Key, condition: str, expr: Expr) -> None:
+        self._add(name, "ConditionCheck", {"Key": marshal_item(key)}, condition, expr)
+
+    def names(self) -> list[str]:
+        return list(self._actions)
+
+    def items(self) -> list[dict[str, Any]]:
+        """The actions as TransactWriteItems takes them, in the order they were added."""
+        return list(self._actions.values())
+
+    def __len__(self) -> int:
+        return len(self._actions)
+
+
+def read_modify_write(attempts: int, attempt: Callable[[], T], *, exhausted: Callable[[], Exception]) -> T:
+    """Run ``attempt`` (read, decide, conditional write) until its write holds, at most ``attempts`` times.
+
+    A write refused because what was read changed (:class:`ConditionFailed`, :class:`Cancelled`)
+    reads again; an attempt that must not be repeated raises its own error instead. After the
+    last refusal ``exhausted()`` is raised.
+    """
+    for _ in range(attempts):
+        try:
+            return attempt()
+        except Refused:
+            continue
+    raise exhausted()
 
 
 _POOL: ThreadPoolExecutor | None = None
@@ -160,7 +200,7 @@ def code_of(err: ClientError) -> str:
     return str(err.response.get("Error", {}).get("Code", ""))
 
 
-def old_item(err: ClientError) -> dict[str, Any] | None:
+def _old_item(err: ClientError) -> dict[str, Any] | None:
     """The item as it was when a condition failed (ReturnValuesOnConditionCheckFailure)."""
     item = err.response.get("Item")
     return unmarshal_item(item) if item else None
@@ -275,18 +315,24 @@ class TableCore:
             return self._given_client
         return aws.client("dynamodb", single_attempt=True)
 
-    def _now(self) -> int:
+    def now(self) -> int:
         return int(self._clock())
 
-    @overload
-    def _together(self, first: Callable[[], A], second: Callable[[], B], /) -> tuple[A, B]: ...
+    def now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    def clock(self) -> float:
+        return self._clock()
 
     @overload
-    def _together(
+    def together(self, first: Callable[[], A], second: Callable[[], B], /) -> tuple[A, B]: ...
+
+    @overload
+    def together(
         self, first: Callable[[], A], second: Callable[[], B], third: Callable[[], C], /
     ) -> tuple[A, B, C]: ...
 
-    def _together(self, *calls: Callable[[], Any]) -> tuple[Any, ...]:
+    def together(self, *calls: Callable[[], Any]) -> tuple[Any, ...]:
         """Run independent calls at once and return their results in order: one round trip of wall time.
 
         The first runs in the caller's thread, the others on the container's pool with the
@@ -302,45 +348,92 @@ class TableCore:
                 raise error
         return tuple(value for value, _ in outcomes)
 
-    def _get(self, key: keys.Key, *, consistent: bool = True) -> dict[str, Any] | None:
+    def get(self, key: keys.Key, *, consistent: bool = True) -> dict[str, Any] | None:
         resp = self.client.get_item(TableName=self.table_name, Key=marshal_item(key), ConsistentRead=consistent)
         item = resp.get("Item")
         return unmarshal_item(item) if item else None
 
-    def _put_new(self, item: Mapping[str, Any], *, return_old: bool = False) -> None:
-        """PutItem that never overwrites; raises the ClientError when the key exists."""
+    def put_new(self, item: Mapping[str, Any]) -> None:
+        """PutItem that never overwrites; ConditionFailed (with the item there) when the key exists."""
         expr = Expr()
-        params: dict[str, Any] = {
-            "TableName": self.table_name,
-            "Item": marshal_item(item),
-            "ConditionExpression": f"attribute_not_exists({expr.n(PARTITION_KEY)})",
-            **expr.params(),
-        }
-        if return_old:
-            params["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
-        self.client.put_item(**params)
+        try:
+            self.client.put_item(
+                TableName=self.table_name,
+                Item=marshal_item(item),
+                ConditionExpression=f"attribute_not_exists({expr.n(PARTITION_KEY)})",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                **expr.params(),
+            )
+        except ClientError as err:
+            if code_of(err) != CONDITION_FAILED:
+                raise
+            raise ConditionFailed(_old_item(err)) from None
 
-    def _update(
+    def update_if(self, key: keys.Key, update: Update, condition: str, *, returns: str = "ALL_NEW") -> dict[str, Any]:
+        """Conditional UpdateItem; returns the attributes ``returns`` asks for.
+
+        A condition that does not hold raises ConditionFailed with the item as it was.
+        """
+        try:
+            resp = self.client.update_item(
+                TableName=self.table_name,
+                Key=marshal_item(key),
+                UpdateExpression=update.expression(),
+                ConditionExpression=condition,
+                ReturnValues=returns,
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                **update.expr.params(),
+            )
+        except ClientError as err:
+            if code_of(err) != CONDITION_FAILED:
+                raise
+            raise ConditionFailed(_old_item(err)) from None
+        return unmarshal_item(resp.get("Attributes", {}))
+
+    def update(
         self,
         key: keys.Key,
         update: Update,
         condition: str,
         *,
-        return_values: str = "ALL_NEW",
+        missing: Callable[[], Exception],
+        changed: Callable[[dict[str, Any]], Exception],
+        returns: str = "ALL_NEW",
     ) -> dict[str, Any]:
-        """Conditional UpdateItem; on failure the ClientError carries the old item."""
-        resp = self.client.update_item(
-            TableName=self.table_name,
-            Key=marshal_item(key),
-            UpdateExpression=update.expression(),
-            ConditionExpression=condition,
-            ReturnValues=return_values,
-            ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            **update.expr.params(),
-        )
-        return unmarshal_item(resp.get("Attributes", {}))
+        """:meth:`update_if` whose refusal is the caller's error: ``missing()`` or ``changed(old item)``."""
+        try:
+            return self.update_if(key, update, condition, returns=returns)
+        except ConditionFailed as failed:
+            raise (missing() if failed.old is None else changed(failed.old)) from None
 
-    def _query(self, **params: Any) -> Iterator[dict[str, Any]]:
+    def commit(self, transaction: Transaction) -> None:
+        """Write ``transaction`` atomically; Cancelled names the actions whose condition failed.
+
+        A transaction of one Put is written as that PutItem (half the write units), refused the
+        same way.
+        """
+        actions = transaction.items()
+        names = transaction.names()
+        try:
+            if len(actions) == 1 and "Put" in actions[0]:
+                self.client.put_item(**actions[0]["Put"])
+            else:
+                self.client.transact_write_items(TransactItems=actions)
+        except ClientError as err:
+            code = code_of(err)
+            if code == CONDITION_FAILED:
+                raise Cancelled(frozenset(names), err) from None
+            if code != TRANSACTION_CANCELED:
+                raise
+            reasons = err.response.get("CancellationReasons") or []
+            failed = {
+                name
+                for name, reason in zip(names, reasons, strict=False)
+                if reason.get("Code") == CONDITION_CHECK_FAILED
+            }
+            raise Cancelled(frozenset(failed), err) from None
+
+    def query(self, **params: Any) -> Iterator[dict[str, Any]]:
         """Every item a Query returns, following LastEvaluatedKey."""
         params = {"TableName": self.table_name, **params}
         while True:
@@ -352,7 +445,7 @@ class TableCore:
                 return
             params["ExclusiveStartKey"] = last
 
-    def _query_page(
+    def query_page(
         self,
         params: dict[str, Any],
         *,
@@ -379,8 +472,11 @@ class TableCore:
             return items, cursors.encode(scope, unmarshal_item(last))
         return items, None
 
-    def _backoff(self, attempt: int) -> float:
+    def backoff(self, attempt: int) -> float:
         return self._batch_policy().delay(attempt)
+
+    def sleep(self, seconds: float) -> None:
+        self._sleep(seconds)
 
     def _batch_policy(self) -> Backoff:
         return Backoff(
@@ -391,7 +487,7 @@ class TableCore:
             rand=self._rand,
         )
 
-    def _batch_delete(self, item_keys: Sequence[keys.Key]) -> int:
+    def batch_delete(self, item_keys: Sequence[keys.Key]) -> int:
         """Delete ``item_keys`` in BatchWriteItem chunks of 25; returns how many were deleted.
 
         UnprocessedItems (and a throttled call) are retried by the shared policy, at most
@@ -415,7 +511,7 @@ class TableCore:
         unprocessed = resp.get("UnprocessedItems", {}).get(self.table_name, [])
         return [request not in unprocessed for request in requests]
 
-    def _partition_keys(self, pk: str, sk_prefix: str | None = None) -> list[keys.Key]:
+    def partition_keys(self, pk: str, sk_prefix: str | None = None) -> list[keys.Key]:
         """Keys (only) of the items of partition ``pk``, optionally under one SK prefix."""
         expr = Expr()
         condition = f"{expr.n(PARTITION_KEY)} = {expr.v(pk)}"
@@ -424,14 +520,14 @@ class TableCore:
         projection = f"{expr.n(PARTITION_KEY)}, {expr.n(SORT_KEY)}"
         return [
             keys.key(str(item[PARTITION_KEY]), str(item[SORT_KEY]))
-            for item in self._query(
+            for item in self.query(
                 KeyConditionExpression=condition,
                 ProjectionExpression=projection,
                 **expr.params(),
             )
         ]
 
-    def _latest(self, session_id: str, prefix: str) -> dict[str, Any] | None:
+    def latest(self, session_id: str, prefix: str) -> dict[str, Any] | None:
         expr = Expr()
         resp = self.client.query(
             TableName=self.table_name,
@@ -445,3 +541,10 @@ class TableCore:
         )
         items = resp.get("Items", [])
         return unmarshal_item(items[0]) if items else None
+
+
+class Aggregate:
+    """One aggregate's operations over the shared :class:`TableCore` (composed, never inherited)."""
+
+    def __init__(self, table: TableCore) -> None:
+        self.table = table

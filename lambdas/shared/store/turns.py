@@ -11,23 +11,19 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from botocore.exceptions import ClientError
-
 from lambdas.shared import cursor as cursors
 from lambdas.shared import keys
 from lambdas.shared.errors import Conflict, InvalidCursor, InvalidInput, SessionClosed, SessionNotFound
 from lambdas.shared.records import TURN_ACCEPTING, Role, Session, Summary, Turn, compress
 from lambdas.shared.schema import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE
 from lambdas.shared.serialize import unmarshal_item
+from lambdas.shared.store.expressions import Expr, Update
 from lambdas.shared.store.table import (
-    CONDITION_FAILED,
     MAX_PAGE_SIZE,
-    Expr,
+    Aggregate,
+    ConditionFailed,
     Page,
-    TableCore,
-    Update,
-    code_of,
-    old_item,
+    Transaction,
     parse_enum,
     require_id,
     require_limit,
@@ -47,7 +43,7 @@ def checked_turn(role: Role | str, content: str) -> Role:
     return turn_role
 
 
-class Turns(TableCore):
+class Turns(Aggregate):
     """Turn and summary operations."""
 
     def add_turn(self, session_id: str, role: Role | str, content: str) -> Turn:
@@ -79,25 +75,29 @@ class Turns(TableCore):
         require_id(session_id, "session_id")
         if customer_id is not None:
             require_id(customer_id, "customer_id")
-        now = self._now()
+        now = self.table.now()
         expr = Expr()
         update = Update(expr)
         update.set("updated_at", now)
-        update.set(TTL_ATTRIBUTE, now + self.ttl_seconds)
+        update.set(TTL_ATTRIBUTE, now + self.table.ttl_seconds)
         update.add("turn_count", 1)
         accepted = ", ".join(expr.v(str(s)) for s in sorted(TURN_ACCEPTING))
         condition = f"attribute_exists({expr.n(PARTITION_KEY)}) AND {expr.n('status')} IN ({accepted})"
         if customer_id is not None:
             condition += f" AND {expr.n('customer_id')} = {expr.v(customer_id)}"
-        try:
-            item = self._update(keys.session_key(session_id), update, condition)
-        except ClientError as err:
-            if code_of(err) != CONDITION_FAILED:
-                raise
-            old = old_item(err)
-            if old is None or (customer_id is not None and old.get("customer_id") != customer_id):
-                raise SessionNotFound(session_id) from None
-            raise SessionClosed(session_id, str(old.get("status"))) from None
+
+        def refused(old: dict[str, Any]) -> Exception:
+            if customer_id is not None and old.get("customer_id") != customer_id:
+                return SessionNotFound(session_id)  # another customer's session is not told apart
+            return SessionClosed(session_id, str(old.get("status")))
+
+        item = self.table.update(
+            keys.session_key(session_id),
+            update,
+            condition,
+            missing=lambda: SessionNotFound(session_id),
+            changed=refused,
+        )
         return Session.from_item(item)
 
     def put_turn(self, session_id: str, turn_number: int, role: Role | str, content: str) -> Turn:
@@ -111,25 +111,26 @@ class Turns(TableCore):
         """
         require_id(session_id, "session_id")
         turn_role = checked_turn(role, content)
-        now = self._now()
+        now = self.table.now()
         turn = Turn(
             session_id=session_id,
             turn_number=turn_number,
             role=turn_role,
             content=content,
             created_at=now,
-            ttl=now + self.ttl_seconds,
+            ttl=now + self.table.ttl_seconds,
         )
         try:
-            self._put_new(turn.to_item(), return_old=True)
-        except ClientError as err:
-            if code_of(err) != CONDITION_FAILED:
-                raise
-            old = old_item(err)
-            if old is not None and _is_same_turn(old, turn):
-                return Turn.from_item(old)
+            self.table.put_new(turn.to_item())
+        except ConditionFailed as failed:
+            if failed.old is not None and _is_same_turn(failed.old, turn):
+                return Turn.from_item(failed.old)
             raise Conflict(f"turn {turn.turn_number} of session {session_id!r} exists already") from None
         return turn
+
+    def put_in(self, tx: Transaction, turn: Turn) -> None:
+        """Add the PutItem of ``turn`` to ``tx`` (action ``turn``): it fails when the number is taken."""
+        tx.put_new("turn", turn.to_item())
 
     def turns_before(self, session_id: str, before: int, *, limit: int) -> list[Turn]:
         """The newest ``limit`` (1..100) turns numbered below ``before``, chronological: one Query (none below 2).
@@ -144,8 +145,8 @@ class Turns(TableCore):
         if before == 1:
             return []
         expr = Expr()
-        resp = self.client.query(
-            TableName=self.table_name,
+        resp = self.table.client.query(
+            TableName=self.table.table_name,
             KeyConditionExpression=(
                 f"{expr.n(PARTITION_KEY)} = {expr.v(keys.session_pk(session_id))} AND "
                 f"{expr.n(SORT_KEY)} BETWEEN {expr.v(keys.turn_sk(0))} AND {expr.v(keys.turn_sk(before - 1))}"
@@ -171,7 +172,7 @@ class Turns(TableCore):
             if start[PARTITION_KEY] != pk or not keys.is_turn_sk(str(start[SORT_KEY])):
                 raise InvalidCursor("it was issued for another session")
         expr = Expr()
-        items, next_cursor = self._query_page(
+        items, next_cursor = self.table.query_page(
             {
                 "KeyConditionExpression": (
                     f"{expr.n(PARTITION_KEY)} = {expr.v(pk)} AND "
@@ -198,7 +199,7 @@ class Turns(TableCore):
         expr = Expr()
         return [
             Turn.from_item(item)
-            for item in self._query(
+            for item in self.table.query(
                 KeyConditionExpression=(
                     f"{expr.n(PARTITION_KEY)} = {expr.v(keys.session_pk(session_id))} AND "
                     f"{expr.n(SORT_KEY)} BETWEEN {expr.v(keys.turn_sk(first))} "
@@ -229,7 +230,7 @@ class Turns(TableCore):
             raise InvalidInput(f"summary_number must be >= 1 (given {summary_number!r})")
         if not 1 <= window_start <= window_end:
             raise InvalidInput(f"window must satisfy 1 <= start <= end (given {window_start}, {window_end})")
-        now = self._now()
+        now = self.table.now()
         summary = Summary(
             session_id=session_id,
             summary_number=summary_number,
@@ -238,21 +239,20 @@ class Turns(TableCore):
             window_end=window_end,
             turn_count_at_summary=turn_count_at_summary,
             created_at=now,
-            ttl=now + self.ttl_seconds,
+            ttl=now + self.table.ttl_seconds,
         )
         try:
-            self._put_new(summary.to_item(), return_old=True)
-        except ClientError as err:
-            old = old_item(err) if code_of(err) == CONDITION_FAILED else None
-            if old is None:
+            self.table.put_new(summary.to_item())
+        except ConditionFailed as failed:
+            if failed.old is None:
                 raise
-            return Summary.from_item(old)
+            return Summary.from_item(failed.old)
         return summary
 
     def latest_summary(self, session_id: str) -> Summary | None:
         """The highest-numbered summary of the session, or None."""
         require_id(session_id, "session_id")
-        item = self._latest(session_id, keys.SUMMARY_PREFIX)
+        item = self.table.latest(session_id, keys.SUMMARY_PREFIX)
         return Summary.from_item(item) if item else None
 
 

@@ -1,0 +1,498 @@
+"""Session Lambda on moto, driven by API Gateway REST proxy events shaped as AWS sends them."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import boto3
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from embedded.events import DEFAULT_API, authorizer_context, lambda_context, rest_proxy_event
+from lambdas.api import rest
+from lambdas.shared import env
+from lambdas.shared.store import DynamoSessionStore
+
+ORIGIN = "http://localhost:3000"
+Invoke = Callable[..., dict[str, Any]]
+
+
+CONTEXT = lambda_context("SessionApi", aws_request_id="lambda-request-1")
+
+
+def rest_event(
+    method: str,
+    resource: str,
+    path: str,
+    *,
+    sub: str | None = "alice",
+    role: str | None = "customer",
+    headers: dict[str, str] | None = None,
+    body: str | None = None,
+    request_id: str = "req-1234",
+    **kw: Any,
+) -> dict[str, Any]:
+    """A REST proxy event from a browser at ORIGIN, after the TOKEN authorizer let ``sub`` in as ``role``."""
+    context = {key: value for key, value in (("sub", sub), ("role", role)) if value is not None}
+    all_headers = {
+        "Accept": "application/json",
+        "Authorization": "Bearer x.y.z",
+        "Host": DEFAULT_API.domain,
+        "Origin": ORIGIN,
+        "X-Forwarded-Proto": "https",
+        **({"Content-Type": "application/json"} if body is not None else {}),
+        **(headers or {}),
+    }
+    authorizer = authorizer_context(sub, **context) if context else None
+    return rest_proxy_event(
+        method, resource, path, headers=all_headers, body=body, authorizer=authorizer, request_id=request_id, **kw
+    )
+
+
+@pytest.fixture
+def api(table_name: str, clock: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Invoke]:
+    """Invoke the handler; the store runs on the moto table with the fake clock."""
+    monkeypatch.setenv("TABLE_NAME", table_name)
+    monkeypatch.setenv("CORS_ALLOWED_ORIGINS", f"{ORIGIN},https://app.example.com")
+    monkeypatch.delenv("STATE_MACHINE_ARNS", raising=False)
+    env.reset()
+    fixed_store = DynamoSessionStore(table_name, client=boto3.client("dynamodb"), clock=clock)
+    monkeypatch.setattr(rest, "store", lambda: fixed_store)
+
+    def invoke(method: str, resource: str, path: str, **kw: Any) -> dict[str, Any]:
+        response = rest.handler(rest_event(method, resource, path, **kw), CONTEXT)
+        response["json"] = json.loads(response["body"]) if response.get("body") else None
+        return response
+
+    yield invoke
+    env.reset()
+
+
+@pytest.fixture
+def db(api: Invoke) -> DynamoSessionStore:
+    return rest.store()
+
+
+def _create(api: Invoke, customer: str = "alice", **kw: Any) -> str:
+    response = api("POST", "/sessions", "/sessions", sub=customer, body=json.dumps({"customer_id": customer}), **kw)
+    assert response["statusCode"] == 201, response["body"]
+    return str(response["json"]["session_id"])
+
+
+def _session_routes(sid: str) -> list[tuple[str, str, str, dict[str, Any]]]:
+    return [
+        ("GET", "/sessions/{id}", f"/sessions/{sid}", {}),
+        ("GET", "/sessions/{id}/turns", f"/sessions/{sid}/turns", {}),
+        ("DELETE", "/sessions/{id}", f"/sessions/{sid}", {}),
+    ]
+
+
+# ---------------------------------------------------------------- POST /sessions
+
+
+def test_create_session_answers_201_with_the_new_session(api: Invoke) -> None:
+    body = {"customer_id": "alice", "metadata": {"source": "web", "language": "en-US"}}
+    response = api("POST", "/sessions", "/sessions", body=json.dumps(body))
+    assert response["statusCode"] == 201
+    session = response["json"]
+    assert session["customer_id"] == "alice"
+    assert session["status"] == "active"
+    assert session["metadata"] == {"source": "web", "language": "en-US"}
+    uuid.UUID(session["session_id"])
+    assert not {"PK", "SK", "ttl"} & set(session)
+    assert response["multiValueHeaders"]["Access-Control-Allow-Origin"] == [ORIGIN]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        None,
+        "",
+        "not json",
+        "[]",
+        json.dumps({}),
+        json.dumps({"customer_id": "bad id!"}),
+        json.dumps({"customer_id": "x" * 65}),
+        json.dumps({"customer_id": "alice\n"}),
+        json.dumps({"customer_id": "alice", "extra": 1}),
+        json.dumps({"customer_id": "alice", "metadata": {"source": "fax"}}),
+        json.dumps({"customer_id": "alice", "metadata": {"language": "english"}}),
+        json.dumps({"customer_id": "alice", "metadata": {"colour": "red"}}),
+        json.dumps({"customer_id": "alice", "metadata": "web"}),
+        json.dumps({"customer_id": "alice", "pad": "x" * 9000}),
+    ],
+)
+def test_fails_to_create_with_an_invalid_body(api: Invoke, body: str | None) -> None:
+    response = api("POST", "/sessions", "/sessions", body=body)
+    assert response["statusCode"] == 400
+    assert response["json"]["error"]["code"] == "BAD_REQUEST_BODY"  # as API Gateway's own validator
+    assert response["json"]["error"]["request_id"] == "req-1234"
+
+
+def test_fails_to_create_a_session_for_another_customer(api: Invoke) -> None:
+    response = api("POST", "/sessions", "/sessions", body=json.dumps({"customer_id": "bob"}))
+    assert response["statusCode"] == 403
+
+
+def test_admin_creates_a_session_for_any_customer(api: Invoke) -> None:
+    response = api("POST", "/sessions", "/sessions", sub="ops", role="admin", body=json.dumps({"customer_id": "bob"}))
+    assert response["statusCode"] == 201
+    assert response["json"]["customer_id"] == "bob"
+
+
+@pytest.mark.parametrize(("sub", "role"), [("carol", "agent"), (None, None), ("alice", None), (None, "admin")])
+def test_fails_without_an_allowed_identity(api: Invoke, sub: str | None, role: str | None) -> None:
+    response = api("POST", "/sessions", "/sessions", sub=sub, role=role, body=json.dumps({"customer_id": "alice"}))
+    assert response["statusCode"] == 403
+    assert response["json"]["error"]["code"] == "Forbidden"
+
+
+# ---------------------------------------------------------------- GET /sessions/{id}
+
+
+def test_get_own_session(api: Invoke) -> None:
+    sid = _create(api)
+    response = api("GET", "/sessions/{id}", f"/sessions/{sid}", path_parameters={"id": sid})
+    assert response["statusCode"] == 200
+    assert response["json"]["session_id"] == sid
+
+
+def test_get_missing_session_answers_404(api: Invoke) -> None:
+    sid = str(uuid.uuid4())
+    response = api("GET", "/sessions/{id}", f"/sessions/{sid}", path_parameters={"id": sid})
+    assert response["statusCode"] == 404
+    assert response["json"]["error"]["code"] == "NotFound"
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["nope", "123", "70C61BA9-27A6-4E38-B569-F58620DBB9B5", "bd2c32d0-a952-4759-a191-826ebb5a7bfd0"],
+    ids=["word", "digits", "uppercase-uuid", "uuid-with-extra-char"],
+)
+def test_fails_on_a_session_id_that_is_not_a_uuid(api: Invoke, bad: str) -> None:
+    response = api("GET", "/sessions/{id}", f"/sessions/{bad}", path_parameters={"id": bad})
+    assert response["statusCode"] == 400
+
+
+def test_agent_reads_only_sessions_handed_off_to_them(api: Invoke, db: DynamoSessionStore) -> None:
+    # Given a session handed off to agent carol
+    sid = _create(api)
+    path = f"/sessions/{sid}"
+    assert api("GET", "/sessions/{id}", path, sub="carol", role="agent")["statusCode"] == 404
+    db.handoffs.put_handoff(sid, reason="billing", agent_id="carol", status="assigned")
+    # When carol and dave read it / Then only carol sees it, turns included
+    assert api("GET", "/sessions/{id}", path, sub="carol", role="agent")["statusCode"] == 200
+    assert api("GET", "/sessions/{id}/turns", f"{path}/turns", sub="carol", role="agent")["statusCode"] == 200
+    assert api("GET", "/sessions/{id}", path, sub="dave", role="agent")["statusCode"] == 404
+    # And an agent may never delete it
+    assert api("DELETE", "/sessions/{id}", path, sub="carol", role="agent")["statusCode"] == 403
+
+
+def test_an_agent_whose_handoff_ended_is_told_so_and_a_stranger_is_not(api: Invoke, db: DynamoSessionStore) -> None:
+    # Given a session carol served until her handoff was completed
+    sid = _create(api)
+    path = f"/sessions/{sid}"
+    handoff = db.handoffs.put_handoff(sid, reason="billing", agent_id="carol", status="assigned")
+    db.handoffs.update_handoff(sid, handoff.handoff_id, status="completed")
+    # When carol and dave read it / Then carol gets 403 (her access ended), dave 404 (never his)
+    for route, resource in (("/sessions/{id}", path), ("/sessions/{id}/turns", f"{path}/turns")):
+        assert api("GET", route, resource, sub="carol", role="agent")["statusCode"] == 403
+        assert api("GET", route, resource, sub="dave", role="agent")["statusCode"] == 404
+
+
+# ---------------------------------------------------------------- ownership across all routes
+
+
+@pytest.mark.parametrize("route_index", range(3))
+def test_customer_never_reaches_another_customers_session(api: Invoke, route_index: int) -> None:
+    # Given bob's session
+    sid = _create(api, "bob")
+    method, resource, path, kw = _session_routes(sid)[route_index]
+    # When alice addresses it / Then it does not exist for her, and nothing changed
+    response = api(method, resource, path, sub="alice", **kw)
+    assert response["statusCode"] == 404
+    assert "bob" not in response["body"]
+    own = api("GET", "/sessions/{id}", f"/sessions/{sid}", sub="bob")
+    assert own["json"]["status"] == "active"
+
+
+def test_customer_never_lists_another_customer(api: Invoke) -> None:
+    _create(api, "bob")
+    response = api("GET", "/customers/{id}/sessions", "/customers/bob/sessions", sub="alice")
+    assert response["statusCode"] == 404
+    assert "session_id" not in response["body"]
+
+
+def test_admin_reaches_every_session(api: Invoke) -> None:
+    sid = _create(api, "bob")
+    for method, resource, path, kw in _session_routes(sid):
+        assert api(method, resource, path, sub="ops", role="admin", **kw)["statusCode"] in (200, 202)
+    listing = api("GET", "/customers/{id}/sessions", "/customers/bob/sessions", sub="ops", role="admin")
+    assert [s["session_id"] for s in listing["json"]["sessions"]] == [sid]
+
+
+# ---------------------------------------------------------------- turns and pagination
+
+
+def test_turns_page_newest_first_in_chronological_order(api: Invoke, db: DynamoSessionStore) -> None:
+    # Given 25 turns
+    sid = _create(api)
+    for n in range(1, 26):
+        db.turns.add_turn(sid, "user", f"message {n}")
+    # When the client pages with limit 10
+    pages: list[list[int]] = []
+    cursor = None
+    while True:
+        query = {"limit": "10", **({"cursor": cursor} if cursor else {})}
+        response = api("GET", "/sessions/{id}/turns", f"/sessions/{sid}/turns", query=query)
+        assert response["statusCode"] == 200
+        pages.append([t["turn_number"] for t in response["json"]["turns"]])
+        cursor = response["json"]["next_cursor"]
+        if cursor is None:
+            break
+    # Then the newest come first, each page in chronological order, nothing lost or repeated
+    assert pages == [list(range(16, 26)), list(range(6, 16)), list(range(1, 6))]
+    first = api("GET", "/sessions/{id}/turns", f"/sessions/{sid}/turns")
+    assert [t["content"] for t in first["json"]["turns"]][-1] == "message 25"
+    assert len(first["json"]["turns"]) == 20  # the default limit
+
+
+@pytest.mark.parametrize(
+    "query",
+    [{"limit": "0"}, {"limit": "101"}, {"limit": "ten"}, {"limit": "1.5"}, {"cursor": "garbage"}, {"other": "1"}],
+)
+def test_fails_on_bad_turn_queries(api: Invoke, query: dict[str, str]) -> None:
+    sid = _create(api)
+    response = api("GET", "/sessions/{id}/turns", f"/sessions/{sid}/turns", query=query)
+    assert response["statusCode"] == 400
+
+
+def test_fails_on_a_cursor_of_another_session(api: Invoke, db: DynamoSessionStore) -> None:
+    # Given a cursor minted for alice's other session
+    first, second = _create(api), _create(api)
+    for n in range(3):
+        db.turns.add_turn(first, "user", f"m{n}")
+    cursor = api("GET", "/sessions/{id}/turns", f"/sessions/{first}/turns", query={"limit": "1"})["json"]["next_cursor"]
+    # When it is used on the second / Then it is refused
+    response = api("GET", "/sessions/{id}/turns", f"/sessions/{second}/turns", query={"cursor": cursor})
+    assert response["statusCode"] == 400
+
+
+def test_customer_listing_pages_newest_first(api: Invoke, clock: Any) -> None:
+    created = []
+    for _ in range(5):
+        created.append(_create(api))
+        clock.advance(10)
+    seen: list[str] = []
+    cursor = None
+    while True:
+        query = {"limit": "2", **({"cursor": cursor} if cursor else {})}
+        response = api("GET", "/customers/{id}/sessions", "/customers/alice/sessions", query=query)
+        assert response["statusCode"] == 200
+        assert len(response["json"]["sessions"]) <= 2
+        seen += [s["session_id"] for s in response["json"]["sessions"]]
+        cursor = response["json"]["next_cursor"]
+        if cursor is None:
+            break
+    assert seen == list(reversed(created))
+    assert (
+        api("GET", "/customers/{id}/sessions", "/customers/alice/sessions", query={"limit": "51"})["statusCode"] == 400
+    )
+
+
+# ---------------------------------------------------------------- DELETE
+
+
+def test_delete_is_a_soft_delete_then_conflicts(api: Invoke) -> None:
+    sid = _create(api)
+    response = api("DELETE", "/sessions/{id}", f"/sessions/{sid}")
+    assert response["statusCode"] == 202
+    assert response["json"] == {"session_id": sid, "status": "deleted"}
+    assert api("GET", "/sessions/{id}", f"/sessions/{sid}")["json"]["status"] == "deleted"
+    again = api("DELETE", "/sessions/{id}", f"/sessions/{sid}")
+    assert again["statusCode"] == 409
+    assert again["json"]["error"]["code"] == "InvalidTransition"
+
+
+# ---------------------------------------------------------------- executions
+
+
+@pytest.fixture
+def executions(api: Invoke, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """Two moto state machines, only the first exposed; an execution of each started by alice."""
+    client = boto3.client("stepfunctions")
+    definition = json.dumps({"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}})
+    role = "arn:aws:iam::123456789012:role/sfn"
+    exposed = client.create_state_machine(name="Handoff", definition=definition, roleArn=role)["stateMachineArn"]
+    hidden = client.create_state_machine(name="Other", definition=definition, roleArn=role)["stateMachineArn"]
+    payload = json.dumps({"session_id": "s", "requested_by": "alice", "role": "customer"})
+    monkeypatch.setenv("STATE_MACHINE_ARNS", exposed)
+    env.reset()
+    return {
+        "mine": client.start_execution(stateMachineArn=exposed, name="k1", input=payload)["executionArn"],
+        "hidden": client.start_execution(stateMachineArn=hidden, name="k1", input=payload)["executionArn"],
+        "missing": exposed.replace(":stateMachine:", ":execution:") + ":nothing",
+    }
+
+
+def _describe(api: Invoke, arn: str, **kw: Any) -> dict[str, Any]:
+    return api("GET", "/executions/{id}", f"/executions/{arn}", path_parameters={"id": arn}, **kw)
+
+
+def test_starter_polls_their_execution(api: Invoke, executions: dict[str, str]) -> None:
+    response = _describe(api, executions["mine"])
+    assert response["statusCode"] == 200
+    assert response["json"]["execution_arn"] == executions["mine"]
+    assert response["json"]["status"] in ("RUNNING", "SUCCEEDED")
+    assert "input" not in response["json"]
+
+
+@pytest.mark.parametrize(("which", "sub"), [("mine", "bob"), ("hidden", "alice"), ("missing", "alice")])
+def test_foreign_unexposed_or_missing_execution_answers_404(
+    api: Invoke, executions: dict[str, str], which: str, sub: str
+) -> None:
+    assert _describe(api, executions[which], sub=sub)["statusCode"] == 404
+
+
+def test_admin_polls_any_exposed_execution(api: Invoke, executions: dict[str, str]) -> None:
+    assert _describe(api, executions["mine"], sub="ops", role="admin")["statusCode"] == 200
+    assert _describe(api, executions["hidden"], sub="ops", role="admin")["statusCode"] == 404
+
+
+def test_fails_on_an_execution_id_that_is_not_an_arn(api: Invoke) -> None:
+    assert _describe(api, "not-an-arn")["statusCode"] == 400
+
+
+# ---------------------------------------------------------------- error map
+
+
+def test_unexpected_error_answers_500_with_request_id_only(api: Invoke, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given a store that fails with internals in its message
+    def boom(*_: Any, **__: Any) -> None:
+        raise RuntimeError("arn:aws:dynamodb:us-east-1:123456789012:table/secret-table exploded")
+
+    monkeypatch.setattr(rest.store().sessions, "get_session", boom)
+    sid = str(uuid.uuid4())
+    # When / Then the caller sees 500, the request id, and nothing of the cause
+    response = api("GET", "/sessions/{id}", f"/sessions/{sid}", request_id="req-boom")
+    assert response["statusCode"] == 500
+    assert response["json"] == {
+        "error": {"code": "InternalError", "message": "internal error; quote the request id", "request_id": "req-boom"}
+    }
+
+
+def test_unknown_route_answers_404(api: Invoke) -> None:
+    assert api("GET", "/nothing", "/nothing")["statusCode"] == 404
+    assert api("PUT", "/sessions", "/sessions")["statusCode"] == 404
+
+
+# ---------------------------------------------------------------- generated bad input
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=30),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4),
+    max_leaves=12,
+)
+_bodies = st.one_of(
+    st.text(max_size=200),
+    _json_values.map(json.dumps),
+    st.fixed_dictionaries(
+        {"customer_id": st.text(max_size=70)},
+        optional={"metadata": _json_values, "x": _json_values},
+    ).map(json.dumps),
+)
+_segments = st.text(
+    alphabet=st.characters(blacklist_categories=["Cs"], blacklist_characters="/?#"), min_size=1, max_size=40
+)
+_queries = st.dictionaries(st.sampled_from(["limit", "cursor", "x"]), st.text(max_size=60), max_size=3)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=_bodies)
+def test_generated_bodies_never_cause_a_5xx(api: Invoke, body: str) -> None:
+    response = api("POST", "/sessions", "/sessions", body=body)
+    assert response["statusCode"] in (201, 400, 403)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    segment=_segments,
+    query=_queries,
+    route=st.sampled_from(
+        [
+            ("GET", "/sessions/{id}", "/sessions/{}"),
+            ("GET", "/sessions/{id}/turns", "/sessions/{}/turns"),
+            ("DELETE", "/sessions/{id}", "/sessions/{}"),
+            ("GET", "/customers/{id}/sessions", "/customers/{}/sessions"),
+            ("GET", "/executions/{id}", "/executions/{}"),
+            ("GET", "/{proxy+}", "/{}"),
+        ]
+    ),
+    role=st.sampled_from(["customer", "agent", "admin", "root"]),
+)
+def test_generated_paths_and_queries_never_cause_a_5xx(
+    api: Invoke, segment: str, query: dict[str, str], route: tuple[str, str, str], role: str
+) -> None:
+    method, resource, template = route
+    response = api(method, resource, template.format(segment), query=query or None, role=role)
+    assert response["statusCode"] < 500, response["body"]
+
+
+# ---------------------------------------------------------------- Idempotency-Key
+
+
+def _create_with_key(api: Invoke, key: str, *, customer: str = "alice", metadata: Any = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"customer_id": customer, **({"metadata": metadata} if metadata else {})}
+    return api("POST", "/sessions", "/sessions", sub=customer, headers={"Idempotency-Key": key}, body=json.dumps(body))
+
+
+def test_a_retried_create_with_its_idempotency_key_returns_the_same_session(
+    api: Invoke, db: DynamoSessionStore
+) -> None:
+    # Given a create that reached the server, whose answer the client never saw
+    first = _create_with_key(api, "create-1")
+    # When the client retries with the same key and body
+    again = _create_with_key(api, "create-1")
+    # Then it gets the same 201 and session, and the customer has exactly one session
+    assert (first["statusCode"], again["statusCode"]) == (201, 201)
+    assert again["json"] == first["json"]
+    assert len(db.sessions.list_customer_sessions("alice", limit=10).items) == 1
+
+
+def test_the_same_key_with_another_body_is_409_and_creates_nothing(api: Invoke, db: DynamoSessionStore) -> None:
+    assert _create_with_key(api, "create-1")["statusCode"] == 201
+    other = _create_with_key(api, "create-1", metadata={"source": "mobile"})
+    assert other["statusCode"] == 409
+    assert other["json"]["error"]["code"] == "KeyReused"
+    assert "Idempotency-Key was used for another POST /sessions request" in other["json"]["error"]["message"]
+    assert len(db.sessions.list_customer_sessions("alice", limit=10).items) == 1
+
+
+def test_keys_are_each_callers_own_and_a_new_key_is_a_new_session(api: Invoke, db: DynamoSessionStore) -> None:
+    alice = _create_with_key(api, "k")
+    bob = _create_with_key(api, "k", customer="bob")
+    again = _create_with_key(api, "k-2")
+    assert len({alice["json"]["session_id"], bob["json"]["session_id"], again["json"]["session_id"]}) == 3
+    assert len(db.sessions.list_customer_sessions("alice", limit=10).items) == 2
+
+
+def test_an_empty_idempotency_key_is_no_key(api: Invoke, db: DynamoSessionStore) -> None:
+    assert _create_with_key(api, "")["statusCode"] == 201
+    assert _create_with_key(api, "")["statusCode"] == 201
+    assert len(db.sessions.list_customer_sessions("alice", limit=10).items) == 2
+
+
+@pytest.mark.parametrize("key", [" ", "a" * 81, "a b", "ключ", "a\n"])
+def test_a_malformed_idempotency_key_is_a_400_naming_the_header(api: Invoke, db: DynamoSessionStore, key: str) -> None:
+    response = _create_with_key(api, key)
+    assert response["statusCode"] == 400
+    assert response["json"]["error"] == {
+        "code": "BAD_REQUEST_PARAMETERS",
+        "message": "header.Idempotency-Key must be 1-80 letters, digits, - or _",
+        "request_id": response["json"]["error"]["request_id"],
+    }
+    assert db.sessions.list_customer_sessions("alice", limit=10).items == []

@@ -1,0 +1,120 @@
+"""lambdas.shared.store.handoffs: callback tokens taken once, re-queueing, late assignment messages, on moto."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from lambdas.shared.errors import HandoffNotFound
+from lambdas.shared.records import HandoffStatus
+from lambdas.shared.store import DynamoSessionStore
+from tests.unit.handoffs import begin
+
+
+def test_a_callback_token_is_taken_exactly_once_even_concurrently(store: DynamoSessionStore) -> None:
+    session = store.sessions.create_session("c-1")
+    store.handoffs.put_handoff(session.session_id, reason="billing", handoff_id="h-1")
+    store.handoffs.await_callback(session.session_id, "h-1", "reply", "token-1")
+
+    assert store.handoffs.claim_callback(session.session_id, "h-1", "agent") is None  # waits for something else
+    results: list[str | None] = []
+    threads = [
+        threading.Thread(
+            target=lambda: results.append(store.handoffs.claim_callback(session.session_id, "h-1", "reply"))
+        )
+        for _ in range(8)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+    assert results.count("token-1") == 1
+    assert results.count(None) == 7
+
+
+def test_requeue_drops_the_agent_and_any_token(store: DynamoSessionStore) -> None:
+    session = store.sessions.create_session("c-1")
+    begin(store, session.session_id)
+    store.handoffs.await_callback(session.session_id, "h-1", "reply", "token-1")
+
+    store.handoffs.requeue_handoff(session.session_id, "h-1")
+
+    handoff = store.handoffs.get_handoff(session.session_id, "h-1")
+    assert handoff is not None
+    assert (handoff.status, handoff.agent_id) == (HandoffStatus.QUEUED, None)
+    assert store.handoffs.claim_callback(session.session_id, "h-1", "reply") is None
+
+
+def test_a_stored_callback_token_never_leaves_through_public(store: DynamoSessionStore) -> None:
+    from lambdas.shared import keys
+    from lambdas.shared.serialize import marshal_item, public, unmarshal_item
+
+    session = store.sessions.create_session("c-1")
+    store.handoffs.put_handoff(session.session_id, reason="billing", handoff_id="h-1")
+    store.handoffs.await_callback(session.session_id, "h-1", "agent", "secret-token")
+    raw = store.table.client.get_item(
+        TableName=store.table.table_name, Key=marshal_item(keys.handoff_key(session.session_id, "h-1"))
+    )
+    item = unmarshal_item(raw["Item"])
+    assert item["callback_token"] == "secret-token"
+    assert "callback_token" not in public(item)
+    assert public(item)["waiting_for"] == "agent"
+
+
+@pytest.mark.parametrize(
+    ("status", "after"),
+    [
+        (HandoffStatus.COMPLETED, HandoffStatus.COMPLETED),  # closed meanwhile: its completion stays
+        (HandoffStatus.FAILED, HandoffStatus.FAILED),
+        (HandoffStatus.QUEUED, HandoffStatus.FAILED),
+        (HandoffStatus.ESCALATED, HandoffStatus.FAILED),
+    ],
+)
+def queue(store: DynamoSessionStore, session_id: str, token: str) -> Any:
+    return store.handoffs.queue_handoff(
+        session_id, handoff_id="h-1", reason="billing", priority="normal", execution_arn="arn:exec", task_token=token
+    )
+
+
+def test_a_late_assignment_message_never_replaces_the_live_wait(store: DynamoSessionStore) -> None:
+    # Given a handoff that was queued with its token, then assigned, and now waits for the reply
+    session = store.sessions.create_session("c-1")
+    queued = queue(store, session.session_id, "token-agent")
+    assert queued is not None
+    assert queued.status == HandoffStatus.QUEUED
+    begin(store, session.session_id)
+    store.handoffs.await_callback(session.session_id, "h-1", "reply", "token-reply")
+
+    # When the assignment message comes again (a redelivery, or a redrive from its DLQ)
+    again = queue(store, session.session_id, "token-agent")
+
+    # Then nothing is written: the live wait's token and what it waits for are untouched
+    assert again is None
+    assert store.handoffs.waiting_for(session.session_id, "h-1") == "reply"
+    assert store.handoffs.claim_callback(session.session_id, "h-1", "reply") == "token-reply"
+    handoff = store.handoffs.get_handoff(session.session_id, "h-1")
+    assert handoff is not None
+    assert handoff.status == HandoffStatus.ASSIGNED
+
+
+def test_a_redelivered_assignment_message_of_a_waiting_handoff_is_stored_again(store: DynamoSessionStore) -> None:
+    session = store.sessions.create_session("c-1")
+    assert queue(store, session.session_id, "token-1") is not None
+    assert queue(store, session.session_id, "token-1") is not None
+    assert store.handoffs.claim_callback(session.session_id, "h-1", "agent") == "token-1"
+
+
+def test_a_managers_wait_is_stored_only_while_the_handoff_is_escalated(store: DynamoSessionStore) -> None:
+    session = store.sessions.create_session("c-1")
+    store.handoffs.put_handoff(session.session_id, reason="billing", handoff_id="h-1")
+    assert not store.handoffs.await_callback(
+        session.session_id, "h-1", "agent", "token-1", while_status=HandoffStatus.ESCALATED
+    )
+    assert store.handoffs.waiting_for(session.session_id, "h-1") is None
+    with pytest.raises(HandoffNotFound):
+        store.handoffs.await_callback(
+            session.session_id, "h-9", "agent", "token-1", while_status=HandoffStatus.ESCALATED
+        )

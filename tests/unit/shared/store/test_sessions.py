@@ -1,0 +1,347 @@
+"""SessionStore: sessions, the status machine, the cleanup index and customer listings."""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from typing import Any
+
+import pytest
+
+from embedded.clock import START_TIME, FakeClock
+from lambdas.shared import keys
+from lambdas.shared.errors import (
+    Conflict,
+    InvalidCursor,
+    InvalidInput,
+    InvalidTransition,
+    SessionClosed,
+    SessionNotFound,
+    UnexpectedStatus,
+)
+from lambdas.shared.records import SessionStatus
+from lambdas.shared.schema import CLEANUP
+from lambdas.shared.serialize import marshal_item, unmarshal_item
+from lambdas.shared.store import DynamoSessionStore
+
+# The architecture page (docs ARCHITECTURE.md, "Single table"), verbatim. The expected legal
+# transitions are parsed from this text, not copied from the store's own table.
+ARCHITECTURE_RULE = (
+    "active -> handoff -> active; active|handoff -> disconnected; disconnected|deleted -> archived; any -> deleted"
+)
+STATUSES = [s.value for s in SessionStatus]
+
+
+def _legal_pairs(rule: str) -> set[tuple[str, str]]:
+    """Pairs (from, to) the rule allows; ``any`` is every *other* status (no self-moves)."""
+    pairs: set[tuple[str, str]] = set()
+    for chain in rule.split(";"):
+        steps = [step.strip() for step in chain.split("->")]
+        for sources, target in itertools.pairwise(steps):
+            froms = STATUSES if sources == "any" else sources.split("|")
+            pairs.update((src, target) for src in froms if src != target)
+    return pairs
+
+
+LEGAL = _legal_pairs(ARCHITECTURE_RULE)
+ILLEGAL = sorted(set(itertools.product(STATUSES, STATUSES)) - LEGAL)
+
+# How to reach each status from a new (active) session using legal moves only.
+PATH_TO = {
+    "active": [],
+    "handoff": ["handoff"],
+    "disconnected": ["disconnected"],
+    "deleted": ["deleted"],
+    "archived": ["disconnected", "archived"],
+}
+
+
+def _session_in(store: DynamoSessionStore, status: str, customer_id: str = "cust-1") -> str:
+    session_id = store.sessions.create_session(customer_id).session_id
+    for step in PATH_TO[status]:
+        store.sessions.update_status(session_id, step)
+    return session_id
+
+
+def _raw_meta(store: DynamoSessionStore, session_id: str) -> dict[str, Any]:
+    resp = store.table.client.get_item(TableName=store.table.table_name, Key=marshal_item(keys.session_key(session_id)))
+    return unmarshal_item(resp["Item"])
+
+
+def _cleanup_index_contents(store: DynamoSessionStore) -> set[str]:
+    """Every session id in the CleanupIndex, read by querying each shard without a time bound."""
+    found: set[str] = set()
+    for shard in keys.cleanup_shards(store.table.cleanup_shards):
+        resp = store.table.client.query(
+            TableName=store.table.table_name,
+            IndexName=CLEANUP.name,
+            KeyConditionExpression="#s = :s",
+            ExpressionAttributeNames={"#s": CLEANUP.partition_key},
+            ExpressionAttributeValues={":s": {"S": shard}},
+        )
+        found.update(item["session_id"]["S"] for item in resp["Items"])
+    return found
+
+
+def test_the_rule_parses_into_the_ten_moves_the_architecture_lists() -> None:
+    assert len(LEGAL) == 10
+    assert ("handoff", "active") in LEGAL
+    assert ("deleted", "archived") in LEGAL
+    assert ("archived", "deleted") in LEGAL
+    assert ("archived", "active") not in LEGAL
+    assert len(ILLEGAL) == 15
+
+
+# ------------------------------------------------------------------ create / get
+
+
+def test_create_session_writes_an_active_session_with_ttl(store: DynamoSessionStore, clock: FakeClock) -> None:
+    session = store.sessions.create_session("cust-1", metadata={"source": "web", "score": 0.5})
+
+    assert session.status == SessionStatus.ACTIVE
+    assert session.turn_count == 0
+    assert session.created_at == session.updated_at == START_TIME
+    assert session.ttl == START_TIME + 24 * 3600
+    assert store.sessions.get_session(session.session_id) == session
+    assert _raw_meta(store, session.session_id)["metadata"]["score"] == 0.5
+
+
+def test_create_session_never_overwrites(store: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given a uuid generator that repeats itself
+    fixed = uuid.UUID("00000000-0000-4000-8000-000000000001")
+    monkeypatch.setattr("lambdas.shared.store.sessions.uuid.uuid4", lambda: fixed)
+    first = store.sessions.create_session("cust-1")
+    # When a second session gets the same id
+    with pytest.raises(Conflict):
+        store.sessions.create_session("cust-2")
+    # Then the first session is untouched
+    assert store.sessions.get_session(str(fixed)) == first
+
+
+def test_ttl_hours_is_configurable(make_store: Any) -> None:
+    session = make_store(ttl_hours=2).sessions.create_session("cust-1")
+    assert session.ttl == START_TIME + 7200
+
+
+def test_get_session_of_unknown_id_is_none(store: DynamoSessionStore) -> None:
+    assert store.sessions.get_session("no-such-session") is None
+
+
+@pytest.mark.parametrize("customer_id", ["", "   ", "x" * 300])
+def test_create_session_rejects_bad_customer_ids(store: DynamoSessionStore, customer_id: str) -> None:
+    with pytest.raises(InvalidInput):
+        store.sessions.create_session(customer_id)
+
+
+# ------------------------------------------------------------------ status machine
+
+
+@pytest.mark.parametrize(("current", "new"), ILLEGAL)
+def test_every_illegal_transition_is_refused(store: DynamoSessionStore, current: str, new: str) -> None:
+    # Given a session in status `current`
+    session_id = _session_in(store, current)
+    before = _raw_meta(store, session_id)
+    # When it is asked to move to `new`
+    with pytest.raises(InvalidTransition) as caught:
+        store.sessions.update_status(session_id, new)
+    # Then the error names both statuses and nothing was written
+    assert (caught.value.current, caught.value.requested) == (current, new)
+    assert current in str(caught.value)
+    assert new in str(caught.value)
+    assert _raw_meta(store, session_id) == before
+
+
+@pytest.mark.parametrize(("current", "new"), sorted(LEGAL))
+def test_every_legal_transition_succeeds(store: DynamoSessionStore, clock: FakeClock, current: str, new: str) -> None:
+    # Given a session in status `current`
+    session_id = _session_in(store, current)
+    clock.advance(60)
+    # When it moves to `new`
+    session = store.sessions.update_status(session_id, new, expected=current)
+    # Then the returned and stored session agree and the cleanup attributes follow the status
+    assert session.status == new
+    assert session.updated_at == START_TIME + 60
+    assert store.sessions.get_session(session_id) == session
+    waiting = new in ("disconnected", "deleted")
+    assert (session.cleanup_shard is not None) is waiting
+    assert (session.cleanup_at == START_TIME + 60) is waiting
+
+
+def test_update_status_of_missing_session_raises_not_found(store: DynamoSessionStore) -> None:
+    with pytest.raises(SessionNotFound):
+        store.sessions.update_status("no-such-session", "disconnected")
+
+
+def test_expected_status_is_part_of_the_condition(store: DynamoSessionStore) -> None:
+    # Given a session that someone else moved to handoff
+    session_id = _session_in(store, "handoff")
+    # When a caller who still believes it is active disconnects it
+    with pytest.raises(UnexpectedStatus) as caught:
+        store.sessions.update_status(session_id, "disconnected", expected="active")
+    # Then the legal move is still refused, naming what the status really is
+    assert caught.value.current == "handoff"
+    assert caught.value.expected == "active"
+    assert store.sessions.get_session(session_id).status == "handoff"  # type: ignore[union-attr]
+
+
+def test_expected_status_that_can_never_lead_to_the_target_is_refused(
+    store: DynamoSessionStore,
+) -> None:
+    session_id = _session_in(store, "active")
+    with pytest.raises(InvalidTransition):
+        store.sessions.update_status(session_id, "archived", expected="active")
+
+
+def test_update_status_sets_extra_attributes_and_removes_none(store: DynamoSessionStore) -> None:
+    # Given a session with a connection
+    session_id = _session_in(store, "active")
+    store.sessions.set_connection(session_id, "conn-1")
+    # When it disconnects at a given time, dropping the connection
+    session = store.sessions.update_status(
+        session_id, "disconnected", disconnected_at=START_TIME - 10, connection_id=None
+    )
+    # Then the given time is the cleanup time and the connection is gone
+    assert session.disconnected_at == START_TIME - 10
+    assert session.cleanup_at == START_TIME - 10
+    assert session.connection_id is None
+
+
+def test_update_status_rejects_unknown_attributes(store: DynamoSessionStore) -> None:
+    session_id = _session_in(store, "active")
+    with pytest.raises(InvalidInput):
+        store.sessions.update_status(session_id, "disconnected", turn_count=0)
+    with pytest.raises(InvalidInput):
+        store.sessions.update_status(session_id, "paused")
+    with pytest.raises(InvalidInput):
+        store.sessions.update_status(session_id, "disconnected", disconnected_at="yesterday")
+
+
+def test_archive_records_the_archive_key(store: DynamoSessionStore) -> None:
+    session_id = _session_in(store, "disconnected")
+    session = store.sessions.update_status(session_id, "archived", archive_key="sessions/x.json")
+    assert session.archive_key == "sessions/x.json"
+    assert session.archived_at == START_TIME
+
+
+# ------------------------------------------------------------------ cleanup index
+
+
+def test_cleanup_index_holds_exactly_the_sessions_waiting_for_cleanup(
+    store: DynamoSessionStore, clock: FakeClock
+) -> None:
+    # Given sessions in every status, several of each
+    by_status = {status: [_session_in(store, status) for _ in range(4)] for status in STATUSES}
+    # When the index is queried shard by shard
+    contents = _cleanup_index_contents(store)
+    # Then it holds the disconnected and deleted sessions and nothing else
+    assert contents == set(by_status["disconnected"] + by_status["deleted"])
+
+    # When some of them are archived, and a handoff session returns to active
+    for session_id in by_status["disconnected"][:2] + by_status["deleted"][:1]:
+        store.sessions.update_status(session_id, "archived")
+    store.sessions.update_status(by_status["handoff"][0], "active")
+    # Then the archived ones left the index
+    assert _cleanup_index_contents(store) == set(by_status["disconnected"][2:] + by_status["deleted"][1:])
+
+
+def test_cleanup_sessions_spread_over_shards(store: DynamoSessionStore) -> None:
+    session_ids = [_session_in(store, "disconnected") for _ in range(40)]
+    shards = {_raw_meta(store, sid)[CLEANUP.partition_key] for sid in session_ids}
+    assert len(shards) > 4
+    assert shards <= set(keys.cleanup_shards(store.table.cleanup_shards))
+
+
+def test_sessions_awaiting_cleanup_filters_by_age_and_pages_across_shards(
+    store: DynamoSessionStore, clock: FakeClock
+) -> None:
+    # Given 30 sessions that disconnected two hours ago and 5 that just did
+    old = {_session_in(store, "disconnected") for _ in range(20)}
+    old |= {_session_in(store, "deleted") for _ in range(10)}
+    clock.advance(7200)
+    fresh = {_session_in(store, "disconnected") for _ in range(5)}
+    _session_in(store, "active")
+    older_than = int(clock()) - 3600
+    # When paging through "waiting for more than an hour" 7 at a time
+    seen: list[str] = []
+    cursor = None
+    pages = 0
+    while True:
+        page = store.sessions.sessions_awaiting_cleanup(older_than, limit=7, cursor=cursor)
+        assert len(page.items) <= 7
+        seen += [candidate.session_id for candidate in page.items]
+        pages += 1
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    # Then every old session comes exactly once and no fresh one
+    assert sorted(seen) == sorted(old)
+    assert not fresh & set(seen)
+    assert pages >= 5
+
+
+def test_cleanup_cursor_is_bound_to_its_query(store: DynamoSessionStore) -> None:
+    for _ in range(12):
+        _session_in(store, "disconnected")
+    page = store.sessions.sessions_awaiting_cleanup(START_TIME + 1, limit=2)
+    assert page.next_cursor is not None
+    with pytest.raises(InvalidCursor):
+        store.sessions.sessions_awaiting_cleanup(START_TIME + 2, limit=2, cursor=page.next_cursor)
+    with pytest.raises(InvalidCursor):
+        store.turns.list_turns("some-session", cursor=page.next_cursor)
+
+
+# ------------------------------------------------------------------ customer sessions
+
+
+def test_list_customer_sessions_pages_newest_first_each_once(store: DynamoSessionStore, clock: FakeClock) -> None:
+    # Given 23 sessions of one customer (some sharing an updated_at) and one of another
+    created = []
+    for n in range(23):
+        created.append(store.sessions.create_session("cust-1").session_id)
+        if n % 3 == 0:
+            clock.advance(1)
+    store.sessions.create_session("cust-2")
+    # When listing 5 at a time
+    seen: list[str] = []
+    stamps: list[int] = []
+    cursor = None
+    while True:
+        page = store.sessions.list_customer_sessions("cust-1", limit=5, cursor=cursor)
+        seen += [s.session_id for s in page.items]
+        stamps += [s.updated_at for s in page.items]
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    # Then each session comes exactly once, newest first
+    assert sorted(seen) == sorted(created)
+    assert stamps == sorted(stamps, reverse=True)
+
+
+def test_customer_cursor_cannot_list_another_customer(store: DynamoSessionStore) -> None:
+    for _ in range(3):
+        store.sessions.create_session("cust-1")
+        store.sessions.create_session("cust-2")
+    cursor = store.sessions.list_customer_sessions("cust-1", limit=1).next_cursor
+    assert cursor is not None
+    with pytest.raises(InvalidCursor):
+        store.sessions.list_customer_sessions("cust-2", limit=1, cursor=cursor)
+
+
+# ------------------------------------------------------------------ connection on META
+
+
+def test_set_and_clear_connection(store: DynamoSessionStore) -> None:
+    session_id = _session_in(store, "active")
+    assert store.sessions.set_connection(session_id, "conn-1").connection_id == "conn-1"
+    assert store.sessions.set_connection(session_id, "conn-2").connection_id == "conn-2"
+
+    assert store.sessions.clear_connection(session_id, "conn-1") is False  # replaced already
+    assert store.sessions.clear_connection(session_id, "conn-2") is True
+    assert store.sessions.get_session(session_id).connection_id is None  # type: ignore[union-attr]
+
+
+def test_set_connection_refuses_closed_and_missing_sessions(store: DynamoSessionStore) -> None:
+    with pytest.raises(SessionClosed):
+        store.sessions.set_connection(_session_in(store, "disconnected"), "conn-1")
+    with pytest.raises(SessionNotFound):
+        store.sessions.set_connection("no-such-session", "conn-1")

@@ -1,0 +1,161 @@
+"""lambdas.shared.store.table: the helpers every conditional write goes through, on moto."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from embedded.round_trips import RoundTrips
+from lambdas.shared import keys
+from lambdas.shared.errors import Conflict
+from lambdas.shared.store import DynamoSessionStore
+from lambdas.shared.store.expressions import Expr, Update
+from lambdas.shared.store.table import (
+    Cancelled,
+    ConditionFailed,
+    Refused,
+    TableCore,
+    Transaction,
+    read_modify_write,
+)
+
+KEY = keys.key("THING#1", "META")
+
+
+def counter(table: TableCore, value: int) -> None:
+    """The item at KEY holds ``n = value``."""
+    item = {"PK": {"S": "THING#1"}, "SK": {"S": "META"}, "n": {"N": str(value)}}
+    table.client.put_item(TableName=table.table_name, Item=item)
+
+
+def bump(expected: int) -> tuple[Update, str]:
+    update = Update(Expr())
+    update.set("n", expected + 1)
+    return update, f"{update.expr.n('n')} = {update.expr.v(expected)}"
+
+
+def test_update_if_returns_the_item_it_wrote(store: DynamoSessionStore) -> None:
+    counter(store.table, 1)
+    update, condition = bump(1)
+    assert store.table.update_if(KEY, update, condition)["n"] == 2
+
+
+def test_a_refused_update_hands_back_the_item_as_it_was(store: DynamoSessionStore) -> None:
+    counter(store.table, 5)
+    update, condition = bump(1)
+    with RoundTrips(store.table.client) as trips, pytest.raises(ConditionFailed) as refused:
+        store.table.update_if(KEY, update, condition)
+    assert refused.value.old is not None
+    assert refused.value.old["n"] == 5
+    assert not refused.value.missing
+    assert trips.operations() == ["UpdateItem"]  # the old item came with the refusal, not from a read
+
+
+def test_update_tells_a_missing_item_from_a_changed_one(store: DynamoSessionStore) -> None:
+    def run() -> Any:
+        update, condition = bump(1)
+        return store.table.update(
+            KEY,
+            update,
+            f"attribute_exists({update.expr.n('PK')}) AND {condition}",
+            missing=lambda: LookupError("missing"),
+            changed=lambda old: Conflict(f"changed to {old['n']}"),
+        )
+
+    with pytest.raises(LookupError, match="missing"):
+        run()
+    counter(store.table, 7)
+    with pytest.raises(Conflict, match="changed to 7"):
+        run()
+
+
+def test_put_new_never_overwrites_and_hands_back_what_is_there(store: DynamoSessionStore) -> None:
+    store.table.put_new({**KEY, "n": 1})
+    with pytest.raises(ConditionFailed) as refused:
+        store.table.put_new({**KEY, "n": 2})
+    assert refused.value.old == {**KEY, "n": 1}
+
+
+def test_a_cancelled_transaction_names_the_actions_whose_condition_failed(store: DynamoSessionStore) -> None:
+    # Given one existing item and one absent
+    counter(store.table, 1)
+    store.table.put_new(keys.key("THING#3", "META"))
+    tx = Transaction(store.table.table_name)
+    update, condition = bump(1)
+    tx.update("thing", KEY, update, condition=condition)  # holds
+    tx.put_new("other", keys.key("THING#2", "META"))  # holds
+    tx.put_new("taken", keys.key("THING#3", "META"))  # fails: the key exists
+    # When it is committed / Then the cancellation names only the failed action, by name
+    with pytest.raises(Cancelled) as cancelled:
+        store.table.commit(tx)
+    assert cancelled.value.failed == frozenset({"taken"})
+    assert isinstance(cancelled.value, Refused)
+    assert store.table.get(keys.key("THING#2", "META")) is None  # nothing of it was written
+
+
+def test_a_transaction_of_one_put_is_one_put_item(store: DynamoSessionStore) -> None:
+    tx = Transaction(store.table.table_name)
+    tx.put_new("only", {**KEY, "n": 1})
+    with RoundTrips(store.table.client) as trips:
+        store.table.commit(tx)
+    assert trips.operations() == ["PutItem"]
+    tx = Transaction(store.table.table_name)
+    tx.put_new("only", {**KEY, "n": 2})
+    with pytest.raises(Cancelled) as cancelled:
+        store.table.commit(tx)
+    assert cancelled.value.failed == frozenset({"only"})
+
+
+def test_fails_on_two_actions_of_one_name(store: DynamoSessionStore) -> None:
+    tx = Transaction(store.table.table_name)
+    tx.delete("item", KEY)
+    with pytest.raises(ValueError, match="'item' is there already"):
+        tx.delete("item", keys.key("THING#2", "META"))
+
+
+def test_read_modify_write_reads_again_after_a_refusal_and_gives_up_after_its_bound() -> None:
+    attempts: list[int] = []
+
+    def attempt() -> str:
+        attempts.append(len(attempts))
+        if len(attempts) < 3:
+            raise ConditionFailed(None)
+        return "written"
+
+    assert read_modify_write(3, attempt, exhausted=lambda: Conflict("gave up")) == "written"
+    attempts.clear()
+
+    def always_refused() -> str:
+        attempts.append(len(attempts))
+        raise Cancelled(frozenset(), None)  # type: ignore[arg-type]
+
+    with pytest.raises(Conflict, match="gave up"):
+        read_modify_write(4, always_refused, exhausted=lambda: Conflict("gave up"))
+    assert len(attempts) == 4
+
+
+def test_read_modify_write_never_repeats_an_attempt_that_raised_its_own_error() -> None:
+    attempts: list[int] = []
+
+    def attempt() -> str:
+        attempts.append(1)
+        raise Conflict("the record is closed")
+
+    with pytest.raises(Conflict, match="closed"):
+        read_modify_write(5, attempt, exhausted=lambda: Conflict("gave up"))
+    assert attempts == [1]
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("ttl_hours", 0), ("cleanup_shards", 0), ("max_batch_retries", 10), ("ttl_hours", True)],
+)
+def test_fails_on_an_option_out_of_bounds(option: str, value: Any) -> None:
+    with pytest.raises(ValueError, match=option):
+        TableCore("t", **{option: value})
+
+
+def test_fails_without_a_table_name() -> None:
+    with pytest.raises(ValueError, match="table_name"):
+        TableCore("")

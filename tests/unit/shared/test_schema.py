@@ -1,0 +1,19 @@
+"""lambdas.shared.schema: the table's key and index shapes the table and the store agree on."""
+
+from __future__ import annotations
+
+from lambdas.shared import schema
+
+
+def test_the_three_indexes_and_their_keys() -> None:
+    assert [(i.name, i.partition_key, i.sort_key) for i in schema.GLOBAL_INDEXES] == [
+        ("GSI1", "customer_id", "updated_at"),
+        ("CleanupIndex", "cleanup_shard", "cleanup_at"),
+        ("AvailableAgentsIndex", "available_skill", "available_since"),
+    ]
+
+
+def test_the_sparse_indexes_project_only_what_their_readers_need() -> None:
+    assert schema.CLEANUP.include == ("session_id", "status", "customer_id")
+    assert schema.AVAILABLE_AGENTS.include == ("agent_id", "skills")
+    assert schema.CUSTOMER_SESSIONS.include is None  # ALL

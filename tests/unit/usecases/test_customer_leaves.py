@@ -1,0 +1,108 @@
+"""lambdas.usecases.customer_leaves: a customer's connection ends, and with it the session and any handoff."""
+
+from __future__ import annotations
+
+import pytest
+
+from lambdas.shared.records import Agent, AgentStatus, HandoffStatus, SessionStatus
+from lambdas.shared.store import DynamoSessionStore
+from lambdas.usecases.customer_leaves import CUSTOMER_LEFT, CUSTOMER_LEFT_WAITING, disconnect_connection
+from tests.unit.handoffs import begin
+
+CONN = "conn-1"
+
+
+class Waits:
+    """The caller's way of stopping a workflow's wait: records what it was asked to stop."""
+
+    def __init__(self) -> None:
+        self.stopped: list[tuple[str, str]] = []
+
+    def __call__(self, token: str, handoff_id: str) -> bool:
+        self.stopped.append((token, handoff_id))
+        return True
+
+
+@pytest.fixture
+def waits() -> Waits:
+    return Waits()
+
+
+def connected(store: DynamoSessionStore, connection_id: str = CONN) -> str:
+    session_id = store.sessions.create_session("alice").session_id
+    store.connections.put_connection(
+        connection_id, session_id=session_id, customer_id="alice", domain_name="d", stage="s"
+    )
+    store.sessions.set_connection(session_id, connection_id)
+    return session_id
+
+
+def test_an_unknown_connection_changes_nothing(store: DynamoSessionStore, waits: Waits) -> None:
+    assert disconnect_connection(store, "nobody", stop_wait=waits) == "unknown"
+
+
+def test_the_live_connection_disconnects_its_session_and_is_forgotten(store: DynamoSessionStore, waits: Waits) -> None:
+    session_id = connected(store)
+    assert disconnect_connection(store, CONN, stop_wait=waits) == "disconnected"
+    session = store.sessions.get_session(session_id)
+    assert session is not None
+    assert (session.status, session.connection_id) == (SessionStatus.DISCONNECTED, None)
+    assert store.connections.get_connection(CONN) is None
+    assert disconnect_connection(store, CONN, stop_wait=waits) == "unknown"
+
+
+def test_an_older_connection_of_a_resumed_session_leaves_it_open(store: DynamoSessionStore, waits: Waits) -> None:
+    session_id = connected(store)
+    store.connections.put_connection("conn-2", session_id=session_id, customer_id="alice", domain_name="d", stage="s")
+    store.sessions.set_connection(session_id, "conn-2")
+    assert disconnect_connection(store, CONN, stop_wait=waits) == "superseded"
+    session = store.sessions.get_session(session_id)
+    assert session is not None
+    assert session.status == SessionStatus.ACTIVE
+
+
+def test_leaving_during_an_assigned_handoff_closes_it_and_releases_the_agent(
+    store: DynamoSessionStore, waits: Waits
+) -> None:
+    session_id = connected(store)
+    store.agents.put_agent(Agent(agent_id="a-1", skills=("billing",), status=AgentStatus.AVAILABLE))
+    store.agents.reserve_agent("a-1", session_id)
+    begin(store, session_id)
+    assert disconnect_connection(store, CONN, stop_wait=waits) == "disconnected"
+    handoff = store.handoffs.get_handoff(session_id, "h-1")
+    assert handoff is not None
+    assert handoff.status == HandoffStatus.COMPLETED
+    raw = store.table.get({"PK": f"SESSION#{session_id}", "SK": "HANDOFF#h-1"})
+    assert raw is not None
+    assert raw["resolution"] == CUSTOMER_LEFT
+    agent = store.agents.get_agent("a-1")
+    assert agent is not None
+    assert agent.status == AgentStatus.AVAILABLE
+    assert waits.stopped == []
+
+
+def test_leaving_while_the_handoff_waits_fails_it_and_stops_the_wait_with_its_token(
+    store: DynamoSessionStore, waits: Waits
+) -> None:
+    session_id = connected(store)
+    store.handoffs.queue_handoff(
+        session_id, handoff_id="h-1", reason="billing", priority="normal", execution_arn=None, task_token="tok"
+    )
+    assert disconnect_connection(store, CONN, stop_wait=waits) == "disconnected"
+    raw = store.table.get({"PK": f"SESSION#{session_id}", "SK": "HANDOFF#h-1"})
+    assert raw is not None
+    assert (raw["status"], raw["resolution"], raw.get("callback_token")) == ("failed", CUSTOMER_LEFT_WAITING, None)
+    assert waits.stopped == [("tok", "h-1")]
+    session = store.sessions.get_session(session_id)
+    assert session is not None
+    assert session.status == SessionStatus.DISCONNECTED
+
+
+def test_a_session_closed_already_is_left_as_it_is(store: DynamoSessionStore, waits: Waits) -> None:
+    session_id = connected(store)
+    store.sessions.update_status(session_id, SessionStatus.DELETED)
+    assert disconnect_connection(store, CONN, stop_wait=waits) == "already_closed"
+    session = store.sessions.get_session(session_id)
+    assert session is not None
+    assert session.status == SessionStatus.DELETED
+    assert store.connections.get_connection(CONN) is None
