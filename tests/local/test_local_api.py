@@ -52,7 +52,6 @@ def test_startup_prints_where_it_serves(server: LocalProcess) -> None:
     assert config["websocket"] == server.websocket
     assert server.rest.startswith("http://127.0.0.1:")
     assert server.rest.endswith("/dev")
-    assert server.startup_seconds < 30, f"startup took {server.startup_seconds}s"
     assert {u["role"] for u in config["demo_users"]} == {"customer", "agent", "admin"}
 
 
