@@ -26,6 +26,10 @@ for _key, _value in {
     os.environ[_key] = _value
 os.environ.pop("AWS_PROFILE", None)
 
+from embedded import network  # noqa: E402 - after the settings above, before any test's imports
+
+network.install()
+
 
 def _work_unit(nodeid: str) -> str:
     """The unit of tests one xdist worker runs together, so that costly setup happens once.
@@ -96,3 +100,13 @@ def ddb_client(dynamodb_requests: contextlib.AbstractContextManager[Any]) -> Ite
 
     with mock_aws(), dynamodb_requests:
         yield boto3.client("dynamodb", region_name="us-east-1")
+
+
+@pytest.fixture(autouse=True)
+def no_real_endpoint() -> Iterator[None]:
+    """A test that tried to reach a real endpoint fails, even when the caller swallowed the refusal."""
+    network.REACHED.clear()
+    yield
+    reached, network.REACHED[:] = list(network.REACHED), []
+    if reached:
+        pytest.fail(f"reached for real endpoints (embedded.network refused them): {sorted(set(reached))}")
