@@ -1,7 +1,7 @@
 """Embedded AWS: a synthesized stage stood up on moto, driven like the real thing.
 
 ``embedded_stage(assembly_dir)`` reads the cloud assembly, deploys every stack with typed
-loaders (``loaders.py``) after resolving intrinsics (``intrinsics.py``), and returns an
+loaders (``cloudformation/loaders/``) after resolving intrinsics (``intrinsics.py``), and returns an
 ``EmbeddedStage`` with the pumps (stream, SQS), EventBridge delivery, the REST and WebSocket
 routers, an injectable clock and Bedrock Converse stubbed at the client (``bedrock.py``).
 """

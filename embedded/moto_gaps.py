@@ -6,7 +6,8 @@ Each fix makes moto accept what AWS accepts; none makes moto more lenient than A
   ``ErrorEquals``; moto's ASL lexer predates it and rejects the definition as a custom error
   name starting with ``States.``. Only the AWS-defined names below are let through.
 * DynamoDB Streams: botocore >= 1.38 calls ``<account>.streams-ddb.<region>`` endpoints that
-  moto does not route (handled in ``loaders.Cloud.client`` with the classic endpoint).
+  moto does not route (handled in ``Cloud.client`` of ``cloudformation/loaders/base.py`` with the
+  classic endpoint).
 * DynamoDB exports: moto names an export ``table/<table ARN>/import/<id>``; AWS names it
   ``table/<table name>/export/<id>``, the ARN a ``DescribeExport`` grant on ``<table ARN>/export/*``
   matches.

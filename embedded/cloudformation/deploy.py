@@ -164,7 +164,7 @@ def deploy_stack(
                 deployed.resources[lid] = Deployed(lid, kind, f"passive-{lid}", {}, props, live=False)
                 continue
             if kind not in LOADERS:
-                raise DeploymentError(f"no loader for {kind}: add one to embedded/cloudformation/loaders.py")
+                raise DeploymentError(f"no loader for {kind}: add one to embedded/cloudformation/loaders/")
             result = LOADERS[kind](cloud, pseudo, lid, props)
         except (Unresolvable, DeploymentError) as error:
             raise DeploymentError(f"{stack.stack_name}/{lid} ({kind}): {error}") from error

@@ -363,81 +363,114 @@ class RestRouter:
         raw: str | None,
         context: dict[str, Any],
     ) -> tuple[Response, str]:
+        """The method's integration: its response, and what answered it (``lambda:<name>``, ``mock`` or
+        ``<service>:<action>``)."""
         integration = props.get("Integration") or {}
         kind = str(integration.get("Type", "")).upper()
         if kind == "AWS_PROXY":
-            match = _LAMBDA_URI.match(str(integration["Uri"]))
-            if match is None:
-                raise NotImplementedError(f"AWS_PROXY integration to {integration['Uri']} is not a Lambda")
-            function = match.group("arn").split(":")[6]
-            event = rest_proxy_event(
-                method,
-                resource_path,
-                path,
-                api=self.api,
-                path_parameters=path_params,
-                query=query,
-                headers=headers,
-                body=raw,
-                authorizer=context.get("authorizer") or None,
-                stage_variables=self.stage_variables,
-                request_id=context["requestId"],
-                source_ip=SOURCE_IP,
-                user_agent=USER_AGENT,
-                epoch_ms=int(self.clock() * 1000),
+            return self._lambda_proxy(
+                integration, method, path, resource_path, path_params, headers, query, raw, context
             )
-            if not self._may_invoke(match.group("arn"), self.api.method_arn(method, path)):
-                raise _GatewayError("DEFAULT_5XX", 500, "Internal server error")
-            outcome = invoke(self.cloud.client("lambda"), function, event)
-            if outcome.throttled:  # API Gateway answers a Lambda throttle as an integration failure
-                raise _GatewayError("INTEGRATION_FAILURE", 500, "Internal server error")
-            if not outcome.ok or not isinstance(outcome.payload, dict) or "statusCode" not in outcome.payload:
-                raise _GatewayError("DEFAULT_5XX", 502, "Internal server error")
-            payload = outcome.payload
-            body = payload.get("body") or ""
-            return Response(
-                int(payload["statusCode"]),
-                str(body),
-                {str(k): str(v) for k, v in (payload.get("headers") or {}).items()},
-            ), f"lambda:{function}"
         if kind == "MOCK":
             return self._map_response(integration, "", {"statusCode": 200}, context), "mock"
         if kind == "AWS":
-            match = _AWS_URI.match(str(integration["Uri"]))
-            if match is None:
-                raise NotImplementedError(f"AWS integration URI {integration['Uri']} (only action-style URIs)")
-            templates = integration.get("RequestTemplates") or {}
-            content_type = next((v for k, v in headers.items() if k.lower() == "content-type"), "application/json")
-            template = templates.get(content_type.split(";")[0].strip())
-            if template is None:
-                behaviour = str(integration.get("PassthroughBehavior", "WHEN_NO_MATCH"))
-                if behaviour == "NEVER" or (behaviour == "WHEN_NO_TEMPLATES" and templates):
-                    raise _GatewayError("UNSUPPORTED_MEDIA_TYPE", 415, "Unsupported Media Type")
-                request_body = raw or "{}"
-            else:
-                scope = mapping_scope(
-                    body=raw or "",
-                    path=path_params,
-                    querystring=query,
-                    header=headers,
-                    context=dict(context),
-                    stage_variables=self.stage_variables,
-                )
-                request_body = render(str(template), scope)
-            service, action = match.group("service"), match.group("action")
-            try:
-                arguments = json.loads(request_body)
-            except ValueError as error:
-                # What the service answers a body it cannot parse; the integration responses
-                # then decide what the client sees (a 200 when none selects 4xx).
-                self.invalid_requests.append(f"{method} {resource_path}: {error}: {request_body[:300]}")
-                result, status = {"__type": "SerializationException", "message": str(error)}, 400
-            else:
-                result, status = self._call_service(service, action, arguments, integration.get("Credentials"))
-            return self._map_response(
-                integration, json.dumps(result), {"statusCode": status}, context
-            ), f"{service}:{action}"
+            return self._aws_integration(integration, method, resource_path, path_params, headers, query, raw, context)
         raise NotImplementedError(f"integration type {kind} is not emulated")
+
+    def _lambda_proxy(
+        self,
+        integration: dict[str, Any],
+        method: str,
+        path: str,
+        resource_path: str,
+        path_params: dict[str, str],
+        headers: dict[str, str],
+        query: dict[str, str],
+        raw: str | None,
+        context: dict[str, Any],
+    ) -> tuple[Response, str]:
+        """An AWS_PROXY integration: the function gets the proxy event, its answer is the response."""
+        match = _LAMBDA_URI.match(str(integration["Uri"]))
+        if match is None:
+            raise NotImplementedError(f"AWS_PROXY integration to {integration['Uri']} is not a Lambda")
+        function = match.group("arn").split(":")[6]
+        event = rest_proxy_event(
+            method,
+            resource_path,
+            path,
+            api=self.api,
+            path_parameters=path_params,
+            query=query,
+            headers=headers,
+            body=raw,
+            authorizer=context.get("authorizer") or None,
+            stage_variables=self.stage_variables,
+            request_id=context["requestId"],
+            source_ip=SOURCE_IP,
+            user_agent=USER_AGENT,
+            epoch_ms=int(self.clock() * 1000),
+        )
+        if not self._may_invoke(match.group("arn"), self.api.method_arn(method, path)):
+            raise _GatewayError("DEFAULT_5XX", 500, "Internal server error")
+        outcome = invoke(self.cloud.client("lambda"), function, event)
+        if outcome.throttled:  # API Gateway answers a Lambda throttle as an integration failure
+            raise _GatewayError("INTEGRATION_FAILURE", 500, "Internal server error")
+        if not outcome.ok or not isinstance(outcome.payload, dict) or "statusCode" not in outcome.payload:
+            raise _GatewayError("DEFAULT_5XX", 502, "Internal server error")
+        payload = outcome.payload
+        body = payload.get("body") or ""
+        return Response(
+            int(payload["statusCode"]),
+            str(body),
+            {str(k): str(v) for k, v in (payload.get("headers") or {}).items()},
+        ), f"lambda:{function}"
+
+    def _aws_integration(
+        self,
+        integration: dict[str, Any],
+        method: str,
+        resource_path: str,
+        path_params: dict[str, str],
+        headers: dict[str, str],
+        query: dict[str, str],
+        raw: str | None,
+        context: dict[str, Any],
+    ) -> tuple[Response, str]:
+        """An AWS integration: the request mapped by its template, the service called, its answer mapped back."""
+        match = _AWS_URI.match(str(integration["Uri"]))
+        if match is None:
+            raise NotImplementedError(f"AWS integration URI {integration['Uri']} (only action-style URIs)")
+        templates = integration.get("RequestTemplates") or {}
+        content_type = next((v for k, v in headers.items() if k.lower() == "content-type"), "application/json")
+        template = templates.get(content_type.split(";")[0].strip())
+        if template is None:
+            behaviour = str(integration.get("PassthroughBehavior", "WHEN_NO_MATCH"))
+            if behaviour == "NEVER" or (behaviour == "WHEN_NO_TEMPLATES" and templates):
+                raise _GatewayError("UNSUPPORTED_MEDIA_TYPE", 415, "Unsupported Media Type")
+            request_body = raw or "{}"
+        else:
+            scope = mapping_scope(
+                body=raw or "",
+                path=path_params,
+                querystring=query,
+                header=headers,
+                context=dict(context),
+                stage_variables=self.stage_variables,
+            )
+            request_body = render(str(template), scope)
+        service, action = match.group("service"), match.group("action")
+        try:
+            arguments = json.loads(request_body)
+        except ValueError as error:
+            # What the service answers a body it cannot parse; the integration responses
+            # then decide what the client sees (a 200 when none selects 4xx).
+            self.invalid_requests.append(f"{method} {resource_path}: {error}: {request_body[:300]}")
+            result, status = {"__type": "SerializationException", "message": str(error)}, 400
+        else:
+            result, status = self._call_service(service, action, arguments, integration.get("Credentials"))
+        return self._map_response(
+            integration, json.dumps(result), {"statusCode": status}, context
+        ), f"{service}:{action}"
 
     def _may_invoke(self, function_arn: str, source_arn: str) -> bool:
         """Whether the function's resource policy lets API Gateway invoke it for ``source_arn``."""

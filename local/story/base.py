@@ -11,6 +11,7 @@ from moto.ses.models import ses_backends
 
 if TYPE_CHECKING:
     from embedded import EmbeddedStage
+    from embedded.cloudformation.intrinsics import Deployed
     from embedded.services.cognito import Directory, SignedIn
     from lambdas.shared.store import DynamoSessionStore
     from stacks.config import StageConfig
@@ -96,6 +97,11 @@ class StoryParts:
     session_id: str
     connection_id: str
     values: dict[str, Any]
+
+    @property
+    def table(self) -> Deployed:
+        """The stage's session table, as deployed."""
+        raise NotImplementedError
 
     def store(self) -> DynamoSessionStore:
         raise NotImplementedError

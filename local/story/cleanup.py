@@ -1,4 +1,5 @@
-"""The story's cleanup steps: the session's own schedule, its run at grace end, the hourly safety net.
+"""The story's cleanup steps: the customer disconnects, the session gets its own schedule, which runs at grace
+end; the hourly cleanup archives and deletes, the hourly sweep is the safety net, the archive holds every turn.
 
 A mixin of :class:`local.story.Story`, which provides the stage, the config, the shared values
 and the step plumbing declared here.
@@ -15,7 +16,20 @@ from local.story.base import StoryParts, expect, present
 
 
 class CleanupSteps(StoryParts):
-    """Steps between the customer's disconnect and the archive (see the module docstring)."""
+    """Steps from the customer's disconnect to the archive (see the module docstring)."""
+
+    def disconnect(self) -> None:
+        started, step = time.monotonic(), self.step("The customer disconnects")
+        self.stage.websocket.disconnect(self.connection_id)
+        step.calls.append("$disconnect")
+        self.stage.settle(timeout=30)
+        session = self.store().sessions.get_session(self.session_id)
+        session = present(session, "session")
+        expect(session.status == "disconnected", f"session is {session.status} after $disconnect")
+        self.values["turns_total"] = session.turn_count
+        step.changes.append(f"session disconnected at {session.disconnected_at}; SessionEnded scheduled its cleanup")
+        expect(session.archive_key is None, "a session was archived before its grace period")
+        self.done(step, started)
 
     def session_cleanup_scheduled(self) -> None:
         started, step = time.monotonic(), self.step("SessionEnded gives the session its own cleanup schedule")
@@ -81,4 +95,37 @@ class CleanupSteps(StoryParts):
         left = [type(r).__name__ for r in store.sessions.list_session_items(self.values["deleted_session"]).items]
         expect(left == ["Session"], f"records left of carol's session: {left}")
         step.changes.append(f"carol's deleted session archived to {other.archive_key if other else None}")
+        self.done(step, started)
+
+    def hour_passes_cleanup(self) -> None:
+        started, step = time.monotonic(), self.step("An hour passes; the hourly cleanup archives and deletes")
+        self.stage.clock.advance(self.config.cleanup_grace_seconds + 60)
+        step.changes.append(f"clock +{self.config.cleanup_grace_seconds + 60}s")
+        (schedule,) = self.stage.all("AWS::Events::Rule", where=lambda r: "ScheduleExpression" in r.properties)
+        self.stage.fire_schedule(schedule)
+        step.calls.append(f"schedule {schedule.properties['ScheduleExpression']} fired")
+        self.stage.settle(timeout=40)
+        session = self.store().sessions.get_session(self.session_id)
+        session = present(session, "session")
+        expect(session.status == "archived", f"session is {session.status} after the cleanup")
+        remaining = self.stage.client("dynamodb").query(
+            TableName=self.table.ref,
+            KeyConditionExpression="PK = :pk",
+            ExpressionAttributeValues={":pk": {"S": f"SESSION#{self.session_id}"}},
+        )["Items"]
+        sort_keys = [item["SK"]["S"] for item in remaining]
+        expect(sort_keys == ["META"], f"items left after the cleanup: {sort_keys}")
+        step.changes.append(f"session archived to {session.archive_key}; items left: {sort_keys}")
+        self.values["archive_key"] = session.archive_key
+        self.done(step, started)
+
+    def archive_holds_every_turn(self) -> None:
+        started, step = time.monotonic(), self.step("The archive holds every turn")
+        bucket = self.stage.function("lambdas.orchestration.cleanup_worker.handler").environment["ARCHIVE_BUCKET"]
+        body = self.stage.client("s3").get_object(Bucket=bucket, Key=self.values["archive_key"])["Body"].read()
+        lines = [json.loads(line) for line in body.decode().splitlines() if line.strip()]
+        turns = sorted(int(line["turn_number"]) for line in lines if line.get("type") == "turn")
+        total = int(self.values["turns_total"])
+        expect(turns == list(range(1, total + 1)), f"archive holds turns {turns}, expected 1..{total}")
+        step.changes.append(f"s3://{bucket[:24]}.../{self.values['archive_key']}: {len(lines)} lines, turns 1..{total}")
         self.done(step, started)

@@ -1,12 +1,15 @@
-"""The story's export notices: the requester of an approved or a rejected export is told by e-mail.
+"""The story's exports: one approved through the reviewer's signed link, one rejected, and the e-mails that
+tell the requester of each.
 
-The export itself runs in ``Story.export_approved``; this mixin reads what the stage's mailer
-sent (moto's SES keeps every accepted message) and drives a second export to a rejection.
+Opening the review link only shows a confirmation page; the reviewer's POST of its signed fields moves
+the export on. The notices are read from what the stage's mailer sent (moto's SES keeps every accepted
+message).
 """
 
 from __future__ import annotations
 
 import html
+import json
 import re
 import time
 import urllib.parse
@@ -19,8 +22,8 @@ from local.story.base import Step, StoryParts, expect, present
 REQUESTER_EMAIL = "root@example.com"
 
 
-class ExportNoticeSteps(StoryParts):
-    """E-mails to the export's requester (see the module docstring)."""
+class ExportSteps(StoryParts):
+    """Exports and the e-mails to their requester (see the module docstring)."""
 
     def _await_mail(self, step: Step, address: str, count: int) -> Any:
         self.stage.settle(until=lambda: len(self.mail_to(address)) >= count, timeout=30, wait_executions=False)
@@ -28,6 +31,46 @@ class ExportNoticeSteps(StoryParts):
         expect(len(received) == count, f"{address} has {len(received)} e-mails, expected {count}")
         step.calls.append(f"ses:SendEmail -> {address}: {received[-1].subject}")
         return received[-1]
+
+    def export_approved(self) -> None:
+        started, step = time.monotonic(), self.step("Export requested, approved through the signed link, finished")
+        response = self.rest(step, "POST", "/admin/export", "root", body={"reason": "quarterly analytics"})
+        expect(response.status == 202, f"export request answered {response.status}: {response.body}")
+        execution = response.json()["execution_arn"]
+        reviewer_topic = self.stage.function("gate_runtime.request.handler").environment["REVIEWER_TOPIC_ARN"]
+        topic = self.stage.only("AWS::SNS::Topic", where=lambda t: t.ref == reviewer_topic)
+        self.stage.settle(until=lambda: bool(published(self.stage.cloud, topic, [])), timeout=20, wait_executions=False)
+        mail = published(self.stage.cloud, topic, [])[-1].message
+        link = re.search(r"https://\S+/reviews/[^/\s]+/approve\?\S+", mail)
+        expect(link is not None, f"no approve link in the reviewer message: {mail[:300]}")
+        link = present(link, "link")
+        url = urllib.parse.urlsplit(link.group(0))
+        path = "/" + url.path.split("/", 2)[2]  # drop the stage
+        query = dict(urllib.parse.parse_qsl(url.query))
+        # Opening the link (as a mail scanner would) only shows the confirmation page.
+        page = self.rest(step, "GET", path, None, query=query)
+        expect(page.status == 200, f"approve link answered {page.status}: {page.body[:200]}")
+        fields = re.findall(r'<input type="hidden" name="([a-z]+)" value="([^"]*)">', page.body)
+        expect('<form method="post"' in page.body and bool(fields), f"no confirmation form: {page.body[:300]}")
+        waiting = self.stage.client("stepfunctions").describe_execution(executionArn=execution)["status"]
+        expect(waiting == "RUNNING", f"opening the review link alone moved the export to {waiting}")
+        step.changes.append("GET of the approve link: confirmation page, export still waiting")
+        # The reviewer presses the button: the signed fields are POSTed to the same address.
+        form = urllib.parse.urlencode([(name, html.unescape(value)) for name, value in fields])
+        headers = {"Content-Type": "application/x-www-form-urlencoded"}
+        page = self.rest(step, "POST", path, None, query=query, headers=headers, body=form)
+        expect(page.status == 200, f"approve confirmation answered {page.status}: {page.body[:200]}")
+        # The export polls DescribeExport after each Wait: time passes while the stage is idle
+        done = self.stage.wait_execution(execution, timeout=40, tick=self.config.export_poll_seconds)
+        output = json.loads(done.get("output") or "{}")
+        export = output.get("export") if isinstance(output, dict) else None
+        detail = {k: v for k, v in (export or {}).items() if k.lower() in ("status", "exportstatus", "s3prefix")}
+        step.changes.append(f"export execution {done['status']} {json.dumps(detail) if detail else ''}".rstrip())
+        expect(
+            done["status"] == "SUCCEEDED",
+            f"export ended {done['status']}: {done.get('error')}; history: {self.stage.execution_errors(execution)}",
+        )
+        self.done(step, started)
 
     def requester_is_told_where_the_export_is(self) -> None:
         started, step = time.monotonic(), self.step("The export's requester gets one e-mail with its location")

@@ -1,4 +1,5 @@
-"""The story's handoff-life steps: the agent closes the handoff, the assistant answers again, a second handoff.
+"""The story's handoff-life steps: a handoff requested, queued while no agent is free, accepted, notified,
+answered and closed; the assistant answers again; a second handoff reaches a new agent.
 
 A mixin of :class:`local.story.Story`, which provides the stage, the config, the tokens, the
 REST and WebSocket plumbing and the step bookkeeping declared here.
@@ -8,8 +9,9 @@ from __future__ import annotations
 
 import time
 
+from embedded.services.sns import published
 from lambdas.shared.records import AgentStatus, HandoffStatus, SessionStatus
-from local.story.base import Step, StoryError, StoryParts, expect, streamed_replies
+from local.story.base import Step, StoryError, StoryParts, expect, present, streamed_replies
 
 #: The second handoff's Idempotency-Key (its execution name and handoff id): it sorts before
 #: the first handoff's id, so only a "current" that ignores the spelling reaches its agent.
@@ -19,6 +21,108 @@ RESOLVED = {"resolution": "Volume 3 ships on the 14th; pre-order placed.", "outc
 
 class HandoffLifeSteps(StoryParts):
     """A handoff's whole life on the deployed stage (see the module docstring)."""
+
+    def _queue_label(self, queue_arn: str) -> str:
+        """A queue named by what consumes it (the handler of its mapping), from the template."""
+        for function in self.stage.functions():
+            if any(m.event_source_arn == queue_arn for m in self.stage.mappings_of(function.name)):
+                return function.handler.rsplit(".", 2)[-2]
+        return queue_arn.rsplit(":", 1)[-1]
+
+    def request_handoff(self) -> None:
+        started, step = time.monotonic(), self.step("Request a handoff (REST -> Step Functions, request template)")
+        self.register_agent(step, "agent-7", display_name="Agent Seven")
+        response = self.rest(
+            step,
+            "POST",
+            f"/sessions/{self.session_id}/handoff",
+            "alice",
+            body={"reason": "general", "priority": "high"},
+        )
+        expect(response.status == 202, f"handoff request answered {response.status}: {response.body}")
+        self.values["handoff_execution"] = response.json()["execution_arn"]
+        step.changes.append(f"execution {self.values['handoff_execution'].rsplit(':', 1)[-1]} started")
+        self.done(step, started)
+
+    def no_agent_free(self) -> None:
+        started, step = time.monotonic(), self.step("No agent is free: the request waits in the assignment queue")
+        store = self.store()
+
+        def queued() -> bool:
+            handoff = store.handoffs.current_handoff(self.session_id)
+            return handoff is not None and handoff.status == "queued"
+
+        self.stage.settle(until=queued, timeout=20)
+        handoff = store.handoffs.current_handoff(self.session_id)
+        handoff = present(handoff, "handoff")
+        self.values["handoff_id"] = handoff.handoff_id
+        session = store.sessions.get_session(self.session_id)
+        status = session.status if session else None
+        step.changes.append(f"handoff {handoff.handoff_id} queued (waiting for an agent); session still {status}")
+        self.done(step, started)
+
+    def agent_accepts(self) -> None:
+        started, step = time.monotonic(), self.step("The agent comes online and accepts through the API")
+        self.set_presence(step, "agent-7", "available")
+        response = self.rest(step, "POST", f"/handoffs/{self.session_id}/accept", "agent-7")
+        expect(response.status == 200, f"accept answered {response.status}: {response.body}")
+        store = self.store()
+
+        def assigned() -> bool:
+            handoff = store.handoffs.current_handoff(self.session_id)
+            return handoff is not None and handoff.status == "assigned"
+
+        try:
+            self.stage.settle(until=assigned, timeout=20)
+        except TimeoutError:
+            errors = self.stage.execution_errors(self.values["handoff_execution"])
+            raise StoryError(f"handoff not assigned: {errors}") from None
+        session = store.sessions.get_session(self.session_id)
+        expect(session is not None and session.status == "handoff", f"session not in handoff: {session}")
+        step.changes.append("handoff assigned to agent-7; session status handoff")
+        self.done(step, started)
+
+    def notifications(self) -> None:
+        started, step = (
+            time.monotonic(),
+            self.step("Notifications land in exactly the queues the filter policies select"),
+        )
+        self.stage.settle(timeout=20, wait_executions=False)
+        topic_arn = self.stage.function("lambdas.events.router.handler").environment["HANDOFF_TOPIC_ARN"]
+        topic = self.stage.only("AWS::SNS::Topic", where=lambda t: t.ref == topic_arn)
+        messages = published(self.stage.cloud, topic, self.stage.all("AWS::SNS::Subscription"))
+        expect(bool(messages), "the handoff topic published nothing")
+        received = self.stage.queues.received
+        names = {q.attributes["Arn"]: q.attributes["QueueName"] for q in self.stage.all("AWS::SQS::Queue")}
+        for message in messages:
+            actual = frozenset(arn for arn, bodies in received.items() if message.message in bodies)
+            expect(
+                actual == message.expected_queues,
+                f"{message.event_type}: selected {sorted(names[a] for a in message.expected_queues)}, "
+                f"landed in {sorted(names[a] for a in actual)}",
+            )
+            labels = sorted(self._queue_label(a) for a in actual)
+            step.changes.append(f"{message.event_type} -> {', '.join(labels) or 'no queue'}")
+        kinds = [f.get("type") for f in self.frames()]
+        step.changes.append(f"customer frames so far: {kinds[-4:]}")
+        self.done(step, started)
+
+    def agent_replies(self) -> None:
+        started, step = time.monotonic(), self.step("The agent replies; the handoff workflow completes")
+        before = len(self.frames())
+        response = self.rest(
+            step, "POST", f"/handoffs/{self.session_id}/messages", "agent-7", body={"text": "Hi, I am Seven. Volume 3?"}
+        )
+        expect(response.status == 201, f"agent message answered {response.status}: {response.body}")
+        new = self.frames()[before:]
+        expect(
+            any(f.get("type") == "message" and f.get("role") == "agent" for f in new),
+            f"customer got no agent frame: {new}",
+        )
+        done = self.stage.wait_execution(self.values["handoff_execution"], timeout=40)
+        expect(done["status"] == "SUCCEEDED", f"handoff execution ended {done['status']}")
+        step.changes.append(f"customer frame message (role agent); handoff execution {done['status']}")
+        self.done(step, started)
 
     def _close(self, step: Step, who: str) -> None:
         """``who`` closes the current handoff (resume); the customer is told; a second close is 409."""

@@ -1,15 +1,18 @@
 """The story's agent-registry step: an admin onboards, lists and retires an agent on the deployed stage.
 
-A mixin of :class:`local.story.Story`, which provides the stage, the tokens, the REST plumbing
-and the registry helpers (``register_agent``, ``set_presence``) declared in ``StoryParts``.
+It also holds the registry helpers the other steps call (``register_agent``, ``set_presence``,
+declared in ``StoryParts``): an agent is onboarded by an admin and sets its own presence, through the API.
+
+A mixin of :class:`local.story.Story`, which provides the stage, the tokens and the REST plumbing.
 """
 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from lambdas.shared.records import AgentStatus
-from local.story.base import StoryParts, expect
+from local.story.base import Step, StoryParts, expect, token_subject
 
 #: A skill no other step's agent has, so the available-agents index shows this agent alone.
 SKILL = "manga_rights"
@@ -17,6 +20,44 @@ SKILL = "manga_rights"
 
 class RegistrySteps(StoryParts):
     """The registry's whole life through the API (see the module docstring)."""
+
+    def register_agent(
+        self,
+        step: Step,
+        who: str,
+        *,
+        skills: tuple[str, ...] = ("general",),
+        display_name: str | None = None,
+        is_manager: bool = False,
+        available: bool = False,
+    ) -> str:
+        """Register ``who`` as an agent the way an admin onboards one: ``POST /admin/agents`` as root.
+
+        The agent id is the subject of ``who``'s token (whatever the identity provider issues),
+        so the registry and the agent's own requests name the same agent.
+        """
+        token = self.tokens.get(who) or self.sign_in(who, "agent")
+        agent_id = token_subject(token)
+        body = {
+            "agent_id": agent_id,
+            "display_name": display_name or who,
+            "skills": list(skills),
+            "is_manager": is_manager,
+        }
+        response = self.rest(step, "POST", "/admin/agents", "root", body=body)
+        expect(response.status == 201, f"registering {who} answered {response.status}: {response.body}")
+        expect(response.json()["status"] == "offline", f"a new agent is not offline: {response.body}")
+        step.changes.append(f"{who} registered by root (agent {agent_id}, skills {', '.join(skills)}), offline")
+        if available:
+            self.set_presence(step, who, "available")
+        return agent_id
+
+    def set_presence(self, step: Step, who: str, status: str) -> dict[str, Any]:
+        response = self.rest(step, "POST", "/agents/me/presence", who, body={"status": status})
+        expect(response.status == 200, f"{who}'s presence {status!r} answered {response.status}: {response.body}")
+        answer: dict[str, Any] = response.json()
+        step.changes.append(f"{who} presence {status} (now {answer['status']})")
+        return answer
 
     def agent_registry(self) -> None:
         started, step = time.monotonic(), self.step("An admin onboards, lists and retires an agent (registry routes)")

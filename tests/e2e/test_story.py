@@ -16,7 +16,7 @@ def test_story_runs_end_to_end_on_the_synthesized_stage(synthesized: Synthesized
     # Given the synthesized stage deployed on a fresh moto account
     done: list[Step] = []
     with embedded_stage(synthesized.assembly_dir) as stage:
-        # When the story runs (each step asserts its own outcome: see local/story/__init__.py)
+        # When the story runs (each step asserts its own outcome: see the step modules of local/story/)
         run_story(stage, story_config(), done.append)
         # Then every step ran, and nothing the harness emulates was left unconsumed
         assert len(done) == len(STEPS)
