@@ -150,6 +150,9 @@ def test_the_wheel_holds_the_library_and_the_gate_runtime_and_nothing_of_the_app
     assert "Requires-Dist: aws-cdk-lib" in text
     assert "Requires-Dist: constructs" in text
     assert "Author-email: MangaAssist Dev <dev@mangaassist.example>" in text
+    # The licence as an SPDX expression (metadata 2.4), not the table form setuptools retires
+    assert "License-Expression: Apache-2.0" in text
+    assert "License-File: LICENSE" in text
     assert "cdk-nag" not in text
 
 
