@@ -12,7 +12,7 @@ import contextlib
 import json
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import boto3
@@ -85,6 +85,21 @@ class World:
             "role": "customer",
         }
         return self.d.start(self.machine, state, name=name)
+
+    def wait_until(self, condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+        """Poll ``condition`` until it holds; the timeout only bounds a run that would never get there."""
+        deadline = time.monotonic() + timeout
+        while not condition():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"never happened within {timeout:.0f}s: {what}")
+            time.sleep(0.1)
+
+    def waiting_for_reply(self, session_id: str, handoff_id: str) -> None:
+        """Until MonitorHandoff's token is stored (entering the state is not enough: its task stores it)."""
+        self.wait_until(
+            lambda: self.store.handoffs.waiting_for(session_id, handoff_id) == "reply",
+            f"handoff {handoff_id} waits for the agent's first reply",
+        )
 
     def pump_assignments(self, timeout: float = 10.0) -> int:
         """Deliver the agent-assignment queue's messages to the deployed consumer, as SQS would."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -53,7 +52,7 @@ def _accepted_by(world: World, session_id: str, name: str, agent_id: str, skill:
     # and the shared waiting inbox no longer offers it to other consoles
     assert world.store.table.get(keys.agent_inbox_key(keys.WAITING_INBOX, name)) is None
     world.d.wait_for_state(execution, "MonitorHandoff")
-    time.sleep(0.3)
+    world.waiting_for_reply(session_id, name)
     return execution
 
 
@@ -99,9 +98,9 @@ def test_closing_before_the_first_reply_finishes_the_execution_and_a_second_clos
     world.agent("agent-9")
     execution = world.start(session_id)
     world.d.wait_for_state(execution, "MonitorHandoff")
-    time.sleep(0.3)
-
     handoff_id = execution.rsplit(":", 1)[-1]
+    world.waiting_for_reply(session_id, handoff_id)
+
     world.store.inbox.put_inbox_item("agent-9", session_id=session_id, handoff_id=handoff_id, reason="billing")
 
     # When the agent closes it, handing the session back to the assistant
@@ -147,7 +146,7 @@ def test_an_admin_closes_a_handoff_and_ends_the_session(world: World) -> None:
     world.agent("agent-10")
     execution = world.start(session_id)
     world.d.wait_for_state(execution, "MonitorHandoff")
-    time.sleep(0.3)
+    world.waiting_for_reply(session_id, execution.rsplit(":", 1)[-1])
 
     # When an admin closes it and ends the session (a stranger agent may not)
     stranger = world.route("close", session_id, "agent-11", {"resolution": "mine", "outcome": "end"})
@@ -178,10 +177,10 @@ def test_a_reassigned_agent_loses_access_and_only_the_next_agent_is_in(world: Wo
 
     # When the idle timeout reassigns the handoff to the next agent
     world.d.wait_for_state(execution, "ReassignAgent", timeout=30)
-    deadline = time.monotonic() + 30
-    while world.d.states_entered(execution).count("MonitorHandoff") < 2 and time.monotonic() < deadline:
-        time.sleep(0.1)
-    time.sleep(0.3)
+    world.wait_until(
+        lambda: world.d.states_entered(execution).count("MonitorHandoff") >= 2, "MonitorHandoff entered again"
+    )
+    world.waiting_for_reply(session_id, execution.rsplit(":", 1)[-1])
 
     # Then the idle agent gets 403 on the session's turns and messages; the next agent is the only one in
     assert world.read_turns(session_id, "agent-idle") == 403

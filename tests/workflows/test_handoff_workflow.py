@@ -8,7 +8,6 @@ events carrying the authorizer context, exactly as the REST API would call them.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -48,7 +47,7 @@ def test_agent_free_hands_over_and_completes_on_first_reply(world: World) -> Non
     # When the handoff starts, and the agent answers once MonitorHandoff waits
     execution = world.start(session_id)
     world.d.wait_for_state(execution, "MonitorHandoff")
-    time.sleep(0.3)  # the await_reply Lambda stores the token right after entering
+    world.waiting_for_reply(session_id, execution.rsplit(":", 1)[-1])
     reply = world.route("messages", session_id, "agent-1", {"text": "Hi, I am Ana from billing."})
     done = world.d.wait_done(execution)
 
@@ -104,7 +103,7 @@ def test_no_agent_waits_then_accepting_agent_from_authorizer_context_takes_it(wo
     # When the agent accepts (the body's agent_id is ignored: the authorizer says agent-2)
     accepted = world.route("accept", session_id, "agent-2", {"agent_id": "someone-else"})
     world.d.wait_for_state(execution, "MonitorHandoff")
-    time.sleep(0.3)
+    world.waiting_for_reply(session_id, execution.rsplit(":", 1)[-1])
     world.route("messages", session_id, "agent-2", {"text": "Hello!"})
     done = world.d.wait_done(execution)
 
@@ -186,9 +185,11 @@ def test_an_escalated_handoff_waits_for_a_manager_and_only_a_manager_takes_it(wo
     handoff = world.store.handoffs.current_handoff(session_id)
     assert handoff is not None
     assert handoff.status == HandoffStatus.ESCALATED
-    deadline = time.monotonic() + 10
-    while world.store.handoffs.waiting_for(session_id, handoff.handoff_id) != "agent" and time.monotonic() < deadline:
-        time.sleep(0.1)
+    handoff_id = handoff.handoff_id
+    world.wait_until(
+        lambda: world.store.handoffs.waiting_for(session_id, handoff_id) == "agent",
+        "WaitForManager's token is stored",
+    )
 
     # When an agent with the reason's skill, but no manager, tries to take it
     world.agent("agent-9")
@@ -316,17 +317,20 @@ def test_two_concurrent_handoffs_never_share_an_agent(world: World) -> None:
     executions = [world.start(first), world.start(second)]
     world.d.wait_for_state(executions[0], "IsAgentAvailable")
     world.d.wait_for_state(executions[1], "IsAgentAvailable")
-    time.sleep(1.0)
+
+    def owners() -> list[str | None]:
+        handoffs = (world.store.handoffs.current_handoff(first), world.store.handoffs.current_handoff(second))
+        return [h.agent_id for h in handoffs if h]
+
+    def settled() -> bool:
+        entered = [world.d.states_entered(e) for e in executions]
+        return any("WaitForAgent" in s for s in entered) and "agent-7" in owners()
 
     # Then exactly one got the agent; the other waits for one
+    world.wait_until(settled, "one handoff holds agent-7 and the other waits for an agent")
     entered = [world.d.states_entered(e) for e in executions]
     assert sum("UpdateDynamoDB" in s for s in entered) == 1
     assert sum("WaitForAgent" in s for s in entered) == 1
-    owners = [
-        h.agent_id
-        for h in (world.store.handoffs.current_handoff(first), world.store.handoffs.current_handoff(second))
-        if h
-    ]
-    assert owners.count("agent-7") == 1
+    assert owners().count("agent-7") == 1
     for execution in executions:
         boto3.client("stepfunctions", region_name=REGION).stop_execution(executionArn=execution)
