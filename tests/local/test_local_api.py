@@ -150,6 +150,11 @@ def test_rest_refuses_as_api_gateway_does(server: LocalProcess) -> None:
         sub = subject(customer)
         missing = await c.rest("GET", f"/customers/{sub}/sessions")
         assert (missing.status, missing.code) == (401, "UNAUTHORIZED"), missing
+        forged = await c.rest(
+            "GET", f"/customers/{sub}/sessions", customer[:-4] + ("BBBB" if customer.endswith("AAAA") else "AAAA")
+        )
+        assert (forged.status, forged.code) == (401, "UNAUTHORIZED"), forged
+        assert forged.headers["WWW-Authenticate"] == "Bearer", forged
         wrong_role = await c.rest("POST", "/admin/cleanup", customer, {})
         assert wrong_role.status == 403, wrong_role
         unknown = await c.rest("GET", "/no/such/route", customer)
