@@ -40,6 +40,8 @@ SOURCE_IP = "203.0.113.10"
 USER_AGENT = "embedded-aws-harness"
 _LAMBDA_URI = re.compile(r"arn:[^:]+:apigateway:[^:]+:lambda:path/[^/]+/functions/(?P<arn>.+)/invocations")
 _AWS_URI = re.compile(r"arn:[^:]+:apigateway:[^:]+:(?P<service>[^:]+):action/(?P<action>.+)")
+#: API Gateway's REST payload quota (10 MB): a larger body is REQUEST_TOO_LARGE (413), a gateway response.
+PAYLOAD_LIMIT = 10 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -199,6 +201,8 @@ class RestRouter:
         request_id = str(uuid.uuid4())
         context: dict[str, Any] = {"requestId": request_id, "httpMethod": method, "stage": self.stage}
         try:
+            if raw is not None and len(raw.encode()) > PAYLOAD_LIMIT:
+                raise _GatewayError("REQUEST_TOO_LARGE", 413, "Request Too Long")
             matched = self._match(path)
             found = None
             if matched is not None:
