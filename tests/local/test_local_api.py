@@ -162,6 +162,9 @@ def test_rest_refuses_as_api_gateway_does(server: LocalProcess) -> None:
 
         created = await c.rest("POST", "/sessions", customer, {"customer_id": sub})
         session_id = created.body["session_id"]
+        # over the local cap: a JSON error like every other, not the HTTP server's own text
+        huge = await c.rest("POST", f"/sessions/{session_id}/handoff", customer, {"reason": "x" * (2 * 1024 * 1024)})
+        assert (huge.status, huge.code) == (413, "REQUEST_TOO_LARGE"), huge
         bad = await c.rest("POST", f"/sessions/{session_id}/handoff", customer, {"reason": "Drop Table;", "x": 1})
         assert (bad.status, bad.code, bad.body["error"]["message"]) == (400, "BAD_REQUEST_BODY", "Invalid request body")
         # what the gateway model cannot check, the Lambda does: its message names the field and the rule
