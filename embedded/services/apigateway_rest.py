@@ -339,11 +339,11 @@ class RestRouter:
             try:
                 document = json.loads(raw) if raw else None
             except ValueError:
-                raise _GatewayError("BAD_REQUEST_BODY", 400, "Invalid request body", "body is not JSON") from None
+                raise _GatewayError("BAD_REQUEST_BODY", 400, "Invalid request body", "[body is not JSON]") from None
             validator_class = jsonschema.validators.validator_for(schema)
             errors = sorted(validator_class(schema).iter_errors(document), key=lambda e: list(e.path))
             if errors:
-                detail = "; ".join(e.message for e in errors[:3])
+                detail = "[" + "; ".join(f"{e.json_path}: {e.message}" for e in errors[:3]) + "]"  # names the field
                 raise _GatewayError("BAD_REQUEST_BODY", 400, "Invalid request body", detail)
 
     def _schema(self, model_ref: str) -> dict[str, Any]:
@@ -560,7 +560,7 @@ class RestRouter:
                 "message": error.message,
                 "messageString": json.dumps(error.message),
                 "responseType": error.response_type,
-                "validationErrorString": error.validation,
+                "validationErrorString": json.dumps(error.validation)[1:-1],  # quotes escaped, as API Gateway does
             },
         }
         if configured is None:

@@ -234,6 +234,17 @@ def _rest_stack() -> list[Any]:
                         },
                     },
                 },
+                "BadBody": {
+                    "Type": "AWS::ApiGateway::GatewayResponse",
+                    "Properties": {
+                        "RestApiId": api,
+                        "ResponseType": "BAD_REQUEST_BODY",
+                        "ResponseTemplates": {
+                            "application/json": '{"error": "$context.error.responseType", '
+                            '"message": "$context.error.message: $context.error.validationErrorString"}'
+                        },
+                    },
+                },
                 "Stage": {"Type": "AWS::ApiGateway::Stage", "Properties": {"RestApiId": api, "StageName": "v1"}},
             },
         )
@@ -301,6 +312,25 @@ def test_a_token_the_authorizer_refuses_is_401_through_the_gateway_response(rest
     response = rest_stage.rest.request("GET", "/items/42", headers={"Authorization": "Bearer expired.tok.en"})
     assert response.status == 401
     assert response.json()["error"] == "UNAUTHORIZED"
+
+
+@pytest.mark.parametrize(
+    ("body", "named"),
+    [
+        ({"reason": "lost", "extra": 1}, "'extra' was unexpected"),
+        ({}, "'reason' is a required property"),
+        ({"reason": 'say "NO"'}, "$.reason"),
+    ],
+)
+def test_a_refused_body_names_the_failing_field_in_valid_json(
+    rest_stage: EmbeddedStage, body: dict[str, Any], named: str
+) -> None:
+    # The validation string goes into a JSON string of the gateway response, quotes escaped
+    response = rest_stage.rest.request("POST", "/items/42/start", headers=GOOD, body=body)
+    assert response.status == 400
+    message = response.json()["message"]
+    assert message.startswith("Invalid request body: [")
+    assert named in message
 
 
 def test_direct_step_functions_integration_evaluates_the_request_template(rest_stage: EmbeddedStage) -> None:

@@ -126,6 +126,19 @@ def test_a_401_carries_a_bearer_challenge_and_the_json_error_body(template: Temp
     )
 
 
+def test_a_refused_body_names_the_failing_property(template: Template) -> None:
+    template.has_resource_properties(
+        "AWS::ApiGateway::GatewayResponse",
+        {
+            "ResponseType": "BAD_REQUEST_BODY",
+            "StatusCode": "400",
+            "ResponseTemplates": {
+                "application/json": Match.string_like_regexp(r"\$context\.error\.validationErrorString")
+            },
+        },
+    )
+
+
 def test_defaults_are_hardened(template: Template) -> None:
     stage = next(iter(template.find_resources("AWS::ApiGateway::Stage").values()))["Properties"]
     assert stage["TracingEnabled"] is True
