@@ -116,7 +116,9 @@ class HardenedRestApi(Construct):
     ``log_execution_data`` is true, into an explicitly created execution log group with the same
     retention and key; X-Ray tracing; detailed metrics; stage throttling; a usage plan with the same
     limits; CORS preflight for the given origins; DEFAULT_4XX/5XX gateway responses as JSON
-    with CORS headers; request validators for body+parameters and parameters only.
+    with CORS headers, UNAUTHORIZED (401) with a ``WWW-Authenticate: Bearer`` challenge, and
+    BAD_REQUEST_BODY (400) whose message carries the validation error naming the property;
+    request validators for body+parameters and parameters only.
 
     Args:
         cors_allowed_origins: origins answered by CORS preflight (required, at least one).
@@ -245,6 +247,28 @@ class HardenedRestApi(Construct):
                 response_headers=self.cors_headers(),
                 templates={"application/json": template},
             )
+        # A body the model refuses names the failing property: API Gateway escapes the quotes of the
+        # validation string (`[object has missing required properties ([\"name\"])]`), so it fits a JSON string.
+        self.api.add_gateway_response(
+            "BadRequestBody",
+            type=apigw.ResponseType.BAD_REQUEST_BODY,
+            status_code="400",
+            response_headers=self.cors_headers(),
+            templates={
+                "application/json": '{"error": {"code": "$context.error.responseType", '
+                '"message": "$context.error.message: $context.error.validationErrorString", '
+                '"request_id": "$context.requestId"}}'
+            },
+        )
+        # A 401 tells the client how to authenticate (RFC 7235). No error code: the same response
+        # answers a missing header, where RFC 6750 says to name none; the body's code tells them apart.
+        self.api.add_gateway_response(
+            "Unauthorized",
+            type=apigw.ResponseType.UNAUTHORIZED,
+            status_code="401",
+            response_headers={**self.cors_headers(), "WWW-Authenticate": "'Bearer'"},
+            templates={"application/json": template},
+        )
 
     def _acknowledge_cloud_watch_role(self) -> None:
         role = self.api.node.try_find_child("CloudWatchRole")

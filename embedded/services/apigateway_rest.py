@@ -40,6 +40,8 @@ SOURCE_IP = "203.0.113.10"
 USER_AGENT = "embedded-aws-harness"
 _LAMBDA_URI = re.compile(r"arn:[^:]+:apigateway:[^:]+:lambda:path/[^/]+/functions/(?P<arn>.+)/invocations")
 _AWS_URI = re.compile(r"arn:[^:]+:apigateway:[^:]+:(?P<service>[^:]+):action/(?P<action>.+)")
+#: API Gateway's REST payload quota (10 MB): a larger body is REQUEST_TOO_LARGE (413), a gateway response.
+PAYLOAD_LIMIT = 10 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -199,6 +201,8 @@ class RestRouter:
         request_id = str(uuid.uuid4())
         context: dict[str, Any] = {"requestId": request_id, "httpMethod": method, "stage": self.stage}
         try:
+            if raw is not None and len(raw.encode()) > PAYLOAD_LIMIT:
+                raise _GatewayError("REQUEST_TOO_LARGE", 413, "Request Too Long")
             matched = self._match(path)
             found = None
             if matched is not None:
@@ -335,11 +339,11 @@ class RestRouter:
             try:
                 document = json.loads(raw) if raw else None
             except ValueError:
-                raise _GatewayError("BAD_REQUEST_BODY", 400, "Invalid request body", "body is not JSON") from None
+                raise _GatewayError("BAD_REQUEST_BODY", 400, "Invalid request body", "[body is not JSON]") from None
             validator_class = jsonschema.validators.validator_for(schema)
             errors = sorted(validator_class(schema).iter_errors(document), key=lambda e: list(e.path))
             if errors:
-                detail = "; ".join(e.message for e in errors[:3])
+                detail = "[" + "; ".join(f"{e.json_path}: {e.message}" for e in errors[:3]) + "]"  # names the field
                 raise _GatewayError("BAD_REQUEST_BODY", 400, "Invalid request body", detail)
 
     def _schema(self, model_ref: str) -> dict[str, Any]:
@@ -556,7 +560,7 @@ class RestRouter:
                 "message": error.message,
                 "messageString": json.dumps(error.message),
                 "responseType": error.response_type,
-                "validationErrorString": error.validation,
+                "validationErrorString": json.dumps(error.validation)[1:-1],  # quotes escaped, as API Gateway does
             },
         }
         if configured is None:

@@ -6,11 +6,14 @@ that the integrations read as ``$context.authorizer.sub`` / ``requestContext.aut
 Because API Gateway caches the result per token (``authorizer_cache_seconds``), the policy
 covers every route of the role, not only the method of the first call.
 
-Any refused token gets an explicit Deny of the whole API: the caller sees 403, as for
-any invalid token. A request without the header, or with one that is not ``Bearer
-<token>``, is answered 401 by API Gateway itself (identity source and validation expression)
-and never reaches this function. When the issuer's key set cannot be fetched, every token is
-denied and the failure is logged as an error (``JwksUnavailable``): nobody is let in unchecked.
+A refused token (malformed, expired, forged, of another issuer) raises :class:`Unauthorized`,
+which API Gateway answers 401 (its UNAUTHORIZED gateway response, with ``WWW-Authenticate:
+Bearer``): the client can act on it by signing in again. A valid token whose role may not call
+the route is a 403 from the policy. A request without the header, or with one that is not
+``Bearer <token>``, is answered 401 by API Gateway itself (identity source and validation
+expression) and never reaches this function. When the issuer's key set cannot be fetched, every
+token gets an explicit Deny of the whole API (403: a new sign-in would not help) and the failure
+is logged as an error (``JwksUnavailable``): nobody is let in unchecked.
 
 Environment: the ``ISSUER_*`` variables of :func:`lambdas.shared.tokens.issuer_settings` (the
 issuer, its key set URL, the accepted clients, algorithms, token uses and the role claim).
@@ -39,6 +42,13 @@ from lambdas.shared.tokens import (
 )
 
 logger = Logger()
+
+
+class Unauthorized(Exception):
+    """A refused token; API Gateway answers 401 only for a failure whose message is exactly this one."""
+
+    def __init__(self) -> None:
+        super().__init__("Unauthorized")
 
 
 def api_prefix(method_arn: str) -> str:
@@ -83,7 +93,10 @@ def deny(method_arn: str) -> dict[str, Any]:
 
 
 def authorize(event: dict[str, Any], issuer: Issuer, keys: KeySet) -> dict[str, Any]:
-    """The response for one TOKEN authorizer event (tests call it with their own issuer and keys)."""
+    """The response for one TOKEN authorizer event (tests call it with their own issuer and keys).
+
+    Raises Unauthorized for a token that is not a valid one of the issuer.
+    """
     method_arn = str(event.get("methodArn") or "")
     try:
         api_prefix(method_arn)
@@ -95,7 +108,7 @@ def authorize(event: dict[str, Any], issuer: Issuer, keys: KeySet) -> dict[str, 
         claims = verify(token, issuer, keys)
     except TokenError as err:
         logger.info("token refused", extra={"reason": err.reason})
-        return deny(method_arn)
+        raise Unauthorized from None
     except JwksUnavailable as err:
         logger.error("token refused: the issuer's key set is unavailable", extra={"error": str(err)})
         return deny(method_arn)

@@ -8,6 +8,11 @@ table names, keys or AWS error text, so ``str(error)`` is safe to return to a ca
 from __future__ import annotations
 
 
+def _plain(value: str) -> str:
+    """A status as the caller knows it: ``'deleted'``, never the enum's ``<SessionStatus.DELETED: 'deleted'>``."""
+    return repr(str(value))
+
+
 class StoreError(Exception):
     """Base of every error the store raises on purpose."""
 
@@ -78,10 +83,10 @@ class InvalidTransition(Conflict):
     """The session's current status does not allow moving to the requested one."""
 
     def __init__(self, session_id: str, current: str, requested: str) -> None:
-        super().__init__(f"session {session_id!r} cannot move from {current!r} to {requested!r}")
+        super().__init__(f"session {session_id!r} cannot move from {_plain(current)} to {_plain(requested)}")
         self.session_id = session_id
-        self.current = current
-        self.requested = requested
+        self.current = str(current)
+        self.requested = str(requested)
 
 
 class UnexpectedStatus(InvalidTransition):
@@ -89,9 +94,10 @@ class UnexpectedStatus(InvalidTransition):
 
     def __init__(self, session_id: str, current: str, requested: str, expected: str) -> None:
         super().__init__(session_id, current, requested)
-        self.expected = expected
+        self.expected = str(expected)
         self.args = (
-            f"session {session_id!r} is {current!r}, not the expected {expected!r}; it was not moved to {requested!r}",
+            f"session {session_id!r} is {_plain(current)}, not the expected {_plain(expected)}; "
+            f"it was not moved to {_plain(requested)}",
         )
 
 
@@ -109,10 +115,10 @@ class SessionClosed(Conflict):
 
     def __init__(self, session_id: str, status: str) -> None:
         super().__init__(
-            f"session {session_id!r} is {status!r}; only active or handoff sessions accept turns and connections"
+            f"session {session_id!r} is {_plain(status)}; only active or handoff sessions accept turns and connections"
         )
         self.session_id = session_id
-        self.status = status
+        self.status = str(status)
 
 
 class AgentUnavailable(Conflict):
@@ -127,7 +133,7 @@ class AgentExists(Conflict):
     """An agent with this id is registered already (retired ones included: their id stays taken)."""
 
     def __init__(self, agent_id: str, status: str) -> None:
-        super().__init__(f"agent {agent_id!r} is already registered (status {status!r})")
+        super().__init__(f"agent {agent_id!r} is already registered (status {_plain(status)})")
         self.agent_id = agent_id
 
 

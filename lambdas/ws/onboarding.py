@@ -1,7 +1,8 @@
 """The Lambda steps of the Onboarding (Express) workflow started by ``$connect``.
 
 ``handler`` (table access) runs one of two steps, named by the input's ``step``:
-``onboard`` creates the session, or resumes the caller's own; records the ``CONN#`` item (TTL) and
+``onboard`` creates the session, or takes up the caller's own (greeted as a return only when it
+already has turns); records the ``CONN#`` item (TTL) and
 the session's ``connection_id``; writes the greeting turn; returns the welcome frame.
 ``abandon`` runs when the welcome could never be delivered (the client left before its
 connection opened, possibly before ``$disconnect`` could see a ``CONN#`` record): it disconnects
@@ -85,13 +86,15 @@ def onboard(event: Mapping[str, Any]) -> dict[str, Any]:
         if existing.customer_id != customer_id:
             raise ForeignSession(f"connection {connection_id!r} belongs to another customer")
         session = store.sessions.get_session(existing.session_id)
-        resumed = requested is not None
         greet = session is not None and session.turn_count == 0
+        # The first attempt may have written its greeting already: a return means more than that one turn.
+        resumed = requested is not None and session is not None and session.turn_count > 1
     elif requested is not None:
         session = store.sessions.get_session(requested)
         if session is None or session.customer_id != customer_id:
             raise ForeignSession(f"session {requested!r} cannot be resumed by this customer")
-        resumed, greet = True, True
+        # A session created over REST and never connected has no turn: it is new to the customer.
+        resumed, greet = session.turn_count > 0, True
     else:
         request = event.get("request")
         email = request.get("customer_email") if isinstance(request, Mapping) else None

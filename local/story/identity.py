@@ -36,11 +36,14 @@ class IdentitySteps(StoryParts):
     """Refused and accepted tokens on the deployed stage (see the module docstring)."""
 
     def _refused(self, step: Step, label: str, token: str) -> None:
-        """``token`` gets 403 from the REST API and cannot open a chat connection."""
+        """``token`` gets 401 with a Bearer challenge from the REST API and cannot open a chat connection."""
         path = f"/customers/{self.subject('alice')}/sessions"
         response = self.stage.rest.request("GET", path, headers={"Authorization": f"Bearer {token}"})
         step.calls.append(f"GET /customers/{{id}}/sessions with {label} -> {response.status}")
-        expect(response.status == 403, f"{label} answered {response.status}: {response.body[:200]}")
+        expect(response.status == 401, f"{label} answered {response.status}: {response.body[:200]}")
+        challenge = response.headers.get("WWW-Authenticate", "")
+        expect(challenge.startswith("Bearer"), f"{label}: the 401 has no Bearer challenge ({response.headers})")
+        expect(response.json()["error"]["code"] == "UNAUTHORIZED", f"{label}: the 401 body is {response.body[:200]}")
         try:
             self.stage.websocket.connect(query={"token": token})
         except ConnectionRefused as refused:
@@ -101,5 +104,5 @@ class IdentitySteps(StoryParts):
         read = self.stage.rest.request("GET", path, headers={"Authorization": f"Bearer {access_token}"})
         step.calls.append(f"GET /customers/{{id}}/sessions with alice's access token -> {read.status}")
         expect(read.status == 200, f"alice's access token answered {read.status}: {read.body[:200]}")
-        step.changes.append("4 forged or stale tokens: 403 and no connection; customer on an agent route: 403")
+        step.changes.append("4 forged or stale tokens: 401 and no connection; customer on an agent route: 403")
         self.done(step, started)

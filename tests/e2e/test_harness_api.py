@@ -27,6 +27,8 @@ HERE = __name__
 
 def token_authorizer(event: dict[str, Any], context: object) -> dict[str, Any]:
     token = event["authorizationToken"].removeprefix("Bearer ")
+    if token == "expired.tok.en":
+        raise RuntimeError("Unauthorized")
     prefix = event["methodArn"].split("/", 2)
     effect = "Allow" if token == "good.tok.en" else "Deny"
     return {
@@ -232,6 +234,17 @@ def _rest_stack() -> list[Any]:
                         },
                     },
                 },
+                "BadBody": {
+                    "Type": "AWS::ApiGateway::GatewayResponse",
+                    "Properties": {
+                        "RestApiId": api,
+                        "ResponseType": "BAD_REQUEST_BODY",
+                        "ResponseTemplates": {
+                            "application/json": '{"error": "$context.error.responseType", '
+                            '"message": "$context.error.message: $context.error.validationErrorString"}'
+                        },
+                    },
+                },
                 "Stage": {"Type": "AWS::ApiGateway::Stage", "Properties": {"RestApiId": api, "StageName": "v1"}},
             },
         )
@@ -282,6 +295,42 @@ def test_body_checked_against_the_model_before_the_integration(rest_stage: Embed
     assert response.status == 400
     assert response.json()["error"] == "BAD_REQUEST_BODY"
     assert sfn.list_executions(stateMachineArn=machine)["executions"] == []
+
+
+def test_a_body_over_the_payload_quota_is_a_json_413_and_starts_nothing(rest_stage: EmbeddedStage) -> None:
+    sfn = rest_stage.client("stepfunctions")
+    machine = rest_stage.only("AWS::StepFunctions::StateMachine").ref
+    oversized = json.dumps({"reason": "x" * (10 * 1024 * 1024)})
+    response = rest_stage.rest.request("POST", "/items/42/start", headers=GOOD, body=oversized)
+    assert response.status == 413
+    assert response.json() == {"error": "REQUEST_TOO_LARGE", "message": "Request Too Long"}
+    assert sfn.list_executions(stateMachineArn=machine)["executions"] == []
+
+
+def test_a_token_the_authorizer_refuses_is_401_through_the_gateway_response(rest_stage: EmbeddedStage) -> None:
+    # A TOKEN authorizer that fails with exactly "Unauthorized" makes API Gateway answer 401
+    response = rest_stage.rest.request("GET", "/items/42", headers={"Authorization": "Bearer expired.tok.en"})
+    assert response.status == 401
+    assert response.json()["error"] == "UNAUTHORIZED"
+
+
+@pytest.mark.parametrize(
+    ("body", "named"),
+    [
+        ({"reason": "lost", "extra": 1}, "'extra' was unexpected"),
+        ({}, "'reason' is a required property"),
+        ({"reason": 'say "NO"'}, "$.reason"),
+    ],
+)
+def test_a_refused_body_names_the_failing_field_in_valid_json(
+    rest_stage: EmbeddedStage, body: dict[str, Any], named: str
+) -> None:
+    # The validation string goes into a JSON string of the gateway response, quotes escaped
+    response = rest_stage.rest.request("POST", "/items/42/start", headers=GOOD, body=body)
+    assert response.status == 400
+    message = response.json()["message"]
+    assert message.startswith("Invalid request body: [")
+    assert named in message
 
 
 def test_direct_step_functions_integration_evaluates_the_request_template(rest_stage: EmbeddedStage) -> None:

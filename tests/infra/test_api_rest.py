@@ -342,6 +342,43 @@ def test_gateway_errors_carry_cors_headers(any_stage: SynthesizedStage, response
     )
 
 
+def test_a_refused_token_is_401_with_a_bearer_challenge(any_stage: SynthesizedStage) -> None:
+    origin = any_stage.stage.config.cors_allowed_origins[0]
+    any_stage.template("Api").has_resource_properties(
+        "AWS::ApiGateway::GatewayResponse",
+        {
+            "ResponseType": "UNAUTHORIZED",
+            "StatusCode": "401",
+            "ResponseParameters": Match.object_like(
+                {
+                    "gatewayresponse.header.WWW-Authenticate": "'Bearer'",
+                    "gatewayresponse.header.Access-Control-Allow-Origin": f"'{origin}'",
+                }
+            ),
+            "ResponseTemplates": {"application/json": Match.string_like_regexp(r"\$context\.error\.responseType")},
+        },
+    )
+
+
+def test_a_body_the_gateway_model_refuses_names_the_failing_field(any_stage: SynthesizedStage) -> None:
+    origin = any_stage.stage.config.cors_allowed_origins[0]
+    any_stage.template("Api").has_resource_properties(
+        "AWS::ApiGateway::GatewayResponse",
+        {
+            "ResponseType": "BAD_REQUEST_BODY",
+            "StatusCode": "400",
+            "ResponseParameters": Match.object_like(
+                {"gatewayresponse.header.Access-Control-Allow-Origin": f"'{origin}'"}
+            ),
+            "ResponseTemplates": {
+                "application/json": '{"error": {"code": "$context.error.responseType", '
+                '"message": "$context.error.message: $context.error.validationErrorString", '
+                '"request_id": "$context.requestId"}}'
+            },
+        },
+    )
+
+
 def test_cors_preflight_answers_only_configured_origins(any_stage: SynthesizedStage) -> None:
     origins = any_stage.stage.config.cors_allowed_origins
     preflights = [props for (method, _), props in _methods(any_stage).items() if method == "OPTIONS"]

@@ -10,7 +10,7 @@ from aws_cdk import Acknowledgment, App, Duration, Stack, Stage, Validations
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_stepfunctions as sfn
-from aws_cdk.assertions import Template
+from aws_cdk.assertions import Match, Template
 from cdk_nag import AwsSolutionsChecks
 
 from constructs_lib import (
@@ -112,6 +112,31 @@ def test_authorizer_cache_and_no_secret(template: Template) -> None:
         },
     )
     template.resource_count_is("AWS::SecretsManager::Secret", 0)
+
+
+def test_a_401_carries_a_bearer_challenge_and_the_json_error_body(template: Template) -> None:
+    template.has_resource_properties(
+        "AWS::ApiGateway::GatewayResponse",
+        {
+            "ResponseType": "UNAUTHORIZED",
+            "StatusCode": "401",
+            "ResponseParameters": Match.object_like({"gatewayresponse.header.WWW-Authenticate": "'Bearer'"}),
+            "ResponseTemplates": {"application/json": Match.string_like_regexp(r"\$context\.error\.messageString")},
+        },
+    )
+
+
+def test_a_refused_body_names_the_failing_property(template: Template) -> None:
+    template.has_resource_properties(
+        "AWS::ApiGateway::GatewayResponse",
+        {
+            "ResponseType": "BAD_REQUEST_BODY",
+            "StatusCode": "400",
+            "ResponseTemplates": {
+                "application/json": Match.string_like_regexp(r"\$context\.error\.validationErrorString")
+            },
+        },
+    )
 
 
 def test_defaults_are_hardened(template: Template) -> None:

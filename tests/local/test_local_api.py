@@ -150,6 +150,11 @@ def test_rest_refuses_as_api_gateway_does(server: LocalProcess) -> None:
         sub = subject(customer)
         missing = await c.rest("GET", f"/customers/{sub}/sessions")
         assert (missing.status, missing.code) == (401, "UNAUTHORIZED"), missing
+        forged = await c.rest(
+            "GET", f"/customers/{sub}/sessions", customer[:-4] + ("BBBB" if customer.endswith("AAAA") else "AAAA")
+        )
+        assert (forged.status, forged.code) == (401, "UNAUTHORIZED"), forged
+        assert forged.headers["WWW-Authenticate"] == "Bearer", forged
         wrong_role = await c.rest("POST", "/admin/cleanup", customer, {})
         assert wrong_role.status == 403, wrong_role
         unknown = await c.rest("GET", "/no/such/route", customer)
@@ -157,8 +162,13 @@ def test_rest_refuses_as_api_gateway_does(server: LocalProcess) -> None:
 
         created = await c.rest("POST", "/sessions", customer, {"customer_id": sub})
         session_id = created.body["session_id"]
+        # over the local cap: a JSON error like every other, not the HTTP server's own text
+        huge = await c.rest("POST", f"/sessions/{session_id}/handoff", customer, {"reason": "x" * (2 * 1024 * 1024)})
+        assert (huge.status, huge.code) == (413, "REQUEST_TOO_LARGE"), huge
         bad = await c.rest("POST", f"/sessions/{session_id}/handoff", customer, {"reason": "Drop Table;", "x": 1})
-        assert (bad.status, bad.code, bad.body["error"]["message"]) == (400, "BAD_REQUEST_BODY", "Invalid request body")
+        assert (bad.status, bad.code) == (400, "BAD_REQUEST_BODY"), bad
+        assert bad.body["error"]["message"].startswith("Invalid request body: ["), bad
+        assert "'x' was unexpected" in bad.body["error"]["message"], bad  # the gateway names the field
         # what the gateway model cannot check, the Lambda does: its message names the field and the rule
         refused = await c.rest("GET", "/sessions/Not-A-Uuid/turns?limit=500", customer)
         assert refused.status == 400, refused

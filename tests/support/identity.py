@@ -25,6 +25,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
+from embedded.runtime import Invocation
+from lambdas.api.authorizer import Unauthorized
 from lambdas.shared import env, tokens
 from lambdas.shared.tokens import Issuer, KeySet
 
@@ -182,3 +184,8 @@ def _hmac_token(claims: dict[str, Any], secret: bytes, kid: str) -> str:
     body = part(json.dumps(claims).encode())
     signature = hmac.new(secret, f"{head}.{body}".encode(), hashlib.sha256).digest()
     return f"{head}.{body}.{part(signature)}"
+
+
+def refusal(call: Invocation) -> bool:
+    """The REST authorizer refusing a token: the failure API Gateway answers 401, not a fault."""
+    return call.handler == "lambdas.api.authorizer.handler" and isinstance(call.error, Unauthorized)

@@ -1,4 +1,4 @@
-"""Hostile input is a 4xx (a Deny at the authorizers), never a 5xx and never a wrongful Allow.
+"""Hostile input is a 4xx (the authorizers refuse: 401 or a Deny), never a 5xx and never a wrongful Allow.
 
 Property tests over what an attacker controls: nesting depth, huge and non-finite numbers, lone
 surrogates (what invalid UTF-8 becomes in a Lambda event) and control characters, in every Lambda
@@ -323,13 +323,22 @@ def _allows(response: dict[str, Any]) -> bool:
     return any(s["Effect"] == "Allow" for s in response["policyDocument"]["Statement"])
 
 
+def _rest_refuses(event: dict[str, Any]) -> bool:
+    """The REST authorizer fails with Unauthorized (API Gateway's 401) or answers no Allow."""
+    try:
+        response = rest_authorizer.authorize(event, CONFIG, KEYS)
+    except rest_authorizer.Unauthorized:
+        return True
+    return not _allows(response)
+
+
 @HYPOTHESIS
 @given(token=HOSTILE_TOKEN)
 def test_the_rest_authorizer_denies_every_hostile_token(token: str) -> None:
     event = {"type": "TOKEN", "methodArn": DEFAULT_API.method_arn("GET", "/sessions"), "authorizationToken": token}
-    assert not _allows(rest_authorizer.authorize(event, CONFIG, KEYS))
+    assert _rest_refuses(event)
     event["authorizationToken"] = f"Bearer {token}"
-    assert not _allows(rest_authorizer.authorize(event, CONFIG, KEYS))
+    assert _rest_refuses(event)
 
 
 @HYPOTHESIS
@@ -343,7 +352,7 @@ def test_both_authorizers_deny_a_signed_token_whose_exp_is_huge_or_not_finite(ex
     token = _signed(_claims_with("exp", exp))
     rest_event = {"type": "TOKEN", "methodArn": DEFAULT_API.method_arn("GET", "/sessions"), "authorizationToken": ""}
     rest_event["authorizationToken"] = f"Bearer {token}"
-    assert not _allows(rest_authorizer.authorize(rest_event, CONFIG, KEYS))
+    assert _rest_refuses(rest_event)
     assert not _allows(ws_authorizer.authorize(ws_authorizer_event(query={"token": token}), CONFIG, KEYS))
 
 

@@ -25,7 +25,7 @@ from embedded.runtime import Invocations, deploy_function, in_process
 from embedded.services.dynamodb import atomic_requests, create_sessions_table
 from embedded.synth import default_stages
 from lambdas.shared import connections, env
-from lambdas.shared.records import SessionStatus
+from lambdas.shared.records import Role, SessionStatus
 from lambdas.shared.store import DynamoSessionStore
 from lambdas.ws import onboarding
 from tests.support.websocket import DOMAIN, STAGE, sent_frames
@@ -207,9 +207,19 @@ def test_client_that_never_opens_is_abandoned_and_its_session_disconnected(synth
         assert flow.store.connections.get_connection(CONN) is None
 
 
+def test_first_connect_to_a_session_created_over_rest_sends_the_new_session_greeting(synthesized: Any) -> None:
+    with deployed(synthesized) as flow:
+        session_id = flow.store.sessions.create_session("alice").session_id
+        execution = flow.run(session_id=session_id)
+        assert execution["status"] == "SUCCEEDED"
+        [frame] = sent_frames(CONN)
+        assert (frame["session_id"], frame["resumed"], frame["message"]) == (session_id, False, onboarding.GREETING)
+
+
 def test_resume_of_own_session_sends_welcome_back(synthesized: Any) -> None:
     with deployed(synthesized) as flow:
         session_id = flow.store.sessions.create_session("alice").session_id
+        flow.store.turns.add_turn(session_id, Role.USER, "Is volume 3 out yet?")
         execution = flow.run(session_id=session_id)
         assert execution["status"] == "SUCCEEDED"
         [frame] = sent_frames(CONN)

@@ -318,6 +318,15 @@ def test_delete_is_a_soft_delete_then_conflicts(api: Invoke) -> None:
     assert again["json"]["error"]["code"] == "InvalidTransition"
 
 
+def test_deleting_a_deleted_session_says_deleted_in_plain_words(api: Invoke) -> None:
+    sid = _create(api)
+    api("DELETE", "/sessions/{id}", f"/sessions/{sid}")
+    message = api("DELETE", "/sessions/{id}", f"/sessions/{sid}")["json"]["error"]["message"]
+    assert "'deleted' to 'deleted'" in message
+    assert "SessionStatus" not in message
+    assert "<" not in message
+
+
 # ---------------------------------------------------------------- executions
 
 

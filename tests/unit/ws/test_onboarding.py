@@ -52,6 +52,45 @@ def test_onboard_resumes_with_a_welcome_back_turn(ws: DynamoSessionStore) -> Non
     assert [t.content for t in ws.turns.list_turns(session_id).items][-1] == onboarding.WELCOME_BACK
 
 
+def _onboard_result(session_id: str, connection_id: str = CONN) -> dict[str, object]:
+    return onboarding.handler(
+        {"step": "onboard", "connection_id": connection_id, "customer_id": "alice", "session_id": session_id,
+         "domain_name": DOMAIN, "stage": STAGE},
+        CTX,
+    )  # fmt: skip
+
+
+def test_first_connect_to_a_session_created_over_rest_is_greeted_as_new(ws: DynamoSessionStore) -> None:
+    # Given a session created by POST /sessions: no turn yet, never connected
+    session_id = ws.sessions.create_session("alice").session_id
+    # When the customer connects to it for the first time
+    result = _onboard_result(session_id)
+    # Then the welcome is the new-session greeting, not "welcome back"
+    frame = result["frame"]
+    assert isinstance(frame, dict)
+    assert (result["resumed"], frame["resumed"], frame["message"]) == (False, False, onboarding.GREETING)
+    assert [t.content for t in ws.turns.list_turns(session_id).items] == [onboarding.GREETING]
+
+
+def test_a_retried_first_connect_is_still_greeted_as_new(ws: DynamoSessionStore) -> None:
+    session_id = ws.sessions.create_session("alice").session_id
+    _onboard_result(session_id)
+    again = _onboard_result(session_id)
+    frame = again["frame"]
+    assert isinstance(frame, dict)
+    assert (frame["resumed"], frame["message"]) == (False, onboarding.GREETING)
+    assert len(ws.turns.list_turns(session_id).items) == 1
+
+
+def test_a_retried_return_is_still_greeted_as_resumed(ws: DynamoSessionStore) -> None:
+    session_id = onboarded()
+    _onboard_result(session_id, OTHER_CONN)
+    again = _onboard_result(session_id, OTHER_CONN)
+    frame = again["frame"]
+    assert isinstance(frame, dict)
+    assert (frame["resumed"], frame["message"]) == (True, onboarding.WELCOME_BACK)
+
+
 def test_onboard_refuses_a_foreign_session(ws: DynamoSessionStore) -> None:
     session_id = ws.sessions.create_session("mallory").session_id
     with pytest.raises(onboarding.ForeignSession):
