@@ -61,6 +61,8 @@ ROUTES: Final[tuple[Route, ...]] = (
     _r("GET", "/admin/agents/{agent_id}", ADMIN),
     _r("PATCH", "/admin/agents/{agent_id}", ADMIN),
     _r("POST", "/admin/agents/{agent_id}/retire", ADMIN),
+    # Agents only with status=handoff: the session Lambda refuses any other status (403).
+    _r("GET", "/admin/sessions", AGENT, ADMIN),
     _r("GET", "/reviews/{id}/approve"),
     _r("GET", "/reviews/{id}/reject"),
     _r("POST", "/reviews/{id}/approve"),

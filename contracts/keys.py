@@ -35,6 +35,8 @@ MANAGERS_INBOX: Final = "_managers"
 AGENT_DIRECTORY_PK: Final = "DIRECTORY#AGENTS"
 
 CLEANUP_SHARD_PREFIX: Final = "CLEANUP#"
+#: Partition key prefix of the StatusIndex: ``STATUS#<session status>`` (one partition per status).
+STATUS_PREFIX: Final = "STATUS#"
 
 # Zero-padded so that lexical SK order is numeric order (a Query range is a turn range).
 NUMBER_WIDTH: Final = 10

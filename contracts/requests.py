@@ -135,6 +135,21 @@ CUSTOMER_SESSIONS_QUERY: Final[dict[str, Any]] = {
         "cursor": CURSOR,
     },
 }
+#: Every session status: what ``GET /admin/sessions?status=`` may list (the session records'
+#: status machine has exactly these; a unit test holds the two equal).
+SESSION_STATUSES: Final = ("active", "handoff", "disconnected", "archived", "deleted")
+#: The one status an agent may list: the sessions waiting for or served by an agent.
+AGENT_LISTABLE_STATUS: Final = "handoff"
+SESSIONS_BY_STATUS_QUERY: Final[dict[str, Any]] = {
+    "type": "object",
+    "required": ["status"],
+    "additionalProperties": False,
+    "properties": {
+        "status": {"type": "string", "enum": list(SESSION_STATUSES)},
+        "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 25},
+        "cursor": CURSOR,
+    },
+}
 
 #: An agent's id is the subject (``sub``) of its identity-provider user, e.g. a Cognito UUID.
 AGENT_ID_PATTERN: Final = "^[A-Za-z0-9-]{1,64}$"

@@ -56,4 +56,19 @@ AVAILABLE_AGENTS = IndexSchema(
     include=("agent_id", "skills"),
 )
 
-GLOBAL_INDEXES: tuple[IndexSchema, ...] = (CUSTOMER_SESSIONS, CLEANUP, AVAILABLE_AGENTS)
+# Sessions by status, newest into their status first: only session META items carry these
+# attributes. Partition ``STATUS#<status>``, sort ``<epoch second it entered the status, 10
+# digits>#<session id>`` (unique, so a page boundary never splits equal keys). Every status change
+# rewrites both in the same write. The projection holds only attributes that change with the status
+# or never (not ``updated_at`` or ``turn_count``): a projected attribute that changes is a write to
+# the index too, and every turn changes those two, which would double the write cost of a chat.
+SESSIONS_BY_STATUS = IndexSchema(
+    "StatusIndex",
+    "status_key",
+    "S",
+    "status_sort",
+    "S",
+    include=("session_id", "customer_id", "status", "created_at"),
+)
+
+GLOBAL_INDEXES: tuple[IndexSchema, ...] = (CUSTOMER_SESSIONS, CLEANUP, AVAILABLE_AGENTS, SESSIONS_BY_STATUS)

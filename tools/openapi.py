@@ -43,6 +43,7 @@ QUERIES: Final[Mapping[str, Mapping[str, Any]]] = {
     "/sessions/{id}/turns": validation.TURNS_QUERY,
     "/customers/{id}/sessions": validation.CUSTOMER_SESSIONS_QUERY,
     "/admin/agents": validation.AGENTS_QUERY,
+    "/admin/sessions": validation.SESSIONS_BY_STATUS_QUERY,
     "/agents/me/inbox": inbox.INBOX_QUERY,
 }
 

@@ -1,5 +1,8 @@
 """Session Lambda behind the REST API: session CRUD, listings, execution status.
 
+``GET /admin/sessions?status=&limit=&cursor=`` lists the sessions in one status, newest into it
+first: admins any status, agents ``handoff`` only (the queue they work from; 403 otherwise).
+
 Routing is Powertools' ``APIGatewayRestResolver``. Every route validates its input again with the
 rules of :mod:`lambdas.api.validation` (the same ones API Gateway's models enforce, plus what they
 cannot: uuids, path and query parameters), checks the caller's role against
@@ -168,6 +171,21 @@ def _register(resolver: APIGatewayRestResolver) -> None:
         updated = store().sessions.update_status(session.session_id, SessionStatus.DELETED)
         return json_response(202, {"session_id": updated.session_id, "status": str(updated.status)})
 
+    _register_listings(resolver)
+
+    @resolver.get("/executions/<execution_id>")
+    @tracer.capture_method(capture_response=False)
+    def describe_execution(execution_id: str) -> Response:
+        caller = _caller(resolver, "GET", "/executions/{id}")
+        arn = validation.parse_path(execution_id, validation.EXECUTION_ID, "id")
+        return json_response(200, _execution(caller, arn))
+
+    register_error_handlers(resolver, logger)
+
+
+def _register_listings(resolver: APIGatewayRestResolver) -> None:
+    """The session listings: a customer's sessions, and the sessions in one status."""
+
     @resolver.get("/customers/<customer_id>/sessions")
     @tracer.capture_method(capture_response=False)
     def list_customer_sessions(customer_id: str) -> Response:
@@ -184,14 +202,20 @@ def _register(resolver: APIGatewayRestResolver) -> None:
             {"customer_id": cid, "sessions": [public(s) for s in page.items], "next_cursor": page.next_cursor},
         )
 
-    @resolver.get("/executions/<execution_id>")
+    @resolver.get("/admin/sessions")
     @tracer.capture_method(capture_response=False)
-    def describe_execution(execution_id: str) -> Response:
-        caller = _caller(resolver, "GET", "/executions/{id}")
-        arn = validation.parse_path(execution_id, validation.EXECUTION_ID, "id")
-        return json_response(200, _execution(caller, arn))
-
-    register_error_handlers(resolver, logger)
+    def list_sessions_by_status() -> Response:
+        caller = _caller(resolver, "GET", "/admin/sessions")
+        query = validation.parse_query(
+            resolver.current_event.query_string_parameters, validation.SESSIONS_BY_STATUS_QUERY
+        )
+        status = query["status"]
+        if caller.role == access.AGENT and status != validation.AGENT_LISTABLE_STATUS:
+            raise Forbidden(f"agents may list only sessions in status {validation.AGENT_LISTABLE_STATUS}")
+        page = store().sessions.list_by_status(status, limit=query["limit"], cursor=query.get("cursor"))
+        return json_response(
+            200, {"status": status, "sessions": [public(s) for s in page.items], "next_cursor": page.next_cursor}
+        )
 
 
 def _execution(caller: Caller, execution_arn: str) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from contracts.keys import REVIEW_PREFIX as REVIEW_PREFIX
 from contracts.keys import SESSION_PREFIX as SESSION_PREFIX
 from contracts.keys import SKILL_PREFIX as SKILL_PREFIX
 from contracts.keys import SLOTS_SK as SLOTS_SK
+from contracts.keys import STATUS_PREFIX as STATUS_PREFIX
 from contracts.keys import SUMMARY_PREFIX as SUMMARY_PREFIX
 from contracts.keys import TURN_PREFIX as TURN_PREFIX
 from contracts.keys import WAITING_INBOX as WAITING_INBOX
@@ -153,3 +154,22 @@ def cleanup_shard(session_id: str, shards: int) -> str:
 def cleanup_shards(shards: int) -> list[str]:
     """Every CleanupIndex partition, in order: what a full sweep queries."""
     return [f"{CLEANUP_SHARD_PREFIX}{n}" for n in range(shards)]
+
+
+def status_pk(status: str) -> str:
+    """The StatusIndex partition of a session in ``status``: ``STATUS#<status>``."""
+    return f"{STATUS_PREFIX}{status}"
+
+
+def status_sort(since: int, session_id: str) -> str:
+    """The StatusIndex sort key: ``<since, zero-padded>#<session_id>``, so newest-in-status is greatest."""
+    return f"{_padded(since, 'since')}#{session_id}"
+
+
+def status_since(sort: str) -> int:
+    """The epoch second a :func:`status_sort` value holds; ValueError for any other text."""
+    since, sep, session_id = sort.partition("#")
+    digits = len(since) == NUMBER_WIDTH and since.isascii() and since.isdigit()
+    if not sep or not digits or not is_session_id(session_id):
+        raise ValueError(f"not a status sort key: {sort!r}")
+    return int(since)

@@ -16,7 +16,7 @@ from enum import StrEnum
 from typing import Any, Final
 
 from lambdas.shared import keys
-from lambdas.shared.schema import AVAILABLE_AGENTS, CLEANUP, PARTITION_KEY, SORT_KEY
+from lambdas.shared.schema import AVAILABLE_AGENTS, CLEANUP, PARTITION_KEY, SESSIONS_BY_STATUS, SORT_KEY
 from lambdas.shared.serialize import plain
 
 
@@ -148,6 +148,9 @@ class Session:
                 CLEANUP.partition_key: self.cleanup_shard,
                 CLEANUP.sort_key: self.cleanup_at,
                 "customer_email": self.customer_email,
+                # A whole item is written only at creation: the session entered its status then.
+                SESSIONS_BY_STATUS.partition_key: keys.status_pk(str(self.status)),
+                SESSIONS_BY_STATUS.sort_key: keys.status_sort(self.created_at, self.session_id),
             },
         )
 
@@ -453,6 +456,28 @@ class CleanupCandidate:
             customer_id=str(item["customer_id"]),
             status=SessionStatus(item["status"]),
             cleanup_at=_int(item[CLEANUP.sort_key]),
+        )
+
+
+@dataclass(frozen=True)
+class StatusListing:
+    """A session as the StatusIndex projects it: who, which status, since when."""
+
+    session_id: str
+    customer_id: str
+    status: SessionStatus
+    created_at: int
+    #: The epoch second the session entered ``status``.
+    status_since: int
+
+    @classmethod
+    def from_item(cls, item: Mapping[str, Any]) -> StatusListing:
+        return cls(
+            session_id=str(item["session_id"]),
+            customer_id=str(item["customer_id"]),
+            status=SessionStatus(item["status"]),
+            created_at=_int(item["created_at"]),
+            status_since=keys.status_since(str(item[SESSIONS_BY_STATUS.sort_key])),
         )
 
 

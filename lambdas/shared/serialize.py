@@ -22,6 +22,7 @@ from lambdas.shared.schema import (
     AVAILABLE_AGENTS,
     CLEANUP,
     PARTITION_KEY,
+    SESSIONS_BY_STATUS,
     SORT_KEY,
     TTL_ATTRIBUTE,
 )
@@ -37,6 +38,8 @@ INTERNAL_ATTRIBUTES = frozenset(
         CLEANUP.partition_key,
         CLEANUP.sort_key,
         AVAILABLE_AGENTS.partition_key,
+        SESSIONS_BY_STATUS.partition_key,
+        SESSIONS_BY_STATUS.sort_key,
         "revision",
         # The customer's address: notices use it; no API response shows it (agents read sessions).
         "customer_email",

@@ -144,6 +144,7 @@ STEPS: tuple[str, ...] = (
     "agent_reads_the_waiting_inbox",
     "agent_accepts",
     "accepted_handoff_moves_to_the_agents_inbox",
+    "agent_lists_sessions_in_handoff",
     "notifications",
     "agent_replies",
     "agent_closes_handoff",

@@ -79,6 +79,33 @@ class InboxSteps(StoryParts):
         step.changes.append(f"own: {handoff_id}; the waiting inbox no longer offers it")
         self.done(step, started)
 
+    def agent_lists_sessions_in_handoff(self) -> None:
+        started, step = (
+            time.monotonic(),
+            self.step("The agent lists the sessions in handoff; other statuses are refused"),
+        )
+        in_handoff = self.rest(step, "GET", "/admin/sessions", "agent-7", query={"status": "handoff"})
+        expect(in_handoff.status == 200, f"GET /admin/sessions answered {in_handoff.status}: {in_handoff.body}")
+        listed = [s["session_id"] for s in in_handoff.json()["sessions"]]
+        expect(self.session_id in listed, f"the session in handoff is not listed: {listed}")
+        active = self.rest(step, "GET", "/admin/sessions", "root", query={"status": "active"})
+        expect(active.status == 200, f"an admin's listing of active sessions answered {active.status}: {active.body}")
+        expect(
+            self.session_id not in [s["session_id"] for s in active.json()["sessions"]],
+            "the session in handoff is still listed as active",
+        )
+        agent = self.rest(step, "GET", "/admin/sessions", "agent-7", query={"status": "active"})
+        customer = self.rest(step, "GET", "/admin/sessions", "alice", query={"status": "handoff"})
+        expect(
+            (agent.status, customer.status) == (403, 403),
+            f"agent active: {agent.status}, a customer: {customer.status}",
+        )
+        step.changes.append(
+            f"handoff: {len(listed)} session(s), ours among them, not listed as active; "
+            "an agent asking for active -> 403; a customer -> 403"
+        )
+        self.done(step, started)
+
     def closed_handoff_leaves_the_inbox(self) -> None:
         started, step = time.monotonic(), self.step("After the close, the agent's inbox is empty")
         self.stage.settle(timeout=20, wait_executions=False)  # late dashboard messages write nothing now

@@ -43,9 +43,13 @@ class _Routes:
         return {"application/json": self._models[model]}
 
     @staticmethod
-    def params(*path: str, query: tuple[str, ...] = (), headers: tuple[str, ...] = ()) -> dict[str, bool]:
+    def params(
+        *path: str, query: tuple[str, ...] = (), required_query: tuple[str, ...] = (), headers: tuple[str, ...] = ()
+    ) -> dict[str, bool]:
+        """Declared request parameters; the params validator refuses a request without a required one."""
         result = {f"method.request.path.{name}": True for name in path}
         result.update({f"method.request.querystring.{name}": False for name in query})
+        result.update({f"method.request.querystring.{name}": True for name in required_query})
         result.update({f"method.request.header.{name}": False for name in headers})
         return result
 
@@ -137,6 +141,7 @@ class MangaAssistRestApi(Construct):
         self.agent_function: lambda_.Function = _agent_routes(self, routes, storage, orchestration, functions)
         _review_routes(routes, orchestration)
         self.registry_function: lambda_.Function = _registry_routes(self, routes, storage, functions)
+        _status_routes(routes, self.session_function)
         self.web_acl: RegionalWebAcl | None = _gateway_checks(self, config, self.rest)
 
     @property
@@ -324,6 +329,22 @@ def _registry_routes(
     add(agent, "PATCH", registry_api, parameters=params("agent_id"), models=routes.json_body("UpdateAgentRequest"))
     add(agent.add_resource("retire"), "POST", registry_api, parameters=params("agent_id"))
     return registry_function
+
+
+def _status_routes(routes: _Routes, session_function: lambda_.Function) -> None:
+    """Sessions by status, on the session Lambda (its table grant covers the StatusIndex).
+
+    Added last: the deployment's logical id hashes the methods in the order they were added.
+    ``status`` is required at the gateway; its values, ``limit`` and ``cursor`` are checked in
+    the Lambda (a query string has no model to check them against).
+    """
+    admin = routes.root.get_resource("admin") or routes.root.add_resource("admin")
+    routes.add(
+        admin.add_resource("sessions"),
+        "GET",
+        apigw.LambdaIntegration(session_function, allow_test_invoke=False),
+        parameters=routes.params(query=("limit", "cursor"), required_query=("status",)),
+    )
 
 
 # ------------------------------------------------------------------ review links

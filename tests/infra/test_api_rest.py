@@ -159,6 +159,37 @@ def test_paging_routes_declare_their_query_parameters(any_stage: SynthesizedStag
         assert params["method.request.querystring.cursor"] is False
 
 
+def test_sessions_by_status_requires_the_status_at_the_gateway(any_stage: SynthesizedStage) -> None:
+    # Given the listing of sessions by status
+    props = _methods(any_stage)[("GET", "/admin/sessions")]
+    params = _logical_id(any_stage, "AWS::ApiGateway::RequestValidator", "RestApiParametersValidator")
+    # Then the gateway refuses a request without a status; limit and cursor are optional
+    assert props["RequestParameters"] == {
+        "method.request.querystring.status": True,
+        "method.request.querystring.limit": False,
+        "method.request.querystring.cursor": False,
+    }
+    assert props["RequestValidatorId"] == {"Ref": params}
+    assert props["AuthorizationType"] == "CUSTOM"
+    assert "AuthorizerId" in props
+    assert _function_handler(any_stage, props["Integration"]["Uri"]) == "lambdas.api.rest.handler"
+
+
+def test_session_lambda_may_query_the_status_index(any_stage: SynthesizedStage) -> None:
+    policies = [
+        p["Properties"]
+        for p in _resources(any_stage, "AWS::IAM::Policy").values()
+        if any("SessionApi" in json.dumps(role) for role in p["Properties"].get("Roles", []))
+    ]
+    grants = [
+        statement
+        for policy in policies
+        for statement in policy["PolicyDocument"]["Statement"]
+        if "dynamodb:Query" in statement["Action"]
+    ]
+    assert any("/index/StatusIndex" in json.dumps(statement["Resource"]) for statement in grants)
+
+
 def test_lambda_routes_reach_the_right_handlers(any_stage: SynthesizedStage) -> None:
     for (method, path), props in _methods(any_stage).items():
         if method == "OPTIONS" or (method, path) in DIRECT:

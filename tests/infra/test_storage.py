@@ -51,7 +51,7 @@ def test_table_keys_stream_ttl_and_billing(any_stage: SynthesizedStage) -> None:
 def test_table_indexes_match_the_shared_schema(any_stage: SynthesizedStage) -> None:
     table = _only(any_stage, "Storage", "AWS::DynamoDB::Table")["Properties"]
     indexes = {i["IndexName"]: i for i in table["GlobalSecondaryIndexes"]}
-    assert set(indexes) == {"GSI1", "CleanupIndex", "AvailableAgentsIndex"}
+    assert set(indexes) == {"GSI1", "CleanupIndex", "AvailableAgentsIndex", "StatusIndex"}
     types = {a["AttributeName"]: a["AttributeType"] for a in table["AttributeDefinitions"]}
     for spec in schema.GLOBAL_INDEXES:
         index = indexes[spec.name]
@@ -73,6 +73,24 @@ def test_table_indexes_match_the_shared_schema(any_stage: SynthesizedStage) -> N
         "cleanup_at": "N",
         "available_skill": "S",
         "available_since": "N",
+        "status_key": "S",
+        "status_sort": "S",
+    }
+
+
+def test_status_index_is_keyed_by_status_and_projects_only_what_the_listing_returns(
+    any_stage: SynthesizedStage,
+) -> None:
+    # Not ALL: a projected attribute a turn changes (updated_at, turn_count) would cost an index write per turn
+    table = _only(any_stage, "Storage", "AWS::DynamoDB::Table")["Properties"]
+    index = {i["IndexName"]: i for i in table["GlobalSecondaryIndexes"]}["StatusIndex"]
+    assert index["KeySchema"] == [
+        {"AttributeName": "status_key", "KeyType": "HASH"},
+        {"AttributeName": "status_sort", "KeyType": "RANGE"},
+    ]
+    assert index["Projection"] == {
+        "ProjectionType": "INCLUDE",
+        "NonKeyAttributes": ["session_id", "customer_id", "status", "created_at"],
     }
 
 

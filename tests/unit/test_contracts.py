@@ -13,6 +13,7 @@ from lambdas.api import validation
 from lambdas.events import messages as lambda_messages
 from lambdas.shared import errors, settings, tokens
 from lambdas.shared import keys as lambda_keys
+from lambdas.shared.records import SessionStatus
 from lambdas.ws import frames, onboarding
 
 CONTRACTS = Path(contracts.__file__).parent
@@ -45,6 +46,11 @@ def test_the_lambda_side_re_exports_the_contract_values_themselves() -> None:
 
 def test_the_lambdas_check_exactly_the_formats_the_request_schemas_may_name() -> None:
     assert set(validation._FORMATS) == requests.FORMATS
+
+
+def test_the_listable_session_statuses_are_exactly_the_status_machines() -> None:
+    assert tuple(str(status) for status in SessionStatus) == requests.SESSION_STATUSES
+    assert str(SessionStatus.HANDOFF) == requests.AGENT_LISTABLE_STATUS
 
 
 def test_every_workflow_error_a_lambda_raises_is_named_by_its_class() -> None:

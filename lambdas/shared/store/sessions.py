@@ -32,11 +32,19 @@ from lambdas.shared.records import (
     Session,
     SessionRecord,
     SessionStatus,
+    StatusListing,
     Summary,
     Turn,
     record_from_item,
 )
-from lambdas.shared.schema import CLEANUP, CUSTOMER_SESSIONS, PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE
+from lambdas.shared.schema import (
+    CLEANUP,
+    CUSTOMER_SESSIONS,
+    PARTITION_KEY,
+    SESSIONS_BY_STATUS,
+    SORT_KEY,
+    TTL_ATTRIBUTE,
+)
 from lambdas.shared.serialize import marshal_item, unmarshal_item
 from lambdas.shared.store.expressions import Expr, Update
 from lambdas.shared.store.table import (
@@ -68,6 +76,16 @@ def _check_settable(attrs: Mapping[str, Any]) -> None:
 
 #: The session META attribute naming the session's current handoff.
 CURRENT_HANDOFF: Final = "current_handoff_id"
+
+
+def _enter_status_index(update: Update, session_id: str, status: SessionStatus, now: int) -> None:
+    """Move the session's StatusIndex row to ``status`` in the same write that changes the status.
+
+    Every write of a session's status goes through this, so the index never lists a session
+    under a status it has left (beyond the index's eventual consistency).
+    """
+    update.set(SESSIONS_BY_STATUS.partition_key, keys.status_pk(str(status)))
+    update.set(SESSIONS_BY_STATUS.sort_key, keys.status_sort(now, session_id))
 
 
 class Sessions(Aggregate):
@@ -147,6 +165,50 @@ class Sessions(Aggregate):
         )
         return Page([Session.from_item(item) for item in items], next_cursor)
 
+    def list_by_status(
+        self, status: SessionStatus | str, *, limit: int = 25, cursor: str | None = None
+    ) -> Page[StatusListing]:
+        """Sessions in ``status``, newest into it first, via the StatusIndex (one Query per page).
+
+        The index is eventually consistent: a session that just changed status may still be
+        listed under its old one for a moment. A page holds what the index projects, no more.
+        """
+        wanted = parse_enum(SessionStatus, status, "status")
+        require_limit(limit, MAX_PAGE_SIZE)
+        index = SESSIONS_BY_STATUS
+        partition = keys.status_pk(str(wanted))
+        scope = f"status:{wanted}"
+        start = None
+        if cursor is not None:
+            start = cursors.decode(
+                cursor,
+                scope,
+                {PARTITION_KEY: str, SORT_KEY: str, index.partition_key: str, index.sort_key: str},
+            )
+            sid = str(start[PARTITION_KEY]).removeprefix(keys.SESSION_PREFIX)
+            if (
+                start[index.partition_key] != partition
+                or start[SORT_KEY] != keys.META_SK
+                or start[PARTITION_KEY] != keys.session_pk(sid)
+                or not keys.is_session_id(sid)
+                or not str(start[index.sort_key]).endswith(f"#{sid}")
+            ):
+                raise InvalidCursor("it was issued for another status")
+        expr = Expr()
+        items, next_cursor = self.table.query_page(
+            {
+                "IndexName": index.name,
+                "KeyConditionExpression": f"{expr.n(index.partition_key)} = {expr.v(partition)}",
+                "ScanIndexForward": False,
+                **expr.params(),
+            },
+            limit=limit,
+            scope=scope,
+            key_attributes=(PARTITION_KEY, SORT_KEY, index.partition_key, index.sort_key),
+            start=start,
+        )
+        return Page([StatusListing.from_item(item) for item in items], next_cursor)
+
     def update_status(
         self,
         session_id: str,
@@ -190,6 +252,7 @@ class Sessions(Aggregate):
         update = Update(expr)
         update.set("status", str(new))
         update.set("updated_at", now)
+        _enter_status_index(update, session_id, new, now)
         for name, value in sorted(values.items()):
             update.set(name, value)
         if new in AWAITING_CLEANUP:
@@ -274,6 +337,7 @@ class Sessions(Aggregate):
         update = Update(expr)
         update.set("status", str(SessionStatus.HANDOFF))
         update.set("updated_at", now)
+        _enter_status_index(update, session_id, SessionStatus.HANDOFF, now)
         update.set("turn_count", turn_count + 1)
         update.set(TTL_ATTRIBUTE, ttl)
         update.set(CURRENT_HANDOFF, handoff_id)
@@ -304,6 +368,7 @@ class Sessions(Aggregate):
         update = Update(expr)
         update.set("status", str(new_status))
         update.set("updated_at", now)
+        _enter_status_index(update, session_id, new_status, now)
         if new_status == SessionStatus.DISCONNECTED:
             update.set(STATUS_TIMESTAMP[new_status], now)
             update.set(CLEANUP.partition_key, keys.cleanup_shard(session_id, self.table.cleanup_shards))

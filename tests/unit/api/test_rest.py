@@ -304,6 +304,98 @@ def test_customer_listing_pages_newest_first(api: Invoke, clock: Any) -> None:
     )
 
 
+# ---------------------------------------------------------------- sessions by status
+
+
+def _by_status(api: Invoke, role: str = "admin", **query: str) -> dict[str, Any]:
+    return api("GET", "/admin/sessions", "/admin/sessions", sub=f"{role}-1", role=role, query=query or None)
+
+
+def test_admin_lists_a_status_newest_first_over_several_pages(api: Invoke, clock: Any) -> None:
+    # Given five active sessions created ten seconds apart
+    created = []
+    for n in range(5):
+        created.append(_create(api, f"cust-{n}", role="admin"))
+        clock.advance(10)
+    # When an admin lists the active ones two at a time
+    seen: list[str] = []
+    pages = 0
+    cursor = None
+    while True:
+        response = _by_status(api, status="active", limit="2", **({"cursor": cursor} if cursor else {}))
+        assert response["statusCode"] == 200, response["body"]
+        pages += 1
+        seen += [s["session_id"] for s in response["json"]["sessions"]]
+        cursor = response["json"]["next_cursor"]
+        if cursor is None:
+            break
+    # Then three pages hold them newest first, each with what the listing projects
+    assert (pages, seen) == (3, list(reversed(created)))
+    first = _by_status(api, status="active", limit="1")["json"]
+    assert first["status"] == "active"
+    assert set(first["sessions"][0]) == {"session_id", "customer_id", "status", "created_at", "status_since"}
+
+
+def test_a_deleted_session_moves_from_the_active_listing_to_the_deleted_one(api: Invoke) -> None:
+    kept, deleted = _create(api), _create(api)
+    assert api("DELETE", "/sessions/{id}", f"/sessions/{deleted}")["statusCode"] == 202
+    assert [s["session_id"] for s in _by_status(api, status="active")["json"]["sessions"]] == [kept]
+    listed = _by_status(api, status="deleted")["json"]["sessions"]
+    assert [(s["session_id"], s["status"]) for s in listed] == [(deleted, "deleted")]
+
+
+def test_an_agent_lists_the_sessions_in_handoff(api: Invoke, db: DynamoSessionStore) -> None:
+    sid = _create(api)
+    _create(api)
+    db.sessions.update_status(sid, "handoff")
+    response = _by_status(api, "agent", status="handoff")
+    assert response["statusCode"] == 200, response["body"]
+    assert [s["session_id"] for s in response["json"]["sessions"]] == [sid]
+
+
+@pytest.mark.parametrize("status", ["active", "disconnected", "archived", "deleted"])
+def test_an_agent_listing_any_other_status_is_403_and_told_why(api: Invoke, status: str) -> None:
+    _create(api)
+    response = _by_status(api, "agent", status=status)
+    assert response["statusCode"] == 403
+    assert response["json"]["error"]["message"] == "agents may list only sessions in status handoff"
+
+
+@pytest.mark.parametrize("status", ["handoff", "active"])
+def test_a_customer_lists_no_status_at_all(api: Invoke, status: str) -> None:
+    _create(api)
+    response = _by_status(api, "customer", status=status)
+    assert (response["statusCode"], response["json"]["error"]["code"]) == (403, "Forbidden")
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ({}, "query.status is required"),
+        ({"status": "paused"}, "query.status must be one of active, handoff, disconnected, archived, deleted"),
+        ({"status": "active", "limit": "0"}, "query.limit must be >= 1"),
+        ({"status": "active", "limit": "101"}, "query.limit must be <= 100"),
+        ({"status": "active", "limit": "ten"}, "query.limit must be an integer"),
+        ({"status": "active", "cursor": "garbage"}, "invalid cursor: the cursor is malformed"),
+        ({"status": "active", "other": "1"}, "query has unknown properties: other"),
+    ],
+)
+def test_fails_on_bad_status_queries_naming_the_parameter(api: Invoke, query: dict[str, str], message: str) -> None:
+    response = _by_status(api, **query)
+    assert (response["statusCode"], response["json"]["error"]["code"]) == (400, "BAD_REQUEST_PARAMETERS")
+    assert response["json"]["error"]["message"].startswith(message)
+
+
+def test_fails_on_a_cursor_of_another_status(api: Invoke, db: DynamoSessionStore) -> None:
+    for _ in range(2):
+        db.sessions.update_status(_create(api), "handoff")
+        _create(api)
+    cursor = _by_status(api, status="handoff", limit="1")["json"]["next_cursor"]
+    response = _by_status(api, status="active", cursor=cursor)
+    assert response["statusCode"] == 400
+    assert "cursor" in response["json"]["error"]["message"]
+
+
 # ---------------------------------------------------------------- DELETE
 
 
@@ -438,6 +530,7 @@ def test_generated_bodies_never_cause_a_5xx(api: Invoke, body: str) -> None:
             ("DELETE", "/sessions/{id}", "/sessions/{}"),
             ("GET", "/customers/{id}/sessions", "/customers/{}/sessions"),
             ("GET", "/executions/{id}", "/executions/{}"),
+            ("GET", "/admin/sessions", "/admin/sessions"),
             ("GET", "/{proxy+}", "/{}"),
         ]
     ),

@@ -38,3 +38,25 @@ def test_inbox_and_limit_keys() -> None:
 def test_fails_on_a_negative_turn_number() -> None:
     with pytest.raises(ValueError, match="turn_number"):
         keys.turn_sk(-1)
+
+
+SID = "0b0c6a3e-8f5d-4b8e-9c1f-2a7e5d3c4b1a"
+
+
+def test_status_index_keys_sort_by_the_second_the_status_was_entered() -> None:
+    assert keys.status_pk("handoff") == "STATUS#handoff"
+    assert keys.status_sort(1_700_000_000, SID) == f"1700000000#{SID}"
+    assert keys.status_sort(999, SID) < keys.status_sort(1_000, SID)  # zero-padded: text order is time order
+    assert keys.status_since(keys.status_sort(42, SID)) == 42
+
+
+#: Arabic-Indic digits: str.isdigit() accepts them, int() reads them; a key never holds them.
+OTHER_DIGITS = "\u0661\u0667" + "\u0660" * 8
+
+
+@pytest.mark.parametrize(
+    "text", ["", "42", f"42#{SID}", f"170000000a#{SID}", "1700000000#not-a-uuid", f"{OTHER_DIGITS}#{SID}"]
+)
+def test_fails_to_read_a_status_sort_key_it_did_not_build(text: str) -> None:
+    with pytest.raises(ValueError, match="not a status sort key"):
+        keys.status_since(text)

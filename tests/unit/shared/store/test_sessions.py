@@ -19,10 +19,12 @@ from lambdas.shared.errors import (
     SessionNotFound,
     UnexpectedStatus,
 )
-from lambdas.shared.records import SessionStatus
+from lambdas.shared.records import Agent, AgentStatus, SessionStatus
 from lambdas.shared.schema import CLEANUP
 from lambdas.shared.serialize import marshal_item, unmarshal_item
 from lambdas.shared.store import DynamoSessionStore
+from lambdas.usecases.close_handoff import close_handoff
+from tests.unit.handoffs import begin
 
 # The architecture page (docs ARCHITECTURE.md, "Single table"), verbatim. The expected legal
 # transitions are parsed from this text, not copied from the store's own table.
@@ -345,3 +347,116 @@ def test_set_connection_refuses_closed_and_missing_sessions(store: DynamoSession
         store.sessions.set_connection(_session_in(store, "disconnected"), "conn-1")
     with pytest.raises(SessionNotFound):
         store.sessions.set_connection("no-such-session", "conn-1")
+
+
+# ------------------------------------------------------------------ sessions by status
+
+
+def _listed(store: DynamoSessionStore, status: str, limit: int = 100) -> list[str]:
+    """Every session id the StatusIndex lists under ``status``, page by page, in listing order."""
+    seen: list[str] = []
+    cursor = None
+    while True:
+        page = store.sessions.list_by_status(status, limit=limit, cursor=cursor)
+        seen += [listing.session_id for listing in page.items]
+        cursor = page.next_cursor
+        if cursor is None:
+            return seen
+
+
+def test_a_new_session_is_listed_as_active_with_what_the_index_projects(
+    store: DynamoSessionStore, clock: FakeClock
+) -> None:
+    session = store.sessions.create_session("cust-1")
+    page = store.sessions.list_by_status("active")
+    assert page.next_cursor is None
+    assert [(x.session_id, x.customer_id, x.status, x.created_at, x.status_since) for x in page.items] == [
+        (session.session_id, "cust-1", SessionStatus.ACTIVE, START_TIME, START_TIME)
+    ]
+    assert _raw_meta(store, session.session_id)["status_key"] == "STATUS#active"
+
+
+@pytest.mark.parametrize("status", STATUSES)
+def test_every_status_change_moves_the_session_to_exactly_its_new_listing(
+    store: DynamoSessionStore, clock: FakeClock, status: str
+) -> None:
+    # Given a session moved along legal steps into ``status``, one step per second
+    session_id = store.sessions.create_session("cust-1").session_id
+    for step in PATH_TO[status]:
+        clock.advance(1)
+        store.sessions.update_status(session_id, step)
+    # Then it is listed under that status only, since the last move
+    assert {s: _listed(store, s) for s in STATUSES} == {s: [session_id] if s == status else [] for s in STATUSES}
+    listing = store.sessions.list_by_status(status).items[0]
+    assert listing.status_since == START_TIME + len(PATH_TO[status])
+
+
+def test_a_handoff_begun_and_closed_in_transactions_moves_between_listings(store: DynamoSessionStore) -> None:
+    # Given an active session
+    session_id = store.sessions.create_session("cust-1").session_id
+    store.agents.put_agent(Agent(agent_id="a-1", skills=("billing",), status=AgentStatus.AVAILABLE))
+    store.agents.reserve_agent("a-1", session_id)
+    # When the workflow hands it to an agent (one transaction)
+    begin(store, session_id)
+    # Then it left the active listing for the handoff one
+    assert (_listed(store, "active"), _listed(store, "handoff")) == ([], [session_id])
+    # And when the agent ends it (another transaction), it waits in the disconnected listing
+    close_handoff(store, session_id, "h-1", closed_by="a-1", resolution="done", outcome=SessionStatus.DISCONNECTED)
+    assert (_listed(store, "handoff"), _listed(store, "disconnected")) == ([], [session_id])
+
+
+def test_list_by_status_pages_newest_first_each_once(store: DynamoSessionStore, clock: FakeClock) -> None:
+    # Given 12 sessions in handoff (some entering it in the same second) and 3 active ones
+    handed: list[str] = []
+    for n in range(12):
+        handed.append(_session_in(store, "handoff", customer_id=f"cust-{n}"))
+        if n % 3 == 0:
+            clock.advance(1)
+    for _ in range(3):
+        _session_in(store, "active")
+    # When listing 5 at a time
+    pages: list[int] = []
+    stamps: list[int] = []
+    seen: list[str] = []
+    cursor = None
+    while True:
+        page = store.sessions.list_by_status("handoff", limit=5, cursor=cursor)
+        pages.append(len(page.items))
+        seen += [x.session_id for x in page.items]
+        stamps += [x.status_since for x in page.items]
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    # Then three pages hold each of them once, newest into handoff first
+    assert pages == [5, 5, 2]
+    assert sorted(seen) == sorted(handed)
+    assert stamps == sorted(stamps, reverse=True)
+    assert stamps[0] > stamps[-1]
+
+
+def test_a_full_last_page_carries_no_cursor(store: DynamoSessionStore) -> None:
+    for _ in range(4):
+        _session_in(store, "deleted")
+    first = store.sessions.list_by_status("deleted", limit=2)
+    assert first.next_cursor is not None
+    assert store.sessions.list_by_status("deleted", limit=2, cursor=first.next_cursor).next_cursor is None
+
+
+def test_status_cursor_cannot_list_another_status(store: DynamoSessionStore) -> None:
+    for _ in range(2):
+        _session_in(store, "handoff")
+        _session_in(store, "active")
+    cursor = store.sessions.list_by_status("handoff", limit=1).next_cursor
+    assert cursor is not None
+    with pytest.raises(InvalidCursor):
+        store.sessions.list_by_status("active", limit=1, cursor=cursor)
+    with pytest.raises(InvalidCursor):
+        store.sessions.list_by_status("handoff", limit=1, cursor=cursor[:-2])
+
+
+@pytest.mark.parametrize(("status", "limit"), [("paused", 10), ("active", 0), ("active", 101), ("active", True)])
+def test_fails_to_list_an_unknown_status_or_a_limit_out_of_bounds(
+    store: DynamoSessionStore, status: str, limit: int
+) -> None:
+    with pytest.raises(InvalidInput):
+        store.sessions.list_by_status(status, limit=limit)
