@@ -90,11 +90,32 @@ class ServiceAlarms(Construct):
 
     # --- by resource ---------------------------------------------------------------------------
 
-    def watch_function(self, function: lambda_.IFunction, name: str, *, runbook: str) -> None:
-        """Errors > 0 and throttles > 0 of one function."""
+    def watch_function(
+        self,
+        function: lambda_.IFunction,
+        name: str,
+        *,
+        runbook: str,
+        deliberate_errors: cloudwatch.IMetric | None = None,
+    ) -> None:
+        """Errors > 0 and throttles > 0 of one function.
+
+        ``deliberate_errors`` counts invocations that fail on purpose (a TOKEN authorizer raises
+        ``Unauthorized`` for API Gateway to answer 401, and Lambda counts each as an error): the
+        errors alarm then watches the errors beyond them (``errors - deliberate``, missing
+        points as 0), so a refused token pages nobody and any other failure still does.
+        """
+        errors: cloudwatch.IMetric = function.metric_errors(period=self.period, statistic="Sum")
+        if deliberate_errors is not None:
+            errors = cloudwatch.MathExpression(
+                expression="FILL(errors, 0) - FILL(deliberate, 0)",
+                using_metrics={"errors": errors, "deliberate": deliberate_errors},
+                label=f"{name} errors beyond the deliberate ones",
+                period=self.period,
+            )
         self.alarm(
             f"{name}Errors",
-            metric=function.metric_errors(period=self.period, statistic="Sum"),
+            metric=errors,
             threshold=0,
             description=f"{name}: the function raised errors.",
             runbook=runbook,

@@ -63,7 +63,12 @@ class ApiStack(Stack):
         # A customer who leaves while the handoff waits for an agent ends that wait (lambdas/ws/disconnect.py).
         orchestration.handoff.grant_task_failure(self.chat.disconnect_function)
 
-        self.alarms: ServiceAlarms = watch_stack(self, topic=storage.ops_topic, prefix=f"MangaAssist-{config.name}-Api")
+        self.alarms: ServiceAlarms = watch_stack(
+            self,
+            topic=storage.ops_topic,
+            prefix=f"MangaAssist-{config.name}-Api",
+            deliberate_errors=self.rest_parts.deliberate_errors,
+        )
         self.rest_parts.watch(self.alarms)
         self.chat.watch(self.alarms)
         self.dashboard = StageDashboard(

@@ -10,6 +10,7 @@ found by type: every ``WorkflowStateMachine``, Standard or Express, whatever con
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import cast
 
 from aws_cdk import Stack
@@ -81,8 +82,19 @@ def _adopt(alarms: ServiceAlarms, alarm: cloudwatch.Alarm, name: str, runbook: s
     alarms.alarms.append(alarm)
 
 
-def watch_stack(stack: Stack, *, topic: sns.ITopic, prefix: str) -> ServiceAlarms:
-    """Alarms for everything ``stack`` holds, all notifying ``topic``; returns them (for dashboards)."""
+def watch_stack(
+    stack: Stack,
+    *,
+    topic: sns.ITopic,
+    prefix: str,
+    deliberate_errors: Mapping[str, cloudwatch.IMetric] | None = None,
+) -> ServiceAlarms:
+    """Alarms for everything ``stack`` holds, all notifying ``topic``; returns them (for dashboards).
+
+    ``deliberate_errors``: by a function construct's path, the count of its invocations that fail
+    on purpose, which its errors alarm leaves out (see ``ServiceAlarms.watch_function``).
+    """
+    deliberate = dict(deliberate_errors or {})
     alarms = ServiceAlarms(stack, "Alarms", topic=topic, prefix=prefix)
     covered_queues: set[int] = set()
     covered_machines: set[int] = set()
@@ -94,7 +106,12 @@ def watch_stack(stack: Stack, *, topic: sns.ITopic, prefix: str) -> ServiceAlarm
             continue
         name = _alarm_id(construct.node.path, below)
         if isinstance(construct, SharedFunction):
-            alarms.watch_function(construct.function, name, runbook=RUNBOOK_FUNCTION)
+            alarms.watch_function(
+                construct.function,
+                name,
+                runbook=RUNBOOK_FUNCTION,
+                deliberate_errors=deliberate.get(construct.node.path) if deliberate else None,
+            )
         elif isinstance(construct, StreamConsumer):
             _adopt(
                 alarms,

@@ -28,6 +28,7 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from contracts.logs import TOKEN_REFUSED
 from lambdas.api.access import routes_for
 from lambdas.shared.tokens import (
     Issuer,
@@ -107,7 +108,7 @@ def authorize(event: dict[str, Any], issuer: Issuer, keys: KeySet) -> dict[str, 
     try:
         claims = verify(token, issuer, keys)
     except TokenError as err:
-        logger.info("token refused", extra={"reason": err.reason})
+        logger.info(TOKEN_REFUSED, extra={"reason": err.reason})
         raise Unauthorized from None
     except JwksUnavailable as err:
         logger.error("token refused: the issuer's key set is unavailable", extra={"error": str(err)})

@@ -10,8 +10,10 @@ from typing import Any
 
 from aws_cdk import Acknowledgment, ArnFormat, Duration, Stack, Validations
 from aws_cdk import aws_apigateway as apigw
+from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
@@ -22,9 +24,10 @@ from constructs_lib.sfn_start_integration import InputField, StepFunctionsStartE
 from constructs_lib.token_authorizer import JwtTokenAuthorizer
 from constructs_lib.web_acl import RegionalWebAcl
 from contracts import access
+from contracts.logs import TOKEN_REFUSED
 from contracts.requests import BODY_MODELS, gateway_schema
 from stacks.config import StageConfig
-from stacks.functions import StageFunctions, log_retention
+from stacks.functions import METRICS_NAMESPACE, StageFunctions, log_retention
 from stacks.identity import token_environment
 from stacks.orchestration_stack import OrchestrationStack
 from stacks.storage_stack import StorageStack
@@ -123,9 +126,24 @@ class MangaAssistRestApi(Construct):
             cloud_watch_role=True,
         )
         self.api: apigw.RestApi = self.rest.api
-        self.authorizer_function: lambda_.Function = functions(
+        authorizer = functions(
             self, "RestAuthorizer", "lambdas.api.authorizer.handler", token_environment(config, storage.users)
-        ).function
+        )
+        self.authorizer_function: lambda_.Function = authorizer.function
+        # A refused token fails the authorizer on purpose ("Unauthorized" is how API Gateway is told
+        # to answer 401), and Lambda counts each as an error. Its log line counts them, so the stage's
+        # errors alarm on the authorizer watches only the failures beyond them.
+        refusals = logs.MetricFilter(
+            self,
+            "TokensRefused",
+            log_group=authorizer.log_group,
+            metric_namespace=METRICS_NAMESPACE,
+            metric_name="RestTokensRefused",
+            filter_pattern=logs.FilterPattern.string_value("$.message", "=", TOKEN_REFUSED),
+            metric_value="1",
+        )
+        #: By function construct path: the invocations that fail on purpose (see ``watch_stack``).
+        self.deliberate_errors: dict[str, cloudwatch.IMetric] = {authorizer.node.path: refusals.metric(statistic="Sum")}
         token_authorizer = JwtTokenAuthorizer(
             self,
             "JwtAuthorizer",

@@ -479,3 +479,27 @@ def test_handoff_model_refuses_reasons_reserved_for_the_system(
     # When a caller asks for a handoff with that reason / Then only ordinary skills pass
     errors = list(jsonschema.Draft4Validator(model).iter_errors({"reason": reason}))
     assert (not errors) is accepted, errors
+
+
+def test_refused_tokens_are_counted_and_left_out_of_the_authorizers_errors_alarm(any_stage: SynthesizedStage) -> None:
+    """The authorizer fails each refused token on purpose (API Gateway answers it 401)."""
+    from contracts.logs import TOKEN_REFUSED
+
+    filters = _resources(any_stage, "AWS::Logs::MetricFilter")
+    (refusals,) = [f["Properties"] for f in filters.values() if TOKEN_REFUSED in f["Properties"]["FilterPattern"]]
+    assert refusals["FilterPattern"] == f'{{ $.message = "{TOKEN_REFUSED}" }}'
+    transform = refusals["MetricTransformations"][0]
+    assert (transform["MetricNamespace"], transform["MetricName"], transform["MetricValue"]) == (
+        "MangaAssist",
+        "RestTokensRefused",
+        "1",
+    )
+    authorizer_group = _logical_id(any_stage, "AWS::Logs::LogGroup", "RestApiRestAuthorizerLogGroup")
+    assert refusals["LogGroupName"] == {"Ref": authorizer_group}
+
+    alarms = [a["Properties"] for a in _resources(any_stage, "AWS::CloudWatch::Alarm").values()]
+    (errors,) = [a for a in alarms if a["AlarmName"].endswith("RestAuthorizerErrors")]
+    expression = next(m for m in errors["Metrics"] if "Expression" in m)
+    assert expression["Expression"] == "FILL(errors, 0) - FILL(deliberate, 0)"
+    deliberate = next(m for m in errors["Metrics"] if m["Id"] == "deliberate")["MetricStat"]["Metric"]
+    assert deliberate == {"Namespace": "MangaAssist", "MetricName": "RestTokensRefused"}

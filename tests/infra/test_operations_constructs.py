@@ -136,3 +136,22 @@ def test_fails_on_a_bad_prefix_or_row() -> None:
     board.add_row("Empty", [])
     with pytest.raises(RuntimeError, match=r"\[Board/Board\] a row holds 1..4 graphs \(given 0 for 'Empty'\)"):
         Template.from_stack(board_stack)
+
+
+def test_deliberate_errors_are_left_out_of_the_errors_alarm() -> None:
+    """A TOKEN authorizer fails on purpose for each refused token: those must page nobody."""
+    stack = Stack(App(), "Ops")
+    function = SharedFunction(stack, "Fn", code_root=PROBE, handler="probe_pkg.handler.handler").function
+    refused = cloudwatch.Metric(namespace="Probe", metric_name="TokensRefused", statistic="Sum")
+    ServiceAlarms(stack, "Alarms", topic=sns.Topic(stack, "T"), prefix="Probe-dev").watch_function(
+        function, "Authorizer", runbook="Read the authorizer's logs.", deliberate_errors=refused
+    )
+
+    errors = _alarms(Template.from_stack(stack))["Probe-dev-AuthorizerErrors"]
+    expression = next(m for m in errors["Metrics"] if "Expression" in m)
+    assert expression["Expression"] == "FILL(errors, 0) - FILL(deliberate, 0)"
+    assert expression["ReturnData"] is True
+    inputs = {m["Id"]: m["MetricStat"]["Metric"] for m in errors["Metrics"] if "MetricStat" in m}
+    assert inputs["errors"]["MetricName"] == "Errors"
+    assert inputs["deliberate"] == {"Namespace": "Probe", "MetricName": "TokensRefused"}
+    assert errors["Threshold"] == 0
