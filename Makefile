@@ -112,12 +112,12 @@ test: install ## Every check: lint, types, tests, cdk-nag, cfn-lint and checkov 
 	$(MAKE) --no-print-directory lint typecheck unit cfn-lint checkov
 
 # Not part of `make test`. Three steps: mutants and mutmut's stats (every selected test once; only the few
-# mutants of contracts.access.route are tried), each function's tests narrowed to its own module's
+# mutants of responses.json_response are tried), each function's tests narrowed to its own module's
 # (tools/mutation_tests.py), then every mutant. Results stay in mutants/ (`mutmut results`,
 # `mutmut show NAME`); a second run only tries the mutants whose code or tests changed.
 MUTMUT := $(VENV)/bin/mutmut
 mutation: install ## Mutation testing (mutmut) of lambdas/shared/store, lambdas/api, contracts/access.py and lambdas/shared/tokens.py; prints the score and the survivors
-	$(MUTMUT) run --max-children 2 'contracts.access.x_route__mutmut_*'
+	$(MUTMUT) run --max-children 2 'lambdas.api.responses.x_json_response__mutmut_*'
 	$(PY) -m tools.mutation_tests
 	$(MUTMUT) run --max-children 2
 	$(MUTMUT) export-cicd-stats
