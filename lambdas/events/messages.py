@@ -1,7 +1,8 @@
 """The handoff message the router publishes and the three queue consumers read.
 
 Body (JSON), also the customer-notification contract ``{"session_id", "event_type", "text", ...}``:
-``session_id``, ``handoff_id``, ``event_type`` (handoff | assigned), ``agent_id`` (or null),
+``session_id``, ``handoff_id``, ``event_type`` (the router's handoff | assigned | escalated |
+completed, or one of the workflow's notices), ``agent_id`` (or null),
 ``reason``, ``priority``, ``event_id`` (the stream record's id), and for ``completed`` the
 ``resolution`` and ``outcome``. ``text`` (what to tell the customer) is present in the notices the
 handoff workflow sends to the customer queue itself; for the router's events the customer

@@ -216,7 +216,16 @@ def handoff_subscriptions(stage: SynthesizedStage) -> dict[str, dict[str, Any]]:
     return found
 
 
-def test_filter_policies_are_the_seeds_table(any_stage: SynthesizedStage) -> None:
+def test_filter_policies_select_each_consumers_messages(any_stage: SynthesizedStage) -> None:
+    """The three handoff queues' filters, and where they part from the specification's table.
+
+    The specification filters the agent dashboard on "agent_id exists", the customer queue on "all
+    handoffs" and the escalation queue on ``reason = 'escalated'``. Here the customer queue takes
+    only the router's changes the workflow does not announce itself (a customer told of every
+    handoff record would hear "an agent was assigned" twice and the agent-only context once), and
+    escalation is matched on ``event_type``: ``escalated`` is a handoff's status, never a reason a
+    caller may give (``contracts.messages.REASON_ESCALATED``), so a reason filter would match nothing.
+    """
     subs = {
         next(name for name in ("AgentDashboard", "CustomerNotification", "Escalation") if name in queue): props
         for queue, props in handoff_subscriptions(any_stage).items()
