@@ -337,6 +337,8 @@ class LocalServer:
             )
         except ConnectionRefused as refused:
             log.info("$connect refused: %s", refused)
+            if refused.body is not None:  # the handler's own refusal: its code reaches the client as written
+                return web.Response(status=refused.status, text=refused.body, content_type="application/json")
             return web.json_response({"message": HTTPStatus(refused.status).phrase}, status=refused.status)
         except Exception:
             log.exception("$connect failed in the embedded stage")

@@ -94,6 +94,11 @@ _RESPONSES: Final[dict[str, str]] = {
     "Error": "Any other error (404 unknown record, 409 conflicting state, 5xx) in the same shape.",
 }
 
+#: The UNAUTHORIZED gateway response's challenge (``constructs_lib.rest_api``): RFC 9110 asks a 401 for one.
+_CHALLENGE: Final[dict[str, Any]] = {
+    "WWW-Authenticate": {"description": "`Bearer`: send a token in `Authorization`.", "schema": {"type": "string"}}
+}
+
 
 class OpenApiError(ValueError):
     """The template has something the generator cannot describe; the message says what."""
@@ -236,6 +241,7 @@ def build(template: Mapping[str, Any], *, cors_origins: Sequence[str] = ()) -> d
             "responses": {
                 name: {
                     "description": text,
+                    **({"headers": _CHALLENGE} if name == "Unauthorized" else {}),
                     "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
                 }
                 for name, text in _RESPONSES.items()

@@ -46,12 +46,18 @@ from embedded.throttles import TokenBucket, account_bucket, websocket_throttle
 
 
 class ConnectionRefused(Exception):
-    """The handshake was refused: ``status`` is what the client sees (401, 403, 500...)."""
+    """The handshake was refused: ``status`` is what the client sees (401, 403, 500...).
 
-    def __init__(self, status: int, reason: str) -> None:
+    ``body`` is the ``$connect`` integration's own response body when it was the handler that
+    refused (a Lambda proxy integration's ``{"statusCode": 410, "body": ...}``): API Gateway answers
+    the handshake with that status and body, so a client can read the handler's refusal code.
+    """
+
+    def __init__(self, status: int, reason: str, body: str | None = None) -> None:
         super().__init__(f"{status}: {reason}")
         self.status = status
         self.reason = reason
+        self.body = body
 
 
 #: API Gateway's WebSocket message payload limit (a frame is at most 32 KB of it).
@@ -182,7 +188,10 @@ class WebSocketRouter:
             if not 200 <= status < 300:
                 connection.open = False
                 connection.disconnected = True  # never connected: no $disconnect either
-                raise ConnectionRefused(status, f"$connect integration answered {status}")
+                body = outcome.payload.get("body") if outcome.ok and isinstance(outcome.payload, dict) else None
+                raise ConnectionRefused(
+                    status, f"$connect integration answered {status}", body if isinstance(body, str) else None
+                )
         return connection_id
 
     def send(self, connection_id: str, body: Any) -> Any:

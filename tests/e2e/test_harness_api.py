@@ -65,6 +65,8 @@ def ws_authorizer(event: dict[str, Any], context: object) -> dict[str, Any]:
 
 
 def ws_ok(event: dict[str, Any], context: object) -> dict[str, Any]:
+    if (event.get("queryStringParameters") or {}).get("closed"):
+        return {"statusCode": 410, "body": json.dumps({"code": "session_closed", "message": "ended"})}
     return {"statusCode": 200}
 
 
@@ -418,6 +420,11 @@ def test_websocket_routes_authorizer_and_management_api() -> None:
         with pytest.raises(ConnectionRefused) as denied:
             ws.connect(query={"token": "bad"})
         assert denied.value.status == 403
+        assert denied.value.body is None  # the authorizer refused: API Gateway's own answer
+        with pytest.raises(ConnectionRefused) as closed:
+            ws.connect(query={"token": "good", "closed": "1"})
+        # the $connect handler refused: its status and its body, so the client reads its code
+        assert (closed.value.status, json.loads(closed.value.body or "null")["code"]) == (410, "session_closed")
         connection = ws.connect(query={"token": "good"})
         assert ws.send(connection, {"action": "sendMessage", "text": "hi"}) is None
         assert ws.send(connection, {"action": "dance"}) == {"unknown": "dance"}

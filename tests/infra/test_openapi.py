@@ -60,3 +60,18 @@ def test_the_document_is_plain_json_with_a_trailing_newline() -> None:
     text = openapi.DOCUMENT.read_text()
     assert text.endswith("}\n")
     json.loads(text)
+
+
+def test_the_documented_401_carries_the_challenge_the_gateway_sends(
+    dev: SynthesizedStage, document: dict[str, Any]
+) -> None:
+    (unauthorized,) = [
+        r["Properties"]
+        for r in dev.templates["Api"]["Resources"].values()
+        if r["Type"] == "AWS::ApiGateway::GatewayResponse" and r["Properties"]["ResponseType"] == "UNAUTHORIZED"
+    ]
+    sent = {h.removeprefix("gatewayresponse.header.") for h in unauthorized["ResponseParameters"]}
+    documented = document["components"]["responses"]["Unauthorized"]["headers"]
+    assert "WWW-Authenticate" in sent
+    cors = {h for h in sent if h.startswith("Access-Control-") or h == "Vary"}
+    assert set(documented) == sent - cors

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -122,6 +123,20 @@ class Clients:
         query = {"token": token, **({"session_id": session_id} if session_id else {})}
         ws = await self.http.ws_connect(self.server.websocket, params=query, autoclose=True)
         return Chat(ws).start()
+
+    async def handshake(self, token: str, session_id: str | None = None) -> Reply:
+        """A WebSocket upgrade request read as plain HTTP: a refused handshake's status and body."""
+        query = {"token": token, **({"session_id": session_id} if session_id else {})}
+        headers = {
+            "Upgrade": "websocket",
+            "Connection": "Upgrade",
+            "Sec-WebSocket-Version": "13",
+            "Sec-WebSocket-Key": base64.b64encode(os.urandom(16)).decode(),
+        }
+        url = self.server.websocket.replace("ws://", "http://", 1)
+        async with self.http.get(url, params=query, headers=headers) as response:
+            text = await response.text()
+            return Reply(response.status, json.loads(text) if text else None, dict(response.headers))
 
     async def wait_rest(
         self, method: str, path: str, token: str, until: Callable[[Reply], bool], timeout: float = 30

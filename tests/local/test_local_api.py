@@ -197,7 +197,16 @@ def test_websocket_refuses_and_limits_as_api_gateway_does(server: LocalProcess) 
                 await c.http.ws_connect(server.websocket, params=params)
             assert refused.value.status == status
 
+        # the $connect handler's refusals reach the client as it wrote them: status and code
         customer = await c.token("limits-customer@example.com", "customer")
+        ended = await c.rest("POST", "/sessions", customer, {"customer_id": subject(customer)})
+        assert ended.status == 201, ended
+        sid = ended.body["session_id"]
+        assert (await c.rest("DELETE", f"/sessions/{sid}", customer)).status == 202
+        for session_id, status, code in (("Not-A-Uuid", 400, "invalid_session_id"), (sid, 410, "session_closed")):
+            answer = await c.handshake(customer, session_id)
+            assert (answer.status, answer.body["code"]) == (status, code), answer
+
         chat = await c.chat(customer)
         await chat.wait_for(is_type("welcome"))
         # exactly 32 KB is a frame API Gateway takes (the handler refuses the text as too long)
