@@ -257,25 +257,31 @@ class LocalServer:
         if request.method == "DELETE":
             return await self._delete_user(request)
         if request.method != "POST":
-            return self._error(request, 405, "POST {email, role, password?, register?} or DELETE {email}")
+            return self._error(request, 405, "POST {email, role, password?, register?, manager?} or DELETE {email}")
         try:
             body = await self._body(request)
             email, role = body.get("email"), body.get("role", "customer")
             password = body.get("password") or self.local.password
-            register = body.get("register", True)
+            register, manager = body.get("register", True), body.get("manager", False)
             if not isinstance(email, str) or not _EMAIL.match(email):
                 raise StageError(400, "email must be an e-mail address")
             if not isinstance(role, str) or not isinstance(password, str):
                 raise StageError(400, "role and password must be strings")
-            if not isinstance(register, bool):
-                raise StageError(400, "register must be true or false")
-            created = await self._call(self.local.create_user, email, role, password, register=register)
+            if not isinstance(register, bool) or not isinstance(manager, bool):
+                raise StageError(400, "register and manager must be true or false")
+            created = await self._call(
+                self.local.create_user, email, role, password, register=register, manager=manager
+            )
         except StageError as error:
             return self._error(request, error.status, error.message)
         if not created:
             return self._error(request, 409, f"{email} exists")
         registered = role == "agent" and register
-        return self._json(request, 201, {"email": email, "role": role, "registered_agent": registered})
+        return self._json(
+            request,
+            201,
+            {"email": email, "role": role, "registered_agent": registered, "manager": registered and manager},
+        )
 
     async def _delete_user(self, request: web.Request) -> web.Response:
         try:

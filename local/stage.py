@@ -35,7 +35,14 @@ log = logging.getLogger("local")
 #: The password of the demo users and of users created without one (meets the pool's policy).
 DEMO_PASSWORD = "Local-Passw0rd!"  # noqa: S105 - printed at startup: a user pool on this machine only
 ROLES = ("customer", "agent", "admin")
-DEMO_USERS = (("customer@example.com", "customer"), ("agent@example.com", "agent"), ("admin@example.com", "admin"))
+DEMO_USERS = (
+    ("customer@example.com", "customer"),
+    ("agent@example.com", "agent"),
+    ("manager@example.com", "agent"),
+    ("admin@example.com", "admin"),
+)
+#: The demo agent who may take over escalated requests; every other agent is not a manager.
+DEMO_MANAGER = "manager@example.com"
 #: Who registers the agents that ``create_user`` creates (made on first use).
 REGISTRAR = "admin@example.com"
 #: What the demo agent can take: the handoff reason the chat page asks with.
@@ -166,12 +173,17 @@ class LocalStage:
 
     # ------------------------------------------------------------------ identity (on the worker)
 
-    def create_user(self, email: str, role: str, password: str | None = None, *, register: bool = True) -> bool:
+    def create_user(
+        self, email: str, role: str, password: str | None = None, *, register: bool = True, manager: bool = False
+    ) -> bool:
         """Create ``email`` in ``role``'s group; an agent is also registered (offline) unless ``register`` is False.
 
         ``register=False`` leaves the registration to the caller's own admin (``POST /admin/agents``),
-        as on a deployed stage, where no helper registers agents.
+        as on a deployed stage, where no helper registers agents. ``manager`` registers the agent as
+        one who may take over escalated requests; only an agent can be one.
         """
+        if manager and role != "agent":
+            raise StageError(400, "manager applies to agents only")
         if role not in ROLES:
             raise StageError(400, f"role must be one of {', '.join(ROLES)}")
         client = self.directory.client
@@ -180,7 +192,7 @@ class LocalStage:
         except (client.exceptions.InvalidPasswordException, client.exceptions.InvalidParameterException) as error:
             raise StageError(400, error.response["Error"].get("Message", "invalid user")) from None
         if created and role == "agent" and register:
-            self.register_agent(email, password)
+            self.register_agent(email, password, manager=manager)
         return created
 
     def delete_user(self, email: str) -> bool:
@@ -196,7 +208,7 @@ class LocalStage:
             return False
         return True
 
-    def register_agent(self, email: str, password: str | None = None) -> None:
+    def register_agent(self, email: str, password: str | None = None, *, manager: bool = False) -> None:
         """Register ``email`` (an agent) through the REST API as the demo admin, as an admin onboards one."""
         agent = self.directory.sign_in(email, password)
         self.directory.ensure_user(REGISTRAR, role="admin")
@@ -205,7 +217,7 @@ class LocalStage:
             "agent_id": agent.sub,
             "display_name": email.split("@", 1)[0],
             "skills": list(DEMO_AGENT_SKILLS),
-            "is_manager": True,
+            "is_manager": manager,
         }
         response = self.stage.rest.request(
             "POST", "/admin/agents", headers={"Authorization": f"Bearer {admin.id_token}"}, body=body
@@ -223,7 +235,7 @@ class LocalStage:
 
     def create_demo_users(self) -> None:
         for email, role in sorted(DEMO_USERS, key=lambda user: user[0] != REGISTRAR):
-            self.create_user(email, role)
+            self.create_user(email, role, manager=email == DEMO_MANAGER)
 
     def role_of(self, token: str) -> str:
         groups = claims_of(token).get("cognito:groups") or []

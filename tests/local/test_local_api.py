@@ -185,6 +185,19 @@ def test_rest_refuses_as_api_gateway_does(server: LocalProcess) -> None:
         assert wrong.status == 401, wrong
         no_role = await c._call("POST", f"{c.server.origin}/local/users", {"email": "x@example.com", "role": "root"})
         assert no_role.status == 400, no_role
+        # a new agent is not a manager unless asked for, and only an agent can be one
+        admin = await c.token("admin@example.com")
+        for email, manager in (("plain-agent@example.com", False), ("second-manager@example.com", True)):
+            made = await c._call(
+                "POST", f"{c.server.origin}/local/users", {"email": email, "role": "agent", "manager": manager}
+            )
+            assert (made.status, made.body["manager"]) == (201, manager), made
+            registered = await c.rest("GET", f"/admin/agents/{subject(await c.token(email))}", admin)
+            assert registered.body["is_manager"] is manager, registered
+        customer_manager = {"email": "y@example.com", "role": "customer", "manager": True}
+        assert (await c._call("POST", f"{c.server.origin}/local/users", customer_manager)).status == 400
+        demo = await c.rest("GET", f"/admin/agents/{subject(await c.token('agent@example.com'))}", admin)
+        assert demo.body["is_manager"] is False, demo
 
     drive(server, refusals)
 
