@@ -141,6 +141,7 @@ class LocalServer:
             self._runners.append(runner)
             ports.append(_bound_port(runner, port))
         self.urls.rest_port, self.urls.ws_port = ports
+        await self._call(self.local.serve_review_links_at, self.urls.rest + "/")
         return self.urls
 
     async def stop(self) -> None:

@@ -28,6 +28,7 @@ from embedded import EmbeddedStage, embedded_stage
 from embedded.cloudformation.intrinsics import Deployed
 from embedded.services.bedrock import BedrockStub
 from embedded.services.cognito import Directory, SignedIn, claims_of
+from embedded.services.sns import published
 
 T = TypeVar("T")
 log = logging.getLogger("local")
@@ -47,6 +48,8 @@ DEMO_MANAGER = "manager@example.com"
 REGISTRAR = "admin@example.com"
 #: What the demo agent can take: the handoff reason the chat page asks with.
 DEMO_AGENT_SKILLS = ("general",)
+#: A reviewer message's decision links (the approval gate writes one approve and one reject link).
+_REVIEW_LINK = re.compile(r"https?://\S+/reviews/(?P<id>[^/\s]+)/(?P<decision>approve|reject)\?\S+")
 _RATE = re.compile(r"^rate\((\d+) (minute|minutes|hour|hours|day|days)\)$")
 _UNIT_SECONDS = {"minute": 60, "hour": 3600, "day": 86400}
 
@@ -241,6 +244,30 @@ class LocalStage:
         groups = claims_of(token).get("cognito:groups") or []
         return str(groups[0]) if groups else "customer"
 
+    def serve_review_links_at(self, rest_url: str) -> None:
+        """Point the approval gate's review links at ``rest_url`` (make local's REST port).
+
+        The gate reads its links' base URL from an SSM parameter at run time, which the stage sets to
+        the API's address; under ``make local`` that address is the local server, so a reviewer can
+        open a link from ``/local/status`` and decide in the browser.
+        """
+        gate = self.stage.function("gate_runtime.request.handler")
+        name = gate.environment["LINK_BASE_URL_PARAMETER"]
+        self.stage.client("ssm").put_parameter(Name=name, Value=rest_url, Type="String", Overwrite=True)
+
+    def reviews(self) -> list[dict[str, str]]:
+        """The review requests sent to the reviewers so far, newest first: the review id and its links."""
+        gate = self.stage.function("gate_runtime.request.handler")
+        arn = gate.environment["REVIEWER_TOPIC_ARN"]
+        topic = self.stage.only("AWS::SNS::Topic", where=lambda t: t.ref == arn)
+        found = []
+        for message in reversed(published(self.stage.cloud, topic, [])):
+            links = {m["decision"]: m for m in _REVIEW_LINK.finditer(message.message)}
+            if "approve" in links and "reject" in links:
+                review = {"review_id": links["approve"]["id"]}
+                found.append(review | {decision: link.group(0) for decision, link in sorted(links.items())})
+        return found
+
     def status(self) -> dict[str, Any]:
         """What the stage holds now, for ``GET /local/status`` (on the worker)."""
         ws = self.stage.websocket
@@ -265,6 +292,7 @@ class LocalStage:
             },
             "summaries_written": summaries,
             "running_executions": len(self.stage.running_executions()),
+            "reviews": self.reviews(),
             "pump": {
                 "rounds": stats.rounds,
                 "moved": stats.moved,

@@ -9,6 +9,9 @@ with SIGINT must exit 0 without a traceback.
 from __future__ import annotations
 
 import asyncio
+import html
+import re
+import time
 import urllib.parse
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
@@ -142,6 +145,31 @@ def test_the_whole_story_over_http_and_websocket(server: LocalProcess) -> None:
         assert archived.body["status"] == "archived", archived
 
     drive(server, story)
+
+
+def test_an_export_is_approved_from_the_review_link_the_status_page_shows(server: LocalProcess) -> None:
+    async def review(c: Clients) -> None:
+        admin = await c.token("admin@example.com")
+        started = await c.rest("POST", "/admin/export", admin, {"reason": "quarterly analytics"})
+        assert started.status == 202, started
+        deadline = time.monotonic() + 30
+        while not (status := await c._call("GET", f"{server.origin}/local/status")).body["reviews"]:
+            assert time.monotonic() < deadline, status
+            await asyncio.sleep(0.2)
+        links = status.body["reviews"][0]
+        assert links["approve"].startswith(server.rest + "/reviews/"), links  # served here, not by AWS
+        async with c.http.get(links["approve"]) as page:
+            assert page.status == 200
+            fields = re.findall(r'<input type="hidden" name="([a-z]+)" value="([^"]*)">', await page.text())
+        async with c.http.post(links["approve"], data={name: html.unescape(value) for name, value in fields}) as done:
+            assert done.status == 200, await done.text()
+        arn = urllib.parse.quote(started.body["execution_arn"], safe="")
+        finished = await c.wait_rest(
+            "GET", f"/executions/{arn}", admin, lambda r: r.body.get("status") != "RUNNING", timeout=60
+        )
+        assert finished.body["status"] == "SUCCEEDED", finished
+
+    drive(server, review)
 
 
 def test_rest_refuses_as_api_gateway_does(server: LocalProcess) -> None:
