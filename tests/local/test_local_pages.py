@@ -78,6 +78,7 @@ def test_customer_and_agent_pages(server: LocalProcess, browser_path: str) -> No
             expect(customer.locator('.msg.notice[data-event="requested"]')).to_be_visible()
 
             # The agent signs in, sees the waiting request, goes available and accepts it.
+            agent.clock.install()  # the console polls on a timer; the test pauses and runs it where it matters
             agent.goto(f"{server.origin}/pages/agent.html")
             expect(agent.locator("#password")).not_to_have_value("")
             agent.click("#sign-in-button")
@@ -85,7 +86,11 @@ def test_customer_and_agent_pages(server: LocalProcess, browser_path: str) -> No
             expect(waiting).to_have_count(1, timeout=20_000)
             agent.click("#available")
             expect(agent.locator("#presence")).to_have_text("available")
+            # Accepting shows the request as the agent's own at once, without waiting for the next poll.
+            agent.clock.pause_at(agent.evaluate("Date.now()") + 1)
             agent.locator("#inbox li.item button").first.click()
+            expect(agent.locator("#inbox li.item.own")).to_have_count(1, timeout=20_000)
+            agent.clock.resume()
             expect(agent.locator("#conversation")).to_be_visible(timeout=20_000)
             expect(agent.locator("#turns")).to_contain_text("Where is volume 3 of Frieren?", timeout=20_000)
 
@@ -100,5 +105,21 @@ def test_customer_and_agent_pages(server: LocalProcess, browser_path: str) -> No
             customer.fill("#text", "Thanks!")
             customer.click("#send")
             expect(agent.locator("#turns")).to_contain_text("Thanks!", timeout=20_000)
+
+            # The agent closes the request: the console says so and no poll reads the closed turns.
+            agent.click("#close")
+            expect(agent.locator("#log")).to_contain_text("Closed the request", timeout=20_000)
+            expect(agent.locator("#inbox li.empty")).to_be_visible(timeout=20_000)
+            agent.clock.run_for(3000)  # three more polls of the inbox, none of the turns
+            expect(agent.locator("#inbox li.empty")).to_be_visible(timeout=20_000)
+            expect(agent.locator("#log")).to_contain_text("Closed the request")
+            expect(customer.locator('.msg.notice[data-event="handoff_closed"]')).to_be_visible(timeout=20_000)
+
+            # The customer leaves; Send then says why it sends nothing.
+            customer.click("#leave")
+            expect(customer.locator("#status")).to_contain_text("Disconnected", timeout=20_000)
+            customer.fill("#text", "Hello?")
+            customer.click("#send")
+            expect(customer.locator('.msg.notice[data-event="not_sent"]')).to_contain_text("You left the chat")
         finally:
             browser.close()
