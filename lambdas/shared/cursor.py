@@ -22,6 +22,10 @@ from lambdas.shared.errors import InvalidCursor
 
 VERSION: Final = 1
 MAX_LENGTH: Final = 2048
+#: The largest number a position may hold. Positions are epoch times and counters; DynamoDB keeps
+#: 38 significant digits and boto3's serializer raises (Inexact, Overflow) past them, so a forged
+#: 41-digit position must be refused here as a bad cursor, not fail the Query.
+MAX_NUMBER: Final = 2**63 - 1
 
 Position = dict[str, str | int]
 Shape = Mapping[str, type]
@@ -65,5 +69,5 @@ def decode(token: str, scope: str, *shapes: Shape) -> Position:
 
 def _is(value: Any, kind: type) -> bool:
     if kind is int:
-        return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+        return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_NUMBER
     return isinstance(value, kind)

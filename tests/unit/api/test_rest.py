@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import uuid
 from collections.abc import Callable, Iterator
@@ -598,3 +599,21 @@ def test_a_malformed_idempotency_key_is_a_400_naming_the_header(api: Invoke, db:
         "request_id": response["json"]["error"]["request_id"],
     }
     assert db.sessions.list_customer_sessions("alice", limit=10).items == []
+
+
+@pytest.mark.parametrize("number", [10**40, "1e200"], ids=["41 digits", "1e200"])
+def test_a_customers_own_cursor_forged_with_a_huge_position_is_a_400(api: Invoke, clock: Any, number: Any) -> None:
+    # Given a real cursor of alice's own listing
+    for _ in range(3):
+        _create(api)
+        clock.advance(10)
+    page = api("GET", "/customers/{id}/sessions", "/customers/alice/sessions", query={"limit": "1"})["json"]
+    data = json.loads(base64.urlsafe_b64decode(page["next_cursor"] + "=" * (-len(page["next_cursor"]) % 4)))
+    # When its numeric position is swapped for one DynamoDB cannot hold
+    (name,) = [k for k, v in data["k"].items() if isinstance(v, int)]
+    raw = json.dumps(data).replace(json.dumps(data["k"][name]), str(number), 1)
+    forged = base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+    response = api("GET", "/customers/{id}/sessions", "/customers/alice/sessions", query={"cursor": forged})
+    # Then it is a bad cursor, not a 500 from the number's marshalling
+    assert response["statusCode"] == 400, response
+    assert "cursor" in response["json"]["error"]["message"], response

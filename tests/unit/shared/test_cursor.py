@@ -47,3 +47,12 @@ def test_a_negative_or_boolean_number_is_not_a_position() -> None:
         raw = json.dumps({"v": 1, "s": "x", "k": {"PK": "p", "n": value}}).encode()
         with pytest.raises(InvalidCursor):
             cursor.decode(base64.urlsafe_b64encode(raw).decode(), "x", SHAPE)
+
+
+def test_a_position_past_what_dynamodb_holds_is_not_a_position() -> None:
+    token = cursor.encode("x", {"PK": "p", "n": cursor.MAX_NUMBER})
+    assert cursor.decode(token, "x", SHAPE)["n"] == cursor.MAX_NUMBER
+    for value in (cursor.MAX_NUMBER + 1, 10**40, 1e200):
+        raw = json.dumps({"v": 1, "s": "x", "k": {"PK": "p", "n": value}}).encode()
+        with pytest.raises(InvalidCursor):
+            cursor.decode(base64.urlsafe_b64encode(raw).decode(), "x", SHAPE)
