@@ -71,6 +71,7 @@ from lambdas.shared.errors import (
 from lambdas.shared.records import AgentStatus, Handoff, HandoffStatus, Role, Session, SessionStatus
 from lambdas.shared.settings import store as store
 from lambdas.shared.store import WAITING_FOR_AGENT, WAITING_FOR_REPLY
+from lambdas.shared.text import hidden_character
 from lambdas.shared.tracing import tracer
 from lambdas.usecases.close_handoff import close_handoff
 from lambdas.ws import frames
@@ -122,6 +123,9 @@ def _text(body: str | None) -> str:
     text = data["text"]
     if not isinstance(text, str) or not text.strip() or len(text) > MAX_TEXT:
         raise ValidationError(f"text must be a non-empty string of at most {MAX_TEXT} characters")
+    problem = hidden_character(text)
+    if problem is not None:
+        raise ValidationError(f"text {problem}")
     return text
 
 

@@ -29,16 +29,12 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from contracts.chat import ACTIONS, SEND_MESSAGE
+from lambdas.shared.text import hidden_character
 
 MAX_TEXT_CHARS: Final = 4000
 #: A raw frame larger than this is refused before parsing (the text limit plus JSON overhead,
 #: with every character escaped as \\uXXXX in the worst case).
 MAX_FRAME_CHARS: Final = MAX_TEXT_CHARS * 6 + 1024
-
-# Allowed whitespace inside a message; every other control character (Unicode category Cc) and
-# the format characters used to hide text (bidi overrides, zero-width) are refused.
-_ALLOWED_CONTROL: Final = frozenset("\n\t")
-_FORBIDDEN_FORMAT: Final = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200b\ufeff")
 
 
 class FrameError(ValueError):
@@ -114,9 +110,9 @@ def parse_message(body: str | None) -> ChatMessage:
         raise FrameError("invalid_text", '"text" must not be empty.')
     if len(text) > MAX_TEXT_CHARS:
         raise FrameError("message_too_long", f"A message may hold at most {MAX_TEXT_CHARS} characters.")
-    for char in text:
-        if (unicodedata.category(char) == "Cc" and char not in _ALLOWED_CONTROL) or char in _FORBIDDEN_FORMAT:
-            raise FrameError("invalid_text", '"text" must not contain control characters.')
+    problem = hidden_character(text)
+    if problem is not None:
+        raise FrameError("invalid_text", f'"text" {problem}.')
     client_message_id = frame.get("client_message_id")
     if client_message_id is not None and (
         not isinstance(client_message_id, str) or not CLIENT_MESSAGE_ID.fullmatch(client_message_id)

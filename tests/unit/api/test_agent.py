@@ -259,6 +259,18 @@ def test_malformed_message_bodies_are_400(store: DynamoSessionStore, body: str) 
     assert answer["error"]["code"] == "BAD_REQUEST_BODY"
 
 
+@pytest.mark.parametrize("escaped", ["\\ud800", "hi \\udfff", "\\u202eevil"])
+def test_a_message_with_a_lone_surrogate_or_hiding_character_is_a_400_and_stores_nothing(
+    store: DynamoSessionStore, escaped: str
+) -> None:
+    session_id = _handed_over(store)
+    before = len(store.turns.list_turns(session_id, limit=100).items)
+    status, answer = call("messages", session_id, '{"text": "' + escaped + '"}')
+    assert (status, answer["error"]["code"]) == (400, "BAD_REQUEST_BODY"), answer
+    assert "text" in answer["error"]["message"]
+    assert len(store.turns.list_turns(session_id, limit=100).items) == before
+
+
 def test_accept_without_the_skill_is_409_naming_it_and_the_handoff_stays_queued(store: DynamoSessionStore) -> None:
     # Given a queued billing handoff and an available agent who only knows shipping
     session_id = _queued(store)

@@ -30,6 +30,7 @@ def test_a_valid_frame_is_its_text_and_optional_client_message_id() -> None:
         (_frame(text="x" * 4001), "message_too_long"),
         (_frame(text="a\u0000b"), "invalid_text"),
         (_frame(text="a\u202eb"), "invalid_text"),
+        ('{"action": "sendMessage", "text": "hi \\ud800"}', "invalid_text"),  # a lone surrogate, JSON-escaped
         (_frame(text="x", client_message_id="bad id"), "invalid_client_message_id"),
     ],
 )
