@@ -131,9 +131,15 @@ _EMAIL: Final = re.compile(r"[^@\s]{1,64}@[^@\s]{1,190}\.[^@\s]{2,63}")
 def verified_email(claims: Claims) -> str | None:
     """The token's ``email`` when it looks like an address and the issuer marked it verified.
 
-    The authorizers pass it on as the caller's address (where notices are mailed). Only an ID
-    token carries it; a token without one, or whose ``email_verified`` is not true, gives None.
+    The authorizers pass it on as the caller's address (where notices are mailed), so it is taken
+    from an ID token only: an access token says what its bearer may call, not who they are, and
+    an issuer may put a claim named ``email`` into it that nobody verified for this purpose. A
+    token whose ``token_use`` is set (Cognito) must be ``id``; a generic OIDC issuer sets none and
+    its accepted tokens are ID tokens already (their ``aud`` is the client id). A token without an
+    address, or whose ``email_verified`` is not true, gives None.
     """
+    if claims.token_use is not None and claims.token_use != "id":  # noqa: S105 - a token kind, not a password
+        return None
     email, verified = claims.raw.get("email"), claims.raw.get("email_verified")
     if not isinstance(email, str) or verified not in (True, "true") or not _EMAIL.fullmatch(email):
         return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+from pathlib import Path
 from typing import Any
 
 import jwt
@@ -59,6 +60,15 @@ def test_an_id_token_verifies_with_its_claims() -> None:
 def test_an_access_token_verifies_by_its_client_id_and_carries_no_address() -> None:
     claims = _verify(_token(token_use="access", groups=["admin"]))
     assert (claims.role, claims.audience, claims.token_use) == ("admin", ISSUER.client_id, "access")
+    assert verified_email(claims) is None
+
+
+def test_an_access_token_gives_no_notice_address_even_with_a_verified_email_claim() -> None:
+    # An issuer may add an email claim to access tokens (a pre-token-generation trigger, say): it
+    # says what the bearer may call, not where their notices go.
+    claims = _verify(_token(token_use="access", email="alice@example.com"))
+    assert claims.raw["email"] == "alice@example.com"
+    assert claims.raw["email_verified"] is True
     assert verified_email(claims) is None
 
 
@@ -409,3 +419,11 @@ def test_a_transport_may_be_swapped_and_restored() -> None:
     finally:
         restore()
     assert tokens._transport() is http_get
+
+
+def test_the_security_document_states_the_token_length_the_code_enforces() -> None:
+    document = (Path(__file__).resolve().parents[3] / "docs" / "security.md").read_text(encoding="utf-8")
+    (row,) = [line for line in document.splitlines() if line.startswith("| JWT |")]
+    assert f"at most {tokens.MAX_TOKEN_LENGTH:,} characters" in row
+    token = ISSUER.token("alice", now=NOW)
+    assert _reason(token + "A" * (tokens.MAX_TOKEN_LENGTH + 1 - len(token))) == "malformed"
