@@ -34,6 +34,7 @@ from aiohttp import WSCloseCode, WSMsgType, web
 
 from embedded.services.apigateway_rest import PAYLOAD_LIMIT
 from embedded.services.apigateway_websocket import ConnectionRefused
+from local.guard import RedactingAccessLogger, Refused, check_local_post, is_own_origin, served_hosts_only
 from local.stage import DEMO_USERS, LocalStage, StageError
 
 T = TypeVar("T")
@@ -122,7 +123,8 @@ class LocalServer:
         router = self.local.stage.websocket
         router.on_frame = self._frame_posted
         router.on_close = self._closed_by_server
-        rest = web.Application(client_max_size=1024 * 1024)
+        hosts = served_hosts_only(self.urls.host)
+        rest = web.Application(client_max_size=1024 * 1024, middlewares=[hosts])
         rest.router.add_get("/", self._index)
         rest.router.add_get("/local/config", self._config)
         rest.router.add_get("/local/status", self._status)
@@ -130,11 +132,11 @@ class LocalServer:
         rest.router.add_route("*", "/local/users", self._users)
         rest.router.add_static("/pages", PAGES)
         rest.router.add_route("*", "/" + self.urls.rest_stage + "{tail:(/.*)?}", self._rest)
-        chat = web.Application()
+        chat = web.Application(middlewares=[hosts])
         chat.router.add_get("/" + self.urls.ws_stage, self._websocket)
         ports = []
         for app, port in ((rest, self.urls.rest_port), (chat, self.urls.ws_port)):
-            runner = web.AppRunner(app, access_log=log, access_log_format="%r %s %b (%Tfs)", shutdown_timeout=2)
+            runner = web.AppRunner(app, access_log=log, access_log_class=RedactingAccessLogger, shutdown_timeout=2)
             await runner.setup()
             site = web.TCPSite(runner, self.urls.host, port)
             await site.start()
@@ -197,6 +199,9 @@ class LocalServer:
             }
         return {}
 
+    def _own_origin(self, origin: str) -> bool:
+        return is_own_origin(origin, self.urls.host, self.urls.rest_port, self._cors_origins)
+
     def _json(self, request: web.Request, status: int, body: Any) -> web.Response:
         return web.json_response(body, status=status, headers=self._cors(request))
 
@@ -204,6 +209,10 @@ class LocalServer:
         return self._json(request, status, {"error": {"code": HTTPStatus(status).phrase, "message": message}})
 
     async def _body(self, request: web.Request) -> dict[str, Any]:
+        try:
+            check_local_post(request, self._own_origin)
+        except Refused as refused:
+            raise StageError(refused.status, refused.message) from None
         try:
             body = await request.json()
         except ValueError:

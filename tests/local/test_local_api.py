@@ -227,6 +227,19 @@ def test_rest_refuses_as_api_gateway_does(server: LocalProcess) -> None:
         demo = await c.rest("GET", f"/admin/agents/{subject(await c.token('agent@example.com'))}", admin)
         assert demo.body["is_manager"] is False, demo
 
+        # What a page on another site could send: a "simple" text/plain POST, or JSON from its origin
+        users, admin_body = f"{c.server.origin}/local/users", '{"email": "evil@example.com", "role": "admin"}'
+        async with c.http.post(users, data=admin_body, headers={"Content-Type": "text/plain"}) as simple:
+            assert simple.status == 415
+        foreign_headers = {"Content-Type": "application/json", "Origin": "http://evil.example"}
+        async with c.http.post(users, data=admin_body, headers=foreign_headers) as foreign:
+            assert foreign.status == 403
+        assert (await c.sign_in("evil@example.com")).status == 401  # no such user was made
+        # a DNS-rebinding page keeps its own name in Host: nothing is served to it, least of all the password
+        async with c.http.get(f"{c.server.origin}/local/config", headers={"Host": "evil.example:8300"}) as rebound:
+            assert rebound.status == 421
+            assert "password" not in await rebound.text()
+
     drive(server, refusals)
 
 
@@ -250,6 +263,9 @@ def test_websocket_refuses_and_limits_as_api_gateway_does(server: LocalProcess) 
 
         chat = await c.chat(customer)
         await chat.wait_for(is_type("welcome"))
+        # the access log wrote the chat's URL without the token it carries
+        assert customer not in "\n".join(server.lines)
+        assert "token=<redacted>" in "\n".join(server.lines)
         # exactly 32 KB is a frame API Gateway takes (the handler refuses the text as too long)
         frame = '{"action": "sendMessage", "text": "'
         await chat.ws.send_str(frame + "x" * (32 * 1024 - len(frame) - 2) + '"}')
