@@ -31,7 +31,7 @@
   waiting and, for a manager, the managers inbox; see :mod:`lambdas.api.inbox`).
 
 An agent the registry does not know (``lambdas.api.admin_agents``) gets 404 ``NotFound`` on accept
-and presence; a retired one gets 409 ``AgentRetired``.
+and presence; a retired one gets 403 on every route here, whatever its token still says.
 
 Errors answer ``{"error": {"code", "message", "request_id"}}`` (400, 403, 404, 409, 500), mapped
 by :func:`lambdas.api.responses.register_error_handlers` like every REST route.
@@ -92,12 +92,24 @@ def sfn() -> Any:
 
 
 def _agent_id(resolver: APIGatewayRestResolver) -> str:
-    """The caller's id from the authorizer context; only the agent role passes."""
+    """The caller's id from the authorizer context; only the agent role passes, and not once retired."""
     context = resolver.current_event.request_context.authorizer.get_context() or {}
     sub, role = context.get("sub"), context.get("role")
     if role != AGENT_ROLE or not isinstance(sub, str) or not sub:
         raise Forbidden(NOT_THE_AGENT)
+    _refuse_retired(sub)
     return sub
+
+
+def _refuse_retired(agent_id: str) -> None:
+    """403 for a retired agent: its token stays valid until it expires, its access ends at once.
+
+    A retired agent would otherwise still read the waiting inbox (customers' session ids and
+    reasons) with the token it signed in with before the retirement.
+    """
+    agent = store().agents.get_agent(agent_id)
+    if agent is not None and agent.status == AgentStatus.RETIRED:
+        raise Forbidden(f"agent {agent_id} is retired: the agent routes are closed to it")
 
 
 def _staff(resolver: APIGatewayRestResolver) -> tuple[str, str]:
@@ -106,6 +118,8 @@ def _staff(resolver: APIGatewayRestResolver) -> tuple[str, str]:
     sub, role = context.get("sub"), context.get("role")
     if role not in (AGENT_ROLE, ADMIN_ROLE) or not isinstance(sub, str) or not sub:
         raise Forbidden("only the agent of this handoff or an admin may close it")
+    if role == AGENT_ROLE:
+        _refuse_retired(sub)
     return sub, str(role)
 
 

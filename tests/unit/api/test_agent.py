@@ -398,3 +398,31 @@ def test_a_retried_message_with_its_idempotency_key_stores_one_turn(store: Dynam
     status, body = call("messages", session_id, {"text": "Something else"}, headers=key)
     assert (status, body["error"]["code"]) == (409, "KeyReused")
     assert len([t for t in store.turns.list_turns(session_id).items if t.role == Role.AGENT]) == 1
+
+
+def test_a_retired_agent_gets_403_on_every_agent_route_though_its_token_is_valid(store: DynamoSessionStore) -> None:
+    # Given an agent retired by an admin, and a customer waiting in the shared inbox
+    store.agents.register_agent("agent-1", name="Aiko", skills=("billing",))
+    store.agents.retire_agent("agent-1")
+    waiting = _queued(store)
+    inbox_event = rest_proxy_event(
+        "GET",
+        "/agents/me/inbox",
+        "/agents/me/inbox",
+        api=AGENT_API,
+        authorizer=authorizer_context("agent-1", role="agent", sub="agent-1"),
+    )
+    # When it calls with the token it signed in with before / Then every route says it is retired
+    answers = [
+        call("accept", waiting, {}),
+        call("messages", waiting, {"text": "still here"}),
+        call("close", waiting, {"resolution": "x", "outcome": "end"}),
+        presence("available"),
+        (lambda r: (int(r["statusCode"]), json.loads(r["body"])))(agent_api.handler(inbox_event, CONTEXT)),
+    ]
+    assert [status for status, _ in answers] == [403] * 5
+    assert all("retired" in body["error"]["message"] for _, body in answers)
+    # And the waiting customer is untouched
+    handoff = store.handoffs.current_handoff(waiting)
+    assert handoff is not None
+    assert (handoff.status, handoff.agent_id) == (HandoffStatus.QUEUED, None)
