@@ -67,6 +67,7 @@ from lambdas.shared.errors import (
     AgentUnavailable,
     Conflict,
     NotFound,
+    NotTheAssignedAgent,
 )
 from lambdas.shared.records import AgentStatus, Handoff, HandoffStatus, Role, Session, SessionStatus
 from lambdas.shared.settings import store as store
@@ -293,14 +294,18 @@ def close(session_id: str, caller: str, role: str, body: dict[str, Any]) -> dict
     if role != ADMIN_ROLE and handoff.agent_id != caller:
         raise Forbidden(NOT_THE_AGENT)
     outcome = str(body["outcome"])
-    closed = close_handoff(
-        store(),
-        session_id,
-        handoff.handoff_id,
-        closed_by=caller,
-        resolution=str(body["resolution"]),
-        outcome=_OUTCOMES[outcome],
-    )
+    try:
+        closed = close_handoff(
+            store(),
+            session_id,
+            handoff.handoff_id,
+            closed_by=caller,
+            resolution=str(body["resolution"]),
+            outcome=_OUTCOMES[outcome],
+            assigned_to=None if role == ADMIN_ROLE else caller,
+        )
+    except NotTheAssignedAgent:
+        raise Forbidden(NOT_THE_AGENT) from None  # reassigned since the read above
     token = store().handoffs.claim_callback(session_id, handoff.handoff_id, WAITING_FOR_REPLY)
     if token is not None:
         try:

@@ -121,6 +121,13 @@ class SessionClosed(Conflict):
         self.status = str(status)
 
 
+class NotTheAssignedAgent(Conflict):
+    """The handoff is no longer assigned to the agent who acts on it (it was requeued and reassigned)."""
+
+    def __init__(self, handoff_id: str, agent_id: str) -> None:
+        super().__init__(f"handoff {handoff_id!r} is not assigned to agent {agent_id!r} (any more)")
+
+
 class AgentUnavailable(Conflict):
     """The agent was reserved, released or changed by someone else first."""
 

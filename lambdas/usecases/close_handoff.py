@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Final
 
-from lambdas.shared.errors import Conflict, HandoffNotFound, InvalidInput
+from lambdas.shared.errors import Conflict, HandoffNotFound, InvalidInput, NotTheAssignedAgent
 from lambdas.shared.records import AgentStatus, Handoff, HandoffStatus, SessionStatus
 from lambdas.shared.store import DynamoSessionStore
 from lambdas.shared.store.handoffs import HandoffClosed
@@ -56,10 +56,14 @@ def close_handoff(
     resolution: str,
     outcome: SessionStatus | str,
     if_connection: str | None = None,
+    assigned_to: str | None = None,
 ) -> Closed:
     """Close an assigned handoff in one transaction (see the module docstring).
 
     ``if_connection`` adds "the session's connection is this one" (a customer's disconnect).
+    ``assigned_to`` closes only while the handoff is assigned to that agent (an agent's own close:
+    a handoff requeued and given to another agent since the caller was authorised raises
+    NotTheAssignedAgent; the transaction's condition on the agent read makes it hold at the write).
     Raises HandoffNotFound, HandoffClosed (409: nothing was changed) or Conflict when the
     handoff or agent kept changing.
     """
@@ -75,6 +79,8 @@ def close_handoff(
             raise HandoffNotFound(session_id, handoff_id)
         if handoff.status != HandoffStatus.ASSIGNED or not handoff.agent_id:
             raise HandoffClosed(f"handoff {handoff_id!r} is {handoff.status}; only an assigned handoff can close")
+        if assigned_to is not None and handoff.agent_id != assigned_to:
+            raise NotTheAssignedAgent(handoff_id, assigned_to)
         now = store.table.now()
         tx = Transaction(store.table.table_name)
         store.handoffs.complete(tx, handoff, closed_by=closed_by, resolution=resolution, outcome=new_status, now=now)

@@ -8,7 +8,7 @@ import pytest
 
 from embedded.round_trips import RoundTrips
 from lambdas.shared import keys
-from lambdas.shared.errors import Conflict, HandoffNotFound, InvalidInput
+from lambdas.shared.errors import Conflict, HandoffNotFound, InvalidInput, NotTheAssignedAgent
 from lambdas.shared.records import Agent, AgentStatus, HandoffStatus, SessionStatus
 from lambdas.shared.store import DynamoSessionStore, HandoffClosed
 from lambdas.usecases.assign_agent import begin_handoff
@@ -173,3 +173,20 @@ def test_a_resolution_of_exactly_1000_characters_is_written(store: DynamoSession
     raw = store.table.get(keys.handoff_key(session_id, "h-1"))
     assert raw is not None
     assert len(raw["resolution"]) == 1000
+
+
+def test_an_agents_close_of_a_handoff_reassigned_since_it_was_authorised_is_refused(store: DynamoSessionStore) -> None:
+    # Given agent-1's handoff, requeued and given to agent-2 after agent-1's close was authorised
+    session_id = handed_over(store)
+    store.agents.put_agent(Agent(agent_id="agent-2", skills=("billing",), status=AgentStatus.BUSY))
+    store.handoffs.update_handoff(session_id, "h-1", agent_id="agent-2")
+    # When agent-1's close reaches the store / Then it is not done in agent-1's name
+    with pytest.raises(NotTheAssignedAgent):
+        close(store, session_id, assigned_to="agent-1")
+    handoff = store.handoffs.get_handoff(session_id, "h-1")
+    assert handoff is not None
+    assert (handoff.status, handoff.agent_id) == (HandoffStatus.ASSIGNED, "agent-2")
+    # And agent-2 (or an admin, who names no agent) still can
+    assert (
+        close(store, session_id, closed_by="agent-2", assigned_to="agent-2").handoff.status == HandoffStatus.COMPLETED
+    )
