@@ -21,6 +21,8 @@ Environment:
         other stage settings of :mod:`lambdas.shared.settings`.
     STATE_MACHINE_ARNS: comma-separated state machines whose executions ``GET /executions/{id}``
         may describe (default: none, every execution answers 404).
+    The role may also ``states:SendTaskFailure`` on the handoff workflow: ``DELETE`` of a session
+    whose handoff still waits for an agent fails that wait.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ from lambdas.shared.serialize import public
 from lambdas.shared.settings import optional_resource, settings
 from lambdas.shared.settings import store as store
 from lambdas.shared.tracing import tracer
+from lambdas.shared.waits import fail_wait
+from lambdas.usecases import customer_leaves
 
 logger = Logger()
 
@@ -57,6 +61,11 @@ def state_machine_arns() -> frozenset[str]:
 
 def sfn() -> Any:
     return aws.client("stepfunctions")
+
+
+def _stop_wait(token: str, handoff_id: str) -> bool:
+    """Fail the wait of a handoff whose session was deleted before anyone took it."""
+    return fail_wait(sfn(), token, handoff_id, customer_leaves.SESSION_DELETED)
 
 
 @env.once
@@ -168,8 +177,11 @@ def _register(resolver: APIGatewayRestResolver) -> None:
     def delete_session(session_id: str) -> Response:
         caller = _caller(resolver, "DELETE", "/sessions/{id}")
         session = _visible_session(caller, _session_id(resolver, session_id), change=True)
-        updated = store().sessions.update_status(session.session_id, SessionStatus.DELETED)
-        return json_response(202, {"session_id": updated.session_id, "status": str(updated.status)})
+        # A handoff in progress ends with the session (its agent released, its access gone), in the
+        # same transaction that deletes it; otherwise the session alone is deleted.
+        if not customer_leaves.delete_during_handoff(store(), session, deleted_by=caller.sub, stop_wait=_stop_wait):
+            store().sessions.update_status(session.session_id, SessionStatus.DELETED)
+        return json_response(202, {"session_id": session.session_id, "status": str(SessionStatus.DELETED)})
 
     _register_listings(resolver)
 

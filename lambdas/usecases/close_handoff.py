@@ -26,8 +26,9 @@ from lambdas.shared.store import DynamoSessionStore
 from lambdas.shared.store.handoffs import HandoffClosed
 from lambdas.shared.store.table import Cancelled, Transaction, read_modify_write, require_id
 
-#: Where a closed handoff leaves the session.
-CLOSE_OUTCOMES: Final = (SessionStatus.ACTIVE, SessionStatus.DISCONNECTED)
+#: Where a closed handoff leaves the session: the assistant answers again, the session ended, or
+#: (a DELETE during the handoff) the session deleted.
+CLOSE_OUTCOMES: Final = (SessionStatus.ACTIVE, SessionStatus.DISCONNECTED, SessionStatus.DELETED)
 MAX_RESOLUTION: Final = 1000
 #: How often a close re-reads a handoff or an agent whose record changed between the read and the write.
 MAX_CLOSE_READS: Final = 3

@@ -40,6 +40,8 @@ from lambdas.usecases.close_handoff import MAX_CLOSE_READS, close_handoff, requi
 logger = Logger()
 
 CUSTOMER_LEFT: Final = "the customer disconnected during the handoff"
+#: The resolution of a handoff whose session was deleted (by its customer or an admin) during it.
+SESSION_DELETED: Final = "the session was deleted during the handoff"
 #: The resolution of a handoff that still waited for an agent or a manager when the customer left.
 CUSTOMER_LEFT_WAITING: Final = "customer left: the customer disconnected before anyone took the handoff"
 
@@ -85,27 +87,50 @@ def disconnect_connection(store: DynamoSessionStore, connection_id: str, *, stop
     return outcome
 
 
-def _ends_handoff(store: DynamoSessionStore, session: Session, connection_id: str, stop_wait: StopWait) -> bool:
+def delete_during_handoff(store: DynamoSessionStore, session: Session, *, deleted_by: str, stop_wait: StopWait) -> bool:
+    """A session deleted during a handoff: the handoff ends with it, as when the customer leaves.
+
+    True when one transaction ended the handoff (an assigned one completed and its agent released,
+    so the agent's access ends; a waiting one failed, its inbox items gone and its wait stopped)
+    and deleted the session. False when there was no handoff to end: the caller deletes the
+    session the ordinary way.
+    """
+    return _ends_handoff(
+        store, session, None, stop_wait, outcome=SessionStatus.DELETED, closed_by=deleted_by, why=SESSION_DELETED
+    )
+
+
+def _ends_handoff(
+    store: DynamoSessionStore,
+    session: Session,
+    connection_id: str | None,
+    stop_wait: StopWait,
+    *,
+    outcome: SessionStatus = SessionStatus.DISCONNECTED,
+    closed_by: str | None = None,
+    why: str | None = None,
+) -> bool:
     """The customer leaves during a handoff: True when that ended the handoff and the session with it.
 
     False when there is nothing to end (no handoff, or it was taken, closed or failed meanwhile)
-    or the session moved; the caller then disconnects the session the ordinary way.
+    or the session moved; the caller then disconnects the session the ordinary way. ``outcome``,
+    ``closed_by`` and ``why`` say where the session goes, who ended it and why (a deletion).
     """
     if session.status not in (SessionStatus.HANDOFF, SessionStatus.ACTIVE):
         return False
     handoff = store.handoffs.current_handoff(session.session_id)
     if handoff is None:
         return False
-    guard = connection_id if session.connection_id is not None else None
+    guard = connection_id if connection_id is not None and session.connection_id is not None else None
     try:
         if session.status == SessionStatus.HANDOFF and handoff.status == HandoffStatus.ASSIGNED:
             close_handoff(
                 store,
                 session.session_id,
                 handoff.handoff_id,
-                closed_by=session.customer_id,
-                resolution=CUSTOMER_LEFT,
-                outcome=SessionStatus.DISCONNECTED,
+                closed_by=closed_by or session.customer_id,
+                resolution=why or CUSTOMER_LEFT,
+                outcome=outcome,
                 if_connection=guard,
             )
             return True
@@ -115,9 +140,10 @@ def _ends_handoff(store: DynamoSessionStore, session: Session, connection_id: st
             store,
             session.session_id,
             handoff.handoff_id,
-            closed_by=session.customer_id,
-            resolution=CUSTOMER_LEFT_WAITING,
+            closed_by=closed_by or session.customer_id,
+            resolution=why or CUSTOMER_LEFT_WAITING,
             if_connection=guard,
+            outcome=outcome,
         )
     except (Conflict, NotFound):
         return False
@@ -137,6 +163,7 @@ def abandon_handoff(
     closed_by: str,
     resolution: str,
     if_connection: str | None = None,
+    outcome: SessionStatus = SessionStatus.DISCONNECTED,
 ) -> Abandoned:
     """End a handoff nobody took yet because the customer left (see the module docstring).
 
@@ -167,7 +194,7 @@ def abandon_handoff(
             tx,
             session_id,
             handoff_id,
-            SessionStatus.DISCONNECTED,
+            outcome,
             now=now,
             if_connection=if_connection,
             from_status=SessionStatus.ACTIVE,

@@ -13,15 +13,15 @@ Environment: ``TABLE_NAME`` and ``states:SendTaskFailure`` on the handoff state 
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any
 
 from aws_lambda_powertools import Logger
-from botocore.exceptions import BotoCoreError, ClientError
 
 # The error a waiting handoff's task fails with; WaitForAgent's States.ALL catch ends it in HandoffFailed.
 from contracts.workflows import CUSTOMER_LEFT as CUSTOMER_LEFT_ERROR
 from lambdas.shared.store import DynamoSessionStore
 from lambdas.shared.tracing import tracer
+from lambdas.shared.waits import fail_wait
 from lambdas.usecases import customer_leaves
 from lambdas.usecases.customer_leaves import CUSTOMER_LEFT_WAITING
 from lambdas.ws import runtime
@@ -30,8 +30,6 @@ from lambdas.ws.frames import route_context
 __all__ = ["CUSTOMER_LEFT_ERROR", "CUSTOMER_LEFT_WAITING", "disconnect_connection", "handler"]
 
 logger = Logger()
-#: SendTaskFailure answers for a wait that ended already (timed out, execution over): nothing to stop.
-_ENDED_TASK_CODES: Final = frozenset({"TaskTimedOut", "TaskDoesNotExist", "InvalidToken"})
 
 
 def disconnect_connection(store: DynamoSessionStore, connection_id: str) -> str:
@@ -45,28 +43,8 @@ def disconnect_connection(store: DynamoSessionStore, connection_id: str) -> str:
 
 
 def _stop_wait(token: str, handoff_id: str) -> bool:
-    """Fail the waiting task, whose token only this caller holds now; False when that did not happen.
-
-    A wait that ended already (timed out, execution over) needs nothing. Any other refusal or a
-    timeout (the client retried already) is logged and not raised: the handoff is failed and the
-    session disconnected in the table, and the wait ends at its own timeout, after which the
-    workflow's next step finds the session no longer active and ends in HandoffFailed.
-    """
-    try:
-        runtime.stepfunctions().send_task_failure(
-            taskToken=token, error=CUSTOMER_LEFT_ERROR, cause=f"handoff {handoff_id}: {CUSTOMER_LEFT_WAITING}"
-        )
-    except ClientError as err:
-        code = err.response.get("Error", {}).get("Code")
-        if code not in _ENDED_TASK_CODES:
-            logger.exception("the handoff's wait was not stopped", extra={"handoff_id": handoff_id, "code": code})
-        return False
-    except BotoCoreError:
-        # A connect or read timeout after the client's retries: no answer at all. Raising here would
-        # leave the connection's record behind (the caller deletes it after the handoff is ended).
-        logger.exception("the handoff's wait was not stopped", extra={"handoff_id": handoff_id, "code": None})
-        return False
-    return True
+    """Fail the waiting task (:func:`lambdas.shared.waits.fail_wait`); False when that did not happen."""
+    return fail_wait(runtime.stepfunctions(), token, handoff_id, CUSTOMER_LEFT_WAITING)
 
 
 @logger.inject_lambda_context(clear_state=True)

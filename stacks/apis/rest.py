@@ -175,7 +175,7 @@ class MangaAssistRestApi(Construct):
 def _session_function(
     scope: Construct, storage: StorageStack, orchestration: OrchestrationStack, functions: StageFunctions
 ) -> lambda_.Function:
-    """The session Lambda: the table, and DescribeExecution on the workflows the API starts."""
+    """The session Lambda: the table, DescribeExecution on the workflows the API starts, a handoff wait's end."""
     workflows = (
         orchestration.handoff_state_machine,
         orchestration.cleanup_state_machine,
@@ -191,6 +191,8 @@ def _session_function(
         },
     ).function
     storage.sessions.grant_read_write_data(session_function)
+    # DELETE of a session whose handoff still waits for an agent fails that wait (SendTaskFailure).
+    orchestration.handoff.grant_task_failure(session_function)
     findings = {}
     for machine in workflows:
         iam.Grant.add_to_principal(

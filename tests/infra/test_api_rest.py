@@ -190,6 +190,23 @@ def test_session_lambda_may_query_the_status_index(any_stage: SynthesizedStage) 
     assert any("/index/StatusIndex" in json.dumps(statement["Resource"]) for statement in grants)
 
 
+def test_session_lambda_may_fail_only_the_handoff_workflows_waits(any_stage: SynthesizedStage) -> None:
+    # DELETE of a session whose handoff waits for an agent stops that wait, as $disconnect does
+    def task_failure_grants(role_name: str) -> list[dict[str, Any]]:
+        return [
+            statement
+            for p in _resources(any_stage, "AWS::IAM::Policy").values()
+            if any(role_name in json.dumps(role) for role in p["Properties"].get("Roles", []))
+            for statement in p["Properties"]["PolicyDocument"]["Statement"]
+            if "states:SendTaskFailure" in json.dumps(statement["Action"])
+        ]
+
+    (session,) = task_failure_grants("SessionApi")
+    (disconnect,) = task_failure_grants("Disconnect")
+    assert session["Action"] == "states:SendTaskFailure"
+    assert session["Resource"] == disconnect["Resource"]  # the handoff state machine, nothing else
+
+
 def test_lambda_routes_reach_the_right_handlers(any_stage: SynthesizedStage) -> None:
     for (method, path), props in _methods(any_stage).items():
         if method == "OPTIONS" or (method, path) in DIRECT:

@@ -359,7 +359,7 @@ class Sessions(Aggregate):
         if_connection: str | None,
         from_status: SessionStatus = SessionStatus.HANDOFF,
     ) -> None:
-        """Add META ``from_status -> active|disconnected`` to ``tx`` (action ``session``), as update_status would.
+        """Add META ``from_status -> active|disconnected|deleted`` to ``tx`` (action ``session``), like update_status.
 
         Conditioned on the session still being in ``from_status`` with ``handoff_id`` current
         (and, with ``if_connection``, on its connection, which the write then forgets).
@@ -369,7 +369,7 @@ class Sessions(Aggregate):
         update.set("status", str(new_status))
         update.set("updated_at", now)
         _enter_status_index(update, session_id, new_status, now)
-        if new_status == SessionStatus.DISCONNECTED:
+        if new_status in AWAITING_CLEANUP:
             update.set(STATUS_TIMESTAMP[new_status], now)
             update.set(CLEANUP.partition_key, keys.cleanup_shard(session_id, self.table.cleanup_shards))
             update.set(CLEANUP.sort_key, now)

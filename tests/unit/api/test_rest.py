@@ -15,8 +15,10 @@ from hypothesis import strategies as st
 
 from embedded.events import DEFAULT_API, authorizer_context, lambda_context, rest_proxy_event
 from lambdas.api import rest
-from lambdas.shared import env
+from lambdas.shared import env, keys
+from lambdas.shared.records import Agent, AgentStatus, HandoffStatus, SessionStatus
 from lambdas.shared.store import DynamoSessionStore
+from lambdas.usecases.assign_agent import begin_handoff
 
 ORIGIN = "http://localhost:3000"
 Invoke = Callable[..., dict[str, Any]]
@@ -617,3 +619,58 @@ def test_a_customers_own_cursor_forged_with_a_huge_position_is_a_400(api: Invoke
     # Then it is a bad cursor, not a 500 from the number's marshalling
     assert response["statusCode"] == 400, response
     assert "cursor" in response["json"]["error"]["message"], response
+
+
+def test_deleting_a_session_during_its_handoff_ends_the_handoff_and_releases_the_agent(
+    api: Invoke, db: DynamoSessionStore
+) -> None:
+    # Given alice's session, handed to agent-1 (reserved by the workflow)
+    sid = _create(api)
+    db.agents.put_agent(Agent(agent_id="agent-1", skills=("billing",), status=AgentStatus.AVAILABLE))
+    db.agents.reserve_agent("agent-1", sid)
+    begin_handoff(
+        db,
+        sid,
+        handoff_id="h-1",
+        agent_id="agent-1",
+        reason="billing",
+        priority="normal",
+        execution_arn=None,
+        system_text="handed over",
+    )
+    # When alice deletes the session
+    response = api("DELETE", "/sessions/{id}", f"/sessions/{sid}")
+    # Then the session is deleted, the handoff completed and the agent free, in one write
+    assert (response["statusCode"], response["json"]) == (202, {"session_id": sid, "status": "deleted"})
+    session, handoff, agent = (
+        db.sessions.get_session(sid),
+        db.handoffs.get_handoff(sid, "h-1"),
+        db.agents.get_agent("agent-1"),
+    )
+    assert session is not None
+    assert session.status == SessionStatus.DELETED
+    assert handoff is not None
+    assert handoff.status == HandoffStatus.COMPLETED
+    assert agent is not None
+    assert agent.status == AgentStatus.AVAILABLE
+    # And the agent's access to the deleted conversation ended with the handoff
+    turns = api("GET", "/sessions/{id}/turns", f"/sessions/{sid}/turns", sub="agent-1", role="agent")
+    assert turns["statusCode"] in (403, 404)
+
+
+def test_deleting_a_session_whose_handoff_waits_fails_the_handoff_and_clears_the_inbox(
+    api: Invoke, db: DynamoSessionStore
+) -> None:
+    # Given alice's session, its handoff queued for any agent
+    sid = _create(api)
+    db.handoffs.queue_handoff(
+        sid, handoff_id="h-1", reason="billing", priority="normal", execution_arn=None, task_token="no-such-token"
+    )
+    # When alice deletes the session / Then nobody is offered a customer who is gone
+    assert api("DELETE", "/sessions/{id}", f"/sessions/{sid}")["statusCode"] == 202
+    session, handoff = db.sessions.get_session(sid), db.handoffs.get_handoff(sid, "h-1")
+    assert session is not None
+    assert session.status == SessionStatus.DELETED
+    assert handoff is not None
+    assert handoff.status == HandoffStatus.FAILED
+    assert db.table.get(keys.agent_inbox_key(keys.WAITING_INBOX, "h-1")) is None
