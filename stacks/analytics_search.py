@@ -88,30 +88,7 @@ class AnalyticsSearch(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self.settings = settings
-        stack = Stack.of(self)
-        collection_rule = {"ResourceType": "collection", "Resource": [f"collection/{name}"]}
-        self.encryption_policy = aoss.CfnSecurityPolicy(
-            self,
-            "EncryptionPolicy",
-            name=name,
-            type="encryption",
-            description="The analytics collection, encrypted with the stage's customer key",
-            policy=stack.to_json_string(
-                {"Rules": [collection_rule], "AWSOwnedKey": False, "KmsARN": encryption_key.key_arn}
-            ),
-        )
-        self.network_policy = aoss.CfnSecurityPolicy(
-            self,
-            "NetworkPolicy",
-            name=name,
-            type="network",
-            description=(
-                "Public networks (IAM and the data-access policy still apply)"
-                if settings.public_access
-                else "Only through the stage's OpenSearch Serverless VPC endpoint"
-            ),
-            policy=stack.to_json_string([_network_rule(name, settings)]),
-        )
+        self.encryption_policy, self.network_policy = self._security_policies(name, encryption_key)
         self.collection = aoss.CfnCollection(
             self,
             "Collection",
@@ -130,7 +107,53 @@ class AnalyticsSearch(Construct):
             assumed_by=iam.ServicePrincipal("firehose.amazonaws.com"),
             description="The analytics search stream: writes the index, backs up refused documents, logs",
         )
-        self.access_policy = aoss.CfnAccessPolicy(
+        self.access_policy = self._access_policy(name)
+        self.log_group = logs.LogGroup(
+            self,
+            "LogGroup",
+            retention=log_retention,
+            encryption_key=encryption_key,
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+        self._grant(backup_bucket)
+        self.delivery_stream = self._delivery_stream(backup_bucket, encryption_key, stream_encryption_key)
+        self._acknowledge(backup_bucket)
+
+    def _security_policies(
+        self, name: str, encryption_key: kms.IKey
+    ) -> tuple[aoss.CfnSecurityPolicy, aoss.CfnSecurityPolicy]:
+        """The encryption policy (the stage's customer key) and the network policy of the collection."""
+        settings = self.settings
+        stack = Stack.of(self)
+        collection_rule = {"ResourceType": "collection", "Resource": [f"collection/{name}"]}
+        encryption = aoss.CfnSecurityPolicy(
+            self,
+            "EncryptionPolicy",
+            name=name,
+            type="encryption",
+            description="The analytics collection, encrypted with the stage's customer key",
+            policy=stack.to_json_string(
+                {"Rules": [collection_rule], "AWSOwnedKey": False, "KmsARN": encryption_key.key_arn}
+            ),
+        )
+        network = aoss.CfnSecurityPolicy(
+            self,
+            "NetworkPolicy",
+            name=name,
+            type="network",
+            description=(
+                "Public networks (IAM and the data-access policy still apply)"
+                if settings.public_access
+                else "Only through the stage's OpenSearch Serverless VPC endpoint"
+            ),
+            policy=stack.to_json_string([_network_rule(name, settings)]),
+        )
+        return encryption, network
+
+    def _access_policy(self, name: str) -> aoss.CfnAccessPolicy:
+        """The data-access policy: the delivery role, and only to write the one index."""
+        stack, settings = Stack.of(self), self.settings
+        return aoss.CfnAccessPolicy(
             self,
             "AccessPolicy",
             name=name,
@@ -151,16 +174,6 @@ class AnalyticsSearch(Construct):
                 ]
             ),
         )
-        self.log_group = logs.LogGroup(
-            self,
-            "LogGroup",
-            retention=log_retention,
-            encryption_key=encryption_key,
-            removal_policy=RemovalPolicy.DESTROY,
-        )
-        self._grant(backup_bucket)
-        self.delivery_stream = self._delivery_stream(backup_bucket, encryption_key, stream_encryption_key)
-        self._acknowledge(backup_bucket)
 
     def _grant(self, bucket: s3.IBucket) -> None:
         """The delivery role's grants: the collection's data plane, the backup prefix, the log group, the VPC."""
