@@ -7,9 +7,10 @@ encrypted, in the analytics bucket under ``search-failed/``. docs/events.md says
 
 Why TIMESERIES and not SEARCH: the records are append-only events, written once, never updated
 by id and read newest first (what happened today, this week); a time-series collection keeps the
-recent data hot and the rest in cheaper warm storage, and needs fewer OCUs to hold a growing
-history than a search collection, which keeps everything hot for low-latency lookups the
-analytics never make.
+recent data hot and the rest in cheaper warm storage, where a search collection keeps everything
+hot for low-latency lookups the analytics never make; and only a time-series collection takes a
+data lifecycle policy, which deletes the index's documents when the analytics bucket expires the
+same records.
 """
 
 from __future__ import annotations
@@ -70,6 +71,8 @@ class AnalyticsSearch(Construct):
             documents and of the delivery log group. Required.
         stream_encryption_key: customer key of the stream's buffer (server-side encryption). Required.
         log_retention: retention of the delivery log group. Required.
+        retention_days: how long the index keeps a document (its lifecycle policy; deleted within
+            48 hours or 10% of that after, whichever is longer). Defaults to 90 days.
         removal_policy: what deleting the stack does to the collection. Defaults to DESTROY.
     """
 
@@ -84,6 +87,7 @@ class AnalyticsSearch(Construct):
         encryption_key: kms.IKey,
         stream_encryption_key: kms.IKey,
         log_retention: logs.RetentionDays,
+        retention_days: int = 90,
         removal_policy: RemovalPolicy = RemovalPolicy.DESTROY,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -108,6 +112,25 @@ class AnalyticsSearch(Construct):
             description="The analytics search stream: writes the index, backs up refused documents, logs",
         )
         self.access_policy = self._access_policy(name)
+        # As long as the analytics bucket keeps the same records, and no longer.
+        self.lifecycle_policy = aoss.CfnLifecyclePolicy(
+            self,
+            "LifecyclePolicy",
+            name=name,
+            type="retention",
+            description="Index documents are deleted after the analytics bucket's expiration",
+            policy=Stack.of(self).to_json_string(
+                {
+                    "Rules": [
+                        {
+                            "ResourceType": "index",
+                            "Resource": [f"index/{name}/{settings.index}"],
+                            "MinIndexRetention": f"{retention_days}d",
+                        }
+                    ]
+                }
+            ),
+        )
         self.log_group = logs.LogGroup(
             self,
             "LogGroup",
@@ -315,6 +338,7 @@ def compose_analytics_search(
         encryption_key=storage.key,
         stream_encryption_key=stream_encryption_key,
         log_retention=log_retention(config.log_retention_days),
+        retention_days=config.analytics_expiration_days,
         removal_policy=config.resource_removal_policy,
     )
     search.add_producer(producer)

@@ -176,6 +176,17 @@ def test_the_data_access_policy_lets_only_the_delivery_role_write_the_one_index(
     assert rule_set["Principal"] == [role]
 
 
+@pytest.mark.slow
+def test_the_index_keeps_documents_as_long_as_the_analytics_bucket_and_no_longer() -> None:
+    _, policy = _one(private_stage().templates["Events"], "AWS::OpenSearchServerless::LifecyclePolicy")
+    assert policy["Properties"]["Type"] == "retention"
+    assert _policy(policy["Properties"]["Policy"]) == {
+        "Rules": [
+            {"ResourceType": "index", "Resource": ["index/mangaassist-search/sessions"], "MinIndexRetention": "90d"}
+        ]
+    }
+
+
 def _search_stream(template: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     (found,) = [
         (lid, r)
