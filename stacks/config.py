@@ -14,6 +14,9 @@ from typing import Any, Literal
 
 from aws_cdk import Duration, RemovalPolicy
 
+from stacks.errors import ConfigError as ConfigError
+from stacks.search_config import AnalyticsSearchConfig, analytics_search
+
 RemovalMode = Literal["destroy", "retain"]
 ObjectLockMode = Literal["governance", "compliance"]
 
@@ -77,10 +80,6 @@ def foundation_model_of(model_id: str) -> str:
     if model_id.startswith(INFERENCE_PROFILE_PREFIXES):
         return model_id.split(".", 1)[1]
     return model_id
-
-
-class ConfigError(ValueError):
-    """A stage configuration that cannot be deployed; the message says what to fix."""
 
 
 IdentityProvider = Literal["cognito", "oidc"]
@@ -213,6 +212,8 @@ class StageConfig:
     authorizer_cache_seconds: int = 300
     # Who signs in callers: the stage's own Cognito user pool, or an external OIDC issuer.
     identity: IdentityConfig = field(default_factory=IdentityConfig)
+    # The analytics records also searchable in OpenSearch Serverless (stacks/search_config.py); off by default.
+    analytics_search: AnalyticsSearchConfig = field(default_factory=AnalyticsSearchConfig)
 
     # Chat limits (the whole defence of the WebSocket API: WAF cannot be attached to one).
     # Per-connection and per-customer message buckets: a burst, refilled at a rate per minute.
@@ -487,6 +488,9 @@ def _validate_flags(c: StageConfig) -> None:
     if not isinstance(c.identity, IdentityConfig):
         raise _fail(n, "identity", "must be an object", c.identity)
     c.identity.validate(n)
+    if not isinstance(c.analytics_search, AnalyticsSearchConfig):
+        raise _fail(n, "analytics_search", "must be an object", c.analytics_search)
+    c.analytics_search.validate(n)
 
 
 def _validate_model(c: StageConfig) -> None:
@@ -564,6 +568,8 @@ def load_stage_config(stages: Any, name: str) -> StageConfig:
         values["notice_recipient_domains"] = tuple(domains)
     if "identity" in values:
         values["identity"] = _identity(name, values["identity"])
+    if "analytics_search" in values:
+        values["analytics_search"] = analytics_search(name, values["analytics_search"])
     if "tags" in values and not (
         isinstance(values["tags"], dict) and all(isinstance(v, str) for v in values["tags"].values())
     ):

@@ -23,6 +23,7 @@ from constructs_lib import (
     StreamConsumer,
 )
 from contracts import keys, messages
+from stacks.analytics_search import AnalyticsSearch, compose_analytics_search
 from stacks.config import StageConfig
 from stacks.functions import StageFunctions, grant_invoke_model, log_retention
 from stacks.mail import NoticeMail
@@ -115,6 +116,14 @@ class EventsStack(Stack):
         )
         self._build_summaries()
         self._build_router()
+        # The same analytics records, searchable in OpenSearch Serverless, where the stage turns it on.
+        self.analytics_search: AnalyticsSearch | None = compose_analytics_search(
+            self,
+            config,
+            storage=storage,
+            stream_encryption_key=self.events_key.key,
+            producer=self.router_function.function,
+        )
         self.alarms: ServiceAlarms = watch_stack(
             self, topic=storage.ops_topic, prefix=f"MangaAssist-{config.name}-Events"
         )

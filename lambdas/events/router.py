@@ -11,8 +11,10 @@ How a batch is processed, and why the response is assembled here:
 2. After the loop the outgoing entries of all good records are flushed together: ONE Firehose
    PutRecordBatch per 500 records / 4 MiB, PutEvents and SNS PublishBatch in chunks of 10, one
    async Invoke per summary trigger (every N-th turn only), and the audit lines the same way as
-   analytics, to the audit trail's own delivery stream (into the Object Lock bucket). Each writer
-   retries only the entries the service reported failed, bounded and jittered.
+   analytics, to the audit trail's own delivery stream (into the Object Lock bucket). Where the
+   stage has a search collection (``SEARCH_STREAM_NAME`` set), the analytics lines also go, in one
+   more PutRecordBatch, to its delivery stream. Each writer retries only the entries the service
+   reported failed, bounded and jittered.
 3. A record whose entries finally failed is added to the processor's ``batchItemFailures``.
    Calling the services per record inside the handler would keep Powertools' response as is,
    but would cost one call per record per service (195 calls instead of 12 for a 100-record
@@ -47,7 +49,7 @@ from lambdas.events.delivery import (
 )
 from lambdas.events.routing import Actions, classify
 from lambdas.shared import aws, env
-from lambdas.shared.settings import resource
+from lambdas.shared.settings import optional_resource, resource
 from lambdas.shared.settings import settings as stage_settings
 from lambdas.shared.tracing import tracer
 
@@ -62,6 +64,8 @@ class Settings:
     audit_stream: str
     summary_function: str
     summary_interval: int
+    # The search collection's delivery stream; None where the stage has none.
+    search_stream: str | None = None
 
 
 @env.once
@@ -73,6 +77,7 @@ def settings() -> Settings:
         audit_stream=resource("AUDIT_STREAM_NAME"),
         summary_function=resource("SUMMARY_FUNCTION_NAME"),
         summary_interval=stage_settings().summary_interval,
+        search_stream=optional_resource("SEARCH_STREAM_NAME"),
     )
 
 
@@ -85,6 +90,7 @@ class Sinks:
     bus: EventBusWriter
     topic: TopicWriter
     summaries: AsyncInvoker
+    search: FirehoseWriter | None = None
 
     @classmethod
     def from_clients(cls, s: Settings, client: Callable[[str], Any], backoff: Backoff | None = None) -> Sinks:
@@ -96,6 +102,7 @@ class Sinks:
             bus=EventBusWriter(client("events"), b),
             topic=TopicWriter(client("sns"), s.handoff_topic_arn, b),
             summaries=AsyncInvoker(client("lambda"), s.summary_function, b),
+            search=FirehoseWriter(firehose, s.search_stream, b) if s.search_stream else None,
         )
 
 
@@ -127,7 +134,10 @@ class RouterBatch:
         if not self.routed:
             return set()
         failed: set[str] = set()
-        failed |= out.analytics.write([Entry(a.change.sequence_number, a.analytics, 0) for a in self.routed])
+        analytics = [Entry(a.change.sequence_number, a.analytics, 0) for a in self.routed]
+        failed |= out.analytics.write(analytics)
+        if out.search is not None:
+            failed |= out.search.write(analytics)
         failed |= out.audit.write([Entry(a.change.sequence_number, a.audit, 0) for a in self.routed])
         failed |= out.bus.write([Entry(a.change.sequence_number, a.bus_event, 0) for a in self.routed if a.bus_event])
         failed |= out.topic.write([Entry(a.change.sequence_number, a.handoff, 0) for a in self.routed if a.handoff])

@@ -14,7 +14,9 @@ With the deployer's credentials (the boto3 default session; the region is the st
 - the CDK bootstrap version (SSM) against what the synthesized assembly (or the pinned
   aws-cdk-lib) needs;
 - Cognito's mail: the default sender's daily limit against a production pool open to sign-ups;
-- cdk.json values still on the reserved ``.example`` domain.
+- cdk.json values still on the reserved ``.example`` domain;
+- where ``analytics_search`` is on: a private collection's VPC endpoint (ACTIVE) and that its
+  subnets and security groups are in the endpoint's VPC; a public one is a warning.
 
 It prints a table (check, status, detail, fix) and exits 1 when any row is a BLOCKER, 0
 otherwise (2 for a bad stage). Every check is a function of the client(s) it reads, so tests drive
@@ -53,6 +55,7 @@ from tools.preflight.account import (
 )
 from tools.preflight.findings import ROOT, Finding, Status, _guarded, exit_code, render
 from tools.preflight.model import check_foundation_model, check_identity, check_model, check_model_access
+from tools.preflight.search import check_search
 
 __all__ = [
     "COGNITO_DEFAULT_DAILY_MAILS",
@@ -72,6 +75,7 @@ __all__ = [
     "check_model",
     "check_model_access",
     "check_placeholders",
+    "check_search",
     "check_ses_account",
     "check_ses_identity",
     "default_assembly",
@@ -119,6 +123,16 @@ def run(config: StageConfig, client: ClientFactory, region: str, *, assembly: Pa
     )
     findings.append(check_cognito_mail(config, pool_mail_sender(assembly)))
     findings.append(check_placeholders(config))
+    search = config.analytics_search
+    if search.enabled:
+        findings += _guarded(
+            "search collection",
+            lambda: check_search(
+                client("opensearchserverless") if search.private else None,
+                client("ec2") if search.private else None,
+                search,
+            ),
+        )
     return findings
 
 

@@ -8,6 +8,7 @@ function run in-process.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import logging
@@ -24,6 +25,7 @@ from embedded.runtime import Invocations, deploy_function, in_process
 from embedded.services.firehose import create_s3_delivery_stream
 from lambdas.events import router
 from lambdas.events.delivery import Backoff
+from lambdas.shared import env as lambda_env
 from lambdas.shared.records import Handoff, HandoffStatus, Role, Session, SessionStatus, Summary, Turn
 from lambdas.shared.store import DynamoSessionStore
 
@@ -581,3 +583,65 @@ def test_every_change_is_also_one_structured_log_line(downstream: Downstream, re
     changes = [entry["audit"] for entry in logged if entry["message"] == "stream change"]
     assert changes == downstream.audit_lines()
     assert changes[1]["change"] == "expired"
+
+
+# -- the search collection's stream -------------------------------------------------------------
+
+
+def _with_search_stream(downstream: Downstream) -> None:
+    """The stage's search collection: its stream (an S3 stream stands in for the OpenSearch one)."""
+    boto3.client("s3", region_name=REGION).create_bucket(Bucket="search")
+    create_s3_delivery_stream("search-stream", "search", prefix="search/", region=REGION)
+    downstream.settings = dataclasses.replace(downstream.settings, search_stream="search-stream")
+
+
+def test_with_a_search_stream_every_analytics_line_also_goes_there_in_one_more_call(
+    downstream: Downstream, records: StreamRecords
+) -> None:
+    # Given a stage with a search collection, and 100 mixed records
+    _with_search_stream(downstream)
+    batch = mixed_batch(records)
+    # When routed
+    response = downstream.route(batch_event(*batch))
+    # Then the search stream received exactly the analytics lines, in one PutRecordBatch
+    assert failures(response) == []
+    assert downstream.counter.calls["firehose.PutRecordBatch"] == 3
+    searched = [line for _, lines in downstream.objects("search") for line in lines]
+    assert len(searched) == 100
+    assert searched == downstream.analytics_lines()
+
+
+def test_a_record_the_search_stream_keeps_refusing_is_reported_though_analytics_has_it(
+    downstream: Downstream, records: StreamRecords
+) -> None:
+    # Given the search stream refuses one record on every attempt
+    _with_search_stream(downstream)
+    batch = [records.insert(turn_item(n)) for n in range(1, 4)]
+    stuck = batch[1]
+    downstream.wrap["firehose"] = lambda c: InjectFailures(
+        c, "put_record_batch", _event_id_in_data({stuck["eventID"]}), times=99, stream="search-stream"
+    )
+    # When routed
+    response = downstream.route(batch_event(*batch))
+    # Then that record is reported for a retry of the batch, nothing else is, and analytics has all three
+    assert failures(response) == [sequence_of(stuck)]
+    assert {line["event_id"] for line in downstream.analytics_lines()} == {r["eventID"] for r in batch}
+    searched = {line["event_id"] for _, lines in downstream.objects("search") for line in lines}
+    assert searched == {batch[0]["eventID"], batch[2]["eventID"]}
+
+
+def test_the_search_stream_is_read_from_its_variable_and_absent_without_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in {
+        "EVENT_BUS_NAME": "bus",
+        "HANDOFF_TOPIC_ARN": "arn:aws:sns:eu-west-1:111111111111:handoffs",
+        "ANALYTICS_STREAM_NAME": "analytics-stream",
+        "AUDIT_STREAM_NAME": "audit-stream",
+        "SUMMARY_FUNCTION_NAME": "summary",
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("SEARCH_STREAM_NAME", raising=False)
+    lambda_env.reset()
+    assert router.settings().search_stream is None
+    monkeypatch.setenv("SEARCH_STREAM_NAME", "search-stream")
+    lambda_env.reset()
+    assert router.settings().search_stream == "search-stream"

@@ -19,6 +19,7 @@ from botocore.stub import Stubber
 
 from embedded.synth import stage_config
 from stacks.config import with_overrides
+from stacks.search_config import AnalyticsSearchConfig
 from tools import preflight
 from tools.preflight import Finding
 
@@ -528,3 +529,15 @@ def test_main_needs_a_region(capsys: pytest.CaptureFixture[str]) -> None:
     assert preflight.main(["--stage", "dev"], session=_Session({}, region=None)) == 2
     assert "pins no region" in capsys.readouterr().err
     assert preflight.main(["--stage", "qa"], session=_Session({})) == 2
+
+
+def test_a_stage_with_a_public_search_collection_gets_its_row_last(
+    stubbed: dict[str, tuple[Any, Stubber]],
+) -> None:
+    _answer_the_account(stubbed)
+    public = with_overrides(_owned_sender(), analytics_search=AnalyticsSearchConfig(enabled=True, public_access=True))
+
+    findings = preflight.run(public, lambda service: stubbed[service][0], REGION)
+
+    assert (findings[-1].check, findings[-1].status) == ("search collection", "WARN")
+    assert [f.check for f in findings][:-1][-1] == "placeholders"
