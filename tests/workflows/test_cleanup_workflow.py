@@ -444,7 +444,9 @@ def test_an_admin_cleanup_of_every_age_leaves_a_session_still_within_its_resume_
     old = _session(deployed, ended_ago=2 * HOUR)
     # When an admin sweeps with older_than_seconds 0 (every waiting session)
     machine = deployed.state_machine("Cleanup")
-    done = deployed.wait_done(deployed.start(machine, {"older_than_seconds": 0, "requested_by": "root", "role": "admin"}))
+    done = deployed.wait_done(
+        deployed.start(machine, {"older_than_seconds": 0, "requested_by": "root", "role": "admin"})
+    )
     # Then the old one is archived; the recent one is not claimed: its customer may still come back
     assert done["status"] == "SUCCEEDED", done
     assert json.loads(done["output"])["sessions_archived"] == 1
