@@ -40,6 +40,7 @@ STAGE_VARIABLES: Final[Mapping[str, Variable]] = MappingProxyType(
         "BEDROCK_DEADLINE_SECONDS": Variable("bedrock_deadline_seconds", 1, 600, 20),
         "MAX_REASSIGNMENTS": Variable("max_reassignments", 0, 10, 2),
         "CLEANUP_GRACE_SECONDS": Variable("cleanup_grace_seconds", 0, 7 * 86400, 3600),
+        "SESSION_RESUME_GRACE_SECONDS": Variable("session_resume_grace_seconds", 0, 7 * 86400, 3600),
         "CORS_ALLOWED_ORIGINS": Variable("cors_allowed_origins"),
         "CHAT_CONNECTION_MESSAGES_PER_MINUTE": Variable("chat_connection_messages_per_minute", 1, 600, 20),
         "CHAT_CONNECTION_BURST": Variable("chat_connection_burst", 1, 100, 10),

@@ -269,6 +269,8 @@ class StageConfig:
     # The agent skill that marks a manager (escalations go to an available agent with it).
     manager_skill: str = "manager"
     cleanup_grace_seconds: int = 3600
+    # How long a session whose last connection closed may be resumed; at most cleanup_grace_seconds.
+    session_resume_grace_seconds: int = 3600
     # Key prefix of session archives in the archive bucket (no leading or trailing '/').
     archive_prefix: str = "sessions"
     workflow_timeout_minutes: int = 60
@@ -356,6 +358,7 @@ _BOUNDS: dict[str, tuple[float, float]] = {
     "handoff_idle_seconds": (1, 86400),
     "handoff_max_reassignments": (0, 10),
     "cleanup_grace_seconds": (0, 7 * 86400),
+    "session_resume_grace_seconds": (0, 7 * 86400),
     "workflow_timeout_minutes": (1, 7 * 24 * 60),
     "export_poll_seconds": (1, 3600),
     "export_max_polls": (1, 1000),
@@ -477,6 +480,9 @@ def _validate_bounds(c: StageConfig) -> None:
                 f"({c.api_throttle_rate:g}/{c.api_throttle_burst})",
                 (rate, burst),
             )
+    if c.session_resume_grace_seconds > c.cleanup_grace_seconds:
+        limit = f"must not exceed cleanup_grace_seconds ({c.cleanup_grace_seconds})"
+        raise _fail(n, "session_resume_grace_seconds", limit, c.session_resume_grace_seconds)
 
 
 def _validate_flags(c: StageConfig) -> None:

@@ -68,6 +68,7 @@ def stage_environment(config: StageConfig) -> dict[str, str]:
         "BEDROCK_DEADLINE_SECONDS": str(config.bedrock_deadline_seconds),
         "MAX_REASSIGNMENTS": str(config.handoff_max_reassignments),
         "CLEANUP_GRACE_SECONDS": str(config.cleanup_grace_seconds),
+        "SESSION_RESUME_GRACE_SECONDS": str(config.session_resume_grace_seconds),
         "CORS_ALLOWED_ORIGINS": ",".join(config.cors_allowed_origins),
         "CHAT_CONNECTION_MESSAGES_PER_MINUTE": str(config.chat_connection_messages_per_minute),
         "CHAT_CONNECTION_BURST": str(config.chat_connection_burst),

@@ -14,7 +14,10 @@ Handlers (``lambdas.orchestration.cleanup_worker.<name>``):
   (``IfNoneMatch``): part 0 is the whole partition as the first run found it, and a record that
   arrived or changed later goes into the next part, so no run, however late or concurrent, can
   replace an archive with less. A session that became eligible at or after ``eligible_before``
-  is left alone (a per-session run never cuts the grace short); an archived one is skipped.
+  is left alone (a per-session run never cuts the grace short); an archived one is skipped. Before
+  anything is written the session is claimed by a conditional write (still ``deleted``, or
+  ``disconnected`` for longer than ``SESSION_RESUME_GRACE_SECONDS``): a session the customer
+  resumed meanwhile is refused (``not_claimed``), and a claimed one can no longer be resumed.
 * ``schedule``: a SessionEnded event's ``detail`` -> a one-time EventBridge Scheduler schedule
   (``CLEANUP_SCHEDULE_GROUP``) that starts the cleanup state machine with that session when its
   grace period ends, and deletes itself after.
@@ -206,6 +209,11 @@ def clean_session(session_id: str, *, eligible_before: int | None = None) -> dic
         return {"session_id": session_id, "status": f"skipped_{session.status}", "archived": False, "items_deleted": 0}
     if eligible_before is not None and (session.cleanup_at is None or session.cleanup_at >= eligible_before):
         return {"session_id": session_id, "status": "within_grace", "archived": False, "items_deleted": 0}
+    # The read above may be stale: only a conditional claim keeps a resume from racing the deletes.
+    resumable_since = store().table.now() - settings().session_resume_grace_seconds
+    before = resumable_since if eligible_before is None else min(eligible_before, resumable_since)
+    if not store().sessions.claim_for_cleanup(session_id, eligible_before=before):
+        return {"session_id": session_id, "status": "not_claimed", "archived": False, "items_deleted": 0}
     bucket, key = resource("ARCHIVE_BUCKET"), archive_key(session_id)
     verified, written = _archive(bucket, session_id)
     deleted = store().sessions.delete_session_children(session_id, verified)

@@ -55,6 +55,7 @@ class Settings:
     bedrock_deadline_seconds: int
     max_reassignments: int
     cleanup_grace_seconds: int
+    session_resume_grace_seconds: int
     cors_allowed_origins: tuple[str, ...]
     chat_connection_messages_per_minute: int
     chat_connection_burst: int
@@ -134,6 +135,7 @@ def settings() -> Settings:
         bedrock_deadline_seconds=_integer("BEDROCK_DEADLINE_SECONDS"),
         max_reassignments=_integer("MAX_REASSIGNMENTS"),
         cleanup_grace_seconds=_integer("CLEANUP_GRACE_SECONDS"),
+        session_resume_grace_seconds=_integer("SESSION_RESUME_GRACE_SECONDS"),
         cors_allowed_origins=tuple(part.strip() for part in origins.split(",") if part.strip()),
         chat_connection_messages_per_minute=_integer("CHAT_CONNECTION_MESSAGES_PER_MINUTE"),
         chat_connection_burst=_integer("CHAT_CONNECTION_BURST"),

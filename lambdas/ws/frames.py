@@ -7,6 +7,7 @@ Client -> server (one route per ``action``)::
 Server -> client, every frame has a ``type``::
 
     {"type": "welcome", "session_id": ..., "resumed": false, "status": "active", "message": ...}
+    {"type": "welcome", ..., "resumed": true, "turns": [{"turn_number", "role", "text", "created_at"}], ...}
     {"type": "delta", "session_id": ..., "reply_to": 3, "offset": 0, "text": ...}  (the reply, as written)
     {"type": "final", "role": "assistant", "session_id": ..., "reply_to": 3, "turn_number": 4}
     {"type": "reply_blocked", "session_id": ..., "reply_to": 3, "turn_number": 4, "text": ...}
@@ -174,8 +175,23 @@ def ack_frame(*, session_id: str, turn_number: int, status: str, message: str) -
     return {"type": "ack", "session_id": session_id, "turn_number": turn_number, "status": status, "message": message}
 
 
-def welcome_frame(*, session_id: str, resumed: bool, status: str, message: str, turn_number: int) -> dict[str, Any]:
-    return {
+def welcome_frame(
+    *,
+    session_id: str,
+    resumed: bool,
+    status: str,
+    message: str,
+    turn_number: int,
+    turns: list[dict[str, Any]] | None = None,
+    earlier_turns: bool = False,
+) -> dict[str, Any]:
+    """The first frame of a connection; a resumed session's also carries the ``turns`` the client missed.
+
+    ``turns`` (oldest first): the turns after the client's ``last_turn`` (or the most recent ones),
+    each ``{turn_number, role, text, created_at}``; ``earlier_turns`` says that older ones were
+    missed too and are read with ``GET /sessions/{id}/turns``.
+    """
+    frame: dict[str, Any] = {
         "type": "welcome",
         "session_id": session_id,
         "resumed": resumed,
@@ -183,6 +199,10 @@ def welcome_frame(*, session_id: str, resumed: bool, status: str, message: str, 
         "message": message,
         "turn_number": turn_number,
     }
+    if turns is not None:
+        frame["turns"] = turns
+        frame["earlier_turns"] = earlier_turns
+    return frame
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 
 ``handler`` (table access) runs one of two steps, named by the input's ``step``:
 ``onboard`` creates the session, or takes up the caller's own (greeted as a return only when it
-already has turns); records the ``CONN#`` item (TTL) and
+already has turns; a ``disconnected`` one is resumed by a conditional write while its grace period
+lasts, and its welcome frame carries the turns after the client's ``last_turn``); records the ``CONN#`` item (TTL) and
 the session's ``connection_id``; writes the greeting turn; returns the welcome frame.
 ``abandon`` runs when the welcome could never be delivered (the client left before its
 connection opened, possibly before ``$disconnect`` could see a ``CONN#`` record): it disconnects
@@ -26,7 +27,8 @@ from aws_lambda_powertools import Logger
 from contracts.workflows import ConnectionNotReady
 from lambdas.shared import keys
 from lambdas.shared.connections import DeliveryError, management_endpoint, post_to_connection
-from lambdas.shared.records import Role, Session
+from lambdas.shared.records import Role, Session, SessionStatus
+from lambdas.shared.settings import settings
 from lambdas.shared.tracing import tracer
 from lambdas.ws import runtime
 from lambdas.ws.disconnect import disconnect_connection
@@ -39,6 +41,10 @@ GREETING: Final = (
 )
 WELCOME_BACK: Final = "Welcome back! Pick up where you left off; I still have our conversation."
 _NOT_READY: Final = frozenset({"ForbiddenException"})
+#: The most turns a resumed session's welcome frame carries, and their characters in all: the frame
+#: stays far below the Express state (256 KB) and WebSocket frame (128 KB) limits.
+RESUME_TURNS: Final = 20
+RESUME_CHARS: Final = 12_000
 
 
 class ForeignSession(Exception):
@@ -109,7 +115,14 @@ def onboard(event: Mapping[str, Any]) -> dict[str, Any]:
         store.connections.put_connection(
             connection_id, session_id=session.session_id, customer_id=customer_id, domain_name=domain_name, stage=stage
         )
-    session = store.sessions.set_connection(session.session_id, connection_id)  # SessionClosed if it ended meanwhile
+    if requested is not None and session.status == SessionStatus.DISCONNECTED:
+        # SessionClosed when the grace period is over or a cleanup took the session meanwhile.
+        since = store.table.now() - settings().session_resume_grace_seconds
+        session = store.sessions.resume_session(session.session_id, customer_id, connection_id, since=since)
+        resumed = True
+    else:
+        session = store.sessions.set_connection(session.session_id, connection_id)  # SessionClosed if it ended
+    missed = missed_turns(session, _last_turn(event)) if resumed else None
     text = WELCOME_BACK if resumed else GREETING
     turn_number = session.turn_count
     if greet:
@@ -124,8 +137,44 @@ def onboard(event: Mapping[str, Any]) -> dict[str, Any]:
             status=str(session.status),
             message=text,
             turn_number=turn_number,
+            turns=None if missed is None else missed[0],
+            earlier_turns=missed is not None and missed[1],
         ),
     }
+
+
+def _last_turn(event: Mapping[str, Any]) -> int | None:
+    request = event.get("request")
+    value = request.get("last_turn") if isinstance(request, Mapping) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def missed_turns(session: Session, last_seen: int | None) -> tuple[list[dict[str, Any]], bool]:
+    """The turns after ``last_seen`` (without it, every turn), the newest ones within the bounds.
+
+    Returns them oldest first, and whether older missed turns were left out.
+    """
+    newest, first = session.turn_count, 1 if last_seen is None else last_seen + 1
+    if first > newest:
+        return [], False
+    window = max(first, newest - RESUME_TURNS + 1)
+    turns = runtime.store().turns.turns_between(session.session_id, window, newest)
+    kept: list[dict[str, Any]] = []
+    chars = 0
+    for turn in reversed(turns):
+        chars += len(turn.content)
+        if kept and chars > RESUME_CHARS:
+            break
+        kept.append(
+            {
+                "turn_number": turn.turn_number,
+                "role": str(turn.role),
+                "text": turn.content,
+                "created_at": turn.created_at,
+            }
+        )
+    kept.reverse()
+    return kept, bool(kept) and kept[0]["turn_number"] > first
 
 
 @logger.inject_lambda_context(clear_state=True)

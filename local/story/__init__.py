@@ -42,6 +42,7 @@ from local.story.identity import IdentitySteps
 from local.story.inbox import InboxSteps
 from local.story.limits import LimitSteps
 from local.story.registry import RegistrySteps
+from local.story.resume import ResumeSteps
 from stacks.config import StageConfig
 
 __all__ = ["STEPS", "Step", "Story", "StoryError", "run_story", "token_subject"]
@@ -60,6 +61,7 @@ class Story(
     IdentitySteps,
     AuditSteps,
     BadPathSteps,
+    ResumeSteps,
 ):
     """The state the steps share and the plumbing they call; the steps come from the mixins, one per theme."""
 
@@ -171,6 +173,7 @@ STEPS: tuple[str, ...] = (
     "burst_is_refused",
     "customer_leaves_while_queued",
     "agent_registry",
+    "customer_drops_and_resumes",
 )
 
 

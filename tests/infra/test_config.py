@@ -256,3 +256,15 @@ def test_identity_is_cognito_by_default_and_an_oidc_issuer_loads(stages: dict[st
 def test_fails_on_a_bad_identity(stages: dict[str, Any], identity: Any, message: str) -> None:
     with pytest.raises(ConfigError, match=r"stage '?qa'?:? .*" + message):
         load_stage_config({**stages, "qa": {"identity": identity}}, "qa")
+
+
+def test_fails_on_a_resume_grace_longer_than_the_cleanup_grace(stages: dict[str, Any]) -> None:
+    bad = {**stages, "dev": {**stages["dev"], "session_resume_grace_seconds": 3601}}
+    with pytest.raises(ConfigError, match=r"stage 'dev': session_resume_grace_seconds must not exceed cleanup_grace"):
+        load_stage_config(bad, "dev")
+
+
+def test_sessions_are_resumable_for_an_hour_by_default_and_in_both_stages(stages: dict[str, Any]) -> None:
+    assert StageConfig(name="qa").session_resume_grace_seconds == 3600
+    for stage in ("dev", "prod"):
+        assert load_stage_config(stages, stage).session_resume_grace_seconds == 3600

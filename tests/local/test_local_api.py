@@ -130,10 +130,12 @@ def test_the_whole_story_over_http_and_websocket(server: LocalProcess) -> None:
         await chat.wait_for(is_type("handoff_closed"), after=before)
         assert (await c.rest("POST", "/agents/me/presence", agent, {"status": "away"})).status == 200
 
-        # The customer leaves: $disconnect marks the session; an admin's cleanup archives it.
+        # The customer leaves: $disconnect marks the session (resumable for the grace period), the
+        # customer deletes it, and an admin's cleanup archives it.
         await chat.close()
         await c.wait_rest("GET", f"/sessions/{session_id}", customer, lambda r: r.body.get("status") == "disconnected")
-        await asyncio.sleep(1.1)  # "older than 0 s" means disconnected in an earlier second (epoch seconds)
+        assert (await c.rest("DELETE", f"/sessions/{session_id}", customer)).status == 202
+        await asyncio.sleep(1.1)  # "older than 0 s" means deleted in an earlier second (epoch seconds)
         cleanup = await c.rest("POST", "/admin/cleanup", admin, {"older_than_seconds": 0})
         assert cleanup.status == 202, cleanup
         arn = urllib.parse.quote(cleanup.body["execution_arn"], safe="")

@@ -432,3 +432,59 @@ def test_an_ended_session_gets_one_self_deleting_schedule_at_its_grace_end(
     assert [s["Name"] for s in scheduler.list_schedules(GroupName=group)["Schedules"]] == [f"cleanup-{session_id}"]
     # And an id that cannot name a session schedules nothing
     assert cleanup_worker.schedule_session_cleanup("../x")["status"] == "invalid_session_id"
+
+
+def test_an_admin_cleanup_of_every_age_leaves_a_session_still_within_its_resume_grace(
+    world: tuple[Deployed, Invocations],
+) -> None:
+    deployed, _ = world
+    store = DynamoSessionStore(deployed.table_name, cleanup_shards=SHARDS)
+    # Given a session that dropped its connection a minute ago and one that ended two hours ago
+    recent = _session(deployed, ended_ago=60)
+    old = _session(deployed, ended_ago=2 * HOUR)
+    # When an admin sweeps with older_than_seconds 0 (every waiting session)
+    machine = deployed.state_machine("Cleanup")
+    done = deployed.wait_done(
+        deployed.start(machine, {"older_than_seconds": 0, "requested_by": "root", "role": "admin"})
+    )
+    # Then the old one is archived; the recent one is not claimed: its customer may still come back
+    assert done["status"] == "SUCCEEDED", done
+    assert json.loads(done["output"])["sessions_archived"] == 1
+    kept = store.sessions.get_session(recent)
+    assert kept is not None
+    assert kept.status == SessionStatus.DISCONNECTED
+    assert len(store.sessions.list_session_items(recent).items) == 6
+    assert store.sessions.get_session(old).status == SessionStatus.ARCHIVED  # type: ignore[union-attr]
+    # And the customer can still resume it
+    resumed = store.sessions.resume_session(recent, "customer-1", "conn-back", since=int(time.time()) - HOUR)
+    assert resumed.status == SessionStatus.ACTIVE
+
+
+def test_a_session_resumed_after_the_worker_read_it_is_not_cleaned(
+    world: tuple[Deployed, Invocations], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deployed, _ = world
+    store = DynamoSessionStore(deployed.table_name, cleanup_shards=SHARDS)
+    # Given a session disconnected 50 minutes ago, and a per-session run that reads it as still waiting
+    session_id = _session(deployed, ended_ago=50 * 60)
+    _worker_environment(deployed, monkeypatch)
+    real = cleanup_worker.store().sessions.get_session
+
+    def read_then_resumed(sid: str, **kwargs: Any) -> Any:
+        stale = real(sid, **kwargs)
+        # the customer comes back right after the worker's read
+        store.sessions.resume_session(sid, "customer-1", "conn-back", since=int(time.time()) - HOUR)
+        return stale
+
+    monkeypatch.setattr(cleanup_worker.store().sessions, "get_session", read_then_resumed)
+    # When the worker cleans it as if its grace were over (what an admin's older_than_seconds 0 asks)
+    result = cleanup_worker.clean_session(session_id, eligible_before=int(time.time()) + 1)
+    # Then the claim is refused: nothing archived, nothing deleted, the session is live with every record
+    assert (result["status"], result["archived"], result["items_deleted"]) == ("not_claimed", False, 0)
+    session = store.sessions.get_session(session_id)
+    assert session is not None
+    assert (session.status, session.connection_id) == (SessionStatus.ACTIVE, "conn-back")
+    assert len(store.sessions.list_session_items(session_id).items) == 6
+    bucket = deployed.ref("Storage", "AWS::S3::Bucket", "ArchiveBucket")
+    listed = boto3.client("s3", region_name=REGION).list_objects_v2(Bucket=bucket, Prefix=f"sessions/{session_id}")
+    assert listed.get("KeyCount", 0) == 0

@@ -76,6 +76,8 @@ def _check_settable(attrs: Mapping[str, Any]) -> None:
 
 #: The session META attribute naming the session's current handoff.
 CURRENT_HANDOFF: Final = "current_handoff_id"
+#: The session META attribute a cleanup sets (epoch s) when it takes the session: no resume after it.
+CLEANUP_CLAIMED: Final = "cleanup_claimed_at"
 
 
 def _enter_status_index(update: Update, session_id: str, status: SessionStatus, now: int) -> None:
@@ -307,6 +309,74 @@ class Sessions(Aggregate):
             changed=lambda old: SessionClosed(session_id, str(old.get("status"))),
         )
         return Session.from_item(item)
+
+    def resume_session(self, session_id: str, customer_id: str, connection_id: str, *, since: int) -> Session:
+        """A disconnected session taken up again: ``disconnected -> active`` on ``connection_id``, one write.
+
+        The condition: the session is the customer's, ``disconnected`` at or after ``since`` (epoch
+        s: the grace period's start) and not claimed by a cleanup (:meth:`claim_for_cleanup`); the
+        write leaves the CleanupIndex, so no sweep finds the session again. Raises
+        SessionNotFound, or SessionClosed (with the current status) when any part did not hold.
+        """
+        require_id(session_id, "session_id")
+        require_id(customer_id, "customer_id")
+        require_id(connection_id, "connection_id")
+        now = self.table.now()
+        expr = Expr()
+        update = Update(expr)
+        update.set("status", str(SessionStatus.ACTIVE))
+        update.set("updated_at", now)
+        update.set("connection_id", connection_id)
+        _enter_status_index(update, session_id, SessionStatus.ACTIVE, now)
+        update.remove("disconnected_at")
+        update.remove(CLEANUP.partition_key)
+        update.remove(CLEANUP.sort_key)
+        condition = (
+            f"attribute_exists({expr.n(PARTITION_KEY)}) AND "
+            f"{expr.n('customer_id')} = {expr.v(customer_id)} AND "
+            f"{expr.n('status')} = {expr.v(str(SessionStatus.DISCONNECTED))} AND "
+            f"{expr.n('disconnected_at')} >= {expr.v(since)} AND "
+            f"attribute_not_exists({expr.n(CLEANUP_CLAIMED)})"
+        )
+
+        def refused(old: dict[str, Any]) -> Exception:
+            status = str(old.get("status"))
+            return SessionClosed(
+                session_id, "past its grace period" if status == SessionStatus.DISCONNECTED else status
+            )
+
+        item = self.table.update(
+            keys.session_key(session_id),
+            update,
+            condition,
+            missing=lambda: SessionNotFound(session_id),
+            changed=refused,
+        )
+        return Session.from_item(item)
+
+    def claim_for_cleanup(self, session_id: str, *, eligible_before: int) -> bool:
+        """Mark the session as taken by a cleanup, if it still waits for one; False when it does not.
+
+        One conditional write: the session is ``deleted``, or ``disconnected`` before
+        ``eligible_before`` (epoch s, exclusive). A session the customer resumed meanwhile is
+        ``active`` again and is refused; a claimed one can no longer be resumed
+        (:meth:`resume_session`), so the cleanup never deletes the turns of a live session.
+        """
+        require_id(session_id, "session_id")
+        expr = Expr()
+        update = Update(expr)
+        update.set(CLEANUP_CLAIMED, self.table.now())
+        status = expr.n("status")
+        condition = (
+            f"attribute_exists({expr.n(PARTITION_KEY)}) AND ({status} = {expr.v(str(SessionStatus.DELETED))} OR "
+            f"({status} = {expr.v(str(SessionStatus.DISCONNECTED))} AND "
+            f"{expr.n('disconnected_at')} < {expr.v(eligible_before)}))"
+        )
+        try:
+            self.table.update_if(keys.session_key(session_id), update, condition, returns="NONE")
+        except ConditionFailed:
+            return False
+        return True
 
     def clear_connection(self, session_id: str, connection_id: str) -> bool:
         """Forget the session's connection if it is still ``connection_id``; True if it was.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
@@ -56,12 +57,50 @@ def test_connect_refuses_a_foreign_or_unknown_session_alike(ws: DynamoSessionSto
     assert executions() == []
 
 
-def test_connect_refuses_a_closed_session_of_the_caller(ws: DynamoSessionStore) -> None:
+@pytest.mark.parametrize(
+    ("status", "ago"),
+    [(SessionStatus.DISCONNECTED, 3601), (SessionStatus.DISCONNECTED, 86400), (SessionStatus.DELETED, 1)],
+)
+def test_connect_refuses_a_session_of_the_caller_closed_or_disconnected_past_its_grace(
+    ws: DynamoSessionStore, status: SessionStatus, ago: int
+) -> None:
+    # Given the caller's session, disconnected (or deleted) longer ago than the hour's grace period
     session_id = ws.sessions.create_session("alice").session_id
-    ws.sessions.update_status(session_id, SessionStatus.DISCONNECTED)
+    stamp = "disconnected_at" if status == SessionStatus.DISCONNECTED else "deleted_at"
+    ws.sessions.update_status(session_id, status, **{stamp: int(time.time()) - ago})
+    # When the customer connects to resume it
     response = connect.handler(ws_event("$connect", query={"session_id": session_id}, authorizer=ALICE), CTX)
+    # Then a clear refusal: start a new session; nothing was started
     assert response["statusCode"] == 410
-    assert json.loads(response["body"])["code"] == "session_closed"
+    body = json.loads(response["body"])
+    assert body["code"] == "session_closed"
+    assert "up to 60 minutes" in body["message"]
+    assert "without session_id" in body["message"]
+    assert executions() == []
+
+
+def test_connect_resumes_a_session_disconnected_within_its_grace_with_the_clients_last_turn(
+    ws: DynamoSessionStore,
+) -> None:
+    # Given the caller's session, whose only connection dropped 59 minutes ago
+    session_id = ws.sessions.create_session("alice").session_id
+    ws.sessions.update_status(session_id, SessionStatus.DISCONNECTED, disconnected_at=int(time.time()) - 59 * 60)
+    # When the customer connects again with it and the newest turn they saw
+    query = {"session_id": session_id, "last_turn": "7"}
+    response = connect.handler(ws_event("$connect", connection_id=CONN, query=query, authorizer=ALICE), CTX)
+    # Then onboarding starts to resume it from turn 8
+    assert response == {"statusCode": 200}
+    started = json.loads(executions()[0]["input"])
+    assert (started["session_id"], started["last_turn"]) == (session_id, 7)
+
+
+@pytest.mark.parametrize("last_turn", ["-1", "x", "12345678901", "1.5"])
+def test_connect_rejects_a_malformed_last_turn(ws: DynamoSessionStore, last_turn: str) -> None:
+    session_id = ws.sessions.create_session("alice").session_id
+    query = {"session_id": session_id, "last_turn": last_turn}
+    response = connect.handler(ws_event("$connect", query=query, authorizer=ALICE), CTX)
+    assert response["statusCode"] == 400
+    assert json.loads(response["body"])["code"] == "invalid_last_turn"
     assert executions() == []
 
 

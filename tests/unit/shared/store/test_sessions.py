@@ -460,3 +460,82 @@ def test_fails_to_list_an_unknown_status_or_a_limit_out_of_bounds(
 ) -> None:
     with pytest.raises(InvalidInput):
         store.sessions.list_by_status(status, limit=limit)
+
+
+# ---------------------------------------------------------------------- resume and the cleanup's claim
+
+
+def _disconnected(store: DynamoSessionStore, clock: FakeClock) -> str:
+    session_id = store.sessions.create_session("alice").session_id
+    store.sessions.update_status(session_id, SessionStatus.DISCONNECTED)
+    return session_id
+
+
+def test_resume_session_reopens_a_session_disconnected_within_its_grace_and_leaves_the_cleanup_index(
+    store: DynamoSessionStore, clock: FakeClock
+) -> None:
+    # Given a session disconnected 10 minutes ago
+    session_id = _disconnected(store, clock)
+    clock.advance(600)
+    # When its customer resumes it with a grace period of an hour
+    resumed = store.sessions.resume_session(session_id, "alice", "conn-2", since=int(clock()) - 3600)
+    # Then it is active on the new connection, out of the cleanup index, under active in the status index
+    assert (resumed.status, resumed.connection_id) == (SessionStatus.ACTIVE, "conn-2")
+    assert (resumed.disconnected_at, resumed.cleanup_at, resumed.cleanup_shard) == (None, None, None)
+    assert store.sessions.sessions_awaiting_cleanup(int(clock()) + 1).items == []
+    assert [s.session_id for s in store.sessions.list_by_status(SessionStatus.ACTIVE).items] == [session_id]
+
+
+@pytest.mark.parametrize(
+    ("case", "why"),
+    [("past_grace", "past its grace period"), ("other_customer", "past its grace period"), ("active", "active")],
+)
+def test_resume_session_refuses_and_changes_nothing(
+    store: DynamoSessionStore, clock: FakeClock, case: str, why: str
+) -> None:
+    session_id = _disconnected(store, clock) if case != "active" else store.sessions.create_session("alice").session_id
+    clock.advance(3601)
+    since = int(clock()) - 3600
+    before = store.sessions.get_session(session_id)
+    with pytest.raises(SessionClosed) as refused:
+        store.sessions.resume_session(
+            session_id,
+            "mallory" if case == "other_customer" else "alice",
+            "conn-2",
+            since=since - 3600 * (case != "past_grace"),
+        )
+    assert why in str(refused.value)
+    assert store.sessions.get_session(session_id) == before
+
+
+def test_resume_session_of_an_unknown_session_is_not_found(store: DynamoSessionStore) -> None:
+    with pytest.raises(SessionNotFound):
+        store.sessions.resume_session(str(uuid.uuid4()), "alice", "conn-2", since=0)
+
+
+def test_claim_for_cleanup_takes_only_a_session_still_waiting_past_the_given_time(
+    store: DynamoSessionStore, clock: FakeClock
+) -> None:
+    # Given a session disconnected now, one deleted now, one active
+    waiting = _disconnected(store, clock)
+    deleted = store.sessions.create_session("alice").session_id
+    store.sessions.update_status(deleted, SessionStatus.DELETED)
+    active = store.sessions.create_session("alice").session_id
+    now = int(clock())
+    # Then a claim for sessions disconnected before now takes the deleted one only
+    assert store.sessions.claim_for_cleanup(waiting, eligible_before=now) is False
+    assert store.sessions.claim_for_cleanup(deleted, eligible_before=now) is True
+    assert store.sessions.claim_for_cleanup(active, eligible_before=now + 10) is False
+    assert store.sessions.claim_for_cleanup(str(uuid.uuid4()), eligible_before=now + 10) is False
+    # And one second later the disconnected one is taken, and can no longer be resumed
+    assert store.sessions.claim_for_cleanup(waiting, eligible_before=now + 1) is True
+    with pytest.raises(SessionClosed):
+        store.sessions.resume_session(waiting, "alice", "conn-2", since=0)
+    assert store.sessions.get_session(waiting).status == SessionStatus.DISCONNECTED  # type: ignore[union-attr]
+
+
+def test_a_resumed_session_is_refused_by_a_cleanup_claim(store: DynamoSessionStore, clock: FakeClock) -> None:
+    session_id = _disconnected(store, clock)
+    store.sessions.resume_session(session_id, "alice", "conn-2", since=int(clock()) - 3600)
+    assert store.sessions.claim_for_cleanup(session_id, eligible_before=int(clock()) + 3600) is False
+    assert store.sessions.get_session(session_id).status == SessionStatus.ACTIVE  # type: ignore[union-attr]
