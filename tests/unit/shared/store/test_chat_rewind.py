@@ -50,7 +50,8 @@ def test_rewind_removes_every_later_turn_and_answers_the_turn_again(store: Dynam
     session = store.sessions.get_session(session_id)
     assert session.turn_count == 3
     assert session.rewinds == 1
-    assert rewound.session.turn_count == 3 and rewound.session.rewinds == 1
+    assert rewound.session.turn_count == 3
+    assert rewound.session.rewinds == 1
     # And the model's context ends with the unchanged question
     assert [t.content for t in rewound.context.turns] == ["question 1", "answer 1", "question 2"]
     assert rewound.turn.content == "question 2"
@@ -73,7 +74,8 @@ def test_an_edited_turn_is_stored_with_its_new_text_and_the_summary_covering_it_
     assert rewound.removed_summaries == (2,)
     assert summary_numbers(store, session_id) == [1]
     # And the model answers from the kept summary and the newest turns, the edited one last
-    assert rewound.context.summary is not None and rewound.context.summary.summary_number == 1
+    assert rewound.context.summary is not None
+    assert rewound.context.summary.summary_number == 1
     assert [t.content for t in rewound.context.turns] == ["question 2", "answer 2", "question 3, edited"]
 
 
