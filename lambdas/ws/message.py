@@ -40,7 +40,7 @@ from lambdas.shared import env, idempotency
 from lambdas.shared.connections import DeliveryError, management_endpoint, post_to_connection
 from lambdas.shared.errors import SessionChanged, SessionClosed, SessionNotFound
 from lambdas.shared.records import Role, SessionStatus
-from lambdas.shared.responder import Guardrail, ReplyEnd, Responder, ResponderError, responder_for
+from lambdas.shared.responder import BLOCKED_REPLY, Guardrail, ReplyEnd, Responder, ResponderError, responder_for
 from lambdas.shared.settings import settings
 from lambdas.shared.store import AcceptedMessage, ChatContext, DynamoSessionStore
 from lambdas.shared.tracing import tracer
@@ -98,12 +98,6 @@ REPLY_INTERRUPTED: Final = error_frame(
 REPLY_SUPERSEDED: Final = error_frame(
     "reply_superseded",
     "The chat was rewound while this reply was written, so discard it; the answer to your rewound message follows.",
-)
-#: What the customer is told, and the transcript keeps, when a reply is withheld: never the
-#: withheld text, nor the guardrail's own wording, which was written for another audience.
-BLOCKED_REPLY: Final = (
-    "I can't help with that one. I'm happy to help you find manga, compare editions, or answer "
-    "questions about orders, shipping and returns."
 )
 
 
