@@ -171,6 +171,7 @@ STEPS: tuple[str, ...] = (
     "burst_is_refused",
     "customer_leaves_while_queued",
     "agent_registry",
+    "customer_rewinds",
 )
 
 
