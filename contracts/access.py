@@ -47,6 +47,8 @@ ROUTES: Final[tuple[Route, ...]] = (
     _r("DELETE", "/sessions/{id}", CUSTOMER, ADMIN),
     _r("GET", "/sessions/{id}/turns", CUSTOMER, AGENT, ADMIN),
     _r("POST", "/sessions/{id}/handoff", CUSTOMER, ADMIN),
+    # Only the session's customer: it is their message that is edited or answered again.
+    _r("POST", "/sessions/{id}/rewind", CUSTOMER),
     _r("GET", "/customers/{id}/sessions", CUSTOMER, ADMIN),
     _r("GET", "/executions/{id}", CUSTOMER, ADMIN),
     _r("POST", "/admin/cleanup", ADMIN),

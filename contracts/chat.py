@@ -8,4 +8,6 @@ from __future__ import annotations
 from typing import Final
 
 SEND_MESSAGE: Final = "sendMessage"
-ACTIONS: Final = (SEND_MESSAGE,)
+#: Take back what followed one of the customer's messages (optionally edited) and answer it again.
+REWIND: Final = "rewind"
+ACTIONS: Final = (SEND_MESSAGE, REWIND)

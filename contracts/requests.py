@@ -105,6 +105,23 @@ CLOSE_HANDOFF: Final[dict[str, Any]] = {
     },
 }
 
+#: A chat message's length limit (the WebSocket protocol's, in characters).
+MAX_MESSAGE_CHARS: Final = 4000
+
+REWIND_REQUEST: Final[dict[str, Any]] = {
+    "$schema": SCHEMA_DRAFT,
+    "title": "RewindRequest",
+    "type": "object",
+    "required": ["turn_number"],
+    "additionalProperties": False,
+    "properties": {
+        # One of the customer's own turns; everything after it is taken back.
+        "turn_number": {"type": "integer", "minimum": 1, "maximum": 9999999999},
+        # The turn's new text; without it the turn is answered again as it is.
+        "text": {"type": "string", "minLength": 1, "maxLength": MAX_MESSAGE_CHARS},
+    },
+}
+
 PRESENCE_REQUEST: Final[dict[str, Any]] = {
     "$schema": SCHEMA_DRAFT,
     "title": "PresenceRequest",
@@ -219,6 +236,7 @@ BODY_MODELS: Final[Mapping[str, dict[str, Any]]] = {
     "CleanupRequest": CLEANUP_REQUEST,
     "ExportRequest": EXPORT_REQUEST,
     "CloseHandoffRequest": CLOSE_HANDOFF,
+    "RewindRequest": REWIND_REQUEST,
     "PresenceRequest": PRESENCE_REQUEST,
     "RegisterAgentRequest": REGISTER_AGENT,
     "UpdateAgentRequest": UPDATE_AGENT,

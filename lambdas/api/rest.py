@@ -1,4 +1,13 @@
-"""Session Lambda behind the REST API: session CRUD, listings, execution status.
+"""Session Lambda behind the REST API: session CRUD, listings, execution status, rewinding a chat.
+
+``POST /sessions/{id}/rewind`` ``{"turn_number", "text"?}`` (the session's customer only, with an
+optional ``Idempotency-Key``): everything after the customer's turn is taken back in one
+conditional transaction (:mod:`lambdas.usecases.rewind`) and the turn, with its new text if given,
+is answered again; a REST caller cannot be streamed to, so the reply comes whole in the answer
+(``reply``: ``{"turn_number", "text", "blocked"}``, null when the model could not answer) and is
+stored as the next turn. 409 ``SessionInHandoff`` during a handoff, 409 ``SessionChanged`` when a
+turn arrived meanwhile, 400 when the turn is not the customer's or the tail is longer than one
+transaction takes; 404 for another customer's session. Nothing changes in any of them.
 
 ``GET /admin/sessions?status=&limit=&cursor=`` lists the sessions in one status, newest into it
 first: admins any status, agents ``handoff`` only (the queue they work from; 403 otherwise).
@@ -17,6 +26,8 @@ request id (the details go to the log).
 
 Environment:
     TABLE_NAME: the sessions table (required).
+    BEDROCK_MODEL_ID (and the other model settings): the model that answers a rewound turn
+        (absent: the echo responder).
     CORS_ALLOWED_ORIGINS: comma-separated origins answered with CORS headers (required), and the
         other stage settings of :mod:`lambdas.shared.settings`.
     STATE_MACHINE_ARNS: comma-separated state machines whose executions ``GET /executions/{id}``
@@ -48,6 +59,8 @@ from lambdas.shared.settings import store as store
 from lambdas.shared.tracing import tracer
 from lambdas.shared.waits import fail_wait
 from lambdas.usecases import customer_leaves
+from lambdas.usecases import rewind as rewinding
+from lambdas.ws import frames
 
 logger = Logger()
 
@@ -128,6 +141,16 @@ def _visible_session(caller: Caller, session_id: str, *, change: bool = False) -
     return session
 
 
+def _message_text(text: str | None) -> str | None:
+    """A rewound message's new text under the chat's rules for a message (NFC, trimmed, no control characters)."""
+    if text is None:
+        return None
+    try:
+        return frames.checked_text(text)
+    except frames.FrameError as err:
+        raise validation.ValidationError(f"body.text: {err}") from None
+
+
 def _session_id(resolver: APIGatewayRestResolver, value: str) -> str:
     return validation.parse_path(value, validation.SESSION_ID, "id")
 
@@ -171,6 +194,23 @@ def _register(resolver: APIGatewayRestResolver) -> None:
             200,
             {"session_id": sid, "turns": [public(turn) for turn in page.items], "next_cursor": page.next_cursor},
         )
+
+    @resolver.post("/sessions/<session_id>/rewind")
+    @tracer.capture_method(capture_response=False)
+    def rewind_session(session_id: str) -> Response:
+        caller = _caller(resolver, "POST", "/sessions/{id}/rewind")
+        sid = _session_id(resolver, session_id)
+        body = validation.parse_body(resolver.current_event.body, validation.REWIND_REQUEST)
+        done = rewinding.rewind(
+            store(),
+            sid,
+            caller.sub,
+            body["turn_number"],
+            _message_text(body.get("text")),
+            resolver.current_event.headers.get("Idempotency-Key"),
+            reply=lambda rewound: rewinding.whole_reply(store(), rewinding.stage_responder(), rewound),
+        )
+        return json_response(200, done.answer)
 
     @resolver.delete("/sessions/<session_id>")
     @tracer.capture_method(capture_response=False)

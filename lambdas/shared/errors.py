@@ -128,6 +128,38 @@ class NotTheAssignedAgent(Conflict):
         super().__init__(f"handoff {handoff_id!r} is not assigned to agent {agent_id!r} (any more)")
 
 
+class SessionInHandoff(Conflict):
+    """The session is with a support agent: the assistant's answers cannot be rewound until the handoff ends."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(
+            f"session {session_id!r} is with a support agent; it can be rewound once the handoff is closed"
+        )
+        self.session_id = session_id
+
+
+class SessionChanged(Conflict):
+    """A message or reply was stored, or the session was rewound, after the caller read it: nothing was changed."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(
+            f"session {session_id!r} changed while it was being rewound (a message or reply arrived); "
+            "nothing was removed: read its turns and try again"
+        )
+        self.session_id = session_id
+
+
+class RewindTooLong(InvalidInput):
+    """Rewinding would remove more records than one transaction may hold."""
+
+    def __init__(self, session_id: str, turn_number: int, records: int, maximum: int) -> None:
+        super().__init__(
+            f"rewinding session {session_id!r} to turn {turn_number} would remove {records} records; "
+            f"at most {maximum} can be removed at once: rewind to a later turn"
+        )
+        self.records = records
+
+
 class AgentUnavailable(Conflict):
     """The agent was reserved, released or changed by someone else first."""
 

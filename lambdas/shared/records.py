@@ -127,6 +127,9 @@ class Session:
     # The customer's verified e-mail from their token when the session began: where notices go
     # while they are away from the chat. Never shown by the API (serialize.INTERNAL_ATTRIBUTES).
     customer_email: str | None = None
+    # How often the session was rewound (absent: never): a reply computed before a rewind is
+    # stored only while this is still the number it started from.
+    rewinds: int = 0
 
     def to_item(self) -> dict[str, Any]:
         return _with_key(
@@ -173,6 +176,7 @@ class Session:
             cleanup_shard=_opt_str(item.get(CLEANUP.partition_key)),
             cleanup_at=_opt_int(item.get(CLEANUP.sort_key)),
             customer_email=_opt_str(item.get("customer_email")),
+            rewinds=_int(item.get("rewinds", 0)),
         )
 
 

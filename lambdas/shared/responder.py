@@ -48,6 +48,14 @@ CHARS_PER_TOKEN: Final = 4
 BLOCKED_STOP_REASONS: Final = frozenset({"guardrail_intervened", "content_filtered"})
 
 
+#: What the customer is told, and the transcript keeps, when a reply is withheld: never the
+#: withheld text, nor the guardrail's own wording, which was written for another audience.
+BLOCKED_REPLY: Final = (
+    "I can't help with that one. I'm happy to help you find manga, compare editions, or answer "
+    "questions about orders, shipping and returns."
+)
+
+
 class ResponderError(Exception):
     """No reply could be produced.
 

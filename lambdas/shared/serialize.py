@@ -41,6 +41,8 @@ INTERNAL_ATTRIBUTES = frozenset(
         SESSIONS_BY_STATUS.partition_key,
         SESSIONS_BY_STATUS.sort_key,
         "revision",
+        # A session's rewind count: the reply path's concurrency token, not part of the session's API.
+        "rewinds",
         # The customer's address: notices use it; no API response shows it (agents read sessions).
         "customer_email",
         # A waiting workflow task's token (handoff records): whoever holds it can resume the task.

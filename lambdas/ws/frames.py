@@ -90,6 +90,12 @@ def parse_message(body: str | None) -> ChatMessage:
     The text is NFC-normalised and stripped of surrounding whitespace before it is measured.
     Raises FrameError with the code and the fix.
     """
+    frame = read_frame(body)
+    return ChatMessage(text=checked_text(frame.get("text")), client_message_id=checked_client_message_id(frame))
+
+
+def read_frame(body: str | None) -> dict[str, Any]:
+    """A client frame: a JSON object of a bounded size with a known ``action``; else FrameError."""
     if body is None or not body.strip():
         raise FrameError("invalid_frame", f'Send a JSON object such as {{"action": "{SEND_MESSAGE}", "text": "..."}}.')
     if len(body) > MAX_FRAME_CHARS:
@@ -103,7 +109,11 @@ def parse_message(body: str | None) -> ChatMessage:
     action = frame.get("action")
     if action not in ACTIONS:
         raise FrameError("unknown_action", unknown_action_frame(action)["message"])
-    text = frame.get("text")
+    return frame
+
+
+def checked_text(text: object) -> str:
+    """A message's text as it is stored: NFC, stripped, 1..4000 characters, no control characters; else FrameError."""
     if not isinstance(text, str):
         raise FrameError("invalid_text", '"text" must be a string.')
     text = unicodedata.normalize("NFC", text.replace("\r\n", "\n")).strip()
@@ -114,12 +124,17 @@ def parse_message(body: str | None) -> ChatMessage:
     problem = hidden_character(text)
     if problem is not None:
         raise FrameError("invalid_text", f'"text" {problem}.')
+    return text
+
+
+def checked_client_message_id(frame: dict[str, Any]) -> str | None:
+    """The frame's ``client_message_id`` (None when absent); FrameError when it is not 1-80 letters, digits, - or _."""
     client_message_id = frame.get("client_message_id")
     if client_message_id is not None and (
         not isinstance(client_message_id, str) or not CLIENT_MESSAGE_ID.fullmatch(client_message_id)
     ):
         raise FrameError("invalid_client_message_id", '"client_message_id" must be 1-80 letters, digits, - or _.')
-    return ChatMessage(text=text, client_message_id=client_message_id)
+    return client_message_id
 
 
 def duplicate_frame(*, session_id: str, client_message_id: str, turn_number: int) -> dict[str, Any]:

@@ -21,6 +21,9 @@
    the partial text. 410 Gone from the management API stops the stream and disconnects the
    session.
 
+A ``rewind`` frame goes to :mod:`lambdas.ws.rewind`, whose rewound turn is answered as in step 6;
+a reply is stored only if the chat was not rewound while it was written (``reply_superseded``).
+
 Every failure after step 4 leaves the user's turn stored and tells the customer so; error frames
 are ``{"type": "error", "code", "message"}`` and never carry internals.
 """
@@ -35,14 +38,14 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from lambdas.shared import env, idempotency
 from lambdas.shared.connections import DeliveryError, management_endpoint, post_to_connection
-from lambdas.shared.errors import SessionClosed, SessionNotFound
+from lambdas.shared.errors import SessionChanged, SessionClosed, SessionNotFound
 from lambdas.shared.records import Role, SessionStatus
-from lambdas.shared.responder import Guardrail, ReplyEnd, Responder, ResponderError, responder_for
+from lambdas.shared.responder import BLOCKED_REPLY, Guardrail, ReplyEnd, Responder, ResponderError, responder_for
 from lambdas.shared.settings import settings
 from lambdas.shared.store import AcceptedMessage, ChatContext, DynamoSessionStore
 from lambdas.shared.tracing import tracer
 from lambdas.usecases import send_message
-from lambdas.ws import runtime
+from lambdas.ws import rewind, runtime
 from lambdas.ws.deltas import DeltaCoalescer
 from lambdas.ws.disconnect import disconnect_connection
 from lambdas.ws.frames import (
@@ -92,11 +95,9 @@ REPLY_INTERRUPTED: Final = error_frame(
     "The assistant's reply broke off before it was finished, so discard the part you received. "
     "Your message is saved; ask again for a complete answer.",
 )
-#: What the customer is told, and the transcript keeps, when a reply is withheld: never the
-#: withheld text, nor the guardrail's own wording, which was written for another audience.
-BLOCKED_REPLY: Final = (
-    "I can't help with that one. I'm happy to help you find manga, compare editions, or answer "
-    "questions about orders, shipping and returns."
+REPLY_SUPERSEDED: Final = error_frame(
+    "reply_superseded",
+    "The chat was rewound while this reply was written, so discard it; the answer to your rewound message follows.",
 )
 
 
@@ -131,6 +132,8 @@ REFUSALS: Final = {
 
 def handle_message(store: DynamoSessionStore, model: Responder, ctx: RouteContext, body: str | None, send: Send) -> str:
     """Run the message path for one frame; returns the outcome (for logs and tests)."""
+    if rewind.wants_rewind(body):
+        return rewind.handle_rewind(store, ctx, body, send, lambda accepted: answer(store, model, accepted, send))
     try:
         message = parse_message(body)
     except FrameError as err:
@@ -174,6 +177,9 @@ def answer(store: DynamoSessionStore, model: Responder, accepted: AcceptedMessag
     except (SessionClosed, SessionNotFound):
         send(SESSION_CLOSED)
         return "session_closed"
+    except SessionChanged:  # the chat was rewound while this reply was written: the reply is dropped
+        send(REPLY_SUPERSEDED)
+        return "superseded"
     except DeliveryError:
         raise
     except Exception:
@@ -221,7 +227,7 @@ def stream_reply(
         _close(pieces)
     if end.blocked:
         logger.info("reply withheld", extra={"stop_reason": end.stop_reason, "posted": deltas.posts})
-        notice = store.turns.add_turn(session_id, Role.ASSISTANT, BLOCKED_REPLY)
+        notice = store.turns.add_turn(session_id, Role.ASSISTANT, BLOCKED_REPLY, rewinds=accepted.session.rewinds)
         metrics.add_metric(name="ChatTurns", unit=MetricUnit.Count, value=1)
         frame = reply_blocked_frame(
             session_id=session_id, reply_to=reply_to, turn_number=notice.turn_number, text=BLOCKED_REPLY
@@ -234,7 +240,7 @@ def stream_reply(
     # they are still there to see the final frame.
     rest = deltas.rest()
     delivered = rest is None or post(rest)
-    reply_turn = store.turns.add_turn(session_id, Role.ASSISTANT, deltas.text)
+    reply_turn = store.turns.add_turn(session_id, Role.ASSISTANT, deltas.text, rewinds=accepted.session.rewinds)
     metrics.add_metric(name="ChatTurns", unit=MetricUnit.Count, value=1)
     if not delivered:
         return "gone"

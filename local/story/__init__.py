@@ -174,6 +174,7 @@ STEPS: tuple[str, ...] = (
     "customer_leaves_while_queued",
     "agent_registry",
     "customer_drops_and_resumes",
+    "customer_rewinds",
 )
 
 

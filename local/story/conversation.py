@@ -17,6 +17,7 @@ from typing import Any
 from embedded.services.bedrock import ConverseCall, echo_answer
 from lambdas.events import summary as summary_generator
 from local.story.base import StoryParts, expect, present, streamed_replies, token_subject
+from local.story.chat import open_chat
 from local.story.export import REQUESTER_EMAIL
 
 #: What the stubbed model answers to every summarisation request.
@@ -191,4 +192,48 @@ class ConversationSteps(StoryParts):
         )
         step.changes.append(f"summaries of turns {', '.join(f'{a}..{b}' for a, b in windows)}")
         step.changes.append(f"SUMMARY#1 = {STUB_SUMMARY!r}")
+        self.done(step, started)
+
+    def customer_rewinds(self) -> None:
+        """A customer edits her question and asks again: what followed is taken back and answered anew."""
+        started, step = time.monotonic(), self.step("A customer edits her message, then asks for another answer")
+        chat = open_chat(self.stage, "rin")
+        for text in ("Is Frieren volume 3 out?", "And volume 4?"):
+            chat.say(text)
+        step.calls.append("sendMessage x2 as rin (turns 2..5)")
+        rewind = {"action": "rewind", "turn_number": 2, "text": "Is Frieren volume 5 out?", "client_message_id": "rw-1"}
+        chat.new_frames()
+        self.stage.websocket.send(chat.connection_id, rewind)
+        frames = chat.new_frames()
+        replies = streamed_replies(frames)
+        expect(
+            frames[:1]
+            == [{"type": "rewound", "session_id": chat.session_id, "turn_number": 2, "removed_turns": [3, 4, 5]}]
+            and [r.text for r in replies] == ["You said: Is Frieren volume 5 out?"],
+            f"the rewind answered {frames}",
+        )
+        self.stage.websocket.send(chat.connection_id, rewind)  # the client resends it
+        expect(chat.new_frames()[0]["type"] == "duplicate", "a resent rewind was not answered as a duplicate")
+        step.calls.append("rewind turn 2 with new text (client_message_id rw-1), then the same again")
+        response = self.stage.rest.request(
+            "POST",
+            f"/sessions/{chat.session_id}/rewind",
+            headers={**chat.auth(), "Idempotency-Key": "rw-rest-1"},
+            body={"turn_number": 2},
+        )
+        expect(response.status == 200, f"POST /sessions/{{id}}/rewind answered {response.status}: {response.body}")
+        reply = response.json()["reply"]
+        turns = self.store().turns.list_turns(chat.session_id).items
+        expect(
+            [(t.turn_number, t.content) for t in turns[1:]] == [(2, "Is Frieren volume 5 out?"), (3, reply["text"])],
+            f"the rewound transcript is {[(t.turn_number, t.content) for t in turns]}",
+        )
+        step.calls.append("POST /sessions/{id}/rewind {turn_number: 2} (Idempotency-Key): answered whole")
+        # The removed turns travel the table's stream like any change (analytics, the audit trail)
+        pumped = self.stage.settle(wait_executions=False)
+        step.calls.append(f"stream and queues settled ({pumped} records and messages moved)")
+        step.changes.append(
+            "turns 3..5 removed in one transaction, turn 2 edited and answered (streamed), then answered again "
+            f"over REST as turn {reply['turn_number']}; the resent rewind changed nothing"
+        )
         self.done(step, started)

@@ -27,7 +27,7 @@ from contracts import access
 from contracts.logs import TOKEN_REFUSED
 from contracts.requests import BODY_MODELS, gateway_schema
 from stacks.config import StageConfig
-from stacks.functions import METRICS_NAMESPACE, StageFunctions, log_retention
+from stacks.functions import METRICS_NAMESPACE, StageFunctions, grant_invoke_model, log_retention
 from stacks.identity import token_environment
 from stacks.orchestration_stack import OrchestrationStack
 from stacks.storage_stack import StorageStack
@@ -175,7 +175,7 @@ class MangaAssistRestApi(Construct):
 def _session_function(
     scope: Construct, storage: StorageStack, orchestration: OrchestrationStack, functions: StageFunctions
 ) -> lambda_.Function:
-    """The session Lambda: the table, DescribeExecution on the workflows the API starts, a handoff wait's end."""
+    """The session Lambda: the table, the model (a rewound turn), DescribeExecution, a handoff wait's end."""
     workflows = (
         orchestration.handoff_state_machine,
         orchestration.cleanup_state_machine,
@@ -193,6 +193,11 @@ def _session_function(
     storage.sessions.grant_read_write_data(session_function)
     # DELETE of a session whose handoff still waits for an agent fails that wait (SendTaskFailure).
     orchestration.handoff.grant_task_failure(session_function)
+    config = functions.config
+    if config.bedrock_model_id is not None:  # POST /sessions/{id}/rewind answers the rewound turn
+        grant_invoke_model(
+            session_function, config.bedrock_model_id, streaming=True, guardrail_id=config.bedrock_guardrail_id
+        )
     findings = {}
     for machine in workflows:
         iam.Grant.add_to_principal(
@@ -224,6 +229,13 @@ def _session_routes(routes: _Routes, session_function: lambda_.Function) -> apig
     add(session, "GET", session_api, parameters=params("id"))
     add(session, "DELETE", session_api, parameters=params("id"))
     add(session.add_resource("turns"), "GET", session_api, parameters=params("id", query=("limit", "cursor")))
+    add(
+        session.add_resource("rewind"),
+        "POST",
+        session_api,
+        models=routes.json_body("RewindRequest"),
+        parameters=params("id", headers=("Idempotency-Key",)),
+    )
     customer_sessions = root.add_resource("customers").add_resource("{id}").add_resource("sessions")
     add(customer_sessions, "GET", session_api, parameters=params("id", query=("limit", "cursor")))
     add(root.add_resource("executions").add_resource("{id}"), "GET", session_api, parameters=params("id"))

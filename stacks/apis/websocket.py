@@ -1,4 +1,4 @@
-"""The app's WebSocket chat API: $connect (authorizer + onboarding workflow), $disconnect, sendMessage, $default.
+"""The app's WebSocket chat API: $connect (authorizer + onboarding workflow), $disconnect, the chat actions, $default.
 
 Tokens are verified against the stage's issuer exactly as the REST authorizer does (one
 verifier, one ``ISSUER_*`` environment); the agent routes get the WebSocket endpoint and the
@@ -18,7 +18,7 @@ from constructs import Construct
 
 from constructs_lib import SecureWebSocketApi, ServiceAlarms
 from constructs_lib.workflow_defaults import WorkflowOptions
-from contracts.chat import SEND_MESSAGE
+from contracts.chat import REWIND, SEND_MESSAGE
 from stacks.config import StageConfig
 from stacks.events_stack import EventsStack
 from stacks.functions import StageFunctions, grant_invoke_model, log_retention, service_metric
@@ -176,7 +176,7 @@ class ChatApi(Construct):
             connect_handler=connect,
             disconnect_handler=self.disconnect_function,
             default_handler=default,
-            routes={SEND_MESSAGE: self.message_function},
+            routes={SEND_MESSAGE: self.message_function, REWIND: self.message_function},
             throttle_rate_limit=config.api_throttle_rate,
             throttle_burst_limit=config.api_throttle_burst,
             route_throttles={
@@ -184,6 +184,9 @@ class ChatApi(Construct):
                     rate_limit=config.ws_connect_throttle_rate, burst_limit=config.ws_connect_throttle_burst
                 ),
                 SEND_MESSAGE: apigwv2.ThrottleSettings(
+                    rate_limit=config.ws_message_throttle_rate, burst_limit=config.ws_message_throttle_burst
+                ),
+                REWIND: apigwv2.ThrottleSettings(
                     rate_limit=config.ws_message_throttle_rate, burst_limit=config.ws_message_throttle_burst
                 ),
             },

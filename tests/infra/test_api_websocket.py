@@ -83,6 +83,7 @@ def test_routes_and_their_lambda_integrations(any_stage: SynthesizedStage) -> No
         "$disconnect": "lambdas.ws.disconnect.handler",
         "$default": "lambdas.ws.default.handler",
         "sendMessage": "lambdas.ws.message.handler",
+        "rewind": "lambdas.ws.message.handler",  # the Message Lambda hands rewind frames to lambdas.ws.rewind
     }
     routes = {
         r["Properties"]["RouteKey"]: r["Properties"] for r in resources(template, "AWS::ApiGatewayV2::Route").values()

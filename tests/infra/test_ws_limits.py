@@ -37,6 +37,11 @@ def test_connect_and_send_message_have_their_own_throttles_from_the_stage_settin
             "ThrottlingRateLimit": config.ws_message_throttle_rate,
             "ThrottlingBurstLimit": config.ws_message_throttle_burst,
         },
+        # A rewind is answered by the model like a message, so it is held to the message route's limit
+        "rewind": {
+            "ThrottlingRateLimit": config.ws_message_throttle_rate,
+            "ThrottlingBurstLimit": config.ws_message_throttle_burst,
+        },
     }
     # Each route's limit is below the stage's, so neither route can use up the other's share
     default = properties["DefaultRouteSettings"]
@@ -62,7 +67,7 @@ def test_the_stage_waits_for_the_routes_it_throttles(any_stage: SynthesizedStage
         res["Properties"]["RouteKey"]: lid for lid, res in resources(template, "AWS::ApiGatewayV2::Route").items()
     }
     depends = only_stage(any_stage).get("DependsOn", [])
-    assert {routes["$connect"], routes["sendMessage"]} <= set(depends)
+    assert {routes["$connect"], routes["sendMessage"], routes["rewind"]} <= set(depends)
 
 
 @pytest.mark.parametrize(("name", "reserved"), [("dev", 10), ("prod", 100)])

@@ -28,7 +28,7 @@ from __future__ import annotations
 from typing import Any
 
 from lambdas.shared.store.agents import MAX_AGENT_SKILLS, Agents
-from lambdas.shared.store.chat import AcceptedMessage, Chat, ChatContext, MessageAdmission, Rate
+from lambdas.shared.store.chat import AcceptedMessage, Chat, ChatContext, MessageAdmission, Rate, Rewound
 from lambdas.shared.store.connections import Connections
 from lambdas.shared.store.handoffs import (
     WAITING_FOR_AGENT,
@@ -78,6 +78,7 @@ __all__ = [
     "MessageAdmission",
     "Page",
     "Rate",
+    "Rewound",
     "SessionNotActive",
     "TableCore",
 ]

@@ -13,6 +13,10 @@ calls):
    PutItem of the turn and the two Queries of the model's context (the newest turns before it,
    and the latest summary).
 
+A customer who edits a message or asks for another answer rewinds the session first
+(:meth:`Chat.rewind`): one conditional transaction removes what came after that turn, and the
+turn is answered again from the context it returns.
+
 Every check of the one-call-after-another design holds: the connection must exist and name the
 customer, both buckets must admit, the turn is stored only by a conditional write on a session
 that accepts turns, and its number comes from the atomic counter. Taking the two tokens at once
@@ -23,20 +27,41 @@ connection's bucket refuses; both, when the connection is not ready), so those a
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from lambdas.shared import keys
+from lambdas.shared.errors import (
+    InvalidInput,
+    RewindTooLong,
+    SessionChanged,
+    SessionClosed,
+    SessionInHandoff,
+    SessionNotFound,
+)
 from lambdas.shared.records import Connection, Role, Session, SessionStatus, Summary, Turn
+from lambdas.shared.schema import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE
 from lambdas.shared.store.connections import Connections
+from lambdas.shared.store.expressions import Expr, Update
 from lambdas.shared.store.limits import CONNECTION_SCOPE, CUSTOMER_SCOPE, Admission, Limits
-from lambdas.shared.store.table import MAX_PAGE_SIZE, TableCore, require_id, require_limit
+from lambdas.shared.store.table import (
+    MAX_PAGE_SIZE,
+    Cancelled,
+    TableCore,
+    Transaction,
+    require_id,
+    require_limit,
+)
 from lambdas.shared.store.turns import Turns, checked_turn
 
 #: The model's context holds at most this many turns (the newest, the customer's message last).
 MAX_CONTEXT_TURNS: Final = MAX_PAGE_SIZE + 1
+#: TransactWriteItems' limit: a rewind is one transaction, the session's own write included.
+MAX_TRANSACTION_ACTIONS: Final = 100
 
 
 @dataclass(frozen=True)
@@ -85,6 +110,23 @@ class AcceptedMessage:
     session: Session
     turn: Turn
     context: ChatContext | None
+
+
+@dataclass(frozen=True)
+class Rewound:
+    """A session rewound to one of its customer's turns, ready to be answered again.
+
+    ``session``: as the rewind left it (``turn_count`` is the turn's number). ``turn``: the
+    customer's turn, now the last one (with the edited text, when there was one).
+    ``removed_turns`` / ``removed_summaries``: the numbers of what was removed, ascending.
+    ``context``: what the model answers the turn from, the turn last.
+    """
+
+    session: Session
+    turn: Turn
+    removed_turns: tuple[int, ...]
+    removed_summaries: tuple[int, ...]
+    context: ChatContext
 
 
 class Chat:
@@ -172,6 +214,122 @@ class Chat:
             lambda: self.turns.latest_summary(session_id),
         )
         return AcceptedMessage(session, turn, ChatContext([*earlier, turn], summary))
+
+    def rewind(
+        self, session_id: str, customer_id: str, turn_number: int, text: str | None, *, context_turns: int
+    ) -> Rewound:
+        """Remove everything after the customer's turn ``turn_number`` (and edit it), in one transaction.
+
+        Reads the session and, at once, its turns from ``turn_number`` on and its summaries; then
+        one TransactWriteItems: the session's META (``turn_count`` back to ``turn_number``,
+        ``rewinds`` + 1) conditioned on ``turn_count`` being what was read, the session being
+        ``active`` and the customer's; a Put of the edited turn when ``text`` is given; a Delete
+        of every later turn and of every summary whose window reaches past the turn (or covers it,
+        when it is edited). Any message or reply stored meanwhile moves ``turn_count``, so the
+        transaction is refused and nothing changes (SessionChanged); a reply computed before the
+        rewind is refused when it is stored (:meth:`.Turns.reserve_turn` with ``rewinds``).
+
+        Raises InvalidInput (bad arguments, a turn that is not the customer's), SessionNotFound
+        (also another customer's session), SessionInHandoff, SessionClosed, SessionChanged (also
+        when the newest turn's number is reserved but the turn is not stored yet), RewindTooLong
+        (more than one transaction holds: nothing is removed). Then reads the model's context.
+        """
+        require_id(session_id, "session_id")
+        require_id(customer_id, "customer_id")
+        require_limit(context_turns, MAX_CONTEXT_TURNS)
+        if isinstance(turn_number, bool) or not isinstance(turn_number, int) or turn_number < 1:
+            raise InvalidInput(f"turn_number must be a turn number >= 1 (given {turn_number!r})")
+        if text is not None:
+            checked_turn(Role.USER, text)
+        session = self._rewindable(session_id, customer_id)
+        last = session.turn_count
+        if turn_number > last:
+            raise InvalidInput(f"turn_number must name a turn of the session, 1..{last} (given {turn_number})")
+        tail, summaries = self.table.together(
+            lambda: self.turns.turns_between(session_id, turn_number, last),
+            lambda: self._summaries(session_id),
+        )
+        if not tail or tail[0].turn_number != turn_number or tail[0].role != Role.USER:
+            raise InvalidInput(f"turn {turn_number} is not one of the customer's messages; rewind to one of those")
+        if tail[-1].turn_number != last:  # the newest number is reserved, its turn not stored yet
+            raise SessionChanged(session_id)
+        edge = turn_number - 1 if text is not None else turn_number
+        stale = [s for s in summaries if s.window_end > edge]
+        removed = [t.turn_number for t in tail[1:]]
+        room = MAX_TRANSACTION_ACTIONS - 1 - (text is not None)
+        if len(removed) + len(stale) > room:
+            raise RewindTooLong(session_id, turn_number, len(removed) + len(stale), room)
+        now = self.table.now()
+        turn = (
+            tail[0]
+            if text is None
+            else dataclasses.replace(tail[0], content=text, created_at=now, ttl=now + self.table.ttl_seconds)
+        )
+        tx = self._rewind_transaction(session, turn, last, now, edited=text is not None)
+        for number in removed:
+            tx.delete(f"turn {number}", keys.turn_key(session_id, number))
+        for summary in stale:
+            tx.delete(f"summary {summary.summary_number}", keys.summary_key(session_id, summary.summary_number))
+        try:
+            self.table.commit(tx)
+        except Cancelled:
+            self._rewindable(session_id, customer_id)  # raises what moved, if the status or owner did
+            raise SessionChanged(session_id) from None
+        kept = [s for s in summaries if s.window_end <= edge]
+        earlier = self.turns.turns_before(session_id, turn_number, limit=context_turns - 1) if context_turns > 1 else []
+        after = dataclasses.replace(
+            session,
+            turn_count=turn_number,
+            updated_at=now,
+            ttl=now + self.table.ttl_seconds,
+            rewinds=session.rewinds + 1,
+        )
+        context = ChatContext([*earlier, turn], kept[-1] if kept else None)
+        return Rewound(after, turn, tuple(removed), tuple(s.summary_number for s in stale), context)
+
+    def _rewindable(self, session_id: str, customer_id: str) -> Session:
+        """The customer's session, when it may be rewound (active); else the error that says why not."""
+        item = self.table.get(keys.session_key(session_id))
+        if item is None or item.get("customer_id") != customer_id:
+            raise SessionNotFound(session_id)  # another customer's session is not told apart
+        session = Session.from_item(item)
+        if session.status == SessionStatus.HANDOFF:
+            raise SessionInHandoff(session_id)
+        if session.status != SessionStatus.ACTIVE:
+            raise SessionClosed(session_id, str(session.status))
+        return session
+
+    def _summaries(self, session_id: str) -> list[Summary]:
+        """Every summary of the session, by number (one Query; a summary covers ten or more turns)."""
+        expr = Expr()
+        return [
+            Summary.from_item(item)
+            for item in self.table.query(
+                KeyConditionExpression=(
+                    f"{expr.n(PARTITION_KEY)} = {expr.v(keys.session_pk(session_id))} AND "
+                    f"begins_with({expr.n(SORT_KEY)}, {expr.v(keys.SUMMARY_PREFIX)})"
+                ),
+                **expr.params(),
+            )
+        ]
+
+    def _rewind_transaction(self, session: Session, turn: Turn, last: int, now: int, *, edited: bool) -> Transaction:
+        """The rewind's META update (conditioned on the turn count read) and, when edited, the turn's Put."""
+        tx = Transaction(self.table.table_name)
+        expr = Expr()
+        update = Update(expr)
+        update.set("turn_count", turn.turn_number)
+        update.set("updated_at", now)
+        update.set(TTL_ATTRIBUTE, now + self.table.ttl_seconds)
+        update.add("rewinds", 1)
+        condition = (
+            f"{expr.n('turn_count')} = {expr.v(last)} AND {expr.n('status')} = {expr.v(str(SessionStatus.ACTIVE))} "
+            f"AND {expr.n('customer_id')} = {expr.v(session.customer_id)}"
+        )
+        tx.update("session", keys.session_key(session.session_id), update, condition=condition)
+        if edited:
+            tx.put("turn", turn.to_item())
+        return tx
 
 
 def _ignoring_aws_errors(call: Callable[[], None]) -> Callable[[], None]:

@@ -13,7 +13,14 @@ from typing import Any, Final
 
 from lambdas.shared import cursor as cursors
 from lambdas.shared import keys
-from lambdas.shared.errors import Conflict, InvalidCursor, InvalidInput, SessionClosed, SessionNotFound
+from lambdas.shared.errors import (
+    Conflict,
+    InvalidCursor,
+    InvalidInput,
+    SessionChanged,
+    SessionClosed,
+    SessionNotFound,
+)
 from lambdas.shared.records import TURN_ACCEPTING, Role, Session, Summary, Turn, compress
 from lambdas.shared.schema import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE
 from lambdas.shared.serialize import unmarshal_item
@@ -46,20 +53,21 @@ def checked_turn(role: Role | str, content: str) -> Role:
 class Turns(Aggregate):
     """Turn and summary operations."""
 
-    def add_turn(self, session_id: str, role: Role | str, content: str) -> Turn:
+    def add_turn(self, session_id: str, role: Role | str, content: str, *, rewinds: int | None = None) -> Turn:
         """Append a turn: :meth:`reserve_turn` then :meth:`put_turn`, two writes, no transaction.
 
         The number comes from the session's atomic counter, so numbers are unique under any
         concurrency; if the process dies between the two writes, the number is burnt: a gap,
         never a duplicate. Raises InvalidInput before any write, SessionNotFound or
-        SessionClosed (status not active/handoff) with nothing written.
+        SessionClosed (status not active/handoff) with nothing written. ``rewinds``: see
+        :meth:`reserve_turn`.
         """
         require_id(session_id, "session_id")
         checked_turn(role, content)
-        session = self.reserve_turn(session_id)
+        session = self.reserve_turn(session_id, rewinds=rewinds)
         return self.put_turn(session_id, session.turn_count, role, content)
 
-    def reserve_turn(self, session_id: str, *, customer_id: str | None = None) -> Session:
+    def reserve_turn(self, session_id: str, *, customer_id: str | None = None, rewinds: int | None = None) -> Session:
         """Take the next turn number of a session that accepts turns; returns the session after the write.
 
         One UpdateItem on META: ``ADD turn_count 1``, ``SET updated_at, ttl`` (the session's TTL
@@ -67,6 +75,9 @@ class Turns(Aggregate):
         ``customer_id`` is given, belonging to that customer. The session comes back as the write
         left it (``ReturnValues=ALL_NEW``): ``turn_count`` is the reserved number and ``status``
         says whether the assistant answers, so the caller needs no read of the session.
+        With ``rewinds`` (the session's rewind count when the caller read it: a reply computed
+        from that transcript), the session must not have been rewound since: SessionChanged
+        otherwise, so a reply to turns a rewind removed is never stored after it.
 
         A refused reservation writes nothing (the counter does not move). Raises SessionNotFound
         (also for another customer's session, which is not told apart from a missing one) or
@@ -85,10 +96,17 @@ class Turns(Aggregate):
         condition = f"attribute_exists({expr.n(PARTITION_KEY)}) AND {expr.n('status')} IN ({accepted})"
         if customer_id is not None:
             condition += f" AND {expr.n('customer_id')} = {expr.v(customer_id)}"
+        if rewinds is not None:
+            same = f"{expr.n('rewinds')} = {expr.v(rewinds)}"
+            condition += (
+                f" AND (attribute_not_exists({expr.n('rewinds')}) OR {same})" if rewinds == 0 else f" AND {same}"
+            )
 
         def refused(old: dict[str, Any]) -> Exception:
             if customer_id is not None and old.get("customer_id") != customer_id:
                 return SessionNotFound(session_id)  # another customer's session is not told apart
+            if rewinds is not None and int(old.get("rewinds", 0)) != rewinds:
+                return SessionChanged(session_id)
             return SessionClosed(session_id, str(old.get("status")))
 
         item = self.table.update(

@@ -674,3 +674,93 @@ def test_deleting_a_session_whose_handoff_waits_fails_the_handoff_and_clears_the
     assert handoff is not None
     assert handoff.status == HandoffStatus.FAILED
     assert db.table.get(keys.agent_inbox_key(keys.WAITING_INBOX, "h-1")) is None
+
+
+# ---------------------------------------------------------------- POST /sessions/{id}/rewind
+
+
+def _chatted(db: DynamoSessionStore, customer: str = "alice") -> str:
+    """A session with two exchanges: the customer's questions are turns 1 and 3."""
+    sid = db.sessions.create_session(customer).session_id
+    for role, text in (("user", "Is volume 3 out?"), ("assistant", "Yes."), ("user", "And 4?"), ("assistant", "No.")):
+        db.turns.add_turn(sid, role, text)
+    return sid
+
+
+def _rewind(api: Invoke, sid: str, body: Any, sub: str = "alice", **kw: Any) -> dict[str, Any]:
+    path = f"/sessions/{sid}/rewind"
+    return api("POST", "/sessions/{id}/rewind", path, sub=sub, body=json.dumps(body), **kw)
+
+
+def test_a_rewind_with_new_text_takes_back_the_later_turns_and_answers_again(
+    api: Invoke, db: DynamoSessionStore
+) -> None:
+    sid = _chatted(db)
+    response = _rewind(api, sid, {"turn_number": 1, "text": "  Is volume 5 out?  "})
+    assert response["statusCode"] == 200, response["body"]
+    assert response["json"] == {
+        "session_id": sid,
+        "turn_number": 1,
+        "removed_turns": [2, 3, 4],
+        "removed_summaries": [],
+        "reply": {"turn_number": 2, "text": "You said: Is volume 5 out?", "blocked": False},
+    }
+    assert [t.content for t in db.turns.list_turns(sid).items] == ["Is volume 5 out?", "You said: Is volume 5 out?"]
+
+
+def test_a_rewind_retried_with_its_idempotency_key_answers_the_same_and_changes_nothing(
+    api: Invoke, db: DynamoSessionStore
+) -> None:
+    sid = _chatted(db)
+    first = _rewind(api, sid, {"turn_number": 3}, headers={"Idempotency-Key": "rw-1"})
+    db.turns.add_turn(sid, "user", "Thanks")
+    again = _rewind(api, sid, {"turn_number": 3}, headers={"Idempotency-Key": "rw-1"})
+    assert again["statusCode"] == first["statusCode"] == 200
+    assert again["json"] == first["json"]
+    assert [t.turn_number for t in db.turns.list_turns(sid).items] == [1, 2, 3, 4, 5]
+
+
+def test_a_rewind_during_a_handoff_is_409_and_changes_nothing(api: Invoke, db: DynamoSessionStore) -> None:
+    sid = _chatted(db)
+    db.sessions.update_status(sid, "handoff")
+    response = _rewind(api, sid, {"turn_number": 1, "text": "changed"})
+    assert response["statusCode"] == 409
+    assert response["json"]["error"]["code"] == "SessionInHandoff"
+    assert "support agent" in response["json"]["error"]["message"]
+    assert len(db.turns.list_turns(sid).items) == 4
+
+
+def test_another_customers_session_is_not_rewound(api: Invoke, db: DynamoSessionStore) -> None:
+    sid = _chatted(db)
+    response = _rewind(api, sid, {"turn_number": 1}, sub="mallory")
+    assert response["statusCode"] == 404
+    assert len(db.turns.list_turns(sid).items) == 4
+
+
+@pytest.mark.parametrize("role", ["agent", "admin"])
+def test_only_a_customer_rewinds(api: Invoke, db: DynamoSessionStore, role: str) -> None:
+    sid = _chatted(db)
+    assert _rewind(api, sid, {"turn_number": 1}, role=role)["statusCode"] == 403
+    assert len(db.turns.list_turns(sid).items) == 4
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({}, "turn_number"),
+        ({"turn_number": 0}, "turn_number"),
+        ({"turn_number": "1"}, "turn_number"),
+        ({"turn_number": 1, "text": ""}, "text"),
+        ({"turn_number": 1, "text": "bell\u0007"}, "text"),
+        ({"turn_number": 1, "extra": 1}, "extra"),
+        ({"turn_number": 2}, "turn 2 is not one of the customer's messages"),
+    ],
+)
+def test_a_bad_rewind_is_400_naming_the_field_and_changes_nothing(
+    api: Invoke, db: DynamoSessionStore, body: dict[str, Any], field: str
+) -> None:
+    sid = _chatted(db)
+    response = _rewind(api, sid, body)
+    assert response["statusCode"] == 400
+    assert field in response["json"]["error"]["message"]
+    assert len(db.turns.list_turns(sid).items) == 4

@@ -1,0 +1,117 @@
+"""A customer takes back what followed one of their messages (editing it, or not) so the assistant answers it again.
+
+Shared by the REST route (``POST /sessions/{id}/rewind``) and the chat's ``rewind`` action. The
+rewind itself is :meth:`lambdas.shared.store.chat.Chat.rewind`: one conditional transaction that
+removes the later turns and the summaries that covered them and moves the session's turn counter
+back, refused whole when anything was stored meanwhile, during a handoff, or when the tail is
+longer than one transaction holds. With a key (``Idempotency-Key``, ``client_message_id``) it
+happens once: a retry gets the first answer again and changes nothing (:func:`lambdas.shared.idempotency.replay`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aws_lambda_powertools import Logger
+
+from lambdas.shared import env, idempotency
+from lambdas.shared.records import Role
+from lambdas.shared.responder import BLOCKED_REPLY, Guardrail, ReplyEnd, Responder, ResponderError, responder_for
+from lambdas.shared.settings import settings
+from lambdas.shared.store import DynamoSessionStore, Rewound
+
+logger = Logger()
+
+
+@dataclass(frozen=True)
+class Rewind:
+    """What a rewind request came to.
+
+    ``rewound``: the rewind this request made, to be answered; None when it is a retry of a
+    keyed request that rewound before (nothing changed now). ``answer``: the request's answer,
+    the same for the first request and every retry: ``session_id``, ``turn_number``,
+    ``removed_turns``, ``removed_summaries``.
+    """
+
+    rewound: Rewound | None
+    answer: dict[str, Any]
+
+
+def rewind(
+    store: DynamoSessionStore,
+    session_id: str,
+    customer_id: str,
+    turn_number: int,
+    text: str | None,
+    key: str | None,
+    *,
+    reply: Callable[[Rewound], dict[str, Any] | None] | None = None,
+) -> Rewind:
+    """Rewind the customer's session to ``turn_number`` (with ``text`` as its new text); once per ``key``.
+
+    Raises the store's errors (see :meth:`lambdas.shared.store.chat.Chat.rewind`) and the
+    idempotency ones (KeyReused, StillRunning, InvalidKey); nothing changed in any of them.
+    ``reply``: answers the rewound turn as part of the request (its result is the answer's
+    ``reply``, replayed to a retry too); without it the caller answers (the chat streams it).
+    """
+    made: list[Rewound] = []
+
+    def act() -> dict[str, Any]:
+        rewound = store.chat.rewind(session_id, customer_id, turn_number, text, context_turns=settings().context_turns)
+        made.append(rewound)
+        answer = {
+            "session_id": session_id,
+            "turn_number": rewound.turn.turn_number,
+            "removed_turns": list(rewound.removed_turns),
+            "removed_summaries": list(rewound.removed_summaries),
+        }
+        if reply is not None:
+            answer["reply"] = reply(rewound)
+        return answer
+
+    request = {"turn_number": turn_number, "text": text}
+    answer = idempotency.replay(customer_id, f"rewind {session_id}", key, request, act)
+    return Rewind(made[0] if made else None, answer)
+
+
+@env.once
+def stage_responder() -> Responder:
+    """The stage's responder, as the chat's (Bedrock when ``BEDROCK_MODEL_ID`` is set, else the echo)."""
+    config = settings()
+    options: dict[str, Any] = {}
+    if config.bedrock_guardrail_id is not None and config.bedrock_guardrail_version is not None:
+        options["guardrail"] = Guardrail(config.bedrock_guardrail_id, config.bedrock_guardrail_version)
+    return responder_for(
+        config.bedrock_model_id,
+        max_context_tokens=config.context_max_tokens,
+        attempts=config.bedrock_attempts,
+        deadline_seconds=float(config.bedrock_deadline_seconds),
+        **options,
+    )
+
+
+def whole_reply(store: DynamoSessionStore, model: Responder, rewound: Rewound) -> dict[str, Any] | None:
+    """Answer the rewound turn at once, for a caller that cannot be streamed to; None when the model could not.
+
+    The reply is stored as the next turn only if the session was not rewound again meanwhile
+    (SessionChanged otherwise); a withheld reply is stored and returned as the fixed notice.
+    Returns ``{"turn_number", "text", "blocked"}``.
+    """
+    end, pieces = ReplyEnd("end_turn"), []
+    try:
+        for piece in model.stream(rewound.context.turns, summary=rewound.context.summary):
+            if isinstance(piece, ReplyEnd):
+                end = piece
+            else:
+                pieces.append(piece)
+    except ResponderError as err:
+        logger.warning("no reply to a rewound turn", extra={"reason": err.reason})
+        return None
+    text = BLOCKED_REPLY if end.blocked else "".join(pieces)
+    if not text.strip():
+        return None
+    session_id = rewound.session.session_id
+    turn = store.turns.add_turn(session_id, Role.ASSISTANT, text, rewinds=rewound.session.rewinds)
+    return {"turn_number": turn.turn_number, "text": text, "blocked": end.blocked}
