@@ -23,6 +23,7 @@ from constructs_lib.rest_api import HardenedRestApi
 from constructs_lib.sfn_start_integration import InputField, StepFunctionsStartExecution
 from constructs_lib.token_authorizer import JwtTokenAuthorizer
 from constructs_lib.web_acl import RegionalWebAcl
+from constructs_lib.workflow_defaults import grant_history_key
 from contracts import access
 from contracts.logs import TOKEN_REFUSED
 from contracts.requests import BODY_MODELS, gateway_schema
@@ -198,6 +199,7 @@ def _session_function(
             actions=["states:DescribeExecution"],
             resource_arns=[_executions_arn(scope, machine)],
         )
+        grant_history_key(session_function, machine, ["states:DescribeExecution"])
         findings[_execution_finding(scope, machine)] = (
             "DescribeExecution on the executions of one workflow (execution names are per request); "
             "GET /executions/{id} answers only for these workflows and only to the execution's starter."

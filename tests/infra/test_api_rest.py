@@ -280,11 +280,16 @@ def test_integration_role_may_only_start_its_workflow(any_stage: SynthesizedStag
     ]
     assert len(policies) == 1
     statements = policies[0]["PolicyDocument"]["Statement"]
-    assert len(statements) == 1
+    assert len(statements) == 2
     assert statements[0]["Action"] == "states:StartExecution"
     assert statements[0]["Effect"] == "Allow"
     workflow = DIRECT[next(k for k, v in DIRECT.items() if v[0] == construct_id)][1]
     assert f"PublishOutputRef{workflow}" in statements[0]["Resource"]["Fn::GetStackOutput"]["OutputName"]
+    # the workflow's history is encrypted with the stage key: starting it writes with that key, for it only
+    key_use = statements[1]
+    assert key_use["Action"] == ["kms:Decrypt", "kms:GenerateDataKey"]
+    context = key_use["Condition"]["StringEquals"]["kms:EncryptionContext:aws:states:stateMachineArn"]
+    assert f"PublishOutputRef{workflow}" in context["Fn::GetStackOutput"]["OutputName"]
 
 
 def test_session_lambda_may_only_describe_executions_of_the_three_workflows(any_stage: SynthesizedStage) -> None:
