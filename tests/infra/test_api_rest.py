@@ -334,6 +334,13 @@ def test_stage_logging_tracing_and_throttling(any_stage: SynthesizedStage) -> No
     ]
     access_log = json.loads(stage["AccessLogSetting"]["Format"])
     assert {"requestId", "status", "principalId", "resourcePath", "ip"} <= set(access_log)
+    assert access_log["tlsVersion"] == "$context.tlsVersion"
+
+
+def test_the_endpoint_refuses_tls_1_0_and_1_1_and_domain_fronting(any_stage: SynthesizedStage) -> None:
+    api = next(iter(_resources(any_stage, "AWS::ApiGateway::RestApi").values()))["Properties"]
+    assert api["SecurityPolicy"] == "SecurityPolicy_TLS13_1_2_PFS_PQ_2025_09"
+    assert api["EndpointAccessMode"] == "STRICT"
 
 
 def test_no_execution_data_is_logged_in_prod(prod: SynthesizedStage) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, cast
 
@@ -147,7 +148,16 @@ def test_defaults_are_hardened(template: Template) -> None:
     assert stage["StageName"] == "v1"
     template.resource_count_is("AWS::ApiGateway::UsagePlan", 1)
     template.resource_count_is("AWS::ApiGateway::Account", 1)
-    template.has_resource_properties("AWS::ApiGateway::RestApi", {"EndpointConfiguration": {"Types": ["REGIONAL"]}})
+    template.has_resource_properties(
+        "AWS::ApiGateway::RestApi",
+        {
+            "EndpointConfiguration": {"Types": ["REGIONAL"]},
+            "SecurityPolicy": "SecurityPolicy_TLS13_1_2_PFS_PQ_2025_09",
+            "EndpointAccessMode": "STRICT",
+        },
+    )
+    access_log = json.loads(stage["AccessLogSetting"]["Format"])
+    assert access_log["tlsVersion"] == "$context.tlsVersion"
     template.has_resource_properties(
         "AWS::WAFv2::WebACL",
         {
@@ -233,6 +243,8 @@ def test_fails_on_schema_keywords_it_cannot_translate(schema: dict[str, Any], me
         ({"cors_allowed_origins": ["*", "https://a.example"]}, "only entry"),
         ({"cors_allowed_origins": ["https://a.example"], "throttle_rate": 0}, "throttle_rate"),
         ({"cors_allowed_origins": ["https://a.example"], "throttle_burst": 0}, "throttle_burst"),
+        ({"cors_allowed_origins": ["https://a.example"], "security_policy": "TLS_1_0"}, "security_policy must be"),
+        ({"cors_allowed_origins": ["https://a.example"], "endpoint_access_mode": "LOOSE"}, "endpoint_access_mode"),
     ],
 )
 def test_fails_on_bad_rest_api_props(kwargs: dict[str, Any], message: str) -> None:
