@@ -446,12 +446,30 @@ def test_waf_only_where_configured(dev: SynthesizedStage, prod: SynthesizedStage
             "Rules": [
                 Match.object_like(
                     {
+                        "OverrideAction": {"None": {}},
+                        "Statement": {
+                            "ManagedRuleGroupStatement": {
+                                "VendorName": "AWS",
+                                "Name": "AWSManagedRulesAmazonIpReputationList",
+                            }
+                        },
+                    }
+                ),
+                Match.object_like(
+                    {
                         "Statement": {
                             "ManagedRuleGroupStatement": {"VendorName": "AWS", "Name": "AWSManagedRulesCommonRuleSet"}
                         }
                     }
                 ),
-                Match.object_like({"Action": {"Block": {}}, "Statement": {"RateBasedStatement": Match.any_value()}}),
+                Match.object_like(
+                    {
+                        "Action": {"Block": {}},
+                        "Statement": {
+                            "RateBasedStatement": {"Limit": 1500, "AggregateKeyType": "IP", "EvaluationWindowSec": 300}
+                        },
+                    }
+                ),
                 Match.object_like(
                     {
                         "OverrideAction": {"None": {}},
@@ -466,6 +484,17 @@ def test_waf_only_where_configured(dev: SynthesizedStage, prod: SynthesizedStage
             ],
         },
     )
+    # one client's share: prod's REST throttle lets 200/s * 300 s = 60,000 requests through per window
+    assert prod.stage.config.waf_ip_rate_limit * 10 <= prod.stage.config.api_throttle_rate * 300
+    logging = next(iter(_resources(prod, "AWS::WAFv2::LoggingConfiguration").values()))["Properties"]
+    assert logging["RedactedFields"] == [{"SingleHeader": {"Name": "authorization"}}]
+    group = next(
+        g["Properties"]
+        for g in _resources(prod, "AWS::Logs::LogGroup").values()
+        if str(g["Properties"].get("LogGroupName", "")).startswith("aws-waf-logs-")
+    )
+    assert group["RetentionInDays"] == prod.stage.config.log_retention_days
+    assert "DataKey" in json.dumps(group["KmsKeyId"])  # the stage's key, from the storage stack
     stage = _logical_id(prod, "AWS::ApiGateway::Stage", "RestApiDeploymentStage")
     association = next(iter(_resources(prod, "AWS::WAFv2::WebACLAssociation").values()))["Properties"]
     assert stage in json.dumps(association["ResourceArn"])

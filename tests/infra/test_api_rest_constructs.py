@@ -162,12 +162,37 @@ def test_defaults_are_hardened(template: Template) -> None:
         "AWS::WAFv2::WebACL",
         {
             "Rules": [
-                {"Priority": 0, "Name": "AWSManagedRulesCommonRuleSet"} | _any(),
+                {"Priority": 0, "Name": "AWSManagedRulesAmazonIpReputationList"} | _any(),
+                {"Priority": 1, "Name": "AWSManagedRulesCommonRuleSet"} | _any(),
                 _rate(500),
-                {"Priority": 2, "Name": "AWSManagedRulesKnownBadInputsRuleSet"} | _any(),
+                {"Priority": 3, "Name": "AWSManagedRulesKnownBadInputsRuleSet"} | _any(),
             ]
         },
     )
+
+
+def test_waf_logs_to_an_encrypted_aws_waf_logs_group_without_the_authorization_header(template: Template) -> None:
+    groups = {
+        logical_id: group["Properties"]
+        for logical_id, group in template.find_resources("AWS::Logs::LogGroup").items()
+        if logical_id.startswith("AclLogs")
+    }
+    assert len(groups) == 1
+    ((group_id, group),) = groups.items()
+    assert group["LogGroupName"].startswith("aws-waf-logs-")
+    assert group["RetentionInDays"] == 7
+    key_id = group["KmsKeyId"]["Fn::GetAtt"][0]
+    key_policy = template.find_resources("AWS::KMS::Key")[key_id]["Properties"]["KeyPolicy"]["Statement"]
+    assert any('"logs."' in json.dumps(s.get("Principal", {})) for s in key_policy)  # CloudWatch Logs may use it
+    logging = next(iter(template.find_resources("AWS::WAFv2::LoggingConfiguration").values()))["Properties"]
+    acl_id = next(iter(template.find_resources("AWS::WAFv2::WebACL")))
+    assert logging["ResourceArn"] == {"Fn::GetAtt": [acl_id, "Arn"]}
+    assert logging["RedactedFields"] == [{"SingleHeader": {"Name": "authorization"}}]
+    (destination,) = logging["LogDestinationConfigs"]
+    rendered = json.dumps(destination)
+    assert ":log-group:" in rendered
+    assert group_id in rendered
+    assert ":*" not in rendered
 
 
 def test_a_log_key_encrypts_the_access_and_the_execution_log_groups() -> None:
