@@ -24,6 +24,13 @@ from constructs import Construct
 
 from constructs_lib.validation import PropErrors, is_unresolved
 
+#: The enhanced security policy of the API's endpoint: TLS 1.2 and 1.3 only, with forward-secret
+#: and post-quantum key exchange (API Gateway developer guide, "Security policies for REST APIs").
+#: An enhanced policy (``SecurityPolicy_...``) needs an endpoint access mode as well.
+DEFAULT_SECURITY_POLICY = "SecurityPolicy_TLS13_1_2_PFS_PQ_2025_09"
+#: Requests must come through the API's own endpoint type and name its host (SNI): no domain fronting.
+DEFAULT_ENDPOINT_ACCESS_MODE = "STRICT"
+
 #: Access log fields, one JSON object per request (CloudWatch Logs Insights reads them as is).
 ACCESS_LOG_FIELDS: dict[str, str] = {
     "requestId": "$context.requestId",
@@ -35,6 +42,8 @@ ACCESS_LOG_FIELDS: dict[str, str] = {
     "resourcePath": "$context.resourcePath",
     "status": "$context.status",
     "protocol": "$context.protocol",
+    "tlsVersion": "$context.tlsVersion",
+    "cipherSuite": "$context.cipherSuite",
     "responseLength": "$context.responseLength",
     "responseLatency": "$context.responseLatency",
     "integrationLatency": "$context.integrationLatency",
@@ -137,6 +146,10 @@ class HardenedRestApi(Construct):
             needs (``AWS::ApiGateway::Account``). Defaults to true: without it, a stage with
             execution logging fails to deploy in an account that never had one.
         description: defaults to none.
+        security_policy: minimum TLS version and cipher suites of the endpoint. Defaults to
+            :data:`DEFAULT_SECURITY_POLICY` (TLS 1.2 and 1.3, no TLS 1.0); must be an enhanced policy
+            (``SecurityPolicy_...``).
+        endpoint_access_mode: ``STRICT`` or ``BASIC``. Defaults to ``STRICT``.
     """
 
     def __init__(
@@ -154,6 +167,8 @@ class HardenedRestApi(Construct):
         log_removal_policy: RemovalPolicy = RemovalPolicy.DESTROY,
         cloud_watch_role: bool = True,
         description: str | None = None,
+        security_policy: str = DEFAULT_SECURITY_POLICY,
+        endpoint_access_mode: str = DEFAULT_ENDPOINT_ACCESS_MODE,
     ) -> None:
         super().__init__(scope, construct_id)
         errors = self._errors = PropErrors(self)
@@ -195,6 +210,7 @@ class HardenedRestApi(Construct):
             ),
         )
         self.stage: apigw.Stage = self.api.deployment_stage
+        self._set_security_policy(security_policy, endpoint_access_mode)
         # API Gateway creates this group on first use with no retention; owning it bounds it.
         self.execution_log_group: logs.LogGroup = logs.LogGroup(
             self,
@@ -208,6 +224,22 @@ class HardenedRestApi(Construct):
         self._add_gateway_responses()
         if cloud_watch_role:
             self._acknowledge_cloud_watch_role()
+
+    def _set_security_policy(self, security_policy: str, endpoint_access_mode: str) -> None:
+        """The endpoint's TLS policy and access mode, on the L1 resource."""
+        errors = self._errors
+        errors.check(
+            security_policy.startswith("SecurityPolicy_"),
+            f"security_policy must be an enhanced policy, SecurityPolicy_... (given {security_policy})",
+        )
+        errors.check(
+            endpoint_access_mode in ("STRICT", "BASIC"),
+            f"endpoint_access_mode must be STRICT or BASIC (given {endpoint_access_mode})",
+        )
+        # The L2 RestApi of this CDK version has no security policy; the L1 has both properties.
+        resource = cast(apigw.CfnRestApi, self.api.node.default_child)
+        resource.security_policy = security_policy
+        resource.endpoint_access_mode = endpoint_access_mode
 
     def _add_limits_and_validators(self, throttle_rate: float, throttle_burst: int) -> None:
         """A usage plan with the stage's limits, and the two request validators."""

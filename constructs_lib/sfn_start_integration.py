@@ -35,6 +35,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from constructs_lib.validation import PropErrors
+from constructs_lib.workflow_defaults import grant_history_key
 
 Source = Literal["path", "header", "authorizer", "context", "body"]
 
@@ -205,7 +206,8 @@ class StepFunctionsStartExecution(Construct):
         cors_headers: static response headers (values quoted, as API Gateway mappings want)
             added to every response. Defaults to none.
         existing_role: role API Gateway assumes; it is granted StartExecution on
-            ``state_machine``. Defaults to a new role that may do only that.
+            ``state_machine`` (and the use of its history key, when a customer key encrypts it).
+            Defaults to a new role that may do only that.
     """
 
     def __init__(
@@ -239,6 +241,7 @@ class StepFunctionsStartExecution(Construct):
             description="API Gateway starts this one workflow",
         )
         state_machine.grant_start_execution(self.role)
+        grant_history_key(self.role, state_machine, ["states:StartExecution"])
         headers = dict(cors_headers or {})
         integration_headers = {f"method.response.header.{name}": value for name, value in headers.items()}
         method_headers = {f"method.response.header.{name}": True for name in headers}

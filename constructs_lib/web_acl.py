@@ -1,21 +1,29 @@
-"""A regional WAFv2 web ACL: AWS managed common and known-bad-inputs rule sets plus a per-IP rate limit.
+"""A regional WAFv2 web ACL: managed IP reputation, common and known-bad-inputs rule sets, a per-IP rate limit, logs.
 
 Example::
 
-    acl = RegionalWebAcl(self, "WebAcl", rate_limit=1000)
+    acl = RegionalWebAcl(self, "WebAcl", rate_limit=1000, log_encryption_key=key)
     acl.associate("RestApi", api.deployment_stage.stage_arn)
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from aws_cdk import ArnFormat, Names, RemovalPolicy, Stack
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_logs as logs
 from aws_cdk import aws_wafv2 as wafv2
 from constructs import Construct
 
+from constructs_lib.encryption_key import EncryptionKey
 from constructs_lib.validation import PropErrors, is_unresolved
 
 _MIN_RATE_LIMIT = 10  # WAFv2's lower bound for a rate-based rule (requests per evaluation window)
 _MAX_RATE_LIMIT = 2_000_000_000
 _WINDOWS = (60, 120, 300, 600)
+#: WAF delivers only to a log group whose name starts with this (WAF developer guide, "CloudWatch Logs").
+LOG_GROUP_PREFIX = "aws-waf-logs-"
 
 
 def _visibility(metric_name: str) -> wafv2.CfnWebACL.VisibilityConfigProperty:
@@ -27,16 +35,28 @@ def _visibility(metric_name: str) -> wafv2.CfnWebACL.VisibilityConfigProperty:
 class RegionalWebAcl(Construct):
     """A REGIONAL web ACL that allows by default and blocks what its rules match.
 
-    Rules, in priority order: ``AWSManagedRulesCommonRuleSet`` (OWASP-style protections,
-    every rule in block mode), a rate-based rule that blocks a source IP sending more than
-    ``rate_limit`` requests within ``evaluation_window_seconds``, and
+    Rules, in priority order: ``AWSManagedRulesAmazonIpReputationList`` (addresses Amazon threat
+    intelligence knows for bots and attacks, blocked), ``AWSManagedRulesCommonRuleSet``
+    (OWASP-style protections, every rule in block mode), a rate-based rule that blocks a source
+    IP sending more than ``rate_limit`` requests within ``evaluation_window_seconds``, and
     ``AWSManagedRulesKnownBadInputsRuleSet`` (request patterns of known exploits, such as Log4j
-    JNDI lookups, every rule in block mode). Capacity: 700 + 2 + 200 of a web ACL's 1,500 WCUs.
+    JNDI lookups, every rule in block mode). Capacity: 25 + 700 + 2 + 200 of a web ACL's 1,500 WCUs.
+
+    Every request WAF evaluates is logged to a KMS-encrypted log group named
+    ``aws-waf-logs-<unique id>`` (WAF requires the prefix), with the ``redacted_headers`` left out.
 
     Args:
-        rate_limit: requests per IP and window before blocking, 10..2e9. Defaults to 1000.
+        rate_limit: requests per IP and window before blocking, 10..2e9. Defaults to 1000. Size
+            it for one client: a limit close to the protected API's own throttle lets a handful
+            of addresses use all of it.
         evaluation_window_seconds: 60, 120, 300 or 600. Defaults to 300.
         metric_prefix: CloudWatch metric name prefix. Defaults to the construct id.
+        log_encryption_key: key of the log group; its key policy must let CloudWatch Logs use it.
+            Defaults to a new key, rotated yearly, that only CloudWatch Logs may use as a service.
+        log_retention: retention of the log group. Defaults to one week.
+        log_removal_policy: of the log group. Defaults to DESTROY (logs age out by retention anyway).
+        redacted_headers: request headers WAF writes as ``REDACTED``. Defaults to ``authorization``
+            (bearer tokens never reach the logs).
     """
 
     def __init__(
@@ -47,6 +67,10 @@ class RegionalWebAcl(Construct):
         rate_limit: int = 1000,
         evaluation_window_seconds: int = 300,
         metric_prefix: str | None = None,
+        log_encryption_key: kms.IKey | None = None,
+        log_retention: logs.RetentionDays = logs.RetentionDays.ONE_WEEK,
+        log_removal_policy: RemovalPolicy = RemovalPolicy.DESTROY,
+        redacted_headers: Sequence[str] = ("authorization",),
     ) -> None:
         super().__init__(scope, construct_id)
         errors = PropErrors(self)
@@ -67,8 +91,19 @@ class RegionalWebAcl(Construct):
             visibility_config=_visibility(prefix),
             rules=[
                 wafv2.CfnWebACL.RuleProperty(
-                    name="AWSManagedRulesCommonRuleSet",
+                    name="AWSManagedRulesAmazonIpReputationList",
                     priority=0,
+                    override_action=wafv2.CfnWebACL.OverrideActionProperty(none={}),
+                    statement=wafv2.CfnWebACL.StatementProperty(
+                        managed_rule_group_statement=wafv2.CfnWebACL.ManagedRuleGroupStatementProperty(
+                            vendor_name="AWS", name="AWSManagedRulesAmazonIpReputationList"
+                        )
+                    ),
+                    visibility_config=_visibility(f"{prefix}IpReputation"),
+                ),
+                wafv2.CfnWebACL.RuleProperty(
+                    name="AWSManagedRulesCommonRuleSet",
+                    priority=1,
                     override_action=wafv2.CfnWebACL.OverrideActionProperty(none={}),
                     statement=wafv2.CfnWebACL.StatementProperty(
                         managed_rule_group_statement=wafv2.CfnWebACL.ManagedRuleGroupStatementProperty(
@@ -79,7 +114,7 @@ class RegionalWebAcl(Construct):
                 ),
                 wafv2.CfnWebACL.RuleProperty(
                     name="RateLimitPerIp",
-                    priority=1,
+                    priority=2,
                     action=wafv2.CfnWebACL.RuleActionProperty(block={}),
                     statement=wafv2.CfnWebACL.StatementProperty(
                         rate_based_statement=wafv2.CfnWebACL.RateBasedStatementProperty(
@@ -92,7 +127,7 @@ class RegionalWebAcl(Construct):
                 ),
                 wafv2.CfnWebACL.RuleProperty(
                     name="AWSManagedRulesKnownBadInputsRuleSet",
-                    priority=2,
+                    priority=3,
                     override_action=wafv2.CfnWebACL.OverrideActionProperty(none={}),
                     statement=wafv2.CfnWebACL.StatementProperty(
                         managed_rule_group_statement=wafv2.CfnWebACL.ManagedRuleGroupStatementProperty(
@@ -101,6 +136,43 @@ class RegionalWebAcl(Construct):
                     ),
                     visibility_config=_visibility(f"{prefix}KnownBadInputs"),
                 ),
+            ],
+        )
+        self._log(log_encryption_key, log_retention, log_removal_policy, redacted_headers)
+
+    def _log(
+        self,
+        key: kms.IKey | None,
+        retention: logs.RetentionDays,
+        removal_policy: RemovalPolicy,
+        redacted_headers: Sequence[str],
+    ) -> None:
+        if key is None:
+            key = EncryptionKey(self, "LogKey", description="WAF logs", service_principals=["logs"]).key
+        name = LOG_GROUP_PREFIX + Names.unique_resource_name(self, max_length=200, separator="-")
+        self.log_group: logs.LogGroup = logs.LogGroup(
+            self,
+            "Logs",
+            log_group_name=name,
+            encryption_key=key,
+            retention=retention,
+            removal_policy=removal_policy,
+        )
+        # WAF takes the group's ARN without the ":*" of the LogGroup Arn attribute.
+        group_arn = Stack.of(self).format_arn(
+            service="logs",
+            resource="log-group",
+            resource_name=self.log_group.log_group_name,
+            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+        )
+        self.logging: wafv2.CfnLoggingConfiguration = wafv2.CfnLoggingConfiguration(
+            self,
+            "Logging",
+            resource_arn=self.web_acl.attr_arn,
+            log_destination_configs=[group_arn],
+            redacted_fields=[
+                wafv2.CfnLoggingConfiguration.FieldToMatchProperty(single_header={"Name": header.lower()})
+                for header in redacted_headers
             ],
         )
 

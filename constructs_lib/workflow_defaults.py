@@ -245,7 +245,11 @@ class WorkflowStateMachine(Construct):
                 level=sfn.LogLevel.ALL,
                 include_execution_data=options.include_execution_data,
             ),
+            encryption_configuration=sfn.CustomerManagedEncryptionConfiguration(
+                options.encryption_key, HISTORY_DATA_KEY_REUSE
+            ),
         )
+        self._grant_own_history_key(options.encryption_key)
         self.executions_failed_alarm: cloudwatch.Alarm = self._alarm(
             "ExecutionsFailedAlarm", self.state_machine.metric_failed, failed_alarm_threshold, failed_alarm_description
         )
@@ -259,6 +263,20 @@ class WorkflowStateMachine(Construct):
             for action in alarm_actions:
                 alarm.add_alarm_action(action)
         self._acknowledge_service_wildcards()
+
+    def _grant_own_history_key(self, key: kms.IKey) -> None:
+        """The execution role's use of the history key, for this state machine's ARN as encryption context.
+
+        CDK's own statement names the state machine by its physical name, which is empty when
+        CloudFormation names the machine, so it matches no request. The ARN cannot go in the
+        role's default policy (the state machine depends on it), hence a policy of its own.
+        """
+        iam.Policy(
+            self,
+            "HistoryKeyPolicy",
+            roles=[self.state_machine.role],
+            statements=[_history_key_statement(self.state_machine, key, HISTORY_KMS_ACTIONS["states:StartExecution"])],
+        )
 
     def _alarm(
         self, construct_id: str, metric: Callable[..., cloudwatch.Metric], threshold: int, description: str
@@ -296,13 +314,83 @@ class WorkflowStateMachine(Construct):
         acknowledge_policy(self.state_machine.role, findings)
 
     def grant_start_execution(self, grantee: iam.IGrantable) -> iam.Grant:
-        """Let a principal start executions (the API, a schedule, a rule target)."""
+        """Let a principal start executions (the API, a schedule, a rule target), and use the history key."""
+        grant_history_key(grantee, self.state_machine, ["states:StartExecution"])
         return self.state_machine.grant_start_execution(grantee)
 
     def grant_task_response(self, grantee: iam.IGrantable) -> iam.Grant:
         """Let a principal complete this workflow's callback tasks (SendTaskSuccess/Failure/Heartbeat)."""
+        grant_history_key(grantee, self.state_machine, ["states:SendTaskSuccess"])
         return self.state_machine.grant_task_response(grantee)
+
+    def grant_task_failure(self, grantee: iam.IGrantable) -> iam.Grant:
+        """Let a principal only fail this workflow's callback tasks (SendTaskFailure)."""
+        grant_history_key(grantee, self.state_machine, ["states:SendTaskFailure"])
+        return self.state_machine.grant(grantee, "states:SendTaskFailure")
 
     def grant_read(self, grantee: iam.IGrantable) -> iam.Grant:
         """Let a principal describe executions (clients poll the execution ARN)."""
+        grant_history_key(grantee, self.state_machine, ["states:DescribeExecution"])
         return self.state_machine.grant_read(grantee)
+
+
+#: How long Step Functions reuses one data key of the history key (60..900 s); five minutes
+#: bounds the KMS requests of a busy workflow at one per five minutes.
+HISTORY_DATA_KEY_REUSE = Duration.minutes(5)
+
+#: What a caller of each Step Functions action needs on the key of a state machine encrypted with
+#: a customer key (Step Functions developer guide, "Data at rest encryption"): writing into an
+#: execution encrypts with a new data key, reading decrypts.
+HISTORY_KMS_ACTIONS: Mapping[str, Sequence[str]] = {
+    "states:StartExecution": ("kms:GenerateDataKey", "kms:Decrypt"),
+    "states:StartSyncExecution": ("kms:GenerateDataKey", "kms:Decrypt"),
+    "states:SendTaskSuccess": ("kms:GenerateDataKey", "kms:Decrypt"),
+    "states:SendTaskFailure": ("kms:GenerateDataKey", "kms:Decrypt"),
+    "states:SendTaskHeartbeat": ("kms:GenerateDataKey", "kms:Decrypt"),
+    "states:RedriveExecution": ("kms:GenerateDataKey", "kms:Decrypt"),
+    "states:DescribeExecution": ("kms:Decrypt",),
+    "states:GetExecutionHistory": ("kms:Decrypt",),
+    "states:StopExecution": ("kms:Decrypt",),
+}
+
+
+def history_key_of(state_machine: sfn.IStateMachine) -> str | None:
+    """The ARN of the customer key that encrypts ``state_machine``'s history (None: AWS's own key, or unknown)."""
+    resource = state_machine.node.default_child
+    if not isinstance(resource, sfn.CfnStateMachine):
+        return None
+    encryption = resource.encryption_configuration
+    if (
+        isinstance(encryption, sfn.CfnStateMachine.EncryptionConfigurationProperty)
+        and encryption.type == "CUSTOMER_MANAGED_KMS_KEY"
+        and encryption.kms_key_id
+    ):
+        return encryption.kms_key_id
+    return None
+
+
+def _history_key_statement(
+    state_machine: sfn.IStateMachine, key: kms.IKey | str, actions: Sequence[str]
+) -> iam.PolicyStatement:
+    return iam.PolicyStatement(
+        actions=list(actions),
+        resources=[key if isinstance(key, str) else key.key_arn],
+        conditions={
+            "StringEquals": {"kms:EncryptionContext:aws:states:stateMachineArn": state_machine.state_machine_arn}
+        },
+    )
+
+
+def grant_history_key(grantee: iam.IGrantable, state_machine: sfn.IStateMachine, actions: Sequence[str]) -> None:
+    """Let ``grantee`` use the key of an encrypted state machine for ``actions`` (Step Functions actions).
+
+    A state machine whose history is encrypted with a customer key refuses StartExecution,
+    SendTask*, DescribeExecution, ... to a caller that may not use the key for that machine;
+    the grant is limited to this machine by the encryption context. A machine with AWS's own key
+    needs nothing, and nothing is granted.
+    """
+    key = history_key_of(state_machine)
+    if key is None:
+        return
+    kms_actions = sorted({kms_action for action in actions for kms_action in HISTORY_KMS_ACTIONS[action]})
+    grantee.grant_principal.add_to_principal_policy(_history_key_statement(state_machine, key, kms_actions))

@@ -209,6 +209,7 @@ class StageConfig:
     api_throttle_burst: int = 100
     cors_allowed_origins: tuple[str, ...] = ("http://localhost:3000",)
     waf_enabled: bool = False
+    waf_ip_rate_limit: int = 600  # requests per source IP in WAF_WINDOW_SECONDS: one client's share
     authorizer_cache_seconds: int = 300
     # Who signs in callers: the stage's own Cognito user pool, or an external OIDC issuer.
     identity: IdentityConfig = field(default_factory=IdentityConfig)
@@ -340,6 +341,7 @@ _BOUNDS: dict[str, tuple[float, float]] = {
     "analytics_expiration_days": (1, 3650),
     "api_throttle_rate": (1, 10000),
     "api_throttle_burst": (1, 5000),
+    "waf_ip_rate_limit": (10, 2_000_000_000),
     "authorizer_cache_seconds": (0, 3600),
     "session_ttl_hours": (1, 24 * 365),
     "cleanup_shards": (1, 64),
@@ -463,6 +465,10 @@ def _validate_names(c: StageConfig) -> None:
     _validate_model(c)
 
 
+#: The WAF's per-IP window (s), and the share of the stage's throttle in it one source IP may use.
+WAF_WINDOW_SECONDS, WAF_IP_SHARE = 300, 0.1
+
+
 def _validate_bounds(c: StageConfig) -> None:
     """Every number within its range, and each WebSocket route's throttle within the stage's."""
     n = c.name
@@ -473,13 +479,13 @@ def _validate_bounds(c: StageConfig) -> None:
     for route in ("ws_connect", "ws_message"):
         rate, burst = getattr(c, f"{route}_throttle_rate"), getattr(c, f"{route}_throttle_burst")
         if rate > c.api_throttle_rate or burst > c.api_throttle_burst:
-            raise _fail(
-                n,
-                f"{route}_throttle_rate/_burst",
-                "must not exceed api_throttle_rate/api_throttle_burst "
-                f"({c.api_throttle_rate:g}/{c.api_throttle_burst})",
-                (rate, burst),
-            )
+            limits = f"({c.api_throttle_rate:g}/{c.api_throttle_burst})"
+            rule = f"must not exceed api_throttle_rate/api_throttle_burst {limits}"
+            raise _fail(n, f"{route}_throttle_rate/_burst", rule, (rate, burst))
+    most = int(c.api_throttle_rate * WAF_WINDOW_SECONDS * WAF_IP_SHARE)
+    if c.waf_ip_rate_limit > most:
+        rule = f"must be at most a tenth of the stage's requests in {WAF_WINDOW_SECONDS} s (at most {most})"
+        raise _fail(n, "waf_ip_rate_limit", rule, c.waf_ip_rate_limit)
     if c.session_resume_grace_seconds > c.cleanup_grace_seconds:
         limit = f"must not exceed cleanup_grace_seconds ({c.cleanup_grace_seconds})"
         raise _fail(n, "session_resume_grace_seconds", limit, c.session_resume_grace_seconds)

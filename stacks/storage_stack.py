@@ -118,11 +118,14 @@ class StorageStack(Stack):
             "AnalyticsBucket",
             encryption_key=self.key,
             server_access_logs=self.access_logs.bucket,
-            versioned=False,
+            # Versioned so an overwrite or a delete can be undone for a day; after that the
+            # replaced version expires, and the retention limit of the analytics still holds.
+            versioned=True,
             lifecycle_rules=[
                 s3.LifecycleRule(
                     id="ExpireOldAnalytics",
                     expiration=Duration.days(config.analytics_expiration_days),
+                    noncurrent_version_expiration=Duration.days(1),
                     abort_incomplete_multipart_upload_after=Duration.days(7),
                 )
             ],

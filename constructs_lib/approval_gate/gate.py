@@ -27,7 +27,7 @@ from constructs_lib.encryption_key import EncryptionKey
 from constructs_lib.nag_findings import acknowledge_policy, resource_finding
 from constructs_lib.shared_function import SharedFunction
 from constructs_lib.validation import PropErrors, struct_values
-from constructs_lib.workflow_defaults import callback_input
+from constructs_lib.workflow_defaults import callback_input, grant_history_key
 
 #: Error the review Lambda fails the task with when the reviewer rejects.
 REJECTED_ERROR = "ReviewRejected"
@@ -491,6 +491,7 @@ class HumanApprovalGate(sfn.StateMachineFragment):
     def bind(self, state_machine: sfn.IStateMachine) -> None:
         """Record a state machine that runs this gate and let the decision function complete its tasks."""
         self._state_machines.append(state_machine)
+        grant_history_key(self.decision_function.function, state_machine, ["states:SendTaskSuccess"])
         state_machine.grant_task_response(self.decision_function.function)
 
     def add_review_routes(
@@ -550,6 +551,7 @@ class HumanApprovalGate(sfn.StateMachineFragment):
         )
         grant = self.grant_read_signing_secret(grantee).combine(self.table.grant_read_write_data(grantee))
         for machine in machines:
+            grant_history_key(grantee, machine, ["states:SendTaskSuccess"])
             grant = machine.grant_task_response(grantee).combine(grant)
         return grant
 

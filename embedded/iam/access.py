@@ -412,6 +412,18 @@ _KMS_FOR: Final[dict[str, Sequence[str]]] = {
     "secretsmanager:GetSecretValue": ("kms:Decrypt",),
     "ssm:GetParameter": ("kms:Decrypt",),
     "ssm:GetParameters": ("kms:Decrypt",),
+    # A state machine encrypted with a customer key (Step Functions developer guide, "Data at rest
+    # encryption"): what a caller writes into an execution is encrypted with its credentials, what
+    # it reads back decrypted.
+    "states:StartExecution": ("kms:GenerateDataKey", "kms:Decrypt"),
+    "states:StartSyncExecution": ("kms:GenerateDataKey", "kms:Decrypt"),
+    "states:SendTaskSuccess": ("kms:GenerateDataKey", "kms:Decrypt"),
+    "states:SendTaskFailure": ("kms:GenerateDataKey", "kms:Decrypt"),
+    "states:SendTaskHeartbeat": ("kms:GenerateDataKey", "kms:Decrypt"),
+    "states:RedriveExecution": ("kms:GenerateDataKey", "kms:Decrypt"),
+    "states:DescribeExecution": ("kms:Decrypt",),
+    "states:GetExecutionHistory": ("kms:Decrypt",),
+    "states:StopExecution": ("kms:Decrypt",),
 }
 _DYNAMODB_DATA_ACTIONS: Final = frozenset(
     {
@@ -433,7 +445,16 @@ _VIA_SERVICE: Final = {
     "s3": "s3",
     "dynamodb": "dynamodb",
     "secretsmanager": "secretsmanager",
+    "states": "states",
 }
+
+
+def state_machine_of(arn: str) -> str:
+    """The state machine of an execution ARN (a state machine ARN is its own)."""
+    parts = arn.split(":")
+    if len(parts) >= 7 and parts[5] == "execution":
+        return ":".join([*parts[:5], "stateMachine", parts[6]])
+    return arn
 
 
 def kms_actions(access: Access) -> Sequence[str]:
@@ -458,4 +479,6 @@ def kms_accesses(access: Access, key_arn: str, region: str, account: str) -> lis
         context["kms:EncryptionContext:SecretARN"] = access.resource
     elif service == "ssm":
         context["kms:EncryptionContext:PARAMETER_ARN"] = access.resource
+    elif service == "states":
+        context["kms:EncryptionContext:aws:states:stateMachineArn"] = state_machine_of(access.resource)
     return [Access(action, key_arn, context) for action in kms_actions(access)]

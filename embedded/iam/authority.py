@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from embedded.iam.access import Access, Resolver
+from embedded.iam.access import Access, Resolver, state_machine_of
 from embedded.iam.policy import ContextValue, Decision, Outcome, Policy, Principal, Request, decide, decide_kms
 
 if TYPE_CHECKING:
@@ -100,6 +100,7 @@ class Authority(Resolver):
     email_identities: set[str] = field(default_factory=set)
     function_roles: dict[str, str] = field(default_factory=dict)  # function name -> role ARN
     function_logs: dict[str, str] = field(default_factory=dict)  # function name -> its log group's name
+    machine_roles: dict[str, str] = field(default_factory=dict)  # state machine ARN -> its execution role ARN
 
     # ------------------------------------------------------------------ building
 
@@ -197,6 +198,8 @@ class Authority(Resolver):
             resource_arn = resource_arn.split("/", 1)[0]
         elif ":dynamodb:" in resource_arn:
             resource_arn = "/".join(resource_arn.split("/")[:2])
+        elif ":states:" in resource_arn:
+            resource_arn = state_machine_of(resource_arn)
         identifier = self.encrypted_by.get(resource_arn)
         return self.key_arn(identifier) if identifier else None
 
@@ -410,6 +413,16 @@ def _function(a: Authority, source: str, ref: str, attributes: Mapping[str, Any]
     a.function_logs[ref] = str((props.get("LoggingConfig") or {}).get("LogGroup") or f"/aws/lambda/{ref}")
 
 
+def _state_machine(
+    a: Authority, source: str, ref: str, attributes: Mapping[str, Any], props: Mapping[str, Any]
+) -> None:
+    arn = str(attributes.get("Arn") or ref)
+    a.machine_roles[arn] = str(props["RoleArn"])
+    encryption = props.get("EncryptionConfiguration") or {}
+    if encryption.get("Type") == "CUSTOMER_MANAGED_KMS_KEY" and encryption.get("KmsKeyId"):
+        a.encrypted_by[arn] = str(encryption["KmsKeyId"])
+
+
 _READERS: Final[dict[str, Reader]] = {
     "AWS::IAM::Role": _role,
     "AWS::IAM::Policy": _policy,
@@ -431,4 +444,5 @@ _READERS: Final[dict[str, Reader]] = {
     "AWS::Logs::LogGroup": _encrypted("KmsKeyId"),
     "AWS::SES::EmailIdentity": _email_identity,
     "AWS::Lambda::Function": _function,
+    "AWS::StepFunctions::StateMachine": _state_machine,
 }

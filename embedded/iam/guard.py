@@ -57,10 +57,11 @@ ACCESS_DENIED: Final[dict[str, tuple[str, int]]] = {
     "apigatewaymanagementapi": ("ForbiddenException", 403),
     "bedrock-runtime": ("AccessDeniedException", 403),
 }
-#: How a service answers when KMS refuses it the caller's key (SQS and SNS name KMS in the code).
+#: How a service answers when KMS refuses it the caller's key (SQS, SNS and Step Functions name KMS in the code).
 KMS_DENIED: Final[dict[str, tuple[str, int]]] = {
     "sqs": ("KMS.AccessDeniedException", 400),
     "sns": ("KMSAccessDenied", 400),
+    "stepfunctions": ("KmsAccessDeniedException", 400),
 }
 
 
@@ -169,6 +170,26 @@ class Guard:
             return None
         for kms in kms_accesses(access, key, self.authority.region, self.authority.account):
             refusal = self.check_role(caller, kms)
+            if refusal is not None:
+                return refusal
+        if access.action in ("states:StartExecution", "states:StartSyncExecution"):
+            return self._execution_role_keys(access, key)
+        return None
+
+    def _execution_role_keys(self, access: Access, key: str) -> Refusal | None:
+        """Whether an encrypted state machine's execution role may use its key (it writes the history).
+
+        Step Functions encrypts and reads an execution's history with the state machine's own role
+        as the execution runs (``kms:GenerateDataKey`` and ``kms:Decrypt``, the state machine as
+        encryption context); a role without them fails every execution it runs.
+        """
+        role_arn = self.authority.machine_roles.get(access.resource)
+        if role_arn is None:
+            return None
+        machine = access.resource.rsplit(":", 1)[-1]
+        runner = callers.Caller(role_arn, f"Step Functions running an execution of {machine}")
+        for kms in kms_accesses(access, key, self.authority.region, self.authority.account):
+            refusal = self.check_role(runner, kms)
             if refusal is not None:
                 return refusal
         return None

@@ -23,10 +23,11 @@ from constructs_lib.rest_api import HardenedRestApi
 from constructs_lib.sfn_start_integration import InputField, StepFunctionsStartExecution
 from constructs_lib.token_authorizer import JwtTokenAuthorizer
 from constructs_lib.web_acl import RegionalWebAcl
+from constructs_lib.workflow_defaults import grant_history_key
 from contracts import access
 from contracts.logs import TOKEN_REFUSED
 from contracts.requests import BODY_MODELS, gateway_schema
-from stacks.config import StageConfig
+from stacks.config import WAF_WINDOW_SECONDS, StageConfig
 from stacks.functions import METRICS_NAMESPACE, StageFunctions, grant_invoke_model, log_retention
 from stacks.identity import token_environment
 from stacks.orchestration_stack import OrchestrationStack
@@ -160,7 +161,7 @@ class MangaAssistRestApi(Construct):
         _review_routes(routes, orchestration)
         self.registry_function: lambda_.Function = _registry_routes(self, routes, storage, functions)
         _status_routes(routes, self.session_function)
-        self.web_acl: RegionalWebAcl | None = _gateway_checks(self, config, self.rest)
+        self.web_acl: RegionalWebAcl | None = _gateway_checks(self, config, self.rest, storage)
 
     @property
     def url(self) -> str:
@@ -205,6 +206,7 @@ def _session_function(
             actions=["states:DescribeExecution"],
             resource_arns=[_executions_arn(scope, machine)],
         )
+        grant_history_key(session_function, machine, ["states:DescribeExecution"])
         findings[_execution_finding(scope, machine)] = (
             "DescribeExecution on the executions of one workflow (execution names are per request); "
             "GET /executions/{id} answers only for these workflows and only to the execution's starter."
@@ -409,7 +411,9 @@ def _review_routes(routes: _Routes, orchestration: OrchestrationStack) -> None:
 # ------------------------------------------------------------------ end of review links
 
 
-def _gateway_checks(scope: Construct, config: StageConfig, rest: HardenedRestApi) -> RegionalWebAcl | None:
+def _gateway_checks(
+    scope: Construct, config: StageConfig, rest: HardenedRestApi, storage: StorageStack
+) -> RegionalWebAcl | None:
     """cdk-nag acknowledgements that hold for the whole gateway, and the stage's WAF when enabled."""
     api = rest.api
     for method in api.methods:
@@ -431,7 +435,15 @@ def _gateway_checks(scope: Construct, config: StageConfig, rest: HardenedRestApi
         )
     )
     if config.waf_enabled:
-        web_acl = RegionalWebAcl(scope, "WebAcl", rate_limit=max(100, int(config.api_throttle_rate * 60)))
+        web_acl = RegionalWebAcl(
+            scope,
+            "WebAcl",
+            rate_limit=config.waf_ip_rate_limit,
+            evaluation_window_seconds=WAF_WINDOW_SECONDS,
+            log_encryption_key=storage.key,
+            log_retention=log_retention(config.log_retention_days),
+            log_removal_policy=config.resource_removal_policy,
+        )
         web_acl.associate("RestApiStage", rest.stage.stage_arn)
         return web_acl
     Validations.of(rest.stage).acknowledge(

@@ -60,6 +60,14 @@ class CleanupTriggers(Construct):
         self.dead_letter_queue: SecureQueue = SecureQueue(
             self, "DeadLetterQueue", encryption_key=encryption_key, dead_letter_queue=False
         )
+        # EventBridge starts the workflow with this role: StartExecution and the workflow's history key.
+        rule_role = iam.Role(
+            self,
+            "ScheduleRole",
+            assumed_by=iam.ServicePrincipal("events.amazonaws.com"),
+            description="EventBridge: starts the hourly cleanup",
+        )
+        cleanup.grant_start_execution(rule_role)
         self.schedule: events.Rule = events.Rule(
             self,
             "Schedule",
@@ -68,6 +76,7 @@ class CleanupTriggers(Construct):
             targets=[
                 targets.SfnStateMachine(
                     cleanup.state_machine,
+                    role=rule_role,
                     input=events.RuleTargetInput.from_object({"trigger": "schedule"}),
                     dead_letter_queue=self.dead_letter_queue.queue,
                     retry_attempts=4,

@@ -575,7 +575,7 @@ class HandoffWorkflow(Construct):
 
     def grant_task_failure(self, grantee: iam.IGrantable) -> iam.Grant:
         """Let a principal fail a waiting task (``$disconnect``, when the customer leaves before an agent took over)."""
-        return self.state_machine.grant(grantee, "states:SendTaskFailure")
+        return self.workflow.grant_task_failure(grantee)
 
     def grant_consume_assignments(self, grantee: iam.IGrantable) -> iam.Grant:
         """Let a principal receive and delete agent-assignment messages."""

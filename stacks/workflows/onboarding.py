@@ -231,4 +231,4 @@ class OnboardingWorkflow(Construct):
 
     def grant_start_execution(self, grantee: iam.IGrantable) -> iam.Grant:
         """Let ``grantee`` start executions (asynchronously, StartExecution)."""
-        return self.state_machine.grant_start_execution(grantee)
+        return self.workflow.grant_start_execution(grantee)

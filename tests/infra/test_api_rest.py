@@ -297,11 +297,16 @@ def test_integration_role_may_only_start_its_workflow(any_stage: SynthesizedStag
     ]
     assert len(policies) == 1
     statements = policies[0]["PolicyDocument"]["Statement"]
-    assert len(statements) == 1
+    assert len(statements) == 2
     assert statements[0]["Action"] == "states:StartExecution"
     assert statements[0]["Effect"] == "Allow"
     workflow = DIRECT[next(k for k, v in DIRECT.items() if v[0] == construct_id)][1]
     assert f"PublishOutputRef{workflow}" in statements[0]["Resource"]["Fn::GetStackOutput"]["OutputName"]
+    # the workflow's history is encrypted with the stage key: starting it writes with that key, for it only
+    key_use = statements[1]
+    assert key_use["Action"] == ["kms:Decrypt", "kms:GenerateDataKey"]
+    context = key_use["Condition"]["StringEquals"]["kms:EncryptionContext:aws:states:stateMachineArn"]
+    assert f"PublishOutputRef{workflow}" in context["Fn::GetStackOutput"]["OutputName"]
 
 
 def test_session_lambda_may_only_describe_executions_of_the_three_workflows(any_stage: SynthesizedStage) -> None:
@@ -346,6 +351,13 @@ def test_stage_logging_tracing_and_throttling(any_stage: SynthesizedStage) -> No
     ]
     access_log = json.loads(stage["AccessLogSetting"]["Format"])
     assert {"requestId", "status", "principalId", "resourcePath", "ip"} <= set(access_log)
+    assert access_log["tlsVersion"] == "$context.tlsVersion"
+
+
+def test_the_endpoint_refuses_tls_1_0_and_1_1_and_domain_fronting(any_stage: SynthesizedStage) -> None:
+    api = next(iter(_resources(any_stage, "AWS::ApiGateway::RestApi").values()))["Properties"]
+    assert api["SecurityPolicy"] == "SecurityPolicy_TLS13_1_2_PFS_PQ_2025_09"
+    assert api["EndpointAccessMode"] == "STRICT"
 
 
 def test_no_execution_data_is_logged_in_prod(prod: SynthesizedStage) -> None:
@@ -451,12 +463,30 @@ def test_waf_only_where_configured(dev: SynthesizedStage, prod: SynthesizedStage
             "Rules": [
                 Match.object_like(
                     {
+                        "OverrideAction": {"None": {}},
+                        "Statement": {
+                            "ManagedRuleGroupStatement": {
+                                "VendorName": "AWS",
+                                "Name": "AWSManagedRulesAmazonIpReputationList",
+                            }
+                        },
+                    }
+                ),
+                Match.object_like(
+                    {
                         "Statement": {
                             "ManagedRuleGroupStatement": {"VendorName": "AWS", "Name": "AWSManagedRulesCommonRuleSet"}
                         }
                     }
                 ),
-                Match.object_like({"Action": {"Block": {}}, "Statement": {"RateBasedStatement": Match.any_value()}}),
+                Match.object_like(
+                    {
+                        "Action": {"Block": {}},
+                        "Statement": {
+                            "RateBasedStatement": {"Limit": 1500, "AggregateKeyType": "IP", "EvaluationWindowSec": 300}
+                        },
+                    }
+                ),
                 Match.object_like(
                     {
                         "OverrideAction": {"None": {}},
@@ -471,6 +501,17 @@ def test_waf_only_where_configured(dev: SynthesizedStage, prod: SynthesizedStage
             ],
         },
     )
+    # one client's share: prod's REST throttle lets 200/s * 300 s = 60,000 requests through per window
+    assert prod.stage.config.waf_ip_rate_limit * 10 <= prod.stage.config.api_throttle_rate * 300
+    logging = next(iter(_resources(prod, "AWS::WAFv2::LoggingConfiguration").values()))["Properties"]
+    assert logging["RedactedFields"] == [{"SingleHeader": {"Name": "authorization"}}]
+    group = next(
+        g["Properties"]
+        for g in _resources(prod, "AWS::Logs::LogGroup").values()
+        if str(g["Properties"].get("LogGroupName", "")).startswith("aws-waf-logs-")
+    )
+    assert group["RetentionInDays"] == prod.stage.config.log_retention_days
+    assert "DataKey" in json.dumps(group["KmsKeyId"])  # the stage's key, from the storage stack
     stage = _logical_id(prod, "AWS::ApiGateway::Stage", "RestApiDeploymentStage")
     association = next(iter(_resources(prod, "AWS::WAFv2::WebACLAssociation").values()))["Properties"]
     assert stage in json.dumps(association["ResourceArn"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, cast
 
@@ -147,17 +148,51 @@ def test_defaults_are_hardened(template: Template) -> None:
     assert stage["StageName"] == "v1"
     template.resource_count_is("AWS::ApiGateway::UsagePlan", 1)
     template.resource_count_is("AWS::ApiGateway::Account", 1)
-    template.has_resource_properties("AWS::ApiGateway::RestApi", {"EndpointConfiguration": {"Types": ["REGIONAL"]}})
+    template.has_resource_properties(
+        "AWS::ApiGateway::RestApi",
+        {
+            "EndpointConfiguration": {"Types": ["REGIONAL"]},
+            "SecurityPolicy": "SecurityPolicy_TLS13_1_2_PFS_PQ_2025_09",
+            "EndpointAccessMode": "STRICT",
+        },
+    )
+    access_log = json.loads(stage["AccessLogSetting"]["Format"])
+    assert access_log["tlsVersion"] == "$context.tlsVersion"
     template.has_resource_properties(
         "AWS::WAFv2::WebACL",
         {
             "Rules": [
-                {"Priority": 0, "Name": "AWSManagedRulesCommonRuleSet"} | _any(),
+                {"Priority": 0, "Name": "AWSManagedRulesAmazonIpReputationList"} | _any(),
+                {"Priority": 1, "Name": "AWSManagedRulesCommonRuleSet"} | _any(),
                 _rate(500),
-                {"Priority": 2, "Name": "AWSManagedRulesKnownBadInputsRuleSet"} | _any(),
+                {"Priority": 3, "Name": "AWSManagedRulesKnownBadInputsRuleSet"} | _any(),
             ]
         },
     )
+
+
+def test_waf_logs_to_an_encrypted_aws_waf_logs_group_without_the_authorization_header(template: Template) -> None:
+    groups = {
+        logical_id: group["Properties"]
+        for logical_id, group in template.find_resources("AWS::Logs::LogGroup").items()
+        if logical_id.startswith("AclLogs")
+    }
+    assert len(groups) == 1
+    ((group_id, group),) = groups.items()
+    assert group["LogGroupName"].startswith("aws-waf-logs-")
+    assert group["RetentionInDays"] == 7
+    key_id = group["KmsKeyId"]["Fn::GetAtt"][0]
+    key_policy = template.find_resources("AWS::KMS::Key")[key_id]["Properties"]["KeyPolicy"]["Statement"]
+    assert any('"logs."' in json.dumps(s.get("Principal", {})) for s in key_policy)  # CloudWatch Logs may use it
+    logging = next(iter(template.find_resources("AWS::WAFv2::LoggingConfiguration").values()))["Properties"]
+    acl_id = next(iter(template.find_resources("AWS::WAFv2::WebACL")))
+    assert logging["ResourceArn"] == {"Fn::GetAtt": [acl_id, "Arn"]}
+    assert logging["RedactedFields"] == [{"SingleHeader": {"Name": "authorization"}}]
+    (destination,) = logging["LogDestinationConfigs"]
+    rendered = json.dumps(destination)
+    assert ":log-group:" in rendered
+    assert group_id in rendered
+    assert ":*" not in rendered
 
 
 def test_a_log_key_encrypts_the_access_and_the_execution_log_groups() -> None:
@@ -233,6 +268,8 @@ def test_fails_on_schema_keywords_it_cannot_translate(schema: dict[str, Any], me
         ({"cors_allowed_origins": ["*", "https://a.example"]}, "only entry"),
         ({"cors_allowed_origins": ["https://a.example"], "throttle_rate": 0}, "throttle_rate"),
         ({"cors_allowed_origins": ["https://a.example"], "throttle_burst": 0}, "throttle_burst"),
+        ({"cors_allowed_origins": ["https://a.example"], "security_policy": "TLS_1_0"}, "security_policy must be"),
+        ({"cors_allowed_origins": ["https://a.example"], "endpoint_access_mode": "LOOSE"}, "endpoint_access_mode"),
     ],
 )
 def test_fails_on_bad_rest_api_props(kwargs: dict[str, Any], message: str) -> None:

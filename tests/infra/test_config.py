@@ -112,12 +112,23 @@ def test_a_guardrail_may_be_named_by_id_or_arn(stages: dict[str, Any]) -> None:
         ("notice_recipient_domains", [], r"notice_recipient_domains must list the domains a stage"),
         ("trail_query_scan_limit_mb", 5, r"trail_query_scan_limit_mb must be a number in 10..10485760 \(given 5\)"),
         ("trail_query_scan_limit_mb", "1GB", r"trail_query_scan_limit_mb must be a number in 10..10485760"),
+        ("waf_ip_rate_limit", 5, r"waf_ip_rate_limit must be a number in 10..2000000000 \(given 5\)"),
+        # dev's REST throttle is 20/s: 6,000 requests per five minutes, so one IP may have 600 of them
+        ("waf_ip_rate_limit", 601, r"waf_ip_rate_limit must be at most a tenth of .* \(at most 600\) \(given 601\)"),
     ],
 )
 def test_fails_on_bad_value(stages: dict[str, Any], key: str, value: Any, message: str) -> None:
     bad = {**stages, "dev": {**stages["dev"], key: value}}
     with pytest.raises(ConfigError, match=rf"stage 'dev': {message}"):
         load_stage_config(bad, "dev")
+
+
+def test_one_ip_may_have_a_tenth_of_the_stage_in_each_waf_window(stages: dict[str, Any]) -> None:
+    assert (
+        load_stage_config({**stages, "dev": {**stages["dev"], "waf_ip_rate_limit": 600}}, "dev").waf_ip_rate_limit
+        == 600
+    )
+    assert load_stage_config(stages, "prod").waf_ip_rate_limit == 1500
 
 
 def test_both_stages_default_to_a_current_model_behind_the_global_inference_profile(stages: dict[str, Any]) -> None:

@@ -296,9 +296,9 @@ def check_every_data_store_and_channel_uses_a_customer_managed_key(stage: Synthe
         elif type_ == "AWS::Logs::LogGroup" and "KmsKeyId" not in props:
             violations.append(f"{where}: log group not encrypted with a customer key")
         elif type_ == "AWS::StepFunctions::StateMachine":
-            key = props.get("EncryptionConfiguration", {}).get("Type")
-            if key not in (None, "CUSTOMER_MANAGED_KMS_KEY"):
-                violations.append(f"{where}: state machine encryption {key}")
+            encryption = props.get("EncryptionConfiguration", {})
+            if encryption.get("Type") != "CUSTOMER_MANAGED_KMS_KEY" or not encryption.get("KmsKeyId"):
+                violations.append(f"{where}: state machine history not encrypted with a customer key")
     return violations
 
 

@@ -169,6 +169,15 @@ def test_analytics_expire(any_stage: SynthesizedStage) -> None:
     assert any(r.get("ExpirationInDays") == any_stage.stage.config.analytics_expiration_days for r in rules)
 
 
+def test_analytics_are_versioned_and_a_replaced_version_expires_after_a_day(any_stage: SynthesizedStage) -> None:
+    props = _bucket(any_stage, "AnalyticsBucket")["Properties"]
+    assert props["VersioningConfiguration"] == {"Status": "Enabled"}
+    rules = props["LifecycleConfiguration"]["Rules"]
+    assert [r["NoncurrentVersionExpiration"] for r in rules if "NoncurrentVersionExpiration" in r] == [
+        {"NoncurrentDays": 1}
+    ]
+
+
 def test_audit_bucket_has_object_lock_without_a_default_retention_and_announces_new_objects(
     any_stage: SynthesizedStage,
 ) -> None:

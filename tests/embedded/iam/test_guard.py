@@ -239,3 +239,90 @@ def test_a_function_whose_role_lambda_cannot_assume_is_not_deployed() -> None:
         embedded_stage([t.stack("T-Iam", "Events", resources)]),
     ):
         pass
+
+
+# --- a state machine whose history is encrypted with a customer key ------------------------------
+
+START = "tests.fixtures.probe_pkg.handler.start"
+MACHINE = {"Ref": "Machine"}
+HISTORY_KEY_USE = ["kms:GenerateDataKey", "kms:Decrypt"]
+
+
+def _for_machine(machine: Any) -> dict[str, Any]:
+    return {"StringEquals": {"kms:EncryptionContext:aws:states:stateMachineArn": machine}}
+
+
+def _workflow_resources(*, caller: list[dict[str, Any]], runner: list[dict[str, Any]]) -> dict[str, Any]:
+    resources = _resources(identity=[_statement(["states:StartExecution"], MACHINE), MAY_LOG, *caller])
+    resources["Probe"] = t.function(START)
+    resources["SfnRole"] = t.role("states.amazonaws.com")
+    if runner:
+        resources["SfnRolePolicy"] = {
+            "Type": "AWS::IAM::Policy",
+            "Properties": {
+                "PolicyName": "runner",
+                "Roles": [{"Ref": "SfnRole"}],
+                "PolicyDocument": {"Version": "2012-10-17", "Statement": runner},
+            },
+        }
+    machine = t.state_machine({"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}, {})
+    machine["Properties"]["EncryptionConfiguration"] = {"Type": "CUSTOMER_MANAGED_KMS_KEY", "KmsKeyId": KEY}
+    resources["Machine"] = machine
+    return resources
+
+
+def _start(stage: EmbeddedStage) -> dict[str, Any]:
+    machine = stage.only("AWS::StepFunctions::StateMachine").ref
+    outcome = stage.invoke(stage.function(START).name, {"state_machine_arn": machine})
+    assert outcome.ok, outcome.payload
+    result: dict[str, Any] = outcome.payload
+    return result
+
+
+KEY_FOR_THIS_MACHINE = _statement(HISTORY_KEY_USE, KEY, Condition=_for_machine(MACHINE))
+
+
+def test_an_encrypted_workflow_starts_when_caller_and_execution_role_may_use_its_key_for_it() -> None:
+    resources = _workflow_resources(caller=[KEY_FOR_THIS_MACHINE], runner=[KEY_FOR_THIS_MACHINE])
+    with embedded_stage([t.stack("T-Iam", "Events", resources)]) as stage:
+        assert _start(stage) == {"started": True}
+        assert stage.refusals == []
+
+
+@pytest.mark.parametrize(
+    "caller",
+    [
+        pytest.param([], id="no-key-grant"),
+        pytest.param(
+            [
+                _statement(
+                    HISTORY_KEY_USE,
+                    KEY,
+                    Condition=_for_machine("arn:aws:states:us-east-1:123456789012:stateMachine:other"),
+                )
+            ],
+            id="key-granted-for-another-machine",
+        ),
+    ],
+)
+def test_a_caller_that_may_not_use_the_history_key_for_this_machine_gets_kms_access_denied(
+    caller: list[dict[str, Any]],
+) -> None:
+    resources = _workflow_resources(caller=caller, runner=[KEY_FOR_THIS_MACHINE])
+    with embedded_stage([t.stack("T-Iam", "Events", resources)]) as stage:
+        result = _start(stage)
+        assert result["started"] is False
+        assert result["code"] == "KmsAccessDeniedException"
+        assert [r.action for r in stage.refusals] == ["kms:GenerateDataKey"]
+        machine = stage.only("AWS::StepFunctions::StateMachine").ref
+        assert stage.client("stepfunctions").list_executions(stateMachineArn=machine)["executions"] == []
+
+
+def test_an_execution_role_that_may_not_use_the_history_key_is_refused_and_named() -> None:
+    resources = _workflow_resources(caller=[KEY_FOR_THIS_MACHINE], runner=[])
+    with embedded_stage([t.stack("T-Iam", "Events", resources)]) as stage:
+        result = _start(stage)
+        assert result["code"] == "KmsAccessDeniedException"
+        assert [(r.action, r.made_by.split(" of ")[0]) for r in stage.refusals] == [
+            ("kms:GenerateDataKey", "Step Functions running an execution")
+        ]
