@@ -11,7 +11,10 @@ Routing, by the item's sort key:
   for the other turns.
 * ``META`` of a session: INSERT (a new session, ``old_status`` "none") or MODIFY with a status
   change -> ``SessionStatusChanged`` on the bus.
-* ``HANDOFF#`` INSERT -> handoff topic (``event_type`` handoff); MODIFY whose status becomes
+* ``HANDOFF#`` INSERT with an agent -> handoff topic (``event_type`` handoff, to that agent's
+  dashboard); an INSERT without one (a queued handoff) sends nothing: the handoff workflow's
+  ``handoff_waiting`` is the one message that tells every agent, and no queue selects a
+  ``handoff`` without an agent. MODIFY whose status becomes
   ``escalated`` -> ``escalated`` (the escalation branch pages the managers, the customer is told);
   MODIFY whose status becomes ``completed`` -> ``completed`` with the ``resolution`` and
   ``outcome`` (the customer is told); any other MODIFY that assigns a new agent -> ``assigned``.
@@ -261,6 +264,8 @@ def _handoff_message(change: Change) -> dict[str, Any] | None:
     status_changed = change.event_name == "MODIFY" and new_status != _opt_str(old.get("status"))
     extra: dict[str, Any] = {}
     if change.event_name == "INSERT":
+        if agent_id is None:
+            return None  # queued: the workflow's handoff_waiting broadcast tells the agents
         event_type = EVENT_HANDOFF
     elif status_changed and new_status == str(HandoffStatus.ESCALATED):
         event_type = EVENT_ESCALATED
