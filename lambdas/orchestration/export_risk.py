@@ -82,7 +82,9 @@ class Assessment:
     def reason(self) -> str:
         """The score and each part with the fact behind it, as the audit trail keeps it."""
         f = self.facts
-        records = "no customer records" if not f.customer_records_present else f"about {f.customer_records} customer records"
+        records = (
+            "no customer records" if not f.customer_records_present else f"about {f.customer_records} customer records"
+        )
         if f.role == ADMIN:
             who = "an admin with a verified e-mail" if f.has_verified_email else "an admin without a verified e-mail"
         else:
@@ -95,15 +97,10 @@ class Assessment:
 
 def score(facts: ExportFacts) -> Assessment:
     """The documented score of an export (see the module docstring)."""
-    if not facts.customer_records_present:
-        scope = 0
-    else:
-        scope = 4 if facts.customer_records >= MANY_CUSTOMER_RECORDS else 2
+    wide = facts.customer_records >= MANY_CUSTOMER_RECORDS
+    scope = (4 if wide else 2) if facts.customer_records_present else 0
     size = 2 if facts.table_bytes >= HUGE_TABLE_BYTES else 1 if facts.table_bytes >= LARGE_TABLE_BYTES else 0
-    if facts.role != ADMIN:
-        requester = 4
-    else:
-        requester = 0 if facts.has_verified_email else 1
+    requester = (0 if facts.has_verified_email else 1) if facts.role == ADMIN else 4
     return Assessment(scope=scope, size=size, requester=requester, facts=facts)
 
 
@@ -114,7 +111,7 @@ def _count(value: Any, what: str) -> int:
 
 
 def facts_of(event: dict[str, Any]) -> ExportFacts:
-    """The facts in the workflow's event: ``request`` (the execution input), ``table``, ``customers``, ``customer_index``."""
+    """The facts in the event: ``request`` (the execution input), ``table``, ``customers``, ``customer_index``."""
     request, table, customers = event.get("request"), event.get("table"), event.get("customers")
     if not isinstance(request, dict) or not isinstance(table, dict) or not isinstance(customers, dict):
         raise InvalidFacts("the event needs the objects request, table and customers")

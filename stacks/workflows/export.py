@@ -309,7 +309,7 @@ class ExportWorkflow(Construct):
     def _with_risk(
         self, risk: RiskGate, table: dynamodb.ITable, reviewed: sfn.IChainable, export_chain: sfn.Chain
     ) -> sfn.IChainable:
-        """DescribeTable -> ScanCustomerIndex -> AssessRisk -> NeedsReview? reviewed | RecordAutomaticApproval -> export."""
+        """DescribeTable -> ScanCustomerIndex -> AssessRisk -> NeedsReview? the gate | RecordAutomaticApproval."""
         retry = self._retry
         errored = sfn.Fail(self, "AssessmentErrored", error="AssessmentErrored", cause="Scoring the export failed.")
         describe = retry.apply(
@@ -373,7 +373,7 @@ class ExportWorkflow(Construct):
         return describe.next(probe).next(assess).next(needs_review)
 
     def _record_automatic_approval(self, table: dynamodb.ITable, risk: RiskGate) -> sfn.TaskStateBase:
-        """RecordAutomaticApproval: the decision and its reason as a review record (direct PutItem); the router audits it."""
+        """RecordAutomaticApproval: the decision and its reason as a review record (direct PutItem), audited."""
         text = tasks.DynamoAttributeValue.from_string
         number = tasks.DynamoAttributeValue.number_from_string
         return self._retry.apply(

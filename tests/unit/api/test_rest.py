@@ -205,7 +205,9 @@ def test_an_agent_whose_handoff_ended_is_told_so_and_a_stranger_is_not(api: Invo
         assert api("GET", route, resource, sub="dave", role="agent")["statusCode"] == 404
 
 
-def test_an_archived_session_answers_with_its_archive_until_its_ttl_then_404(api: Invoke, db: DynamoSessionStore) -> None:
+def test_an_archived_session_answers_with_its_archive_until_its_ttl_then_404(
+    api: Invoke, db: DynamoSessionStore
+) -> None:
     # Given a session the cleanup archived: its turns are gone, its META says where they went
     sid = _create(api)
     db.turns.add_turn(sid, "user", "Is volume 3 out?")
@@ -223,7 +225,8 @@ def test_an_archived_session_answers_with_its_archive_until_its_ttl_then_404(api
     assert (turns["statusCode"], turns["json"]["turns"]) == (200, [])
     # And archiving did not extend the META's life: it still expires at the session's own TTL
     meta = db.table.get(keys.session_key(sid))
-    assert meta is not None and meta["ttl"] == meta_before["ttl"]
+    assert meta is not None
+    assert meta["ttl"] == meta_before["ttl"]
     # When TTL removes the META / Then the session is unknown (404), as one that never existed
     db.table.client.delete_item(TableName=db.table.table_name, Key=marshal_item(keys.session_key(sid)))
     assert api("GET", "/sessions/{id}", path)["statusCode"] == 404

@@ -65,7 +65,10 @@ def test_the_reason_names_the_score_and_the_fact_behind_each_part() -> None:
 def event(**changes: Any) -> dict[str, Any]:
     base: dict[str, Any] = {
         "request": {"requested_by": "sub-1", "reason": "audit", "role": "admin", "requested_by_email": "a@example.com"},
-        "table": {"bytes": 2048, "indexes": [{"IndexName": "GSI1", "ItemCount": 7}, {"IndexName": "X", "ItemCount": 1}]},
+        "table": {
+            "bytes": 2048,
+            "indexes": [{"IndexName": "GSI1", "ItemCount": 7}, {"IndexName": "X", "ItemCount": 1}],
+        },
         "customers": {"count": 1},
         "customer_index": "GSI1",
         "record_days": 7,
