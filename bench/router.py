@@ -50,7 +50,8 @@ def mixed_batch(records: StreamRecords) -> list[dict[str, Any]]:
         if kind in (3, 13, 17):
             batch.append(records.modify(session, handoff_session))
         elif kind in (5, 15):
-            item = Handoff("bench", f"h-{n}", "escalated", "high", HandoffStatus.REQUESTED, NOW, NOW, NOW + 86400)
+            status = HandoffStatus.ASSIGNED  # created with its agent: published to the topic
+            item = Handoff("bench", f"h-{n}", "escalated", "high", status, NOW, NOW, NOW + 86400, "agent-1")
             batch.append(records.insert(item.to_item()))
         elif kind == 19:
             summary = Summary("bench", n, "text", 1, 10, 10, NOW, NOW + 86400)

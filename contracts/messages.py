@@ -20,7 +20,7 @@ ATTR_EVENT_TYPE: Final = "event_type"
 ATTR_AGENT_ID: Final = "agent_id"
 ATTR_REASON: Final = "reason"
 
-#: The router: a HANDOFF# record was created.
+#: The router: a HANDOFF# record was created with its agent (a queued one is the workflow's handoff_waiting).
 EVENT_HANDOFF: Final = "handoff"
 #: The router: a HANDOFF# record got a (new) agent.
 EVENT_ASSIGNED: Final = "assigned"

@@ -72,4 +72,11 @@ AUDIT_FIELDS: Final[Mapping[str, tuple[str, str]]] = {
     "new_digest": ("string", "SHA-256 of the item after the change; null for a removal"),
     "old_status": ("string", "status before the change, when the change set it"),
     "new_status": ("string", "status after the change, when the change set it"),
+    "decided_by": ("string", "a review's decider: automatic for an export approved by its risk score"),
+    "decision_reason": ("string", "why a review was decided so: the risk score and its parts"),
+    "risk_score": ("bigint", "an export request's risk score"),
+    "review_threshold": ("bigint", "the stage's score from which an export needs a person"),
 }
+
+#: The review attributes an audit line copies as values (facts of the decision, no personal data).
+REVIEW_DECISION_ATTRIBUTES: Final = ("decided_by", "decision_reason", "risk_score", "review_threshold")

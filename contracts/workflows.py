@@ -36,3 +36,8 @@ CUSTOMER_LEFT: Final = "CustomerLeft"
 #: (``lambdas.shared.errors.BatchWriteIncomplete``): transient like a throttle, so every Task of
 #: the app's workflows retries it too.
 BATCH_WRITE_INCOMPLETE: Final = "BatchWriteIncomplete"
+#: The highest export risk score (``lambdas.orchestration.export_risk``); the stage's
+#: ``export_review_min_score`` lies in 0..this, and the workflow compares the score with it.
+EXPORT_RISK_MAX_SCORE: Final = 10
+#: The sort-key-side id prefix of an export's automatic approval record (``REVIEW#export-<execution name>``).
+AUTOMATIC_APPROVAL_PREFIX: Final = "export-"

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from aws_cdk import Duration, RemovalPolicy
 
+from contracts.workflows import EXPORT_RISK_MAX_SCORE
 from stacks.errors import ConfigError as ConfigError
 from stacks.search_config import AnalyticsSearchConfig, analytics_search
 
@@ -278,6 +279,8 @@ class StageConfig:
     export_poll_seconds: int = 60
     export_max_polls: int = 120
     review_ttl_days: int = 7
+    # Export risk scores (0..10, lambdas/orchestration/export_risk.py) from which a person approves; 0: every export.
+    export_review_min_score: int = 0
     reviewer_email: str | None = None
     # Who is paged when a handoff escalates (an e-mail subscription on the managers topic); unset: nobody.
     managers_email: str | None = None
@@ -365,6 +368,7 @@ _BOUNDS: dict[str, tuple[float, float]] = {
     "export_poll_seconds": (1, 3600),
     "export_max_polls": (1, 1000),
     "review_ttl_days": (1, 30),
+    "export_review_min_score": (0, EXPORT_RISK_MAX_SCORE),
     "chat_connection_messages_per_minute": (1, 600),
     "chat_connection_burst": (1, 100),
     "chat_customer_messages_per_minute": (1, 600),

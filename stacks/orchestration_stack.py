@@ -23,6 +23,7 @@ from stacks.operations import watch_stack
 from stacks.storage_stack import StorageStack
 from stacks.triggers import CleanupTriggers, ExportNotices
 from stacks.workflows import CleanupWorkflow, ExportWorkflow, HandoffFunctions, HandoffWorkflow, app_workflow_options
+from stacks.workflows.export import RiskGate
 
 #: Sessions per cleanup index page: one page and its results stay far below the 256 KiB state
 #: payload, and a shard's child execution records about 18 events per page (25,000 at most).
@@ -47,7 +48,7 @@ class OrchestrationStack(Stack):
 
     Execution inputs: handoff ``{"session_id", "reason", "priority", "requested_by"}``; cleanup
     ``{}`` or ``{"older_than_seconds"}`` (admin) or ``{"now"}`` (tests); export
-    ``{"requested_by", "reason"}``.
+    ``{"requested_by", "reason", "role", "requested_by_email"}`` (role and e-mail weigh in its risk score).
     """
 
     def __init__(
@@ -185,6 +186,8 @@ class OrchestrationStack(Stack):
             log_retention=options.log_retention,
             log_encryption_key=storage.key,
         )
+        # Scores the request from facts the workflow reads itself; it touches no resource.
+        assess = self._function("AssessExportRisk", "lambdas.orchestration.export_risk.handler", table_access=False)
         self.export: ExportWorkflow = ExportWorkflow(
             self,
             "Export",
@@ -196,11 +199,17 @@ class OrchestrationStack(Stack):
                 )
             ),
             approval=self.approval_gate,
+            risk=RiskGate(
+                assess=assess,
+                min_score=config.export_review_min_score,
+                customer_index=schema.CUSTOMER_SESSIONS.name,
+                record_days=config.review_ttl_days,
+            ),
             poll_interval=Duration.seconds(config.export_poll_seconds),
             max_polls=config.export_max_polls,
         )
         self.approval_gate.bind(self.export.state_machine)
-        self.export.workflow.acknowledge_invokes([self.approval_gate.request_function.function])
+        self.export.workflow.acknowledge_invokes([self.approval_gate.request_function.function, assess])
         self.export_state_machine: sfn.StateMachine = self.export.state_machine
         self.export_notices = ExportNotices(
             self,

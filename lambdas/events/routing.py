@@ -11,7 +11,10 @@ Routing, by the item's sort key:
   for the other turns.
 * ``META`` of a session: INSERT (a new session, ``old_status`` "none") or MODIFY with a status
   change -> ``SessionStatusChanged`` on the bus.
-* ``HANDOFF#`` INSERT -> handoff topic (``event_type`` handoff); MODIFY whose status becomes
+* ``HANDOFF#`` INSERT with an agent -> handoff topic (``event_type`` handoff, to that agent's
+  dashboard); an INSERT without one (a queued handoff) sends nothing: the handoff workflow's
+  ``handoff_waiting`` is the one message that tells every agent, and no queue selects a
+  ``handoff`` without an agent. MODIFY whose status becomes
   ``escalated`` -> ``escalated`` (the escalation branch pages the managers, the customer is told);
   MODIFY whose status becomes ``completed`` -> ``completed`` with the ``resolution`` and
   ``outcome`` (the customer is told); any other MODIFY that assigns a new agent -> ``assigned``.
@@ -20,7 +23,9 @@ Routing, by the item's sort key:
 * REMOVE made by TTL (``userIdentity`` is the DynamoDB service) -> audited as ``expired``.
 * Every record -> analytics and audit. Neither carries message content (turn text, summaries):
   the audit bucket is WORM, so it holds keys, the change, changed attribute names and SHA-256
-  digests of the images, which prove what was stored without keeping personal data forever.
+  digests of the images, which prove what was stored without keeping personal data forever. A
+  review's line also carries its decision's facts (``REVIEW_DECISION_ATTRIBUTES``: who decided,
+  why, the risk score and the threshold), so an automatic export approval is audited with its reason.
 
 Every outgoing entry carries ``event_id`` = the stream record's ``eventID``, so a replayed
 record can be recognised downstream.
@@ -43,6 +48,7 @@ from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import 
 from boto3.dynamodb.types import Binary
 
 from contracts.trail import ANALYTICS_ATTRIBUTES as ANALYTICS_ATTRIBUTES
+from contracts.trail import REVIEW_DECISION_ATTRIBUTES
 from lambdas.events.messages import (
     ATTR_AGENT_ID,
     ATTR_EVENT_TYPE,
@@ -218,6 +224,8 @@ def audit_line(change: Change) -> dict[str, Any]:
     if "status" in changed:
         line["old_status"] = _opt_str(old.get("status"))
         line["new_status"] = _opt_str(new.get("status"))
+    if change.item_type == "review":  # who decided and why: facts about the decision, no personal data
+        line.update({name: _json_safe(new[name]) for name in REVIEW_DECISION_ATTRIBUTES if name in new})
     return line
 
 
@@ -261,6 +269,8 @@ def _handoff_message(change: Change) -> dict[str, Any] | None:
     status_changed = change.event_name == "MODIFY" and new_status != _opt_str(old.get("status"))
     extra: dict[str, Any] = {}
     if change.event_name == "INSERT":
+        if agent_id is None:
+            return None  # queued: the workflow's handoff_waiting broadcast tells the agents
         event_type = EVENT_HANDOFF
     elif status_changed and new_status == str(HandoffStatus.ESCALATED):
         event_type = EVENT_ESCALATED

@@ -67,7 +67,8 @@ class Role(StrEnum):
 
 
 class HandoffStatus(StrEnum):
-    REQUESTED = "requested"
+    """A handoff's status; a new one is ``queued`` (waiting for an agent) or ``assigned`` (taken at once)."""
+
     QUEUED = "queued"
     ASSIGNED = "assigned"
     ESCALATED = "escalated"

@@ -137,6 +137,7 @@ class Story(
 #: The story in order: happy path, then the bad paths.
 STEPS: tuple[str, ...] = (
     "mint_tokens",
+    "low_risk_export_needs_no_reviewer",
     "create_session",
     "connect",
     "chat",

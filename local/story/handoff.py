@@ -101,8 +101,10 @@ class HandoffLifeSteps(StoryParts):
                 f"{message.event_type}: selected {sorted(names[a] for a in message.expected_queues)}, "
                 f"landed in {sorted(names[a] for a in actual)}",
             )
+            # A message no filter selects is published for nobody: each must reach a queue.
+            expect(bool(actual), f"{message.event_type} reached no queue")
             labels = sorted(self._queue_label(a) for a in actual)
-            step.changes.append(f"{message.event_type} -> {', '.join(labels) or 'no queue'}")
+            step.changes.append(f"{message.event_type} -> {', '.join(labels)}")
         kinds = [f.get("type") for f in self.frames()]
         step.changes.append(f"customer frames so far: {kinds[-4:]}")
         self.done(step, started)

@@ -10,6 +10,9 @@ Example::
 
 States (execution input ``{"requested_by": str, ...}``; the execution name names the export)::
 
+    [with a risk gate: DescribeTable + ScanCustomerIndex (direct SDK integrations, one item) -> AssessRisk
+     (Lambda: the score) -> NeedsReview? score >= min_score -> the approval fragment;
+     otherwise -> RecordAutomaticApproval (DynamoDB PutItem of the decision and its reason) -> StartExport]
     [approval fragment: its end states continue here; a rejection ends inside the fragment]
     -> StartExport (ExportTableToPointInTime, direct SDK integration, SSE-KMS, into <prefix>/<execution name>/)
     -> WaitForExport (Wait) -> DescribeExport (direct SDK integration) -> CountPoll -> ExportFinished?
@@ -28,12 +31,14 @@ filter per requester; the completed one adds ``export_arn`` and ``s3_location``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from aws_cdk import Duration
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_stepfunctions as sfn
@@ -43,6 +48,22 @@ from constructs import Construct
 from constructs_lib.nag_findings import acknowledge_policy, resource_finding
 from constructs_lib.validation import PropErrors, struct_values
 from constructs_lib.workflow_defaults import RetryPolicy, WorkflowOptions, WorkflowStateMachine
+from contracts import keys, schema
+from contracts.workflows import AUTOMATIC_APPROVAL_PREFIX
+
+
+@dataclass(frozen=True)
+class RiskGate:
+    """Which exports the approval gate sees: ``assess`` scores a request, a score >= ``min_score`` waits for a person.
+
+    ``customer_index`` is the index whose items are customer records (its first item, and its
+    count, are the scope); an automatic approval's record expires after ``record_days``.
+    """
+
+    assess: lambda_.IFunction
+    min_score: int
+    customer_index: str
+    record_days: int
 
 
 class ExportWorkflow(Construct):
@@ -57,6 +78,11 @@ class ExportWorkflow(Construct):
             (defaults to poll_interval x max_polls + 1 hour, room for the approval).
         prefix: key prefix of exports in ``bucket``; each export goes under
             ``<prefix>/<execution name>/``. Defaults to ``exports``.
+        risk: which exports need the approval: those whose risk score reaches ``risk.min_score``;
+            the others are approved automatically, and the decision with its reason is written to
+            the table as ``REVIEW#export-<execution name>`` (status ``approved``, ``decided_by``
+            ``automatic``), which the stream router audits. Needs ``approval``. Defaults to none:
+            every export passes the gate.
         approval: a chainable approval gate placed before the export; its end states continue to
             StartExport. A gate with ``on_rejected(next)`` (e.g. ``HumanApprovalGate``) gets this
             workflow's rejection path (NotifyRejected -> ExportRejected); any other gate must end
@@ -78,6 +104,7 @@ class ExportWorkflow(Construct):
         options: WorkflowOptions,
         prefix: str = "exports",
         approval: sfn.IChainable | None = None,
+        risk: RiskGate | None = None,
         existing_topic: sns.ITopic | None = None,
         topic_props: sns.TopicProps | None = None,
         poll_interval: Duration | None = None,
@@ -87,6 +114,7 @@ class ExportWorkflow(Construct):
         errors = PropErrors(self)
         errors.check_exclusive(existing_topic=existing_topic, topic_props=topic_props)
         errors.check_range("max_polls", max_polls, 1, 1000)
+        errors.check(risk is None or approval is not None, "risk needs an approval gate to send risky exports to")
         errors.check(
             bool(prefix) and not prefix.startswith("/") and not prefix.endswith("/"),
             f"prefix must be a key prefix without leading/trailing '/' such as 'exports' (given {prefix!r})",
@@ -98,6 +126,8 @@ class ExportWorkflow(Construct):
         self.topic: sns.ITopic = existing_topic or self._new_topic(encryption_key, topic_props)
         export_chain = self._export(table, bucket, encryption_key, poll_interval, max_polls)
         definition = self._with_approval(approval, export_chain)
+        if risk is not None:
+            definition = self._with_risk(risk, table, definition, export_chain)
         self.workflow: WorkflowStateMachine = WorkflowStateMachine(
             self,
             "Resource",
@@ -275,6 +305,103 @@ class ExportWorkflow(Construct):
                 attach(notify_rejected.next(rejected))
             definition = sfn.Chain.start(approval).next(export_chain)
         return definition
+
+    def _with_risk(
+        self, risk: RiskGate, table: dynamodb.ITable, reviewed: sfn.IChainable, export_chain: sfn.Chain
+    ) -> sfn.IChainable:
+        """DescribeTable -> ScanCustomerIndex -> AssessRisk -> NeedsReview? the gate | RecordAutomaticApproval."""
+        retry = self._retry
+        errored = sfn.Fail(self, "AssessmentErrored", error="AssessmentErrored", cause="Scoring the export failed.")
+        describe = retry.apply(
+            tasks.CallAwsService(
+                self,
+                "DescribeTable",
+                service="dynamodb",
+                action="describeTable",
+                iam_action="dynamodb:DescribeTable",
+                iam_resources=[table.table_arn],
+                parameters={"TableName": table.table_name},
+                result_selector={
+                    "bytes": sfn.JsonPath.number_at("$.Table.TableSizeBytes"),
+                    "indexes": sfn.JsonPath.list_at("$.Table.GlobalSecondaryIndexes"),
+                },
+                result_path="$.facts.table",
+            )
+        )
+        probe = retry.apply(
+            tasks.CallAwsService(
+                self,
+                "ScanCustomerIndex",
+                service="dynamodb",
+                action="scan",
+                iam_action="dynamodb:Scan",
+                iam_resources=[f"{table.table_arn}/index/{risk.customer_index}"],
+                parameters={
+                    "TableName": table.table_name,
+                    "IndexName": risk.customer_index,
+                    "Select": "COUNT",
+                    "Limit": 1,
+                },
+                result_selector={"count": sfn.JsonPath.number_at("$.Count")},
+                result_path="$.facts.customers",
+            )
+        )
+        assess = retry.apply(
+            tasks.LambdaInvoke(
+                self,
+                "AssessRisk",
+                lambda_function=risk.assess,
+                payload=sfn.TaskInput.from_object(
+                    {
+                        "request": sfn.JsonPath.object_at("$$.Execution.Input"),
+                        "table": sfn.JsonPath.object_at("$.facts.table"),
+                        "customers": sfn.JsonPath.object_at("$.facts.customers"),
+                        "customer_index": risk.customer_index,
+                        "record_days": risk.record_days,
+                    }
+                ),
+                payload_response_only=True,
+                result_path="$.risk",
+            )
+        )
+        record = self._record_automatic_approval(table, risk)
+        for task in (describe, probe, assess, record):
+            task.add_catch(errored, errors=["States.ALL"], result_path="$.error")
+        needs_review = sfn.Choice(self, "NeedsReview")
+        needs_review.when(sfn.Condition.number_greater_than_equals("$.risk.score", risk.min_score), reviewed)
+        needs_review.otherwise(record.next(export_chain.start_state))
+        return describe.next(probe).next(assess).next(needs_review)
+
+    def _record_automatic_approval(self, table: dynamodb.ITable, risk: RiskGate) -> sfn.TaskStateBase:
+        """RecordAutomaticApproval: the decision and its reason as a review record (direct PutItem), audited."""
+        text = tasks.DynamoAttributeValue.from_string
+        number = tasks.DynamoAttributeValue.number_from_string
+        return self._retry.apply(
+            tasks.DynamoPutItem(
+                self,
+                "RecordAutomaticApproval",
+                table=table,
+                item={
+                    schema.PARTITION_KEY: text(
+                        sfn.JsonPath.format(
+                            f"{keys.REVIEW_PREFIX}{AUTOMATIC_APPROVAL_PREFIX}{{}}",
+                            sfn.JsonPath.string_at("$$.Execution.Name"),
+                        )
+                    ),
+                    schema.SORT_KEY: text(keys.META_SK),
+                    "status": text("approved"),
+                    "decided_by": text("automatic"),
+                    "decision_reason": text(sfn.JsonPath.string_at("$.risk.reason")),
+                    "risk_score": number(sfn.JsonPath.string_at("$.risk.score_text")),
+                    "review_threshold": number(str(risk.min_score)),
+                    "execution": text(sfn.JsonPath.string_at("$$.Execution.Id")),
+                    "created_at": number(sfn.JsonPath.string_at("$.risk.decided_at")),
+                    "decided_at": number(sfn.JsonPath.string_at("$.risk.decided_at")),
+                    schema.TTL_ATTRIBUTE: number(sfn.JsonPath.string_at("$.risk.expires_at")),
+                },
+                result_path=sfn.JsonPath.DISCARD,
+            )
+        )
 
     def _grant(self, table: dynamodb.ITable, bucket: s3.IBucket, encryption_key: kms.IKey) -> None:
         prefix = self.prefix

@@ -115,6 +115,9 @@ def test_a_guardrail_may_be_named_by_id_or_arn(stages: dict[str, Any]) -> None:
         ("waf_ip_rate_limit", 5, r"waf_ip_rate_limit must be a number in 10..2000000000 \(given 5\)"),
         # dev's REST throttle is 20/s: 6,000 requests per five minutes, so one IP may have 600 of them
         ("waf_ip_rate_limit", 601, r"waf_ip_rate_limit must be at most a tenth of .* \(at most 600\) \(given 601\)"),
+        ("export_review_min_score", 11, r"export_review_min_score must be a number in 0..10 \(given 11\)"),
+        ("export_review_min_score", -1, r"export_review_min_score must be a number in 0..10 \(given -1\)"),
+        ("export_review_min_score", "high", r"export_review_min_score must be a number in 0..10"),
     ],
 )
 def test_fails_on_bad_value(stages: dict[str, Any], key: str, value: Any, message: str) -> None:
@@ -203,6 +206,14 @@ def test_defaults_are_what_the_issues_specify() -> None:
     assert (config.handoff_agent_wait_seconds, config.handoff_idle_seconds) == (300, 120)
     assert config.cleanup_grace_seconds == 3600
     assert config.review_ttl_days == 7
+    assert config.export_review_min_score == 0  # unless a stage says otherwise, every export needs a person
+
+
+def test_dev_lets_exports_without_customer_records_through_and_prod_sends_every_export_to_a_person(
+    stages: dict[str, Any],
+) -> None:
+    assert load_stage_config(stages, "dev").export_review_min_score == 2
+    assert load_stage_config(stages, "prod").export_review_min_score == 0
 
 
 @pytest.mark.parametrize(

@@ -297,7 +297,7 @@ def test_the_templates_filter_policies_route_the_routers_messages_on_moto(dev: S
         queued, escalated = HandoffStatus.QUEUED, HandoffStatus.ESCALATED
         assigned, completed = HandoffStatus.ASSIGNED, HandoffStatus.COMPLETED
         messages = {
-            "created": _stream_handoff(records, "created", None, queued),
+            "created": _stream_handoff(records, "created", None, assigned, agent_id="a-4"),
             "escalated": _stream_handoff(records, "escalated", queued, escalated),
             "assigned": _stream_handoff(records, "assigned", queued, assigned, agent_id="a-1"),
             "manager-assigned": _stream_handoff(records, "manager-assigned", escalated, assigned, agent_id="a-2"),
@@ -328,9 +328,25 @@ def test_the_templates_filter_policies_route_the_routers_messages_on_moto(dev: S
 
         # Then each queue got exactly what the seed's table says, and no agent-only message
         # reached the customer (whose notices the workflow sends straight to the queue)
-        assert received("CustomerNotification") == ids("escalated", "completed")
-        assert received("AgentDashboard") == ids("assigned", "manager-assigned", "completed") | set(agent_only)
-        assert received("Escalation") == ids("escalated")
+        customer, dashboard, escalation = (
+            received("CustomerNotification"),
+            received("AgentDashboard"),
+            received("Escalation"),
+        )
+        assert customer == ids("escalated", "completed")
+        assert dashboard == ids("created", "assigned", "manager-assigned", "completed") | set(agent_only)
+        assert escalation == ids("escalated")
+        # And every message the router publishes reaches some queue: none is sent for nobody
+        assert ids(*messages) <= customer | dashboard | escalation
+
+
+def test_a_queued_handoffs_creation_publishes_nothing_since_no_filter_selects_it() -> None:
+    # A handoff created without an agent: the workflow's handoff_waiting broadcast tells the agents
+    from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
+
+    item = Handoff("s-1", "h-q", "billing", "normal", HandoffStatus.QUEUED, 1, 1, 2).to_item()
+    actions = routing.classify(DynamoDBRecord(StreamRecords().insert(item)), summary_interval=10, bus_name="bus")
+    assert actions.handoff is None
 
 
 # -- bus --------------------------------------------------------------------------------------

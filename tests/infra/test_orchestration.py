@@ -197,9 +197,42 @@ def test_export_uses_native_export_with_kms_into_the_exports_prefix(dev: Synthes
     assert states["DescribeExport"]["Resource"] == "arn:aws:states:::aws-sdk:dynamodb:describeExport"
     assert states["ExportFailed"]["Type"] == "Fail"
     assert "CausePath" in states["ExportFailed"]
-    # the approval gate comes first; rejection ends in its own Fail after telling the requester
-    assert _machines(dev)["Export"]["definition"]["StartAt"] == "ExportApprovalRequestReview"
+    # the risk is scored first; rejection ends in its own Fail after telling the requester
+    assert _machines(dev)["Export"]["definition"]["StartAt"] == "DescribeTable"
     assert states["NotifyRejected"]["Next"] == "ExportRejected"
+
+
+def test_export_asks_a_person_from_the_stages_score_and_records_an_automatic_approval_otherwise(
+    any_stage: SynthesizedStage,
+) -> None:
+    states = _states(_machines(any_stage)["Export"]["definition"])
+    threshold = {"dev": 2, "prod": 0}[any_stage.stage.config.name]
+    # the facts come from direct SDK calls: the table's counts, and one item of the customer index
+    assert states["DescribeTable"]["Resource"] == "arn:aws:states:::aws-sdk:dynamodb:describeTable"
+    scan = states["ScanCustomerIndex"]
+    assert scan["Resource"] == "arn:aws:states:::aws-sdk:dynamodb:scan"
+    assert (scan["Parameters"]["IndexName"], scan["Parameters"]["Limit"], scan["Parameters"]["Select"]) == (
+        "GSI1",
+        1,
+        "COUNT",
+    )
+    assert states["ScanCustomerIndex"]["Next"] == "AssessRisk"
+    # a score at or above the stage's threshold waits for the gate; below, the decision is recorded
+    (rule,) = states["NeedsReview"]["Choices"]
+    assert rule == {
+        "Variable": "$.risk.score",
+        "NumericGreaterThanEquals": threshold,
+        "Next": "ExportApprovalRequestReview",
+    }
+    assert states["NeedsReview"]["Default"] == "RecordAutomaticApproval"
+    record = states["RecordAutomaticApproval"]
+    assert record["Resource"] == "arn:aws:states:::dynamodb:putItem"
+    item = record["Parameters"]["Item"]
+    assert item["PK"] == {"S.$": "States.Format('REVIEW#export-{}', $$.Execution.Name)"}
+    assert (item["status"], item["decided_by"]) == ({"S": "approved"}, {"S": "automatic"})
+    assert item["decision_reason"] == {"S.$": "$.risk.reason"}
+    assert item["review_threshold"] == {"N": str(threshold)}
+    assert record["Next"] == "StartExport"
 
 
 def test_logging_tracing_and_alarms_per_stage(any_stage: SynthesizedStage) -> None:

@@ -67,6 +67,8 @@ ALLOWED: Final[Mapping[str, frozenset[str]]] = MappingProxyType(
         "lambdas.events.summary": _TRACED,
         "lambdas.orchestration.cleanup_worker": _TRACED,
         "lambdas.orchestration.export_notifier": _NOTIFIES,
+        # Scores facts it is handed: no AWS client, no store.
+        "lambdas.orchestration.export_risk": frozenset({"aws_xray_sdk"}),
         "lambdas.orchestration.handoff": _BATCHES,
         "lambdas.ws.authorizer": _VERIFIES,
         "lambdas.ws.connect": _TRACED,

@@ -174,3 +174,24 @@ def test_a_failed_export_ends_in_export_failed_with_the_reason(world: World) -> 
     assert done["error"] == "ExportFailed"
     assert "S3NoSuchBucket" in done["cause"]
     assert "NotifyRequester" not in world.d.states_entered(execution)
+
+
+def test_a_low_risk_export_is_approved_automatically_with_its_reason_recorded(world: World) -> None:
+    # Given a table without customer records, and an admin with a verified e-mail asking
+    request = {"requested_by": "admin-4", "reason": "catalogue", "role": "admin", "requested_by_email": "a@example.com"}
+    # When the export runs
+    execution = world.d.start(world.machine, request, name="exp-4")
+    done = world.d.wait_done(execution)
+    # Then it completed without the gate, and the decision is in the table with its reason
+    assert done["status"] == "SUCCEEDED", done
+    states = world.d.states_entered(execution)
+    assert states.index("NeedsReview") < states.index("RecordAutomaticApproval") < states.index("StartExport")
+    assert "ExportApprovalRequestReview" not in states
+    item = boto3.client("dynamodb", region_name=REGION).get_item(
+        TableName=world.d.table_name, Key={"PK": {"S": "REVIEW#export-exp-4"}, "SK": {"S": "META"}}
+    )["Item"]
+    assert (item["status"]["S"], item["decided_by"]["S"], item["risk_score"]["N"]) == ("approved", "automatic", "0")
+    assert item["decision_reason"]["S"].startswith("risk score 0: scope 0 (no customer records)")
+    assert item["review_threshold"]["N"] == str(CONFIG.export_review_min_score)
+    assert int(item["ttl"]["N"]) - int(item["decided_at"]["N"]) == CONFIG.review_ttl_days * 86400
+    assert json.loads(world.next_message("requester"))["event_type"] == "export_completed"

@@ -43,7 +43,7 @@ WAITING_FOR_AGENT: Final = "agent"
 WAITING_FOR_REPLY: Final = "reply"
 _WAITING: Final = frozenset({WAITING_FOR_AGENT, WAITING_FOR_REPLY})
 #: Statuses from which a handoff record may (again) become ``assigned``.
-ASSIGNABLE: Final = (HandoffStatus.REQUESTED, HandoffStatus.QUEUED, HandoffStatus.ESCALATED)
+ASSIGNABLE: Final = (HandoffStatus.QUEUED, HandoffStatus.ESCALATED)
 #: The statuses of a handoff that waits for someone to take it (an agent, or a manager).
 WAITING_STATUSES: Final = (HandoffStatus.QUEUED, HandoffStatus.ESCALATED)
 #: The handoff attribute naming the agent a re-queued handoff was taken from.
@@ -78,7 +78,7 @@ class Handoffs(Aggregate):
         *,
         reason: str,
         priority: str = "normal",
-        status: HandoffStatus | str = HandoffStatus.REQUESTED,
+        status: HandoffStatus | str = HandoffStatus.QUEUED,
         agent_id: str | None = None,
         execution_arn: str | None = None,
         handoff_id: str | None = None,

@@ -17,6 +17,7 @@ from embedded.events import DEFAULT_API, authorizer_context, lambda_context, res
 from lambdas.api import rest
 from lambdas.shared import env, keys
 from lambdas.shared.records import Agent, AgentStatus, HandoffStatus, SessionStatus
+from lambdas.shared.serialize import marshal_item
 from lambdas.shared.store import DynamoSessionStore
 from lambdas.usecases.assign_agent import begin_handoff
 
@@ -205,6 +206,33 @@ def test_an_agent_whose_handoff_ended_is_told_so_and_a_stranger_is_not(api: Invo
     for route, resource in (("/sessions/{id}", path), ("/sessions/{id}/turns", f"{path}/turns")):
         assert api("GET", route, resource, sub="carol", role="agent")["statusCode"] == 403
         assert api("GET", route, resource, sub="dave", role="agent")["statusCode"] == 404
+
+
+def test_an_archived_session_answers_with_its_archive_until_its_ttl_then_404(
+    api: Invoke, db: DynamoSessionStore
+) -> None:
+    # Given a session the cleanup archived: its turns are gone, its META says where they went
+    sid = _create(api)
+    db.turns.add_turn(sid, "user", "Is volume 3 out?")
+    db.sessions.update_status(sid, "disconnected")
+    meta_before = db.table.get(keys.session_key(sid))
+    assert meta_before is not None
+    db.sessions.delete_session_items(sid)
+    db.sessions.update_status(sid, "archived", archive_key=f"sessions/{sid}.jsonl")
+    path = f"/sessions/{sid}"
+    # When its customer reads it / Then a clear answer, not a 404: archived, and the archive's key
+    response = api("GET", "/sessions/{id}", path)
+    assert response["statusCode"] == 200
+    assert (response["json"]["status"], response["json"]["archive_key"]) == ("archived", f"sessions/{sid}.jsonl")
+    turns = api("GET", "/sessions/{id}/turns", f"{path}/turns")
+    assert (turns["statusCode"], turns["json"]["turns"]) == (200, [])
+    # And archiving did not extend the META's life: it still expires at the session's own TTL
+    meta = db.table.get(keys.session_key(sid))
+    assert meta is not None
+    assert meta["ttl"] == meta_before["ttl"]
+    # When TTL removes the META / Then the session is unknown (404), as one that never existed
+    db.table.client.delete_item(TableName=db.table.table_name, Key=marshal_item(keys.session_key(sid)))
+    assert api("GET", "/sessions/{id}", path)["statusCode"] == 404
 
 
 # ---------------------------------------------------------------- ownership across all routes

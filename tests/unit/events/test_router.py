@@ -56,7 +56,7 @@ def handoff_item(reason: str = "escalated", agent_id: str | None = None, handoff
         handoff_id=handoff_id,
         reason=reason,
         priority="high",
-        status=HandoffStatus.REQUESTED,
+        status=HandoffStatus.QUEUED,
         created_at=NOW,
         updated_at=NOW,
         ttl=NOW + 86400,
@@ -264,7 +264,7 @@ def test_routes_every_prefix_and_sends_every_record_to_analytics_and_audit(
         records.modify(session_item(turn_count=1), session_item(turn_count=2)),  # no status change
         records.modify(session_item(), session_item(SessionStatus.HANDOFF, updated=NOW + 5)),  # -> handoff
         records.insert(turn_item(9)),  # not at the interval: nothing
-        records.insert(handoff_item(reason="escalated")),  # -> topic, no agent yet
+        records.insert(handoff_item(reason="escalated", agent_id="agent-3")),  # created with its agent -> topic
         records.modify(handoff_item(), handoff_item(agent_id="agent-7")),  # agent assigned -> topic
         records.insert(Summary(SESSION, 1, "so far", 1, 10, 10, NOW, NOW + 86400).to_item()),  # analytics + audit only
         records.remove(turn_item(1), ttl=True),  # expired by TTL
@@ -285,7 +285,11 @@ def test_routes_every_prefix_and_sends_every_record_to_analytics_and_audit(
     by_type = {json.loads(m["Body"])["event_type"]: m for m in messages}
     assert set(by_type) == {"handoff", "assigned"}
     created = by_type["handoff"]["MessageAttributes"]
-    assert {k: v["StringValue"] for k, v in created.items()} == {"event_type": "handoff", "reason": "escalated"}
+    assert {k: v["StringValue"] for k, v in created.items()} == {
+        "event_type": "handoff",
+        "reason": "escalated",
+        "agent_id": "agent-3",
+    }
     assigned = by_type["assigned"]["MessageAttributes"]
     assert assigned["agent_id"]["StringValue"] == "agent-7"
     assert "text" not in json.loads(by_type["handoff"]["Body"]), "customer notices come from the workflow"
@@ -334,6 +338,23 @@ def test_a_handoff_that_escalates_or_completes_is_its_own_event_and_no_other_mod
     assert all(b["event_id"] == r["eventID"] for b, r in zip(bodies, batch, strict=False))
 
 
+def test_a_queued_handoff_publishes_nothing_because_the_workflow_tells_every_agent(
+    downstream: Downstream, records: StreamRecords
+) -> None:
+    # Given a handoff created queued (no agent yet), beside one created with its agent
+    queued = _with_status(handoff_item(reason="billing", handoff_id="h-q"), HandoffStatus.QUEUED)
+    taken = _with_status(handoff_item(reason="billing", agent_id="agent-7", handoff_id="h-a"), HandoffStatus.ASSIGNED)
+    batch = [records.insert(queued), records.insert(taken)]
+    # When routed
+    assert failures(downstream.route(batch_event(*batch))) == []
+    # Then only the one with an agent reaches the topic (its dashboard queue selects agent_id);
+    # the queued one is the workflow's handoff_waiting, which no second message repeats
+    bodies = [json.loads(m["Body"]) for m in downstream.handoff_messages()]
+    assert [(b["event_type"], b["handoff_id"], b["agent_id"]) for b in bodies] == [("handoff", "h-a", "agent-7")]
+    # And both are still audited
+    assert [line["sk"] for line in downstream.audit_lines()] == ["HANDOFF#h-q", "HANDOFF#h-a"]
+
+
 def test_turn_at_the_interval_triggers_one_summary_of_exactly_that_window(
     downstream: Downstream, records: StreamRecords
 ) -> None:
@@ -361,7 +382,7 @@ def mixed_batch(records: StreamRecords, size: int = 100) -> list[dict]:
     batch: list[dict] = []
     for n in range(1, size + 1):
         if n % 10 == 0:
-            batch.append(records.insert(handoff_item(handoff_id=f"h-{n}")))
+            batch.append(records.insert(handoff_item(agent_id="agent-7", handoff_id=f"h-{n}")))
         elif n % 5 == 0:
             batch.append(records.modify(session_item(), session_item(SessionStatus.HANDOFF)))
         else:
@@ -490,7 +511,7 @@ def test_replaying_a_batch_changes_no_keyed_state(downstream: Downstream, record
     batch = [
         records.insert(turns[-1].to_item()),
         records.modify(session_item(), session_item(SessionStatus.HANDOFF)),
-        records.insert(handoff_item()),
+        records.insert(handoff_item(agent_id="agent-7")),
     ]
     event = batch_event(*batch)
     assert failures(downstream.route(event)) == []
@@ -519,7 +540,9 @@ def test_records_from_the_tables_own_stream_route_end_to_end(downstream: Downstr
     for n in range(1, 11):
         store.turns.add_turn(session.session_id, "user", f"turn {n}")
     store.sessions.update_status(session.session_id, SessionStatus.HANDOFF)
-    handoff = store.handoffs.put_handoff(session.session_id, reason="escalated")
+    handoff = store.handoffs.put_handoff(
+        session.session_id, reason="escalated", agent_id="agent-7", status=HandoffStatus.ASSIGNED
+    )
     # And the records moto's stream holds for them, as Lambda's event would carry them
     # boto3 now resolves account-based endpoints (<account>.streams-ddb...) that moto 5.2.5 does
     # not route; the classic endpoint reaches the same moto backend.

@@ -55,6 +55,15 @@ ITEMS: dict[str, dict[str, Any]] = {
         "agent_id": "a1",
     },
     "review": {"PK": "REVIEW#r1", "SK": "META", "status": "pending"},
+    "automatic approval": {
+        "PK": "REVIEW#export-e1",
+        "SK": "META",
+        "status": "approved",
+        "decided_by": "automatic",
+        "decision_reason": "risk score 0: scope 0 (no customer records), size 0 (0 MiB), requester 0 (an admin)",
+        "risk_score": Decimal(0),
+        "review_threshold": Decimal(2),
+    },
     "agent": {"PK": "AGENT#a1", "SK": "META", "status": "available", "is_manager": True},
     "connection": {"PK": "CONN#k1", "SK": "META", "connected_at": Decimal(1_767_225_600)},
     "other": {"PK": "LIMIT#customer#c1", "SK": "RATE", "tokens": Decimal("2.5")},
@@ -104,3 +113,18 @@ def test_no_line_holds_message_content() -> None:
     for change, analytics, audit in LINES:
         text = repr((analytics, audit))
         assert "never holds" not in text, change
+
+
+def test_an_automatic_approval_is_audited_with_who_decided_and_why_and_other_items_are_not() -> None:
+    audits = {change: audit for change, _, audit in LINES}
+    created = audits["automatic approval created"]
+    assert (created["new_status"], created["decided_by"], created["risk_score"], created["review_threshold"]) == (
+        "approved",
+        "automatic",
+        0,
+        2,
+    )
+    assert created["decision_reason"].startswith("risk score 0: scope 0 (no customer records)")
+    # the decision's facts are a review's only: no other item's line carries them
+    others = [c for c, line in audits.items() if not c.startswith("automatic") and "decided_by" in line]
+    assert others == []

@@ -194,8 +194,8 @@ def test_handoff_lifecycle(store: DynamoSessionStore, clock: FakeClock) -> None:
     # Then the latest is the second, and each can be read back
     assert store.handoffs.current_handoff(session_id) == second
     assert store.handoffs.get_handoff(session_id, first.handoff_id) == first
-    assert first.status == HandoffStatus.REQUESTED
-    # When the second is assigned (only from requested)
+    assert first.status == HandoffStatus.QUEUED
+    # When the second is assigned (only from a waiting status)
     clock.advance(30)
     assigned = store.handoffs.update_handoff(
         session_id,
@@ -203,12 +203,12 @@ def test_handoff_lifecycle(store: DynamoSessionStore, clock: FakeClock) -> None:
         status="assigned",
         agent_id="a-1",
         execution_arn="arn:aws:states:us-east-1:123456789012:execution:handoff:x",
-        expected_status="requested",
+        expected_status="queued",
     )
     assert (assigned.status, assigned.agent_id) == (HandoffStatus.ASSIGNED, "a-1")
     assert assigned.updated_at == START_TIME + 30
     with pytest.raises(Conflict):
-        store.handoffs.update_handoff(session_id, second.handoff_id, status="completed", expected_status="requested")
+        store.handoffs.update_handoff(session_id, second.handoff_id, status="completed", expected_status="queued")
 
 
 def test_handoff_errors(store: DynamoSessionStore) -> None:

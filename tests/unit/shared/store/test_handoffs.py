@@ -118,3 +118,16 @@ def test_a_managers_wait_is_stored_only_while_the_handoff_is_escalated(store: Dy
         store.handoffs.await_callback(
             session.session_id, "h-9", "agent", "token-1", while_status=HandoffStatus.ESCALATED
         )
+
+
+def test_a_new_handoff_waits_queued_and_no_status_exists_that_nothing_writes(store: DynamoSessionStore) -> None:
+    # Given a session
+    session = store.sessions.create_session("cust-1")
+    # When a handoff is created without a status
+    handoff = store.handoffs.put_handoff(session.session_id, reason="billing", handoff_id="h-1")
+    # Then it waits for an agent, as the workflow's queue step writes it
+    assert handoff.status == HandoffStatus.QUEUED
+    assert store.handoffs.get_handoff(session.session_id, "h-1") == handoff
+    # And "requested", which no step ever wrote, is not a status a handoff may take
+    with pytest.raises(ValueError, match="requested"):
+        store.handoffs.put_handoff(session.session_id, reason="billing", handoff_id="h-2", status="requested")
