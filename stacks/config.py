@@ -16,6 +16,12 @@ from aws_cdk import Duration, RemovalPolicy
 
 from contracts.workflows import EXPORT_RISK_MAX_SCORE
 from stacks.errors import ConfigError as ConfigError
+from stacks.models import DEFAULT_BEDROCK_MODEL_ID as DEFAULT_BEDROCK_MODEL_ID
+from stacks.models import INFERENCE_PROFILE_PREFIXES as INFERENCE_PROFILE_PREFIXES
+from stacks.models import RETIRED_MODELS as RETIRED_MODELS
+from stacks.models import RetiredModel as RetiredModel
+from stacks.models import foundation_model_of as foundation_model_of
+from stacks.models import model_id_problem
 from stacks.search_config import AnalyticsSearchConfig, analytics_search
 
 RemovalMode = Literal["destroy", "retain"]
@@ -41,47 +47,6 @@ _GUARDRAIL_VERSION = re.compile(r"^([1-9][0-9]{0,7}|DRAFT)$")
 _DOMAIN = re.compile(r"^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$")
 _ORIGIN = re.compile(r"^https?://[A-Za-z0-9.-]+(:\d{1,5})?$")
 _HTTPS_URL = re.compile(r"^https://[A-Za-z0-9.-]+(:\d{1,5})?(/[A-Za-z0-9._~%!$&'()*+,;=:@/-]*)?$")
-
-#: Prefixes of Amazon Bedrock's cross-region (system-defined) inference profile ids
-#: (``global.anthropic...``): geographic ones keep a request in their geography, ``global.``
-#: routes it to any commercial region. Any other id names a foundation model in the stack's region.
-INFERENCE_PROFILE_PREFIXES = ("us.", "eu.", "apac.", "jp.", "au.", "us-gov.", "global.")
-#: A foundation-model id (``anthropic.claude-haiku-4-5-20251001-v1:0``), optionally behind one of
-#: the profile prefixes above; Bedrock's own pattern for a model id, without ARNs.
-_MODEL_ID = re.compile(r"^[a-z0-9-]{1,63}(\.[a-z0-9-]{1,63}){1,3}(:[a-z0-9-]{1,63}){0,2}$")
-
-#: The model a stage uses unless cdk.json names another: Claude Haiku 4.5 through its global
-#: cross-region inference profile, callable from any commercial source region (docs/deploy.md
-#: says which pages were checked, when, and how to keep requests in one geography instead).
-DEFAULT_BEDROCK_MODEL_ID = "global.anthropic.claude-haiku-4-5-20251001-v1:0"
-
-
-@dataclass(frozen=True)
-class RetiredModel:
-    """A model Amazon Bedrock no longer serves: calls to it fail with ResourceNotFoundException."""
-
-    name: str
-    end_of_life: str  # ISO date of the end of life on Amazon Bedrock
-    where: str = ""  # where the end of life applies, when not in every region
-
-
-#: Foundation models past their end of life on Amazon Bedrock, by model id (a profile id is
-#: matched by the model behind its prefix). docs/deploy.md names the page each date comes from.
-RETIRED_MODELS: dict[str, RetiredModel] = {
-    "anthropic.claude-3-haiku-20240307-v1:0": RetiredModel(
-        "Claude 3 Haiku", "2026-09-10", "in most regions (ca-central-1, eu-central-2 and sa-east-1 still serve it)"
-    ),
-    "anthropic.claude-3-5-haiku-20241022-v1:0": RetiredModel("Claude 3.5 Haiku", "2026-06-19"),
-    "anthropic.claude-3-7-sonnet-20250219-v1:0": RetiredModel("Claude 3.7 Sonnet", "2026-04-28"),
-}
-
-
-def foundation_model_of(model_id: str) -> str:
-    """The foundation-model id behind ``model_id``: itself, or a profile id without its prefix."""
-    if model_id.startswith(INFERENCE_PROFILE_PREFIXES):
-        return model_id.split(".", 1)[1]
-    return model_id
-
 
 IdentityProvider = Literal["cognito", "oidc"]
 ThreatProtection = Literal["off", "audit", "enforced"]
@@ -510,28 +475,10 @@ def _validate_flags(c: StageConfig) -> None:
 
 
 def _validate_model(c: StageConfig) -> None:
-    n, model_id = c.name, c.bedrock_model_id
-    if model_id is None:
-        return
-    if not isinstance(model_id, str) or not _MODEL_ID.fullmatch(model_id):
-        raise _fail(
-            n,
-            "bedrock_model_id",
-            "must be a Bedrock model id such as 'anthropic.claude-haiku-4-5-20251001-v1:0', the same behind a "
-            f"cross-region inference profile prefix ({', '.join(INFERENCE_PROFILE_PREFIXES)}), "
-            "or null (echo responder)",
-            model_id,
-        )
-    retired = RETIRED_MODELS.get(foundation_model_of(model_id))
-    if retired is not None:
-        raise _fail(
-            n,
-            "bedrock_model_id",
-            f"names {retired.name}, which reached its end of life on Amazon Bedrock on {retired.end_of_life}"
-            f"{' ' + retired.where if retired.where else ''}, so its calls fail; use a current model such as "
-            f"'{DEFAULT_BEDROCK_MODEL_ID}'",
-            model_id,
-        )
+    if c.bedrock_model_id is not None:
+        problem = model_id_problem(c.bedrock_model_id)
+        if problem is not None:
+            raise _fail(c.name, "bedrock_model_id", problem, c.bedrock_model_id)
 
 
 def _validate_guardrail(c: StageConfig) -> None:
