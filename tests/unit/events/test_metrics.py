@@ -176,7 +176,8 @@ def test_handoff_handler_writes_each_metric_by_service_and_by_reason_and_priorit
         assert values(line, "HandoffsCompleted") == [1.0]
         assert values(line, "HandoffDuration") == [600.0]
         # And no session, handoff or customer id is a dimension or a value
-        assert "sess-1" not in json.dumps(line) and "h-1" not in json.dumps(line)
+        assert "sess-1" not in json.dumps(line)
+        assert "h-1" not in json.dumps(line)
 
 
 def test_handoff_handler_fails_on_an_unreadable_event_so_it_is_retried_then_kept() -> None:
