@@ -147,7 +147,7 @@ def test_summary_generator_may_invoke_only_the_configured_model(dev: Synthesized
 # -- asynchronous paths have DLQs -------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["SummaryGenerator", "SessionMetrics", "HandoffMetrics"])
+@pytest.mark.parametrize("name", ["SummaryGenerator", "SessionMetrics"])
 def test_async_invoked_functions_have_an_on_failure_queue(any_stage: SynthesizedStage, name: str) -> None:
     fn = function_id(any_stage, name)
     (config,) = [

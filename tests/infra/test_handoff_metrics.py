@@ -72,6 +72,24 @@ def test_the_sessions_gauge_runs_every_minute_with_dlq_and_retries(any_stage: Sy
     assert "DeadLetterConfig" in target
 
 
+@pytest.mark.parametrize(
+    ("handler", "retries"),
+    [("lambdas.events.metrics.handoff_handler", 2), ("lambdas.events.metrics.sessions_gauge", 0)],
+)
+def test_both_functions_keep_what_finally_failed_in_the_bus_dead_letter_queue(
+    any_stage: SynthesizedStage, handler: str, retries: int
+) -> None:
+    function = function_id(any_stage, handler)
+    (config,) = [
+        c["Properties"]
+        for c in resources(any_stage, "Events", "AWS::Lambda::EventInvokeConfig").values()
+        if c["Properties"]["FunctionName"] == {"Ref": function}
+    ]
+    assert config["MaximumRetryAttempts"] == retries
+    destination = config["DestinationConfig"]["OnFailure"]["Destination"]["Fn::GetAtt"][0]
+    assert destination.startswith("SessionEventsTargetDeadLetterQueue")
+
+
 def test_the_gauge_may_query_the_status_index_and_nothing_else_of_the_table(any_stage: SynthesizedStage) -> None:
     statements = policy_statements(any_stage, function_id(any_stage, "lambdas.events.metrics.sessions_gauge"))
     dynamodb = [s for s in statements if any(str(a).startswith("dynamodb:") for a in _list(s["Action"]))]
