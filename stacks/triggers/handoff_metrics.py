@@ -64,7 +64,7 @@ class HandoffMetrics(Construct):
         self.function: SharedFunction = functions(
             self,
             HANDOFF_METRICS,
-            "lambdas.events.metrics.handoff_handler",
+            "lambdas.events.handoff_metrics.handler",
             {"METRIC_REASONS": ",".join(config.handoff_metric_reasons)},
             on_failure=dead_letters,
             retry_attempts=2,
@@ -78,7 +78,7 @@ class HandoffMetrics(Construct):
         self.gauge_function: SharedFunction = functions(
             self,
             SESSIONS_GAUGE,
-            "lambdas.events.metrics.sessions_gauge",
+            "lambdas.events.sessions_gauge.handler",
             {"TABLE_NAME": sessions.table.table_name},
             on_failure=dead_letters,
             retry_attempts=0,  # a late count is worth nothing: the next minute counts again
@@ -133,7 +133,7 @@ class HandoffMetrics(Construct):
                 [metric(name, statistic=stat, period=minutes) for name in HANDOFF_TIMES for stat in ("p50", "p90")],
             ),
             (
-                "Time to assignment p90 by priority (s)",
+                "Time to assignment p90 by reason and priority (s)",
                 [
                     cloudwatch.MathExpression(
                         expression=f"SEARCH('{{{_namespace()},priority,reason,service}} "

@@ -56,7 +56,7 @@ def test_every_handoff_changed_event_reaches_the_handoff_metrics_with_dlq_and_re
     bus_id, _ = only(any_stage, "AWS::Events::EventBus", "SessionEvents")
     assert props["EventBusName"] == {"Ref": bus_id}
     (target,) = props["Targets"]
-    assert target["Arn"] == {"Fn::GetAtt": [function_id(any_stage, "lambdas.events.metrics.handoff_handler"), "Arn"]}
+    assert target["Arn"] == {"Fn::GetAtt": [function_id(any_stage, "lambdas.events.handoff_metrics.handler"), "Arn"]}
     assert target["RetryPolicy"] == {"MaximumRetryAttempts": 8, "MaximumEventAgeInSeconds": 7200}
     dlq = target["DeadLetterConfig"]["Arn"]["Fn::GetAtt"][0]
     assert dlq in resources(any_stage, "Events", "AWS::SQS::Queue")
@@ -67,14 +67,14 @@ def test_the_sessions_gauge_runs_every_minute_with_dlq_and_retries(any_stage: Sy
     props = rule["Properties"]
     assert props["ScheduleExpression"] == "rate(1 minute)"
     (target,) = props["Targets"]
-    assert target["Arn"] == {"Fn::GetAtt": [function_id(any_stage, "lambdas.events.metrics.sessions_gauge"), "Arn"]}
+    assert target["Arn"] == {"Fn::GetAtt": [function_id(any_stage, "lambdas.events.sessions_gauge.handler"), "Arn"]}
     assert target["RetryPolicy"] == {"MaximumRetryAttempts": 2, "MaximumEventAgeInSeconds": 300}
     assert "DeadLetterConfig" in target
 
 
 @pytest.mark.parametrize(
     ("handler", "retries"),
-    [("lambdas.events.metrics.handoff_handler", 2), ("lambdas.events.metrics.sessions_gauge", 0)],
+    [("lambdas.events.handoff_metrics.handler", 2), ("lambdas.events.sessions_gauge.handler", 0)],
 )
 def test_both_functions_keep_what_finally_failed_in_the_bus_dead_letter_queue(
     any_stage: SynthesizedStage, handler: str, retries: int
@@ -91,7 +91,7 @@ def test_both_functions_keep_what_finally_failed_in_the_bus_dead_letter_queue(
 
 
 def test_the_gauge_may_query_the_status_index_and_nothing_else_of_the_table(any_stage: SynthesizedStage) -> None:
-    statements = policy_statements(any_stage, function_id(any_stage, "lambdas.events.metrics.sessions_gauge"))
+    statements = policy_statements(any_stage, function_id(any_stage, "lambdas.events.sessions_gauge.handler"))
     dynamodb = [s for s in statements if any(str(a).startswith("dynamodb:") for a in _list(s["Action"]))]
     (query,) = dynamodb
     assert _list(query["Action"]) == ["dynamodb:Query"]
@@ -100,7 +100,7 @@ def test_the_gauge_may_query_the_status_index_and_nothing_else_of_the_table(any_
 
 
 def test_the_handoff_metrics_function_touches_no_table_and_bounds_its_reasons(any_stage: SynthesizedStage) -> None:
-    function = function_id(any_stage, "lambdas.events.metrics.handoff_handler")
+    function = function_id(any_stage, "lambdas.events.handoff_metrics.handler")
     actions = {a for s in policy_statements(any_stage, function) for a in _list(s["Action"])}
     assert not [a for a in actions if a.startswith("dynamodb:")]
     env = resources(any_stage, "Events", "AWS::Lambda::Function")[function]["Properties"]["Environment"]["Variables"]
