@@ -27,7 +27,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from contracts import messages as vocabulary
 from contracts.requests import PRIORITIES
 from lambdas.shared import env
-from lambdas.shared.settings import optional_resource
+from lambdas.shared.env import optional_resource
 
 logger = Logger()
 metrics = Metrics()
