@@ -210,28 +210,11 @@ class Sessions(Aggregate):
         return Page([StatusListing.from_item(item) for item in items], next_cursor)
 
     def count_by_status(self, status: SessionStatus | str) -> int:
-        """How many sessions are in ``status`` now: Select COUNT over its StatusIndex partition.
-
-        Reads only the index's small projected rows (a few hundred bytes each) and returns no
-        items; eventually consistent, like the index.
-        """
-        wanted = parse_enum(SessionStatus, status, "status")
-        index = SESSIONS_BY_STATUS
-        expr = Expr()
-        params: dict[str, Any] = {
-            "TableName": self.table.table_name,
-            "IndexName": index.name,
-            "KeyConditionExpression": f"{expr.n(index.partition_key)} = {expr.v(keys.status_pk(str(wanted)))}",
-            "Select": "COUNT",
-            **expr.params(),
-        }
-        total = 0
-        while True:
-            page = self.table.client.query(**params)
-            total += int(page.get("Count", 0))
-            if not page.get("LastEvaluatedKey"):
-                return total
-            params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        """How many sessions are in ``status`` now: Select COUNT over its StatusIndex partition (no items read back)."""
+        index, expr = SESSIONS_BY_STATUS, Expr()
+        partition = keys.status_pk(str(parse_enum(SessionStatus, status, "status")))
+        condition = f"{expr.n(index.partition_key)} = {expr.v(partition)}"
+        return self.table.count({"IndexName": index.name, "KeyConditionExpression": condition, **expr.params()})
 
     def update_status(
         self,
