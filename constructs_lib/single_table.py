@@ -152,6 +152,22 @@ class SingleTable(Construct):
         """Read, write and delete items, query the table's indexes; use its key."""
         return self._grant(grantee, (*_ITEM_READ, *_ITEM_WRITE), _KEY_WRITE)
 
+    def grant_index_query(self, grantee: iam.IGrantable, index_name: str) -> iam.Grant:
+        """Query one of the table's indexes and nothing else (no item reads, no other index); decrypt with its key.
+
+        For a reader that needs one access pattern, such as a count of one sparse index.
+        """
+        if index_name not in self.index_names:
+            raise ValueError(
+                f"index_name must be one of the table's indexes {list(self.index_names)} (given {index_name!r})"
+            )
+        self.encryption_key.grant(grantee, *_KEY_READ)
+        return iam.Grant.add_to_principal(
+            grantee=grantee,
+            actions=["dynamodb:Query"],
+            resource_arns=[f"{self.table.table_arn}/index/{index_name}"],
+        )
+
     def _grant(self, grantee: iam.IGrantable, actions: Sequence[str], key_actions: Sequence[str]) -> iam.Grant:
         """Item ``actions`` on the table and each of its named indexes, ``key_actions`` on its key.
 

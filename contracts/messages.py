@@ -15,6 +15,24 @@ EVENT_SOURCE: Final = "mangaassist.sessions"
 STATUS_CHANGED: Final = "SessionStatusChanged"
 NO_STATUS: Final = "none"
 
+#: The handoff event on the bus (same source): one per change of a ``HANDOFF#`` record that the
+#: handoff metrics count. ``changes`` lists what happened, in the order the record went through it.
+HANDOFF_CHANGED: Final = "HandoffChanged"
+CHANGE_REQUESTED: Final = "requested"
+CHANGE_ASSIGNED: Final = "assigned"
+CHANGE_ESCALATED: Final = "escalated"
+CHANGE_FIRST_REPLY: Final = "first_reply"
+CHANGE_COMPLETED: Final = "completed"
+CHANGE_FAILED: Final = "failed"
+HANDOFF_CHANGES: Final = (
+    CHANGE_REQUESTED,
+    CHANGE_ASSIGNED,
+    CHANGE_ESCALATED,
+    CHANGE_FIRST_REPLY,
+    CHANGE_COMPLETED,
+    CHANGE_FAILED,
+)
+
 #: Message attributes of the handoff topic, which its queues' filter policies match.
 ATTR_EVENT_TYPE: Final = "event_type"
 ATTR_AGENT_ID: Final = "agent_id"

@@ -45,7 +45,7 @@ import traceback
 import uuid
 import zipfile
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stdout
 from dataclasses import dataclass, field
 from typing import Any
 from unittest import mock
@@ -79,6 +79,15 @@ class Invocation:
     result: Any = None
     error: BaseException | None = None
     seconds: float = 0.0  # the handler's own run time, the bridge's lock wait excluded
+    #: What the handler printed (Lambda sends it to the function's log group): Powertools Metrics'
+    #: EMF lines among it. Logger lines go to the stream their handler was created with, not here.
+    output: str = ""
+
+    def emf(self) -> list[dict[str, Any]]:
+        """The CloudWatch embedded-metric-format documents the handler printed."""
+        lines = (line.strip() for line in self.output.splitlines())
+        documents = [json.loads(line) for line in lines if line.startswith("{") and '"_aws"' in line]
+        return [d for d in documents if isinstance(d, dict) and "CloudWatchMetrics" in d.get("_aws", {})]
 
 
 @dataclass
@@ -173,6 +182,22 @@ def _error_payload(error: BaseException) -> dict[str, Any]:
     }
 
 
+class _Tee(io.TextIOBase):
+    """Keeps what a handler prints and still passes it on to the stream it would have reached."""
+
+    def __init__(self, through: Any) -> None:
+        super().__init__()
+        self.captured = io.StringIO()
+        self._through = through
+
+    def write(self, text: str) -> int:
+        self.captured.write(text)
+        return int(self._through.write(text))
+
+    def flush(self) -> None:
+        self._through.flush()
+
+
 @contextmanager
 def in_process() -> Iterator[Invocations]:
     """Route moto Lambda invocations to our handlers, in this process, for the block's duration."""
@@ -188,12 +213,15 @@ def in_process() -> Iterator[Invocations]:
         with _LOCK, function_environment(function.environment_vars or {}):
             running, started = CURRENT_HANDLER.set(handler), time.perf_counter()
             role = CALLER.set(Caller(str(function.role), f"function {function.function_name}"))
+            printed = _Tee(sys.stdout)
             try:
-                call.result = resolve_handler(handler)(payload, LambdaContext(function))
+                with redirect_stdout(printed):
+                    call.result = resolve_handler(handler)(payload, LambdaContext(function))
             except Exception as error:  # every handler error becomes Lambda's error payload
                 call.error = error
                 return json.dumps(_error_payload(error)), True, traceback.format_exc()
             finally:
+                call.output = printed.captured.getvalue()
                 call.seconds = time.perf_counter() - started
                 CALLER.reset(role)
                 CURRENT_HANDLER.reset(running)

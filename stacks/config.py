@@ -39,6 +39,8 @@ _REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 _KEY_PREFIX = re.compile(r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$")
 _SKILL = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_REASON = re.compile(r"^[a-z][a-z0-9_]{0,31}$")  # a handoff reason as the REST API accepts it
+_MAX_METRIC_REASONS = 20
 #: A Bedrock guardrail: its id in the stack's account and region, or its ARN; and a version.
 _GUARDRAIL_ID = re.compile(
     r"^([a-z0-9]{1,64}|arn:aws(-[a-z]+)*:bedrock:[a-z0-9-]{1,20}:\d{12}:guardrail/[a-z0-9]{1,64})$"
@@ -233,6 +235,10 @@ class StageConfig:
     handoff_manager_wait_seconds: int = 900
     handoff_idle_seconds: int = 120
     handoff_max_reassignments: int = 2
+    # Handoff metrics: the reasons that are a dimension of their own (any other counts as "other",
+    # so callers cannot mint metrics); the time to assignment (p90, seconds) the stage alarms over.
+    handoff_metric_reasons: tuple[str, ...] = ("general", "billing", "orders", "technical")
+    handoff_assignment_p90_alarm_seconds: int = 300
     # The agent skill that marks a manager (escalations go to an available agent with it).
     manager_skill: str = "manager"
     cleanup_grace_seconds: int = 3600
@@ -327,6 +333,7 @@ _BOUNDS: dict[str, tuple[float, float]] = {
     "handoff_manager_wait_seconds": (1, 86400),
     "handoff_idle_seconds": (1, 86400),
     "handoff_max_reassignments": (0, 10),
+    "handoff_assignment_p90_alarm_seconds": (1, 86400),
     "cleanup_grace_seconds": (0, 7 * 86400),
     "session_resume_grace_seconds": (0, 7 * 86400),
     "workflow_timeout_minutes": (1, 7 * 24 * 60),
@@ -431,6 +438,10 @@ def _validate_names(c: StageConfig) -> None:
         )
     if not isinstance(c.manager_skill, str) or not _SKILL.fullmatch(c.manager_skill):
         raise _fail(n, "manager_skill", "must be 1-64 letters, digits, '_' or '-'", c.manager_skill)
+    reasons = c.handoff_metric_reasons
+    if len(reasons) > _MAX_METRIC_REASONS or not all(isinstance(r, str) and _REASON.fullmatch(r) for r in reasons):
+        rule = f"must be at most {_MAX_METRIC_REASONS} handoff reasons (a lowercase letter, then up to 31 of a-z0-9_)"
+        raise _fail(n, "handoff_metric_reasons", rule, reasons)
     _validate_model(c)
 
 
@@ -519,16 +530,12 @@ def load_stage_config(stages: Any, name: str) -> StageConfig:
     if unknown:
         raise ConfigError(f"stage {name!r}: unknown keys {unknown}; allowed keys are {sorted(known)}")
     values = dict(raw)
-    if "cors_allowed_origins" in values:
-        origins = values["cors_allowed_origins"]
-        if not isinstance(origins, list) or not all(isinstance(o, str) for o in origins):
-            raise _fail(name, "cors_allowed_origins", "must be a list of strings", origins)
-        values["cors_allowed_origins"] = tuple(origins)
-    if "notice_recipient_domains" in values:
-        domains = values["notice_recipient_domains"]
-        if not isinstance(domains, list) or not all(isinstance(d, str) for d in domains):
-            raise _fail(name, "notice_recipient_domains", "must be a list of strings", domains)
-        values["notice_recipient_domains"] = tuple(domains)
+    for key in ("cors_allowed_origins", "notice_recipient_domains", "handoff_metric_reasons"):
+        if key in values:
+            items = values[key]
+            if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+                raise _fail(name, key, "must be a list of strings", items)
+            values[key] = tuple(items)
     if "identity" in values:
         values["identity"] = _identity(name, values["identity"])
     if "analytics_search" in values:

@@ -30,7 +30,7 @@ from stacks.mail import NoticeMail
 from stacks.operations import watch_stack
 from stacks.storage_stack import StorageStack
 from stacks.trail import SessionTrail
-from stacks.triggers import AuditLocker
+from stacks.triggers import AuditLocker, HandoffMetrics
 
 #: Key prefixes of the audit trail's delivery stream in the Object Lock bucket.
 AUDIT_PREFIX = "audit/"
@@ -127,6 +127,7 @@ class EventsStack(Stack):
         self.alarms: ServiceAlarms = watch_stack(
             self, topic=storage.ops_topic, prefix=f"MangaAssist-{config.name}-Events"
         )
+        self.handoff_metrics.add_alarms(self.alarms)
 
     def _build_keys(self) -> None:
         """This stack's own keys.
@@ -156,7 +157,7 @@ class EventsStack(Stack):
         )
 
     def _build_bus(self) -> None:
-        """The event bus and its rule: sessions started (a metric)."""
+        """The event bus and its metric rules: sessions started; handoffs and the sessions gauge (HandoffMetrics)."""
         queue_key = self.queues_key.key
         self.event_bus = SecureEventBus(
             self,
@@ -181,8 +182,17 @@ class EventsStack(Stack):
             function=self.metrics_function.function,
             description="SessionStarted: a session became active -> sessions-started metric",
         )
-        # No SessionHandoff rule: agents already learn of a waiting customer exactly once. The
-        # handoff workflow's queue step publishes handoff_waiting to the handoff topic, whose
+        self.handoff_metrics = HandoffMetrics(
+            self,
+            "HandoffMetrics",
+            config=self.config,
+            bus=self.event_bus,
+            sessions=self.storage.sessions,
+            functions=self.functions,
+        )
+        # The seed's SessionHandoff rule feeds the handoff metrics (above, from the handoff's own
+        # events); it has no agent queue target: agents already learn of a waiting customer exactly
+        # once. The handoff workflow's queue step publishes handoff_waiting to the handoff topic, whose
         # dashboard queue puts one conditional item per handoff into the shared waiting inbox
         # every agent's console reads. A bus rule into a queue beside it had no reader.
 

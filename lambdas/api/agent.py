@@ -259,6 +259,8 @@ def send_message(session_id: str, agent_id: str, text: str) -> dict[str, Any]:
     # The same frame the chat sends for every stored reply, with the agent as its author.
     frame = frames.message_frame(role=str(Role.AGENT), session_id=session_id, turn_number=turn.turn_number, text=text)
     delivered = _push(session, frame)
+    if handoff.first_reply_at is None:  # the handoff metrics' time to first reply; later replies skip the write
+        store().handoffs.mark_first_reply(session_id, handoff.handoff_id, agent_id)
     token = store().handoffs.claim_callback(session_id, handoff.handoff_id, WAITING_FOR_REPLY)
     if token is not None:
         try:

@@ -1,7 +1,7 @@
 """What the stream router does with one stream record: plain functions, no AWS calls.
 
 ``classify`` turns a DynamoDB stream record into the entries the router sends on (analytics,
-audit, and at most one of: summary trigger, bus event, handoff message). It raises
+audit, a summary trigger, a bus event, a handoff message, as the record needs). It raises
 ``PoisonRecord`` only when the record itself is malformed, so one bad record is reported alone.
 
 Routing, by the item's sort key:
@@ -11,6 +11,9 @@ Routing, by the item's sort key:
   for the other turns.
 * ``META`` of a session: INSERT (a new session, ``old_status`` "none") or MODIFY with a status
   change -> ``SessionStatusChanged`` on the bus.
+* ``HANDOFF#`` changes the handoff metrics count (requested, assigned, escalated, first reply,
+  completed, failed: :func:`handoff_changes`) -> ``HandoffChanged`` on the bus, with the
+  handoff's timestamps; independently of the topic message below.
 * ``HANDOFF#`` INSERT with an agent -> handoff topic (``event_type`` handoff, to that agent's
   dashboard); an INSERT without one (a queued handoff) sends nothing: the handoff workflow's
   ``handoff_waiting`` is the one message that tells every agent, and no queue selects a
@@ -47,6 +50,7 @@ from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import 
 )
 from boto3.dynamodb.types import Binary
 
+from contracts import messages as vocabulary
 from contracts.trail import ANALYTICS_ATTRIBUTES as ANALYTICS_ATTRIBUTES
 from contracts.trail import REVIEW_DECISION_ATTRIBUTES
 from lambdas.events.messages import (
@@ -153,7 +157,7 @@ def classify(record: DynamoDBRecord, *, summary_interval: int, bus_name: str) ->
     if change.item_type == "session":
         return _with(actions, bus_event=_status_event(change, bus_name))
     if change.item_type == "handoff":
-        return _with(actions, handoff=_handoff_message(change))
+        return _with(actions, handoff=_handoff_message(change), bus_event=_handoff_event(change, bus_name))
     return actions
 
 
@@ -303,6 +307,75 @@ def _handoff_message(change: Change) -> dict[str, Any] | None:
         "Subject": "MangaAssist handoff",
         "Message": json.dumps(message, separators=(",", ":"), sort_keys=True),
         "MessageAttributes": attributes,
+    }
+
+
+#: The handoff statuses whose arrival is a change the handoff metrics count.
+_STATUS_CHANGES: Final = {
+    str(HandoffStatus.ASSIGNED): vocabulary.CHANGE_ASSIGNED,
+    str(HandoffStatus.ESCALATED): vocabulary.CHANGE_ESCALATED,
+    str(HandoffStatus.COMPLETED): vocabulary.CHANGE_COMPLETED,
+    str(HandoffStatus.FAILED): vocabulary.CHANGE_FAILED,
+}
+_CLOSED: Final = frozenset({str(HandoffStatus.COMPLETED), str(HandoffStatus.FAILED)})
+
+
+def handoff_changes(change: Change) -> list[str]:
+    """What a ``HANDOFF#`` record's change means to the handoff metrics, in order (often nothing).
+
+    A new record is ``requested`` (and ``assigned`` too when an agent was free at once); a status
+    reached is ``assigned``, ``escalated``, ``completed`` or ``failed`` (an agent reassigned after
+    a re-queue is ``assigned`` again); ``first_reply_at`` appearing is ``first_reply``.
+    """
+    if change.event_name == "REMOVE":
+        return []
+    new, old = change.new_image, change.old_image
+    status = _opt_str(new.get("status"))
+    changes = [vocabulary.CHANGE_REQUESTED] if change.event_name == "INSERT" else []
+    if status in _STATUS_CHANGES and (change.event_name == "INSERT" or status != _opt_str(old.get("status"))):
+        changes.append(_STATUS_CHANGES[status])
+    if new.get("first_reply_at") is not None and old.get("first_reply_at") is None:
+        changes.append(vocabulary.CHANGE_FIRST_REPLY)
+    return changes
+
+
+def _handoff_event(change: Change, bus_name: str) -> dict[str, Any] | None:
+    """``HandoffChanged`` on the bus with the timestamps the metrics measure; None when nothing counts.
+
+    ``requested_at`` is when the record was first written (the wait for an agent, or the assignment
+    when an agent was free at once); ``closed_at`` falls back to the record's last update for a
+    handoff failed by the workflow, which writes no ``closed_at``.
+    """
+    changes = handoff_changes(change)
+    if not changes:
+        return None
+    new = change.new_image
+    status = _opt_str(new.get("status"))
+
+    def seconds(name: str) -> int | None:
+        value = _json_safe(new.get(name))
+        return int(value) if isinstance(value, (int, float)) else None
+
+    closed_at = seconds("closed_at") or (seconds("updated_at") if status in _CLOSED else None)
+    detail = {
+        "session_id": change.session_id,
+        "handoff_id": _opt_str(new.get("handoff_id")),
+        "changes": changes,
+        "status": status,
+        "reason": _opt_str(new.get("reason")) or "unspecified",
+        "priority": _opt_str(new.get("priority")) or "normal",
+        "requested_at": seconds("created_at"),
+        "assigned_at": seconds("assigned_at"),
+        "first_reply_at": seconds("first_reply_at"),
+        "closed_at": closed_at,
+        "timestamp": seconds("updated_at") or change.approximate_time,
+        "event_id": change.event_id,
+    }
+    return {
+        "Source": EVENT_SOURCE,
+        "DetailType": vocabulary.HANDOFF_CHANGED,
+        "Detail": json.dumps(detail, separators=(",", ":"), sort_keys=True),
+        "EventBusName": bus_name,
     }
 
 

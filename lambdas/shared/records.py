@@ -295,6 +295,9 @@ class Handoff:
     ttl: int
     agent_id: str | None = None
     execution_arn: str | None = None
+    # When the current agent was assigned, and when that agent first replied (handoff metrics).
+    assigned_at: int | None = None
+    first_reply_at: int | None = None
 
     def to_item(self) -> dict[str, Any]:
         return _with_key(
@@ -310,6 +313,8 @@ class Handoff:
                 "ttl": self.ttl,
                 "agent_id": self.agent_id,
                 "execution_arn": self.execution_arn,
+                "assigned_at": self.assigned_at,
+                "first_reply_at": self.first_reply_at,
             },
         )
 
@@ -326,6 +331,8 @@ class Handoff:
             ttl=_int(item["ttl"]),
             agent_id=_opt_str(item.get("agent_id")),
             execution_arn=_opt_str(item.get("execution_arn")),
+            assigned_at=_opt_int(item.get("assigned_at")),
+            first_reply_at=_opt_int(item.get("first_reply_at")),
         )
 
 

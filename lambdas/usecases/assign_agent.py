@@ -78,6 +78,7 @@ def begin_handoff(
             ttl=ttl,
             agent_id=agent_id,
             execution_arn=execution_arn,
+            assigned_at=now,
         )
         turn = Turn(session_id, session.turn_count + 1, Role.SYSTEM, system_text, now, ttl)
         carried = {PREVIOUS_AGENT: stored[PREVIOUS_AGENT]} if stored and stored.get(PREVIOUS_AGENT) else {}

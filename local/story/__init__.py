@@ -41,6 +41,7 @@ from local.story.handoff import HandoffLifeSteps
 from local.story.identity import IdentitySteps
 from local.story.inbox import InboxSteps
 from local.story.limits import LimitSteps
+from local.story.metrics import MetricsSteps
 from local.story.registry import RegistrySteps
 from local.story.resume import ResumeSteps
 from stacks.config import StageConfig
@@ -54,6 +55,7 @@ class Story(
     CleanupSteps,
     LimitSteps,
     HandoffLifeSteps,
+    MetricsSteps,
     InboxSteps,
     RegistrySteps,
     ExportSteps,
@@ -151,6 +153,7 @@ STEPS: tuple[str, ...] = (
     "notifications",
     "agent_replies",
     "agent_closes_handoff",
+    "handoff_metrics_after_close",
     "closed_handoff_leaves_the_inbox",
     "assistant_answers_again",
     "second_handoff_reaches_a_new_agent",

@@ -101,7 +101,9 @@ class CleanupSteps(StoryParts):
         started, step = time.monotonic(), self.step("An hour passes; the hourly cleanup archives and deletes")
         self.stage.clock.advance(self.config.cleanup_grace_seconds + 60)
         step.changes.append(f"clock +{self.config.cleanup_grace_seconds + 60}s")
-        (schedule,) = self.stage.all("AWS::Events::Rule", where=lambda r: "ScheduleExpression" in r.properties)
+        (schedule,) = self.stage.all(
+            "AWS::Events::Rule", where=lambda r: r.properties.get("ScheduleExpression") == "rate(1 hour)"
+        )
         self.stage.fire_schedule(schedule)
         step.calls.append(f"schedule {schedule.properties['ScheduleExpression']} fired")
         self.stage.settle(timeout=40)

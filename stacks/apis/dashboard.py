@@ -54,6 +54,7 @@ class StageDashboard(Construct):
         self.board: OpsDashboard = OpsDashboard(self, "Default", dashboard_name=name, alarms=list(alarms))
         self.board.add_row("API traffic and errors", _traffic(rest, chat))
         self.board.add_row("Chat and handoffs", _chat_and_handoffs(orchestration))
+        self.board.add_row("Handoff metrics and sessions in progress", events.handoff_metrics.graphs())
         self.board.add_row("Stream and dead-letter queues", _stream_and_queues(events, orchestration, Stack.of(self)))
         machines: dict[str, sfn.IStateMachine] = {
             "Handoff": orchestration.handoff_state_machine,

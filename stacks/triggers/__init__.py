@@ -3,5 +3,6 @@
 from stacks.triggers.audit_lock import AuditLocker
 from stacks.triggers.cleanup import CleanupTriggers
 from stacks.triggers.export_notices import ExportNotices
+from stacks.triggers.handoff_metrics import HandoffMetrics
 
-__all__ = ["AuditLocker", "CleanupTriggers", "ExportNotices"]
+__all__ = ["AuditLocker", "CleanupTriggers", "ExportNotices", "HandoffMetrics"]

@@ -118,6 +118,14 @@ def test_a_guardrail_may_be_named_by_id_or_arn(stages: dict[str, Any]) -> None:
         ("export_review_min_score", 11, r"export_review_min_score must be a number in 0..10 \(given 11\)"),
         ("export_review_min_score", -1, r"export_review_min_score must be a number in 0..10 \(given -1\)"),
         ("export_review_min_score", "high", r"export_review_min_score must be a number in 0..10"),
+        ("handoff_metric_reasons", "billing", r"handoff_metric_reasons must be a list of strings"),
+        ("handoff_metric_reasons", ["Billing"], r"handoff_metric_reasons must be at most 20 handoff reasons"),
+        ("handoff_metric_reasons", [f"r{n}" for n in range(21)], r"handoff_metric_reasons must be at most 20"),
+        (
+            "handoff_assignment_p90_alarm_seconds",
+            0,
+            r"handoff_assignment_p90_alarm_seconds must be a number in 1..86400",
+        ),
     ],
 )
 def test_fails_on_bad_value(stages: dict[str, Any], key: str, value: Any, message: str) -> None:

@@ -371,13 +371,13 @@ def test_rules_match_the_status_and_deliver_with_dlq_and_retries(
 
 
 def test_no_bus_rule_for_handoffs_agents_hear_of_them_through_the_dashboard_queue(any_stage: SynthesizedStage) -> None:
-    patterns = [r["Properties"]["EventPattern"] for r in resources(any_stage, "AWS::Events::Rule").values()]
+    patterns = [r["Properties"].get("EventPattern", {}) for r in resources(any_stage, "AWS::Events::Rule").values()]
     assert all(p.get("detail", {}).get("new_status") != ["handoff"] for p in patterns)
     assert not [q for q in resources(any_stage, "AWS::SQS::Queue") if q.startswith("AgentNotificationQueue")]
 
 
 def test_no_session_ended_rule_here_the_cleanup_stack_owns_it(any_stage: SynthesizedStage) -> None:
-    patterns = [r["Properties"]["EventPattern"] for r in resources(any_stage, "AWS::Events::Rule").values()]
+    patterns = [r["Properties"].get("EventPattern", {}) for r in resources(any_stage, "AWS::Events::Rule").values()]
     assert all(p.get("detail", {}).get("new_status") != ["disconnected"] for p in patterns)
 
 

@@ -397,6 +397,26 @@ class Handoffs(Aggregate):
         token = old.get("callback_token")
         return str(token) if token else None
 
+    def mark_first_reply(self, session_id: str, handoff_id: str, agent_id: str) -> bool:
+        """Record when the assigned agent first replied; True when this call recorded it.
+
+        One conditional UpdateItem: only while the handoff is assigned to ``agent_id`` and has no
+        ``first_reply_at`` yet, so later replies, another agent or a closed handoff change nothing.
+        A reassignment writes the record anew, so the next agent's first reply is recorded again.
+        """
+        expr = Expr()
+        update = Update(expr)
+        update.set("first_reply_at", self.table.now())
+        condition = (
+            f"{expr.n('status')} = {expr.v(str(HandoffStatus.ASSIGNED))} AND "
+            f"{expr.n('agent_id')} = {expr.v(agent_id)} AND attribute_not_exists({expr.n('first_reply_at')})"
+        )
+        try:
+            self.table.update_if(keys.handoff_key(session_id, handoff_id), update, condition, returns="NONE")
+        except ConditionFailed:
+            return False
+        return True
+
     def waiting_for(self, session_id: str, handoff_id: str) -> str | None:
         """What the handoff currently waits for (``agent``, ``reply``) or None."""
         item = self.table.get(keys.handoff_key(session_id, handoff_id))

@@ -211,6 +211,13 @@ class Sessions(Aggregate):
         )
         return Page([StatusListing.from_item(item) for item in items], next_cursor)
 
+    def count_by_status(self, status: SessionStatus | str) -> int:
+        """How many sessions are in ``status`` now: Select COUNT over its StatusIndex partition (no items read back)."""
+        index, expr = SESSIONS_BY_STATUS, Expr()
+        partition = keys.status_pk(str(parse_enum(SessionStatus, status, "status")))
+        condition = f"{expr.n(index.partition_key)} = {expr.v(partition)}"
+        return self.table.count({"IndexName": index.name, "KeyConditionExpression": condition, **expr.params()})
+
     def update_status(
         self,
         session_id: str,

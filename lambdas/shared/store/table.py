@@ -445,6 +445,17 @@ class TableCore:
                 return
             params["ExclusiveStartKey"] = last
 
+    def count(self, params: dict[str, Any]) -> int:
+        """How many items a Query matches (``Select: COUNT``, every page); eventually consistent."""
+        params = {"TableName": self.table_name, **params, "Select": "COUNT"}
+        total = 0
+        while True:
+            page = self.client.query(**params)
+            total += int(page.get("Count", 0))
+            if not page.get("LastEvaluatedKey"):
+                return total
+            params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
     def query_page(
         self,
         params: dict[str, Any],

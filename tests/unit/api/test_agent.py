@@ -200,6 +200,28 @@ def test_message_from_the_assigned_agent_is_stored_pushed_and_completes_the_wait
     assert store.handoffs.waiting_for(session_id, "h-1") is None  # the token was taken
 
 
+def test_the_agents_first_message_records_when_it_first_replied_and_later_ones_do_not(
+    store: DynamoSessionStore,
+) -> None:
+    # Given a session handed to agent-1, who answers
+    session_id = _handed_over(store)
+    handoff = store.handoffs.get_handoff(session_id, "h-1")
+    assert handoff is not None
+    assert handoff.first_reply_at is None
+    assert call("messages", session_id, {"text": "Hi, this is Ana."})[0] == 201
+    replied = store.handoffs.get_handoff(session_id, "h-1")
+    # When agent-1 writes again
+    assert call("messages", session_id, {"text": "Anything else?"})[0] == 201
+    # Then the first reply's time is recorded (what the time-to-first-reply metric reads), and stays
+    assert replied is not None
+    assert replied.assigned_at is not None
+    assert replied.first_reply_at is not None
+    assert replied.first_reply_at >= replied.assigned_at
+    again = store.handoffs.get_handoff(session_id, "h-1")
+    assert again is not None
+    assert again.first_reply_at == replied.first_reply_at
+
+
 def test_message_whose_send_task_success_fails_is_stored_once_and_keeps_the_token(
     store: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:

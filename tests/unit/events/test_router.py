@@ -275,11 +275,18 @@ def test_routes_every_prefix_and_sends_every_record_to_analytics_and_audit(
     # Then nothing failed
     assert failures(response) == []
     # And the bus got exactly the two status changes, with the architecture's detail + event_id
-    details = sorted((e["detail"] for e in downstream.bus_events()), key=lambda d: d["new_status"])
+    events = downstream.bus_events()
+    details = sorted(
+        (e["detail"] for e in events if e["detail-type"] == "SessionStatusChanged"), key=lambda d: d["new_status"]
+    )
     assert [(d["old_status"], d["new_status"]) for d in details] == [("none", "active"), ("active", "handoff")]
     assert set(details[0]) == {"session_id", "old_status", "new_status", "customer_id", "timestamp", "event_id"}
     assert details[1]["event_id"] == batch[2]["eventID"]
     assert details[1]["timestamp"] == NOW + 5
+    # And the handoff metrics heard of the request and the assignment (the removal counts for nothing)
+    # (an agent written without the status moving to assigned is no assignment to them)
+    changes = [e["detail"]["changes"] for e in events if e["detail-type"] == "HandoffChanged"]
+    assert changes == [["requested"]]
     # And the topic got the new handoff and the assignment, with the filter attributes
     messages = downstream.handoff_messages()
     by_type = {json.loads(m["Body"])["event_type"]: m for m in messages}
@@ -355,6 +362,59 @@ def test_a_queued_handoff_publishes_nothing_because_the_workflow_tells_every_age
     assert [line["sk"] for line in downstream.audit_lines()] == ["HANDOFF#h-q", "HANDOFF#h-a"]
 
 
+def test_every_step_of_a_handoffs_life_is_one_handoff_changed_event_with_its_timestamps(
+    downstream: Downstream, records: StreamRecords
+) -> None:
+    # Given a handoff that waits, is escalated, taken by a manager, answered and closed
+    queued = _with_status(handoff_item(reason="billing"), HandoffStatus.QUEUED)
+    escalated = _with_status(queued, HandoffStatus.ESCALATED, updated_at=NOW + 300)
+    assigned = _with_status(escalated, HandoffStatus.ASSIGNED, agent_id="manager-1", assigned_at=NOW + 320)
+    replied = {**assigned, "first_reply_at": NOW + 335}
+    completed = _with_status(replied, HandoffStatus.COMPLETED, closed_at=NOW + 900, updated_at=NOW + 900)
+    direct = _with_status(handoff_item(handoff_id="h-2"), HandoffStatus.ASSIGNED, agent_id="a-2", assigned_at=NOW)
+    failed = _with_status(queued, HandoffStatus.FAILED, updated_at=NOW + 1200)
+    batch = [
+        records.insert(queued),
+        records.modify(queued, escalated),
+        records.modify(escalated, assigned),
+        records.modify(assigned, replied),
+        records.modify(replied, {**replied, "updated_at": NOW + 400}),  # nothing the metrics count
+        records.modify(replied, completed),
+        records.insert(direct),  # an agent was free at once: requested and assigned in one write
+        records.modify(queued, failed),  # failed by the workflow, which writes no closed_at
+    ]
+    # When the router processes them
+    assert failures(downstream.route(batch_event(*batch))) == []
+    # Then each counted change is one HandoffChanged event on the bus, in order
+    details = [e["detail"] for e in downstream.bus_events() if e["detail-type"] == "HandoffChanged"]
+    assert [d["changes"] for d in details] == [
+        ["requested"],
+        ["escalated"],
+        ["assigned"],
+        ["first_reply"],
+        ["completed"],
+        ["requested", "assigned"],
+        ["failed"],
+    ]
+    # And they carry the handoff's timestamps, reason and priority, and no customer id
+    done = details[4]
+    assert (done["requested_at"], done["assigned_at"], done["first_reply_at"], done["closed_at"]) == (
+        NOW,
+        NOW + 320,
+        NOW + 335,
+        NOW + 900,
+    )
+    assert (done["reason"], done["priority"], done["status"], done["event_id"]) == (
+        "billing",
+        "high",
+        "completed",
+        batch[5]["eventID"],
+    )
+    assert "customer_id" not in done
+    assert (details[5]["requested_at"], details[5]["assigned_at"]) == (NOW, NOW)
+    assert details[6]["closed_at"] == NOW + 1200
+
+
 def test_turn_at_the_interval_triggers_one_summary_of_exactly_that_window(
     downstream: Downstream, records: StreamRecords
 ) -> None:
@@ -399,12 +459,13 @@ def test_a_batch_of_100_costs_one_call_per_delivery_stream_and_chunks_of_ten(
     response = downstream.route(batch_event(*batch))
     # Then everything went through with the minimum number of calls
     assert failures(response) == []
+    # (20 bus events: the 10 status changes and the 10 handoff requests, in two chunks of ten)
     assert downstream.counter.calls == Counter(
-        {"firehose.PutRecordBatch": 2, "events.PutEvents": 1, "sns.PublishBatch": 1}
+        {"firehose.PutRecordBatch": 2, "events.PutEvents": 2, "sns.PublishBatch": 1}
     )
     assert len(downstream.analytics_lines()) == 100
     assert len(downstream.audit_lines()) == 100
-    assert len(downstream.bus_events()) == 10
+    assert len(downstream.bus_events()) == 20
     assert len(downstream.handoff_messages()) == 10
 
 
@@ -560,8 +621,14 @@ def test_records_from_the_tables_own_stream_route_end_to_end(downstream: Downstr
     response = downstream.route(event)
     # Then: no failure; started + handoff on the bus; the handoff on the topic; summary 1 written
     assert failures(response) == []
-    statuses = sorted((e["detail"]["old_status"], e["detail"]["new_status"]) for e in downstream.bus_events())
+    events = downstream.bus_events()
+    statuses = sorted(
+        (e["detail"]["old_status"], e["detail"]["new_status"])
+        for e in events
+        if e["detail-type"] == "SessionStatusChanged"
+    )
     assert statuses == [("active", "handoff"), ("none", "active")]
+    assert [e["detail"]["changes"] for e in events if e["detail-type"] == "HandoffChanged"] == [["requested"]]
     (message,) = downstream.handoff_messages()
     assert json.loads(message["Body"])["handoff_id"] == handoff.handoff_id
     summary = store.turns.latest_summary(session.session_id)

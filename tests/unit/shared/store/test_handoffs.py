@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
+from embedded.clock import FakeClock
 from lambdas.shared.errors import HandoffNotFound
-from lambdas.shared.records import HandoffStatus
+from lambdas.shared.records import HandoffStatus, SessionStatus
 from lambdas.shared.store import DynamoSessionStore
 from tests.unit.handoffs import begin
 
@@ -131,3 +132,46 @@ def test_a_new_handoff_waits_queued_and_no_status_exists_that_nothing_writes(sto
     # And "requested", which no step ever wrote, is not a status a handoff may take
     with pytest.raises(ValueError, match="requested"):
         store.handoffs.put_handoff(session.session_id, reason="billing", handoff_id="h-2", status="requested")
+
+
+def test_the_first_reply_of_the_assigned_agent_is_recorded_once(store: DynamoSessionStore) -> None:
+    # Given a handoff assigned to a-1 (its assignment time recorded)
+    session = store.sessions.create_session("c-1")
+    begin(store, session.session_id)
+    assigned = store.handoffs.get_handoff(session.session_id, "h-1")
+    assert assigned is not None
+    assert assigned.assigned_at is not None
+    assert assigned.first_reply_at is None
+
+    # When another agent, then a-1, then a-1 again reply
+    assert store.handoffs.mark_first_reply(session.session_id, "h-1", "a-2") is False
+    assert store.handoffs.mark_first_reply(session.session_id, "h-1", "a-1") is True
+    first = store.handoffs.get_handoff(session.session_id, "h-1")
+    assert store.handoffs.mark_first_reply(session.session_id, "h-1", "a-1") is False
+
+    # Then only a-1's first reply is recorded, and never moved
+    assert first is not None
+    assert first.first_reply_at is not None
+    again = store.handoffs.get_handoff(session.session_id, "h-1")
+    assert again is not None
+    assert again.first_reply_at == first.first_reply_at
+
+
+def test_a_reassigned_handoff_records_the_new_agents_assignment_and_first_reply_afresh(
+    store: DynamoSessionStore, clock: FakeClock
+) -> None:
+    # Given a-1 answered, then the handoff was re-queued (the session back with the assistant)
+    session = store.sessions.create_session("c-1")
+    begin(store, session.session_id)
+    store.handoffs.mark_first_reply(session.session_id, "h-1", "a-1")
+    store.handoffs.requeue_handoff(session.session_id, "h-1", previous_agent_id="a-1")
+    store.sessions.update_status(session.session_id, SessionStatus.ACTIVE)
+    # When a-2 takes it a minute later
+    clock.advance(60)
+    begin(store, session.session_id, agent_id="a-2")
+    # Then the assignment is a-2's and no reply of a-2 is recorded yet
+    handoff = store.handoffs.get_handoff(session.session_id, "h-1")
+    assert handoff is not None
+    assert (handoff.agent_id, handoff.assigned_at, handoff.first_reply_at) == ("a-2", int(clock()), None)
+    assert store.handoffs.mark_first_reply(session.session_id, "h-1", "a-1") is False
+    assert store.handoffs.mark_first_reply(session.session_id, "h-1", "a-2") is True
