@@ -325,11 +325,9 @@ class Sessions(Aggregate):
         write leaves the CleanupIndex, so no sweep finds the session again. Raises
         SessionNotFound, or SessionClosed (with the current status) when any part did not hold.
         """
-        require_id(session_id, "session_id")
-        require_id(customer_id, "customer_id")
-        require_id(connection_id, "connection_id")
-        now = self.table.now()
-        expr = Expr()
+        for value, name in ((session_id, "session_id"), (customer_id, "customer_id"), (connection_id, "connection_id")):
+            require_id(value, name)
+        now, expr = self.table.now(), Expr()
         update = Update(expr)
         update.set("status", str(SessionStatus.ACTIVE))
         update.set("updated_at", now)
@@ -352,13 +350,8 @@ class Sessions(Aggregate):
                 session_id, "past its grace period" if status == SessionStatus.DISCONNECTED else status
             )
 
-        item = self.table.update(
-            keys.session_key(session_id),
-            update,
-            condition,
-            missing=lambda: SessionNotFound(session_id),
-            changed=refused,
-        )
+        key = keys.session_key(session_id)
+        item = self.table.update(key, update, condition, missing=lambda: SessionNotFound(session_id), changed=refused)
         return Session.from_item(item)
 
     def claim_for_cleanup(self, session_id: str, *, eligible_before: int) -> bool:
