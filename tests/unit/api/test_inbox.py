@@ -31,6 +31,7 @@ def test_a_page_names_the_inboxes_it_read_and_holds_their_items(stage_store: Dyn
         "agent_id": "a-1",
         "inboxes": ["own", "waiting"],
         "items": [],
+        "next": None,
         "next_cursor": None,
     }
     boss = Agent(agent_id="boss", skills=(), is_manager=True)
