@@ -95,10 +95,8 @@ class Placement:
     @classmethod
     def of(cls, handoff: Handoff | Mapping[str, Any]) -> Placement:
         """The placement of a handoff record (a :class:`Handoff` or a stored item)."""
-        if isinstance(handoff, Handoff):
-            handoff_id, priority, created_at = handoff.handoff_id, handoff.priority, handoff.created_at
-        else:
-            handoff_id, priority, created_at = handoff["handoff_id"], handoff.get("priority"), handoff["created_at"]
+        item: Mapping[str, Any] = handoff.to_item() if isinstance(handoff, Handoff) else handoff
+        handoff_id, priority, created_at = item["handoff_id"], item.get("priority"), item["created_at"]
         # put_handoff admits only known priorities; a record from before that check ranks as the default.
         return cls(str(handoff_id), str(priority) if is_priority(priority) else DEFAULT_PRIORITY, int(created_at))
 
