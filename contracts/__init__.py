@@ -12,5 +12,6 @@ without loading the Lambda runtime (boto3, the store), and the Lambda code asset
 * :mod:`contracts.bodies`: the REST request body schemas.
 * :mod:`contracts.environment`: the stage variables every function gets, and the issuer variables.
 * :mod:`contracts.trail`: the fields of the audit and analytics lines (the trail's Glue tables).
+* :mod:`contracts.priorities`: the handoff priorities and their rank (the inboxes' order).
 * :mod:`contracts.workflows`: the error names the workflows catch and the Lambdas raise.
 """

@@ -24,7 +24,11 @@ TURN_PREFIX: Final = "TURN#"
 SUMMARY_PREFIX: Final = "SUMMARY#"
 HANDOFF_PREFIX: Final = "HANDOFF#"
 SKILL_PREFIX: Final = "SKILL#"
+#: An agent's own inbox item: ``INBOX#<handoff_id>`` (an agent serves one handoff at a time).
 INBOX_PREFIX: Final = "INBOX#"
+#: A shared inbox's item (waiting, managers): ``QUEUE#<rank>#<waiting since, zero-padded>#<handoff_id>``,
+#: so that a Query answers the most urgent first, then the customer waiting longest.
+QUEUE_PREFIX: Final = "QUEUE#"
 #: The inbox every agent's console reads: handoffs waiting for any agent. No agent can have this
 #: id (agent ids are JWT subjects, ``^[A-Za-z0-9-]{1,64}$``, which never contain ``_``).
 WAITING_INBOX: Final = "_waiting"

@@ -17,13 +17,13 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from contracts.messages import REASON_ESCALATED
+from contracts.priorities import PRIORITIES as PRIORITIES
 
 SCHEMA_DRAFT: Final = "http://json-schema.org/draft-04/schema#"
 
 CUSTOMER_ID_PATTERN: Final = "^[a-zA-Z0-9-]{1,64}$"
 LANGUAGE_PATTERN: Final = "^[a-z]{2}(-[A-Z]{2})?$"
 SOURCES: Final = ("web", "mobile", "voice")
-PRIORITIES: Final = ("low", "normal", "high", "urgent")
 #: Reasons with a meaning inside the system, never chosen by a caller: ``escalated`` is the status
 #: of a handoff the managers were paged for, ``manager`` is the skill that reserves a manager directly.
 RESERVED_REASONS: Final = (REASON_ESCALATED, "manager")

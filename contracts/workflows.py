@@ -18,6 +18,10 @@ class ReassignmentLimitReached(Exception):
     """The agent was idle and the handoff was reassigned MAX_REASSIGNMENTS times already."""
 
 
+class InvalidPriority(Exception):
+    """The handoff's priority is none of ``contracts.priorities.PRIORITIES`` (an execution started past the gateway)."""
+
+
 class ConnectionNotReady(Exception):
     """The connection cannot take frames yet (or anymore); the onboarding workflow retries, bounded."""
 
@@ -26,6 +30,8 @@ class ConnectionNotReady(Exception):
 CONDITIONAL_CHECK_FAILED: Final = ConditionalCheckFailed.__name__
 #: The handoff workflow's ReassignAgent step: the reassignment bound is reached (HandoffFailed).
 REASSIGNMENT_LIMIT_REACHED: Final = ReassignmentLimitReached.__name__
+#: The handoff workflow's CheckAgentAvailability step: the execution input names no known priority (HandoffFailed).
+INVALID_PRIORITY: Final = InvalidPriority.__name__
 #: The onboarding workflow's DeliverFrame step retries this, then abandons the connection.
 CONNECTION_NOT_READY: Final = ConnectionNotReady.__name__
 #: The handoff workflow's own error (a Pass state) when no manager took an escalated handoff in time.

@@ -210,7 +210,8 @@ class EventsStack(Stack):
         self.dashboard_function = self.functions(
             self, "AgentDashboardUpdater", "lambdas.events.dashboard.handler", table_env
         )
-        storage.sessions.grant_write_data(self.dashboard_function.function)
+        # Reads the handoff record an inbox item is for: its priority and age place the item in the queue.
+        storage.sessions.grant_read_write_data(self.dashboard_function.function)
         self.handoffs.add_queue_subscriber(
             "AgentDashboardQueue", any_of=AGENT_DASHBOARD_FILTER, consumer=self.dashboard_function.function
         )

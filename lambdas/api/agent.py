@@ -220,7 +220,7 @@ def accept(session_id: str, agent_id: str) -> dict[str, Any]:
         store().agents.release_agent(agent_id, session_id=session_id)
         raise Conflict(f"the handoff of session {session_id!r} was taken or expired meanwhile")
     # no other console offers it any more
-    store().inbox.remove_inbox_item(keys.MANAGERS_INBOX if escalated else keys.WAITING_INBOX, handoff.handoff_id)
+    store().inbox.remove_inbox_item(keys.MANAGERS_INBOX if escalated else keys.WAITING_INBOX, handoff)
     logger.info("handoff accepted", extra={"session_id": session_id, "agent_id": agent_id})
     return {"session_id": session_id, "handoff_id": handoff.handoff_id, "agent_id": agent_id, "status": "accepted"}
 

@@ -18,9 +18,11 @@ from __future__ import annotations
 from typing import Any, Final
 
 from lambdas.shared import cursor as cursors
-from lambdas.shared.records import Agent
+from lambdas.shared import keys
+from lambdas.shared.records import Agent, AgentStatus
 from lambdas.shared.settings import settings
 from lambdas.shared.settings import store as store
+from lambdas.shared.store.inbox import InboxItem
 
 MAX_LIMIT: Final = 100
 DEFAULT_LIMIT: Final = 20
@@ -42,13 +44,29 @@ def reads_managers_inbox(agent: Agent) -> bool:
     return agent.is_manager or settings().manager_skill in agent.skills
 
 
+def offered(agent: Agent) -> InboxItem | None:
+    """The customer ``agent`` is offered now: the most urgent, longest-waiting one it can take (see ``next``)."""
+    if agent.status != AgentStatus.AVAILABLE:
+        return None
+    inbox = store().inbox
+    first = inbox.first_in(keys.MANAGERS_INBOX) if reads_managers_inbox(agent) else None
+    return first or inbox.first_in(keys.WAITING_INBOX, reasons=agent.skills)
+
+
+def _shown(item: InboxItem, now: int) -> dict[str, Any]:
+    return {**item.to_dict(), "waiting_seconds": max(0, now - item.waiting_since)}
+
+
 def read_inbox(agent: Agent, *, limit: int, cursor: str | None) -> dict[str, Any]:
     """One page of ``agent``'s inbox as the route answers it."""
     managers = reads_managers_inbox(agent)
     page = store().inbox.list_inbox(agent.agent_id, managers=managers, limit=limit, cursor=cursor)
+    first = offered(agent)
+    now = store().table.now()
     return {
         "agent_id": agent.agent_id,
         "inboxes": ["own", "waiting", *(["managers"] if managers else [])],
-        "items": [item.to_dict() for item in page.items],
+        "items": [_shown(item, now) for item in page.items],
+        "next": _shown(first, now) if first is not None else None,
         "next_cursor": page.next_cursor,
     }

@@ -45,7 +45,6 @@ def record_handler(record: SQSRecord) -> str:
         session_id=message.session_id,
         handoff_id=message.handoff_id,
         reason=message.reason or "unspecified",
-        priority=message.priority,
     )
     logger.info("inbox", extra={"inbox": inbox, "handoff_id": message.handoff_id, "inbox_write": written.value})
     return message.handoff_id

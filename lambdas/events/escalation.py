@@ -65,7 +65,7 @@ def record_handler(record: SQSRecord) -> str:
     session_id, handoff_id = message.session_id, message.handoff_id
     reason, priority = message.reason or "unspecified", message.priority
     written = store().inbox.put_inbox_item(
-        keys.MANAGERS_INBOX, session_id=session_id, handoff_id=handoff_id, reason=reason, priority=priority
+        keys.MANAGERS_INBOX, session_id=session_id, handoff_id=handoff_id, reason=reason
     )
     if written is InboxWrite.STALE:
         return "moved_on"
@@ -82,7 +82,9 @@ def record_handler(record: SQSRecord) -> str:
             },
         )
     except Exception:
-        store().inbox.remove_inbox_item(keys.MANAGERS_INBOX, handoff_id)  # so the retry pages again
+        handoff = store().handoffs.get_handoff(session_id, handoff_id)
+        if handoff is not None:
+            store().inbox.remove_inbox_item(keys.MANAGERS_INBOX, handoff)  # so the retry pages again
         raise
     logger.info("managers paged", extra={"session_id": session_id, "handoff_id": handoff_id})
     return "paged"

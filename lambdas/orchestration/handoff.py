@@ -3,8 +3,11 @@
 Handlers (``lambdas.orchestration.handoff.<name>``) and what they get from the state machine:
 
 * ``check_agent``: ``{session_id, handoff_id, reason, priority}`` -> ``{available, agent_id?}``;
-  finds the longest-waiting available agent with the reason as skill and reserves it (conditional
-  write; a lost race tries the next candidate).
+  refuses a priority outside ``contracts.priorities`` (``InvalidPriority``); when a customer
+  asking the same skill waits in the waiting inbox ahead of this one (more urgent, or as urgent
+  and waiting longer) it reserves nobody (``{available: false, behind}``), so a free agent is
+  left to the customer served first; otherwise finds the longest-waiting available agent with
+  the reason as skill and reserves it (conditional write; a lost race tries the next candidate).
 * ``escalate``: same input; takes WaitForAgent's dead token (late accepts get 409), marks the
   handoff escalated (only from queued) and reserves a free manager: ``{available, agent_id?}``.
 * ``begin``: ``{..., agent_id, execution_arn}``; the handoff transaction (the ``assign_agent`` use case)
@@ -38,12 +41,15 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from contracts.priorities import PRIORITIES, is_priority
 from contracts.workflows import (
     CONDITIONAL_CHECK_FAILED,
     CUSTOMER_LEFT,
+    INVALID_PRIORITY,
     NO_MANAGER_TOOK_OVER,
     REASSIGNMENT_LIMIT_REACHED,
     ConditionalCheckFailed,
+    InvalidPriority,
     ReassignmentLimitReached,
 )
 from lambdas.events.messages import (
@@ -54,7 +60,7 @@ from lambdas.events.messages import (
     EVENT_HANDOFF_WAITING,
 )
 from lambdas.orchestration import context as handoff_context
-from lambdas.shared import aws
+from lambdas.shared import aws, keys
 from lambdas.shared.errors import (
     AgentNotFound,
     AgentUnavailable,
@@ -66,6 +72,7 @@ from lambdas.shared.records import HandoffStatus, SessionStatus
 from lambdas.shared.settings import resource, settings
 from lambdas.shared.settings import store as store
 from lambdas.shared.store import WAITING_FOR_AGENT, WAITING_FOR_REPLY, HandoffConflict, SessionNotActive
+from lambdas.shared.store.inbox import InboxItem
 from lambdas.shared.tracing import tracer
 from lambdas.usecases import assign_agent
 
@@ -99,9 +106,35 @@ def _reserve_first(skill: str, session_id: str, *, managers_only: bool = False) 
     return None
 
 
+def request_priority(event: dict[str, Any]) -> str:
+    """The handoff's priority from the execution input; InvalidPriority for anything unknown."""
+    priority = event.get("priority")
+    if not is_priority(priority):
+        raise InvalidPriority(f"priority must be one of {', '.join(PRIORITIES)} (given {priority!r})")
+    return str(priority)
+
+
+def served_before(event: dict[str, Any], priority: str) -> InboxItem | None:
+    """A customer in the waiting inbox asking the same skill who is served before this handoff, if any.
+
+    This handoff's place is its priority and since when its customer waits: the record's
+    creation when it has one (a re-queued handoff keeps its place), now otherwise.
+    """
+    session_id, handoff_id = str(event["session_id"]), str(event["handoff_id"])
+    record = store().handoffs.get_handoff(session_id, handoff_id)
+    since = record.created_at if record is not None else store().table.now()
+    place = keys.queue_sk(priority, since, handoff_id)
+    return store().inbox.first_in(keys.WAITING_INBOX, reasons=[str(event["reason"])], before=place)
+
+
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler(capture_response=False)
 def check_agent(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    ahead = served_before(event, request_priority(event))
+    if ahead is not None:
+        # A free agent is offered the most urgent, longest-waiting customer first; this one queues behind.
+        logger.info("a customer waits ahead", extra={"behind": ahead.handoff_id, "session_id": event["session_id"]})
+        return {"available": False, "behind": ahead.handoff_id}
     agent_id = _reserve_first(str(event["reason"]), str(event["session_id"]))
     if agent_id is None:
         return {"available": False}
@@ -258,6 +291,7 @@ _REASONS: Final = {
     CONDITIONAL_CHECK_FAILED: "the session was no longer active when the handoff was written",
     NO_MANAGER_TOOK_OVER: "no agent accepted in time and no manager took the escalated handoff in time",
     CUSTOMER_LEFT: "the customer left before an agent took the handoff",
+    INVALID_PRIORITY: "the handoff's priority is not one of " + ", ".join(PRIORITIES),
     HandoffConflict.__name__: "the handoff ended (or was never recorded) before a manager could take it",
     REASSIGNMENT_LIMIT_REACHED: "the assigned agents stayed idle and the reassignment limit was reached",
 }

@@ -21,6 +21,7 @@ from contracts.keys import LIMIT_PREFIX as LIMIT_PREFIX
 from contracts.keys import MANAGERS_INBOX as MANAGERS_INBOX
 from contracts.keys import META_SK as META_SK
 from contracts.keys import NUMBER_WIDTH as NUMBER_WIDTH
+from contracts.keys import QUEUE_PREFIX as QUEUE_PREFIX
 from contracts.keys import RATE_SK as RATE_SK
 from contracts.keys import REVIEW_PREFIX as REVIEW_PREFIX
 from contracts.keys import SESSION_PREFIX as SESSION_PREFIX
@@ -30,6 +31,7 @@ from contracts.keys import STATUS_PREFIX as STATUS_PREFIX
 from contracts.keys import SUMMARY_PREFIX as SUMMARY_PREFIX
 from contracts.keys import TURN_PREFIX as TURN_PREFIX
 from contracts.keys import WAITING_INBOX as WAITING_INBOX
+from contracts.priorities import rank
 from contracts.schema import PARTITION_KEY, SORT_KEY
 
 MAX_NUMBER: Final = 10**NUMBER_WIDTH - 1
@@ -123,8 +125,27 @@ def agent_directory_key(agent_id: str) -> Key:
 
 
 def agent_inbox_key(agent_id: str, handoff_id: str) -> Key:
-    """Key of one handoff in an agent's inbox (written by the dashboard updater)."""
+    """Key of one handoff in an agent's own inbox (written by the dashboard updater)."""
     return key(agent_pk(agent_id), f"{INBOX_PREFIX}{handoff_id}")
+
+
+SHARED_INBOXES: Final = (WAITING_INBOX, MANAGERS_INBOX)
+
+
+def queue_sk(priority: str, waiting_since: int, handoff_id: str) -> str:
+    """A shared inbox item's sort key: ``QUEUE#<rank>#<waiting_since, zero-padded>#<handoff_id>``.
+
+    Ascending order is service order: the most urgent priority (rank 0) first, then the customer
+    waiting longest; the handoff id only breaks ties within one second.
+    """
+    return f"{QUEUE_PREFIX}{rank(priority)}#{_padded(waiting_since, 'waiting_since')}#{handoff_id}"
+
+
+def inbox_item_key(inbox: str, handoff_id: str, *, priority: str, waiting_since: int) -> Key:
+    """Key of a handoff's item in ``inbox``: queue-ordered in the shared inboxes, by id in an agent's own."""
+    if inbox in SHARED_INBOXES:
+        return key(agent_pk(inbox), queue_sk(priority, waiting_since, handoff_id))
+    return agent_inbox_key(inbox, handoff_id)
 
 
 def connection_key(connection_id: str) -> Key:

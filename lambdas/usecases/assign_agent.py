@@ -71,7 +71,7 @@ def begin_handoff(
             session_id=session_id,
             handoff_id=handoff_id,
             reason=reason,
-            priority=priority,
+            priority=existing.priority if existing else priority,  # where it waited in the queue
             status=HandoffStatus.ASSIGNED,
             created_at=existing.created_at if existing else now,
             updated_at=now,

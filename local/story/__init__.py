@@ -176,6 +176,7 @@ STEPS: tuple[str, ...] = (
     "poison_record_to_dlq",
     "burst_is_refused",
     "customer_leaves_while_queued",
+    "urgent_customer_served_first",
     "agent_registry",
     "customer_drops_and_resumes",
     "customer_rewinds",

@@ -4,6 +4,9 @@ The inbox follows the first handoff: offered in the waiting inbox while it is qu
 agent's own inbox once accepted, gone once closed. At the end, a second customer requests a
 handoff while no agent is free and disconnects before anyone takes it: the handoff fails
 ("customer left"), the workflow's wait ends, an agent's accept is 409 and no inbox offers it.
+Last, two customers wait for the one agent with their skill, a normal one and, a minute later,
+an urgent one: when the agent comes free its inbox lists the urgent customer first and offers it
+(``next``), and the agent serves the urgent customer before the one who asked first.
 
 A mixin of :class:`local.story.Story`, which provides the stage, the tokens, the REST and
 WebSocket plumbing and the step bookkeeping declared here.
@@ -18,6 +21,9 @@ from lambdas.shared.records import HandoffStatus, SessionStatus
 from local.story.base import Step, StoryError, StoryParts, expect, present
 
 LEAVING_CUSTOMER = "dave"
+#: The customers of the priority step: who asks first (normal) and who asks a minute later (urgent).
+NORMAL_CUSTOMER, URGENT_CUSTOMER = "erin", "frank"
+PRIORITY_AGENT, PRIORITY_SKILL = "agent-11", "preorders"
 
 
 class InboxSteps(StoryParts):
@@ -184,4 +190,78 @@ class InboxSteps(StoryParts):
             f"handoff failed (customer left), session disconnected, execution {done['status']} "
             "(CustomerLeft -> HandoffFailed); accept 409; inbox empty"
         )
+        self.done(step, started)
+
+    def _queued_handoff(self, step: Step, who: str, priority: str) -> tuple[str, str]:
+        """``who`` opens a session and asks for a human (``PRIORITY_SKILL``, ``priority``); (session id, handoff id).
+
+        Returns once the handoff is queued and in the waiting inbox (nobody with the skill is free).
+        """
+        store = self.store()
+        self.sign_in(who, "customer")
+        created = self.rest(step, "POST", "/sessions", who, body={"customer_id": self.subject(who)})
+        expect(created.status == 201, f"POST /sessions answered {created.status}: {created.body}")
+        session_id = str(created.json()["session_id"])
+        body = {"reason": PRIORITY_SKILL, "priority": priority}
+        requested = self.rest(step, "POST", f"/sessions/{session_id}/handoff", who, body=body)
+        expect(requested.status == 202, f"{who}'s handoff request answered {requested.status}: {requested.body}")
+
+        def queued() -> bool:
+            handoff = store.handoffs.current_handoff(session_id)
+            return handoff is not None and handoff.status == HandoffStatus.QUEUED
+
+        self.stage.settle(until=queued, timeout=20, wait_executions=False)
+        handoff = present(store.handoffs.current_handoff(session_id), f"{who}'s handoff")
+        return session_id, handoff.handoff_id
+
+    def _serve(self, step: Step, session_id: str) -> None:
+        """``PRIORITY_AGENT`` accepts the handoff of ``session_id``, then closes it (the session ends)."""
+        accepted = self.rest(step, "POST", f"/handoffs/{session_id}/accept", PRIORITY_AGENT)
+        expect(accepted.status == 200, f"accept answered {accepted.status}: {accepted.body}")
+        self.stage.settle(until=lambda: self._assigned(session_id), timeout=20, wait_executions=False)
+        body = {"resolution": "Pre-order confirmed.", "outcome": "end"}
+        closed = self.rest(step, "POST", f"/handoffs/{session_id}/close", PRIORITY_AGENT, body=body)
+        expect(closed.status == 200, f"close answered {closed.status}: {closed.body}")
+
+    def _assigned(self, session_id: str) -> bool:
+        handoff = self.store().handoffs.current_handoff(session_id)
+        return handoff is not None and handoff.status == HandoffStatus.ASSIGNED
+
+    def urgent_customer_served_first(self) -> None:
+        started, step = (
+            time.monotonic(),
+            self.step("An urgent customer is served before a normal one who asked a minute earlier"),
+        )
+        # The only agent with the skill is registered but not yet available: both customers wait.
+        self.register_agent(step, PRIORITY_AGENT, skills=(PRIORITY_SKILL,), display_name="Agent Eleven")
+        normal_session, normal_id = self._queued_handoff(step, NORMAL_CUSTOMER, "normal")
+        self.stage.clock.advance(60)
+        urgent_session, urgent_id = self._queued_handoff(step, URGENT_CUSTOMER, "urgent")
+        self._settle_inbox(PRIORITY_AGENT, {("waiting", normal_id), ("waiting", urgent_id)})
+        step.changes.append(f"{NORMAL_CUSTOMER} (normal) then, 60 s later, {URGENT_CUSTOMER} (urgent) queued")
+
+        # The agent comes free and reads its console: the urgent customer first, and offered.
+        self.set_presence(step, PRIORITY_AGENT, "available")
+        response = self.rest(step, "GET", "/agents/me/inbox", PRIORITY_AGENT)
+        expect(response.status == 200, f"GET /agents/me/inbox answered {response.status}: {response.body}")
+        answer = response.json()
+        listed = [(i["handoff_id"], i["priority"]) for i in answer["items"] if i["inbox"] == "waiting"]
+        expect(listed[:2] == [(urgent_id, "urgent"), (normal_id, "normal")], f"the waiting inbox: {listed}")
+        waits = {i["handoff_id"]: i["waiting_seconds"] for i in answer["items"]}
+        expect(waits[normal_id] >= waits[urgent_id] + 60, f"time waiting: {waits}")
+        offered = answer["next"]
+        expect(offered is not None and offered["handoff_id"] == urgent_id, f"{PRIORITY_AGENT} is offered {offered}")
+        step.changes.append(
+            f"inbox: {urgent_id} urgent ({waits[urgent_id]} s), {normal_id} normal ({waits[normal_id]} s); "
+            f"next: {urgent_id}"
+        )
+
+        # It serves what it is offered; the normal customer still waits, and is offered next.
+        self._serve(step, urgent_session)
+        waiting = present(self.store().handoffs.get_handoff(normal_session, normal_id), "the normal handoff")
+        expect(waiting.status == HandoffStatus.QUEUED, f"{NORMAL_CUSTOMER}'s handoff while the urgent one is served")
+        after = self.rest(step, "GET", "/agents/me/inbox", PRIORITY_AGENT).json()["next"]
+        expect(after is not None and after["handoff_id"] == normal_id, f"offered after the urgent one: {after}")
+        self._serve(step, normal_session)
+        step.changes.append(f"{PRIORITY_AGENT} served {URGENT_CUSTOMER} (urgent), then {NORMAL_CUSTOMER} (normal)")
         self.done(step, started)

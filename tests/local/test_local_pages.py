@@ -84,8 +84,13 @@ def test_customer_and_agent_pages(server: LocalProcess, browser_path: str) -> No
             agent.click("#sign-in-button")
             waiting = agent.locator("#inbox li.item.waiting")
             expect(waiting).to_have_count(1, timeout=20_000)
+            expect(waiting).to_contain_text("general, normal, waiting")  # its priority and time waiting
             agent.click("#available")
             expect(agent.locator("#presence")).to_have_text("available")
+            # Available now, the agent is offered the customer served next (the only one here).
+            offer = agent.locator("#offer")
+            expect(offer).to_contain_text("Next customer for you", timeout=20_000)
+            expect(offer).to_have_attribute("data-priority", "normal")
             # Accepting shows the request as the agent's own at once, without waiting for the next poll.
             agent.clock.pause_at(agent.evaluate("Date.now()") + 1)
             agent.locator("#inbox li.item button").first.click()

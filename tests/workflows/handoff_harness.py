@@ -72,7 +72,13 @@ class World:
         self.store.agents.put_agent(Agent(agent_id=agent_id, skills=(skill,), is_manager=manager))
 
     def start(
-        self, session_id: str, reason: str = "billing", *, requested_by: str | None = None, name: str | None = None
+        self,
+        session_id: str,
+        reason: str = "billing",
+        *,
+        requested_by: str | None = None,
+        name: str | None = None,
+        priority: str = "normal",
     ) -> str:
         """Start as the API does: the caller from the authorizer (default: the session's customer)."""
         session = self.store.sessions.get_session(session_id)
@@ -80,7 +86,7 @@ class World:
         state = {
             "session_id": session_id,
             "reason": reason,
-            "priority": "normal",
+            "priority": priority,
             "requested_by": requested_by or owner,
             "role": "customer",
         }
@@ -147,6 +153,21 @@ class World:
         )
         result: dict[str, Any] = agent_api.handler(event, CONTEXT)
         return result
+
+    def read_inbox(self, agent_id: str) -> dict[str, Any]:
+        """``GET /agents/me/inbox`` as the agent (lambdas.api.agent, as API Gateway calls it): the 200 answer."""
+        lambda_env.reset()
+        event = rest_proxy_event(
+            "GET",
+            "/agents/me/inbox",
+            "/agents/me/inbox",
+            api=Api(stage="prod"),
+            authorizer=authorizer_context(agent_id, sub=agent_id, role="agent"),
+        )
+        response = agent_api.handler(event, CONTEXT)
+        assert response["statusCode"] == 200, response
+        body: dict[str, Any] = json.loads(response["body"])
+        return body
 
     def read_turns(self, session_id: str, agent_id: str) -> int:
         """``GET /sessions/{id}/turns`` as the agent (lambdas.api.rest, as API Gateway calls it): the status."""

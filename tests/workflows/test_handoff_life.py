@@ -46,11 +46,15 @@ def _accepted_by(world: World, session_id: str, name: str, agent_id: str, skill:
     assert world.pump_assignments() == 1
     world.agent(agent_id, skill)
     world.store.inbox.put_inbox_item(keys.WAITING_INBOX, session_id=session_id, handoff_id=name, reason=skill)
+    queued = world.store.handoffs.get_handoff(session_id, name)
+    assert queued is not None
+    waiting_key = keys.inbox_item_key(keys.WAITING_INBOX, name, priority="normal", waiting_since=queued.created_at)
+    assert world.store.table.get(waiting_key) is not None
     accepted = world.route("accept", session_id, agent_id, {})
     assert accepted["statusCode"] == 200, accepted
     assert _body(accepted)["handoff_id"] == name
     # and the shared waiting inbox no longer offers it to other consoles
-    assert world.store.table.get(keys.agent_inbox_key(keys.WAITING_INBOX, name)) is None
+    assert world.store.table.get(waiting_key) is None
     world.d.wait_for_state(execution, "MonitorHandoff")
     world.waiting_for_reply(session_id, name)
     return execution

@@ -22,6 +22,7 @@ import contextlib
 import uuid
 from typing import Any, Final
 
+from contracts.priorities import DEFAULT_PRIORITY, PRIORITIES, is_priority
 from lambdas.shared import keys
 from lambdas.shared.errors import Conflict, HandoffNotFound, InvalidInput, SessionNotFound
 from lambdas.shared.records import Handoff, HandoffStatus, SessionStatus
@@ -77,7 +78,7 @@ class Handoffs(Aggregate):
         session_id: str,
         *,
         reason: str,
-        priority: str = "normal",
+        priority: str = DEFAULT_PRIORITY,
         status: HandoffStatus | str = HandoffStatus.QUEUED,
         agent_id: str | None = None,
         execution_arn: str | None = None,
@@ -88,10 +89,13 @@ class Handoffs(Aggregate):
         One transaction: the ``HANDOFF#`` record (Conflict if ``handoff_id`` is taken) and the
         session META's ``current_handoff_id`` (SessionNotFound without a session). ``handoff_id``
         defaults to ``<13-digit epoch ms>-<12 hex>``; give one (e.g. the execution name) to make
-        retries idempotent-by-conflict.
+        retries idempotent-by-conflict. ``priority`` must be one of
+        :data:`contracts.priorities.PRIORITIES` (InvalidInput otherwise).
         """
         require_id(session_id, "session_id")
         require_id(reason, "reason")
+        if not is_priority(priority):
+            raise InvalidInput(f"priority must be one of {', '.join(PRIORITIES)} (given {priority!r})")
         now_seconds = self.table.clock()
         now = int(now_seconds)
         handoff = Handoff(
@@ -205,7 +209,7 @@ class Handoffs(Aggregate):
             new_status = str(changes["status"] or stored.get("status"))
             tx = Transaction(self.table.table_name)
             self._move(tx, session_id, handoff_id, update, str(stored.get("status")), previous)
-            delete_items(tx, handoff_id, untrue_after(previous, new_status, agent_id or previous))
+            delete_items(tx, stored, untrue_after(previous, new_status, agent_id or previous))
             self.table.commit(tx)  # refused: the record moved between the read and the write, read again
             written = {name: value for name, value in changes.items() if value is not None}
             return Handoff.from_item({**stored, **written, "updated_at": now})
@@ -258,7 +262,7 @@ class Handoffs(Aggregate):
         condition = f"attribute_not_exists({expr.n(PARTITION_KEY)}) OR {expr.n('status')} IN ({allowed})"
         tx.put("handoff", {**handoff.to_item(), **carried}, condition=condition, expr=expr)
         # Assigned: no console offers it as waiting (or escalated) any more.
-        delete_items(tx, handoff.handoff_id, untrue_after(None, HandoffStatus.ASSIGNED))
+        delete_items(tx, handoff, untrue_after(None, HandoffStatus.ASSIGNED))
 
     def complete(
         self, tx: Transaction, handoff: Handoff, *, closed_by: str, resolution: str, outcome: SessionStatus, now: int
@@ -277,7 +281,7 @@ class Handoffs(Aggregate):
         )
         tx.update("handoff", keys.handoff_key(handoff.session_id, handoff.handoff_id), update, condition=condition)
         # It needs no one now: out of its agent's inbox and the shared ones.
-        delete_items(tx, handoff.handoff_id, untrue_after(handoff.agent_id, HandoffStatus.COMPLETED))
+        delete_items(tx, handoff, untrue_after(handoff.agent_id, HandoffStatus.COMPLETED))
 
     def abandon(
         self, tx: Transaction, handoff: Handoff, token: str | None, *, closed_by: str, resolution: str, now: int
@@ -299,7 +303,7 @@ class Handoffs(Aggregate):
         )
         condition = f"{expr.n('status')} = {expr.v(str(handoff.status))} AND {token_condition}"
         tx.update("handoff", keys.handoff_key(handoff.session_id, handoff.handoff_id), update, condition=condition)
-        delete_items(tx, handoff.handoff_id, untrue_after(handoff.agent_id, HandoffStatus.FAILED))
+        delete_items(tx, handoff, untrue_after(handoff.agent_id, HandoffStatus.FAILED))
 
     @staticmethod
     def _closing(
@@ -448,7 +452,7 @@ class Handoffs(Aggregate):
             tx = Transaction(self.table.table_name)
             self._move(tx, session_id, handoff_id, update, str(HandoffStatus.ASSIGNED), agent)
             # The agent's item goes; the next WaitForAgent puts the handoff into the waiting inbox.
-            delete_items(tx, handoff_id, untrue_after(agent, HandoffStatus.QUEUED))
+            delete_items(tx, stored, untrue_after(agent, HandoffStatus.QUEUED))
             self.table.commit(tx)  # refused: closed or changed between the read and the write, read again
 
         read_modify_write(

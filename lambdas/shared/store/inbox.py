@@ -1,10 +1,17 @@
 """Agent inbox items: one per (inbox, handoff), true while the handoff is in the state the inbox means.
 
-Inboxes (partition ``AGENT#<inbox>``, items ``INBOX#<handoff_id>``):
+Inboxes (partition ``AGENT#<inbox>``):
 
-* an agent's own inbox (``AGENT#<agent_id>``): handoffs ``assigned`` to that agent;
+* an agent's own inbox (``AGENT#<agent_id>``, items ``INBOX#<handoff_id>``): handoffs ``assigned``
+  to that agent;
 * the waiting inbox (:data:`keys.WAITING_INBOX`): handoffs ``queued`` for any agent;
 * the managers inbox (:data:`keys.MANAGERS_INBOX`): handoffs ``escalated`` to a manager.
+
+The shared inboxes are queues in service order: an item's sort key is
+``QUEUE#<priority rank>#<waiting since>#<handoff_id>`` (:func:`keys.queue_sk`), so one Query
+answers the most urgent handoff first and, within a priority, the customer waiting longest
+(since the handoff record's ``created_at``, which a re-queue keeps). The key is built from the
+``HANDOFF#`` record (:class:`Placement`), so every transition can delete the item it ends.
 
 The rule (:func:`holds`) is kept from both ends:
 
@@ -23,14 +30,15 @@ that no longer holds, so even an item a transition outside the store left behind
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from contracts.priorities import DEFAULT_PRIORITY, is_priority
 from lambdas.shared import cursor as cursors
 from lambdas.shared import keys
 from lambdas.shared.errors import InvalidCursor, StoreError
-from lambdas.shared.records import HandoffStatus
+from lambdas.shared.records import Handoff, HandoffStatus
 from lambdas.shared.schema import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE
 from lambdas.shared.serialize import marshal_item, unmarshal_item
 from lambdas.shared.store.expressions import Expr
@@ -71,6 +79,32 @@ class InboxUnverified(StoreError):
     """DynamoDB kept some handoff records of an inbox page unprocessed; the page is not answered."""
 
 
+#: How many pages of a shared inbox :meth:`Inbox.first_in` reads at most looking for a match.
+MAX_FIRST_PAGES: Final = 8
+_FIRST_PAGE_SIZE: Final = 25
+
+
+@dataclass(frozen=True)
+class Placement:
+    """What a handoff's inbox keys are made of: its id, its priority and since when its customer waits."""
+
+    handoff_id: str
+    priority: str
+    waiting_since: int
+
+    @classmethod
+    def of(cls, handoff: Handoff | Mapping[str, Any]) -> Placement:
+        """The placement of a handoff record (a :class:`Handoff` or a stored item)."""
+        item: Mapping[str, Any] = handoff.to_item() if isinstance(handoff, Handoff) else handoff
+        handoff_id, priority, created_at = item["handoff_id"], item.get("priority"), item["created_at"]
+        # put_handoff admits only known priorities; a record from before that check ranks as the default.
+        return cls(str(handoff_id), str(priority) if is_priority(priority) else DEFAULT_PRIORITY, int(created_at))
+
+    def key(self, inbox: str) -> keys.Key:
+        """The key of this handoff's item in ``inbox``."""
+        return keys.inbox_item_key(inbox, self.handoff_id, priority=self.priority, waiting_since=self.waiting_since)
+
+
 @dataclass(frozen=True)
 class InboxItem:
     """One handoff in one inbox, as a console lists it."""
@@ -81,6 +115,7 @@ class InboxItem:
     reason: str
     priority: str
     since: int  # when it entered this inbox (epoch seconds)
+    waiting_since: int  # when its customer started waiting: the handoff's creation (epoch seconds)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -90,6 +125,7 @@ class InboxItem:
             "reason": self.reason,
             "priority": self.priority,
             "since": self.since,
+            "waiting_since": self.waiting_since,
         }
 
 
@@ -114,10 +150,16 @@ def untrue_after(previous_agent: str | None, status: HandoffStatus | str, agent_
     return [inbox for inbox in candidates if not holds(inbox, status, agent_id)]
 
 
-def delete_items(tx: Transaction, handoff_id: str, inboxes: Iterable[str]) -> None:
+def delete_items(tx: Transaction, handoff: Handoff | Mapping[str, Any], inboxes: Iterable[str]) -> None:
     """Add the deletes of the handoff's items in ``inboxes`` to ``tx`` (actions ``inbox:<inbox>``; absent is fine)."""
+    placement = Placement.of(handoff)
     for inbox in dict.fromkeys(inboxes):
-        tx.delete(f"inbox:{inbox}", keys.agent_inbox_key(inbox, handoff_id))
+        tx.delete(f"inbox:{inbox}", placement.key(inbox))
+
+
+def _prefix(inbox: str) -> str:
+    """The sort key prefix of ``inbox``'s items."""
+    return keys.QUEUE_PREFIX if inbox in keys.SHARED_INBOXES else keys.INBOX_PREFIX
 
 
 def _state_condition(inbox: str, expr: Expr) -> str:
@@ -137,14 +179,15 @@ class Inbox(Aggregate):
         session_id: str,
         handoff_id: str,
         reason: str,
-        priority: str = "normal",
     ) -> InboxWrite:
-        """Put a handoff into an inbox (``AGENT#<agent_id>`` / ``INBOX#<handoff_id>``) while it belongs there.
+        """Put a handoff into an inbox (``AGENT#<agent_id>``, key :meth:`Placement.key`) while it belongs there.
 
         ``agent_id`` is an agent's id or :data:`keys.WAITING_INBOX` / :data:`keys.MANAGERS_INBOX`.
-        One transaction: the ``HANDOFF#`` record is in the inbox's state (:func:`holds`), and the
-        item does not exist yet. WRITTEN, PRESENT (a redelivered message) or STALE (the handoff
-        moved on, or never existed: nothing is written). The item expires with the session TTL.
+        The ``HANDOFF#`` record is read first: its priority and creation place the item in a
+        shared inbox's order. Then one transaction: the record is in the inbox's state
+        (:func:`holds`), and the item does not exist yet. WRITTEN, PRESENT (a redelivered message)
+        or STALE (the handoff moved on, or never existed: nothing is written). The item expires
+        with the session TTL.
         """
         for name, value in (
             ("agent_id", agent_id),
@@ -153,14 +196,19 @@ class Inbox(Aggregate):
             ("reason", reason),
         ):
             require_id(value, name)
+        record = self.table.get(keys.handoff_key(session_id, handoff_id))
+        if record is None:
+            return InboxWrite.STALE
+        placement = Placement.of(record)
         now = self.table.now()
         item = {
-            **keys.agent_inbox_key(agent_id, handoff_id),
+            **placement.key(agent_id),
             "agent_id": agent_id,
             "session_id": session_id,
             "handoff_id": handoff_id,
             "reason": reason,
-            "priority": priority,
+            "priority": placement.priority,
+            "waiting_since": placement.waiting_since,
             "created_at": now,
             TTL_ATTRIBUTE: now + self.table.ttl_seconds,
         }
@@ -178,12 +226,11 @@ class Inbox(Aggregate):
             raise cancelled.error from None
         return InboxWrite.WRITTEN
 
-    def remove_inbox_item(self, agent_id: str, handoff_id: str) -> None:
+    def remove_inbox_item(self, agent_id: str, handoff: Handoff) -> None:
         """Take a handoff out of an inbox (``keys.WAITING_INBOX`` for the shared one); absent is fine."""
         require_id(agent_id, "agent_id")
-        require_id(handoff_id, "handoff_id")
         self.table.client.delete_item(
-            TableName=self.table.table_name, Key=marshal_item(keys.agent_inbox_key(agent_id, handoff_id))
+            TableName=self.table.table_name, Key=marshal_item(Placement.of(handoff).key(agent_id))
         )
 
     def list_inbox(
@@ -191,7 +238,8 @@ class Inbox(Aggregate):
     ) -> Page[InboxItem]:
         """What ``agent_id``'s console shows: its own inbox, then the waiting one, then (``managers``) the managers'.
 
-        Within an inbox the items come in handoff-id order. At most ``limit`` (1..100) items per
+        Within a shared inbox the items come in service order (the most urgent first, then the
+        customer waiting longest); an agent's own in handoff-id order. At most ``limit`` (1..100) items per
         page; ``next_cursor`` continues where the page ended (None on the last page). Each item is
         checked against its ``HANDOFF#`` record (one consistent BatchGetItem per page) and left
         out unless it still holds, so a page may hold fewer than ``limit`` items.
@@ -208,18 +256,19 @@ class Inbox(Aggregate):
                 raise InvalidCursor("it was issued for another inbox")
             first = pks.index(str(position[PARTITION_KEY]))
             if SORT_KEY in position:
-                if not str(position[SORT_KEY]).startswith(keys.INBOX_PREFIX):
+                if not str(position[SORT_KEY]).startswith(_prefix(inboxes[first])):
                     raise InvalidCursor("it points outside the inbox")
                 start = dict(position)
-        rows, position_after = self._inbox_rows(pks, first, start, limit)
+        rows, position_after = self._inbox_rows(inboxes, first, start, limit)
         items = self._still_true(rows)
         return Page(items, cursors.encode(scope, position_after) if position_after else None)
 
     def _inbox_rows(
-        self, pks: Sequence[str], first: int, start: dict[str, Any] | None, limit: int
+        self, inboxes: Sequence[str], first: int, start: dict[str, Any] | None, limit: int
     ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-        """Up to ``limit`` item rows from ``pks[first:]`` after ``start``, and the position after them."""
+        """Up to ``limit`` item rows from ``inboxes[first:]`` after ``start``, and the position after them."""
         rows: list[dict[str, Any]] = []
+        pks = [keys.agent_pk(inbox) for inbox in inboxes]
         for index in range(first, len(pks)):
             remaining = limit - len(rows)
             expr = Expr()
@@ -227,7 +276,7 @@ class Inbox(Aggregate):
                 "TableName": self.table.table_name,
                 "KeyConditionExpression": (
                     f"{expr.n(PARTITION_KEY)} = {expr.v(pks[index])} AND "
-                    f"begins_with({expr.n(SORT_KEY)}, {expr.v(keys.INBOX_PREFIX)})"
+                    f"begins_with({expr.n(SORT_KEY)}, {expr.v(_prefix(inboxes[index]))})"
                 ),
                 # A full page still looks one item ahead, so that it gets no cursor to an empty page.
                 "Limit": remaining + 1,
@@ -251,6 +300,48 @@ class Inbox(Aggregate):
                 return rows, unmarshal_item(last)
         return rows, None
 
+    def first_in(
+        self, inbox: str, *, reasons: Collection[str] | None = None, before: str | None = None
+    ) -> InboxItem | None:
+        """The first handoff of a shared inbox that still waits there: the one to serve next, or None.
+
+        ``reasons``: only handoffs asking for one of these skills (an empty collection matches
+        none). ``before``: only items whose sort key is below this :func:`keys.queue_sk` (those a
+        handoff at that place would wait behind). Reads the queue in order, at most
+        :data:`MAX_FIRST_PAGES` pages, each checked against the ``HANDOFF#`` records.
+        """
+        if inbox not in keys.SHARED_INBOXES:
+            raise ValueError(f"inbox must be one of {keys.SHARED_INBOXES} (given {inbox!r})")
+        if reasons is not None and not reasons:
+            return None
+        expr = Expr()
+        low = expr.v(keys.QUEUE_PREFIX)
+        sort_condition = (
+            f"{expr.n(SORT_KEY)} BETWEEN {low} AND {expr.v(before)}"
+            if before is not None
+            else f"begins_with({expr.n(SORT_KEY)}, {low})"
+        )
+        request: dict[str, Any] = {
+            "TableName": self.table.table_name,
+            "KeyConditionExpression": f"{expr.n(PARTITION_KEY)} = {expr.v(keys.agent_pk(inbox))} AND {sort_condition}",
+            "Limit": _FIRST_PAGE_SIZE,
+            "ConsistentRead": True,
+        }
+        if reasons is not None:
+            request["FilterExpression"] = f"{expr.n('reason')} IN ({', '.join(expr.v(r) for r in sorted(reasons))})"
+        request.update(expr.params())
+        for _ in range(MAX_FIRST_PAGES):
+            resp = self.table.client.query(**request)
+            rows = [unmarshal_item(item) for item in resp.get("Items", [])]
+            rows = [row for row in rows if before is None or str(row[SORT_KEY]) < before]
+            found = self._still_true(rows)
+            if found:
+                return found[0]
+            if not resp.get("LastEvaluatedKey"):
+                return None
+            request["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+        return None
+
     def _still_true(self, rows: list[dict[str, Any]]) -> list[InboxItem]:
         """The rows whose ``HANDOFF#`` record still puts them in their inbox, as items."""
         handoff_keys = {
@@ -272,8 +363,9 @@ class Inbox(Aggregate):
                     session_id=str(row["session_id"]),
                     handoff_id=str(row["handoff_id"]),
                     reason=str(row["reason"]),
-                    priority=str(row.get("priority") or "normal"),
+                    priority=str(row.get("priority") or DEFAULT_PRIORITY),
                     since=int(row["created_at"]),
+                    waiting_since=int(row.get("waiting_since") or row["created_at"]),
                 )
             )
         return items

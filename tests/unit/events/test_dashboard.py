@@ -55,14 +55,15 @@ def test_dashboard_puts_a_waiting_customer_in_the_inbox_every_agent_reads(
 ) -> None:
     # Given the workflow's broadcast that a customer waits (no agent is known yet)
     sid = wired.sessions.create_session("c-2").session_id
-    wired.handoffs.put_handoff(sid, reason="billing", status=HandoffStatus.QUEUED, handoff_id="h-2")
+    handoff = wired.handoffs.put_handoff(
+        sid, reason="billing", priority="high", status=HandoffStatus.QUEUED, handoff_id="h-2"
+    )
     waiting = {"session_id": sid, "handoff_id": "h-2", "event_type": "handoff_waiting", "reason": "billing"}
     # When consumed
     assert dashboard.handler(sqs_event(waiting), CONTEXT)["batchItemFailures"] == []
-    # Then it is in the shared waiting inbox
-    got = ddb_client.get_item(
-        TableName=wired.table.table_name, Key={"PK": {"S": "AGENT#_waiting"}, "SK": {"S": "INBOX#h-2"}}
-    )
+    # Then it is in the shared waiting inbox, placed by the record's priority (high: rank 1) and age
+    place = f"QUEUE#1#{handoff.created_at:010d}#h-2"
+    got = ddb_client.get_item(TableName=wired.table.table_name, Key={"PK": {"S": "AGENT#_waiting"}, "SK": {"S": place}})
     assert unmarshal_item(got["Item"])["session_id"] == sid
     # And any other message without an agent is refused alone (reported, then the DLQ)
     stray = {"session_id": "s-3", "handoff_id": "h-3", "event_type": "handoff"}

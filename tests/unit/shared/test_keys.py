@@ -60,3 +60,27 @@ OTHER_DIGITS = "\u0661\u0667" + "\u0660" * 8
 def test_fails_to_read_a_status_sort_key_it_did_not_build(text: str) -> None:
     with pytest.raises(ValueError, match="not a status sort key"):
         keys.status_since(text)
+
+
+def test_a_shared_inbox_item_sorts_by_priority_rank_then_by_time_waiting() -> None:
+    assert keys.queue_sk("urgent", 1_700_000_000, "h-1") == "QUEUE#0#1700000000#h-1"
+    assert [keys.queue_sk(p, 5, "h")[:8] for p in ("urgent", "high", "normal", "low")] == [
+        "QUEUE#0#",
+        "QUEUE#1#",
+        "QUEUE#2#",
+        "QUEUE#3#",
+    ]
+    # A later urgent customer still sorts before an earlier high one; within a priority the older first
+    assert keys.queue_sk("urgent", 900, "h-z") < keys.queue_sk("high", 10, "h-a")
+    assert keys.queue_sk("normal", 99, "h-z") < keys.queue_sk("normal", 100, "h-a")
+    assert keys.inbox_item_key(keys.WAITING_INBOX, "h-1", priority="low", waiting_since=7) == {
+        "PK": "AGENT#_waiting",
+        "SK": "QUEUE#3#0000000007#h-1",
+    }
+    # An agent's own inbox keeps its id-keyed items
+    assert keys.inbox_item_key("agent-1", "h-1", priority="low", waiting_since=7) == {
+        "PK": "AGENT#agent-1",
+        "SK": "INBOX#h-1",
+    }
+    with pytest.raises(ValueError, match="priority must be one of low, normal, high, urgent"):
+        keys.queue_sk("asap", 5, "h")

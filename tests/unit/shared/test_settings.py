@@ -193,13 +193,14 @@ def test_summaries_expire_with_the_stage_ttl(prod: DynamoSessionStore) -> None:
 def test_agent_inbox_items_expire_with_the_stage_ttl(prod: DynamoSessionStore) -> None:
     before = time.time()
     session_id = prod.sessions.create_session("c-1").session_id
-    prod.handoffs.put_handoff(
+    handoff = prod.handoffs.put_handoff(
         session_id, reason="billing", status="queued", handoff_id="h-1"
     )  # what the item stands for
     body = {"session_id": session_id, "handoff_id": "h-1", "event_type": EVENT_HANDOFF_WAITING, "reason": "billing"}
     assert dashboard.record_handler(SQSRecord(sqs_record(body))) == "h-1"
     low, high = _ttl_window(before)
-    assert low <= _raw(prod, keys.agent_inbox_key(keys.WAITING_INBOX, "h-1"))["ttl"] <= high
+    item_key = keys.inbox_item_key(keys.WAITING_INBOX, "h-1", priority="normal", waiting_since=handoff.created_at)
+    assert low <= _raw(prod, item_key)["ttl"] <= high
 
 
 def test_handoff_steps_write_with_the_stage_ttl(prod: DynamoSessionStore) -> None:

@@ -54,10 +54,11 @@ def queued(store: DynamoSessionStore, handoff_id: str = "h-1", reason: str = "bi
 
 def inbox_of(store: DynamoSessionStore, inbox: str) -> list[str]:
     """The handoff ids stored in an inbox partition, whatever their truth (the raw rows)."""
+    prefix = keys.QUEUE_PREFIX if inbox in keys.SHARED_INBOXES else keys.INBOX_PREFIX
     rows = store.table.client.query(
         TableName=TABLE,
         KeyConditionExpression="PK = :pk AND begins_with(SK, :inbox)",
-        ExpressionAttributeValues={":pk": {"S": keys.agent_pk(inbox)}, ":inbox": {"S": keys.INBOX_PREFIX}},
+        ExpressionAttributeValues={":pk": {"S": keys.agent_pk(inbox)}, ":inbox": {"S": prefix}},
     )["Items"]
     return [row["handoff_id"]["S"] for row in rows]
 
@@ -215,8 +216,9 @@ def test_list_inbox_answers_own_then_waiting_then_managers_and_only_what_still_h
         "session_id": own,
         "handoff_id": "h-own",
         "reason": "billing",
-        "priority": "normal",
+        "priority": "high",  # the record's, whatever the message said
         "since": manager_view.items[0].since,
+        "waiting_since": store.handoffs.get_handoff(own, "h-own").created_at,  # type: ignore[union-attr]
     }
     assert agent_view.next_cursor is None
     assert store.inbox.list_inbox("agent-2").items == []  # another agent sees neither agent-1's nor a stale item
@@ -300,7 +302,9 @@ def test_the_route_answers_the_callers_inboxes_and_the_managers_one_only_to_mana
     assert status == 200
     assert body["inboxes"] == ["own", "waiting"]
     assert [(i["inbox"], i["handoff_id"], i["session_id"]) for i in body["items"]] == [("waiting", "h-1", sid)]
-    assert set(body["items"][0]) == {"inbox", "session_id", "handoff_id", "reason", "priority", "since"}
+    assert set(body["items"][0]) == {
+        *("inbox", "session_id", "handoff_id", "reason", "priority", "since", "waiting_since", "waiting_seconds")
+    }
     assert body["next_cursor"] is None
 
     status, body = inbox_route("boss", query={"limit": "1"})
