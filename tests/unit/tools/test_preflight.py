@@ -370,7 +370,10 @@ def test_example_domain_settings_warn_in_dev_and_block_in_production() -> None:
     assert "example.com" not in dev.detail  # a real reserved domain, safe for dev recipients
     assert prod.status == "BLOCKER"
     assert "cors_allowed_origins=https://app.mangaassist.example" in prod.detail
-    owned = with_overrides(stage_config("dev"), notice_sender="notices@mangaassist.com")
+    assert "reviewer_email=reviewer@dev.mangaassist.example" in dev.detail
+    owned = with_overrides(
+        stage_config("dev"), notice_sender="notices@mangaassist.com", reviewer_email="reviewer@mangaassist.com"
+    )
     assert preflight.check_placeholders(owned).status == "OK"
 
 
@@ -435,7 +438,9 @@ def _answer_the_account(
 
 
 def _owned_sender() -> Any:
-    return with_overrides(stage_config("dev"), notice_sender="notices@mangaassist.com")
+    return with_overrides(
+        stage_config("dev"), notice_sender="notices@mangaassist.com", reviewer_email="reviewer@mangaassist.com"
+    )
 
 
 def test_a_healthy_account_gives_one_row_per_check_and_no_blocker(stubbed: dict[str, tuple[Any, Stubber]]) -> None:
