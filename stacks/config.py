@@ -264,6 +264,9 @@ class StageConfig:
     # How long an escalated handoff waits for a paged manager before it fails.
     handoff_manager_wait_seconds: int = 900
     handoff_idle_seconds: int = 120
+    # How long an agent may stay silent after a reply before the handoff goes to another agent (or,
+    # with none free, back to the assistant).
+    handoff_reply_idle_seconds: int = 600
     handoff_max_reassignments: int = 2
     # The agent skill that marks a manager (escalations go to an available agent with it).
     manager_skill: str = "manager"
@@ -353,6 +356,7 @@ _BOUNDS: dict[str, tuple[float, float]] = {
     "handoff_agent_wait_seconds": (1, 86400),
     "handoff_manager_wait_seconds": (1, 86400),
     "handoff_idle_seconds": (1, 86400),
+    "handoff_reply_idle_seconds": (1, 86400),
     "handoff_max_reassignments": (0, 10),
     "cleanup_grace_seconds": (0, 7 * 86400),
     "workflow_timeout_minutes": (1, 7 * 24 * 60),

@@ -118,6 +118,7 @@ class OrchestrationStack(Stack):
             agent_wait=Duration.seconds(self.config.handoff_agent_wait_seconds),
             manager_wait=Duration.seconds(self.config.handoff_manager_wait_seconds),
             idle_timeout=Duration.seconds(self.config.handoff_idle_seconds),
+            reply_idle_timeout=Duration.seconds(self.config.handoff_reply_idle_seconds),
             options=options,
         )
         self.handoff_state_machine: sfn.StateMachine = self.handoff.state_machine
