@@ -18,10 +18,6 @@ class ReassignmentLimitReached(Exception):
     """The agent was idle and the handoff was reassigned MAX_REASSIGNMENTS times already."""
 
 
-class HandoffOver(Exception):
-    """The handoff is no longer assigned (closed, or its customer left) while the workflow watches its agent."""
-
-
 class ConnectionNotReady(Exception):
     """The connection cannot take frames yet (or anymore); the onboarding workflow retries, bounded."""
 
@@ -30,8 +26,6 @@ class ConnectionNotReady(Exception):
 CONDITIONAL_CHECK_FAILED: Final = ConditionalCheckFailed.__name__
 #: The handoff workflow's ReassignAgent step: the reassignment bound is reached (HandoffFailed).
 REASSIGNMENT_LIMIT_REACHED: Final = ReassignmentLimitReached.__name__
-#: The handoff workflow's WatchAgent step found the handoff over: the execution is done (HandoffComplete).
-HANDOFF_OVER: Final = HandoffOver.__name__
 #: The handoff workflow's own error (a Pass state) when an idle agent is replaced and no other agent is free.
 NO_AGENT_TO_TAKE_OVER: Final = "NoAgentToTakeOver"
 #: The onboarding workflow's DeliverFrame step retries this, then abandons the connection.

@@ -10,7 +10,8 @@ Handlers (``lambdas.orchestration.handoff.<name>``) and what they get from the s
 * ``begin``: ``{..., agent_id, execution_arn}``; the handoff transaction (the ``assign_agent`` use case)
   or ``ConditionalCheckFailed`` when the session is no longer active.
 * ``await_reply``: ``{..., task_token, waiting_for?, watching?}``; MonitorHandoff's token (``reply``),
-  WatchAgent's (``reply`` with ``watching``, only while assigned: ``HandoffOver`` otherwise) or
+  WatchAgent's (``reply`` with ``watching``, only while assigned: otherwise it completes its own
+  token with ``{"closed": true}``, needing ``states:SendTaskSuccess`` on the workflow) or
   WaitForManager's (``agent``, only while escalated) onto the handoff record.
 * ``transfer_context``: latest summary + the newest turns that fit SNS, published to the agent topic.
 * ``reassign``: ``{state, handoff_id, expected_version?, replacement?}``; re-queues the handoff (only while still
@@ -49,7 +50,6 @@ from contracts.workflows import (
     NO_MANAGER_TOOK_OVER,
     REASSIGNMENT_LIMIT_REACHED,
     ConditionalCheckFailed,
-    HandoffOver,
     ReassignmentLimitReached,
 )
 from lambdas.events.messages import (
@@ -84,6 +84,10 @@ SYSTEM_TEXT: Final = "The conversation was handed over to a human support agent.
 
 def sns() -> Any:
     return aws.client("sns")
+
+
+def sfn() -> Any:
+    return aws.client("stepfunctions")
 
 
 def topic_arn() -> str:
@@ -186,7 +190,10 @@ def await_reply(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]
         session_id, handoff_id, waiting_for, str(event["task_token"]), while_status=status
     ):
         if watching:
-            raise HandoffOver(f"handoff {handoff_id!r} is no longer assigned; nobody to watch")
+            # Closed between the last message and this wait: nobody else will end it, so it ends itself.
+            logger.info("handoff over before the watch began", extra={"handoff_id": handoff_id})
+            sfn().send_task_success(taskToken=str(event["task_token"]), output=json.dumps({"closed": True}))
+            return {"waiting_for": waiting_for, "closed": True}
         raise HandoffConflict(f"handoff {handoff_id!r} is no longer escalated; no manager can take it")
     return {"waiting_for": waiting_for}
 

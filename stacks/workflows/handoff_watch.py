@@ -29,7 +29,7 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
 from constructs_lib.workflow_defaults import RetryPolicy, callback_input
-from contracts.workflows import HANDOFF_OVER, NO_AGENT_TO_TAKE_OVER
+from contracts.workflows import NO_AGENT_TO_TAKE_OVER
 from stacks.workflows.handoff_functions import HandoffFunctions
 
 TIMEOUTS = ["States.Timeout", "States.HeartbeatTimeout"]
@@ -124,7 +124,6 @@ class AgentWatch:
             "$.reassignment",
             "Release the silent agent unless it wrote meanwhile (then the replacement), restore the session, count",
         )
-        watch.add_catch(complete, errors=[HANDOFF_OVER], result_path="$.watch_error")
         watch.add_catch(find, errors=TIMEOUTS, result_path="$.idle_error")
         watch.add_catch(failed, errors=["States.ALL"], result_path="$.error")
         find.add_catch(failed, errors=["States.ALL"], result_path="$.error")

@@ -142,13 +142,8 @@ def test_handoff_has_exactly_the_specified_states_and_transitions(dev: Synthesiz
     assert states["WatchAgent"]["Resource"] == "arn:aws:states:::lambda:invoke.waitForTaskToken"
     assert states["WatchAgent"]["Parameters"]["Payload"]["watching"] is True
     assert states["WatchAgent"]["Next"] == "MessageOrClose"
-    assert [c["Next"] for c in states["WatchAgent"]["Catch"]] == [
-        "HandoffComplete",
-        "FindReplacementAgent",
-        "HandoffFailed",
-    ]
-    assert states["WatchAgent"]["Catch"][0]["ErrorEquals"] == ["HandoffOver"]
-    assert states["WatchAgent"]["Catch"][1]["ErrorEquals"] == ["States.Timeout", "States.HeartbeatTimeout"]
+    assert [c["Next"] for c in states["WatchAgent"]["Catch"]] == ["FindReplacementAgent", "HandoffFailed"]
+    assert states["WatchAgent"]["Catch"][0]["ErrorEquals"] == ["States.Timeout", "States.HeartbeatTimeout"]
     assert states["MessageOrClose"]["Choices"][0]["Next"] == "HandoffComplete"
     assert states["MessageOrClose"]["Default"] == "WatchAgent"
     # A silent agent: a replacement is reserved first, then the silent agent is let go unless it wrote
@@ -511,3 +506,18 @@ def test_session_ended_schedules_that_sessions_cleanup_through_its_own_group_and
         "CLEANUP_SCHEDULER_ROLE_ARN",
         "CLEANUP_DEAD_LETTER_QUEUE_ARN",
     } <= set(variables)
+
+
+def test_the_watch_function_may_end_only_its_own_workflows_waits(dev: SynthesizedStage) -> None:
+    # WatchAgent's function completes its own token when the handoff closed before the wait began
+    resources = dev.templates["Orchestration"]["Resources"]
+    machine = next(
+        lid
+        for lid, r in resources.items()
+        if r["Type"] == "AWS::StepFunctions::StateMachine" and lid.startswith("Handoff")
+    )
+    policy = next(r for lid, r in resources.items() if lid.startswith("AwaitAgentReplyEndsItsWait"))
+    (statement,) = policy["Properties"]["PolicyDocument"]["Statement"]
+    assert (statement["Action"], statement["Resource"]) == ("states:SendTaskSuccess", {"Ref": machine})
+    (role,) = policy["Properties"]["Roles"]
+    assert "AwaitAgentReply" in role["Ref"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from dataclasses import replace
@@ -9,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from contracts.workflows import HandoffOver, ReassignmentLimitReached
+from contracts.workflows import ReassignmentLimitReached
 from lambdas.orchestration import handoff as handoff_steps
 from lambdas.shared import env as lambda_env
 from lambdas.shared.records import Agent, AgentStatus, HandoffStatus, SessionStatus
@@ -199,8 +200,17 @@ def test_the_watch_stores_its_token_only_while_the_handoff_is_assigned(
     # When WatchAgent starts / Then its token waits for the agent's next message
     assert handoff_steps.await_reply.__wrapped__(event, None) == {"waiting_for": "reply"}
     assert store.handoffs.claim_callback(session_id, "h-1", "reply") == "watch-1"
-    # When the handoff was closed before the next watch started / Then the watch ends: nobody to watch
+    # When the handoff was closed before the next watch started
     store.handoffs.update_handoff(session_id, "h-1", status=HandoffStatus.COMPLETED)
-    with pytest.raises(HandoffOver):
-        handoff_steps.await_reply.__wrapped__({**event, "task_token": "watch-2"}, None)
+    ended: list[tuple[str, Any]] = []
+
+    class Recording:
+        def send_task_success(self, *, taskToken: str, output: str) -> None:
+            ended.append((taskToken, json.loads(output)))
+
+    monkeypatch.setattr(handoff_steps, "sfn", Recording)
+    result = handoff_steps.await_reply.__wrapped__({**event, "task_token": "watch-2"}, None)
+    # Then the watch ends itself as closed (nobody else would), and no token is stored
+    assert result["closed"] is True
+    assert ended == [("watch-2", {"closed": True})]
     assert store.handoffs.waiting_for(session_id, "h-1") is None
