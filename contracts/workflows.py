@@ -32,6 +32,8 @@ CONDITIONAL_CHECK_FAILED: Final = ConditionalCheckFailed.__name__
 REASSIGNMENT_LIMIT_REACHED: Final = ReassignmentLimitReached.__name__
 #: The handoff workflow's CheckAgentAvailability step: the execution input names no known priority (HandoffFailed).
 INVALID_PRIORITY: Final = InvalidPriority.__name__
+#: The handoff workflow's own error (a Pass state) when an idle agent is replaced and no other agent is free.
+NO_AGENT_TO_TAKE_OVER: Final = "NoAgentToTakeOver"
 #: The onboarding workflow's DeliverFrame step retries this, then abandons the connection.
 CONNECTION_NOT_READY: Final = ConnectionNotReady.__name__
 #: The handoff workflow's own error (a Pass state) when no manager took an escalated handoff in time.

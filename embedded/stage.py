@@ -251,6 +251,11 @@ class EmbeddedStage:
         self.settle(timeout=timeout, until=done, tick=tick)
         return state
 
+    def states_entered(self, execution_arn: str) -> list[str]:
+        """The names of the states an execution entered so far, in order (a state entered twice, twice)."""
+        history = self.client("stepfunctions").get_execution_history(executionArn=execution_arn, maxResults=1000)
+        return [e["stateEnteredEventDetails"]["name"] for e in history["events"] if "stateEnteredEventDetails" in e]
+
     def execution_errors(self, execution_arn: str) -> list[str]:
         """The failure events of an execution's history (what failed, with its cause), for messages."""
         history = self.client("stepfunctions").get_execution_history(executionArn=execution_arn, maxResults=1000)

@@ -234,6 +234,9 @@ class StageConfig:
     # How long an escalated handoff waits for a paged manager before it fails.
     handoff_manager_wait_seconds: int = 900
     handoff_idle_seconds: int = 120
+    # How long an agent may stay silent after a reply before the handoff goes to another agent (or,
+    # with none free, back to the assistant).
+    handoff_reply_idle_seconds: int = 600
     handoff_max_reassignments: int = 2
     # Handoff metrics: the reasons that are a dimension of their own (any other counts as "other",
     # so callers cannot mint metrics); the time to assignment (p90, seconds) the stage alarms over.
@@ -332,6 +335,7 @@ _BOUNDS: dict[str, tuple[float, float]] = {
     "handoff_agent_wait_seconds": (1, 86400),
     "handoff_manager_wait_seconds": (1, 86400),
     "handoff_idle_seconds": (1, 86400),
+    "handoff_reply_idle_seconds": (1, 86400),
     "handoff_max_reassignments": (0, 10),
     "handoff_assignment_p90_alarm_seconds": (1, 86400),
     "cleanup_grace_seconds": (0, 7 * 86400),

@@ -119,9 +119,25 @@ class OrchestrationStack(Stack):
             agent_wait=Duration.seconds(self.config.handoff_agent_wait_seconds),
             manager_wait=Duration.seconds(self.config.handoff_manager_wait_seconds),
             idle_timeout=Duration.seconds(self.config.handoff_idle_seconds),
+            reply_idle_timeout=Duration.seconds(self.config.handoff_reply_idle_seconds),
             options=options,
         )
         self.handoff_state_machine: sfn.StateMachine = self.handoff.state_machine
+        # WatchAgent's function ends its own wait ({"closed": true}) when the handoff closed before
+        # the wait began. A policy apart from the role's default one: the function does not depend
+        # on it, so the state machine (which invokes the function) and this grant on it form no cycle.
+        await_reply = handoff_functions.await_reply
+        if await_reply.role is not None:
+            iam.Policy(
+                self,
+                "AwaitAgentReplyEndsItsWait",
+                roles=[await_reply.role],
+                statements=[
+                    iam.PolicyStatement(
+                        actions=["states:SendTaskSuccess"], resources=[self.handoff_state_machine.state_machine_arn]
+                    )
+                ],
+            )
         consumer = function("AssignmentConsumer", "lambdas.orchestration.handoff.queue_consumer", topic_env)
         events.handoffs.grant_publish(consumer)
         consumer.add_event_source(

@@ -11,9 +11,12 @@
   An agent without the skill the handoff asks for (its reason) gets 409 naming the skill, and
   the handoff stays queued.
 * ``POST /handoffs/{session_id}/messages`` ``{"text"}``: only the agent the current handoff is
-  assigned to (access ends with the handoff). Stores an ``agent`` turn, posts it to the
-  customer's WebSocket connection (``lambdas.shared.connections.post_to_connection``) and, for
-  the first reply, completes MonitorHandoff's token. 201 ``{"turn_number", "delivered"}``, also
+  assigned to (access ends with the handoff). Counts the agent's activity on the handoff (a
+  conditional write: a reassignment for idleness that got there first makes it 403 and nothing is
+  stored), stores an ``agent`` turn, posts it to the customer's WebSocket connection
+  (``lambdas.shared.connections.post_to_connection``) and completes the workflow's waiting token
+  (MonitorHandoff's for the first reply, WatchAgent's after it), which restarts the idle limit.
+  201 ``{"turn_number", "delivered"}``, also
   when Step Functions cannot be told (the turn is stored and pushed; the token is stored again
   for the next reply or the close to complete).
 * ``POST /handoffs/{session_id}/close`` ``{"resolution", "outcome": "resume"|"end"}``: the agent
@@ -71,7 +74,7 @@ from lambdas.shared.errors import (
 )
 from lambdas.shared.records import AgentStatus, Handoff, HandoffStatus, Role, Session, SessionStatus
 from lambdas.shared.settings import store as store
-from lambdas.shared.store import WAITING_FOR_AGENT, WAITING_FOR_REPLY
+from lambdas.shared.store import WAITING_FOR_AGENT, WAITING_FOR_REPLY, HandoffClosed
 from lambdas.shared.text import hidden_character
 from lambdas.shared.tracing import tracer
 from lambdas.usecases.close_handoff import close_handoff
@@ -250,11 +253,17 @@ def _push(session: Session, frame: dict[str, Any]) -> bool:
 
 
 def send_message(session_id: str, agent_id: str, text: str) -> dict[str, Any]:
-    """Store the agent's turn, push it to the customer, complete MonitorHandoff on the first reply."""
+    """Count the agent's activity, store its turn, push it to the customer, tell the workflow's wait."""
     handoff = _serving(session_id, agent_id)
     session = store().sessions.get_session(session_id)
     if session is None or session.status != SessionStatus.HANDOFF:
         raise Conflict(f"session {session_id!r} is not handed over to an agent")
+    try:
+        # Counted before the turn is stored: a reassignment of the idle agent that won the race
+        # refuses the message whole (nothing stored), and one that lost it keeps the agent.
+        version = store().handoffs.record_activity(session_id, handoff.handoff_id, agent_id)
+    except HandoffClosed:
+        raise Forbidden(NOT_THE_AGENT) from None
     turn = store().turns.add_turn(session_id, Role.AGENT, text)
     # The same frame the chat sends for every stored reply, with the agent as its author.
     frame = frames.message_frame(role=str(Role.AGENT), session_id=session_id, turn_number=turn.turn_number, text=text)
@@ -264,7 +273,7 @@ def send_message(session_id: str, agent_id: str, text: str) -> dict[str, Any]:
     token = store().handoffs.claim_callback(session_id, handoff.handoff_id, WAITING_FOR_REPLY)
     if token is not None:
         try:
-            _complete(token, {"agent_id": agent_id, "turn_number": turn.turn_number})
+            _complete(token, {"agent_id": agent_id, "turn_number": turn.turn_number, "version": version})
         except (ClientError, BotoCoreError):
             # The turn is stored and pushed: failing the request now would make the console send
             # it again (a second turn). The token goes back, so the next reply or the close tells
@@ -287,8 +296,8 @@ def close(session_id: str, caller: str, role: str, body: dict[str, Any]) -> dict
     """Close the session's handoff: completed, agent released, session active again or ended.
 
     The agent of the handoff or an admin. One conditional transaction (the ``close_handoff`` use
-    case); a second close is 409 and changes nothing. MonitorHandoff's token, when the agent never
-    replied, is completed so that the execution finishes now.
+    case); a second close is 409 and changes nothing. The workflow's waiting token (MonitorHandoff's
+    or WatchAgent's) is completed so that the execution finishes now.
     """
     handoff = store().handoffs.current_handoff(session_id)
     if handoff is None:
@@ -314,8 +323,8 @@ def close(session_id: str, caller: str, role: str, body: dict[str, Any]) -> dict
             _complete(token, {"agent_id": handoff.agent_id, "closed": True, "outcome": outcome})
         except (ClientError, BotoCoreError):
             # The close is committed (a second close is 409): a 500 would report a failure that
-            # did not happen. The workflow finishes at MonitorHandoff's idle timeout instead, where
-            # ReassignAgent finds the handoff closed.
+            # did not happen. The workflow finishes at its wait's idle timeout instead, where
+            # ReassignAgent (or ReplaceIdleAgent) finds the handoff closed.
             logger.exception("MonitorHandoff not told of the close", extra={"session_id": session_id})
     # The customer is told by the customer notifier, from the router's "completed" event: over the
     # WebSocket when connected, else by e-mail or in the conversation (once, whichever it is).

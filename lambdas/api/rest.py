@@ -34,11 +34,23 @@ Environment:
         may describe (default: none, every execution answers 404).
     The role may also ``states:SendTaskFailure`` on the handoff workflow: ``DELETE`` of a session
     whose handoff still waits for an agent fails that wait.
+    HANDOFF_STATE_MACHINE_ARN: the handoff workflow ``POST /sessions/{id}/handoff`` starts
+        (required by that route only).
+
+``POST /sessions/{id}/handoff`` ``{"reason", "priority"?}`` checks the session id and the body here
+(API Gateway cannot check a path parameter's pattern), then starts the handoff workflow with
+``{session_id, reason, priority, requested_by, role}`` (the caller from the authorizer; the
+workflow checks the session is active and the caller's own): 202 ``{"execution_arn", "started_at",
+"request_id"}``. The ``Idempotency-Key`` header is the execution's name (and so the handoff id): a
+retry with the same key and body answers the first 202 again and starts nothing; the same key with
+another body, or a key naming another request's handoff, is 409. Without a key every request is a
+new handoff.
 """
 
 from __future__ import annotations
 
 import json
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,10 +63,10 @@ from botocore.exceptions import ClientError
 from lambdas.api import access, validation
 from lambdas.api.responses import Forbidden, json_response, register_error_handlers
 from lambdas.shared import aws, env, idempotency
-from lambdas.shared.errors import NotFound
+from lambdas.shared.errors import Conflict, NotFound
 from lambdas.shared.records import HandoffStatus, Session, SessionStatus
 from lambdas.shared.serialize import public
-from lambdas.shared.settings import optional_resource, settings
+from lambdas.shared.settings import optional_resource, resource, settings
 from lambdas.shared.settings import store as store
 from lambdas.shared.tracing import tracer
 from lambdas.shared.waits import fail_wait
@@ -79,6 +91,47 @@ def sfn() -> Any:
 def _stop_wait(token: str, handoff_id: str) -> bool:
     """Fail the wait of a handoff whose session was deleted before anyone took it."""
     return fail_wait(sfn(), token, handoff_id, customer_leaves.SESSION_DELETED)
+
+
+def handoff_state_machine_arn() -> str:
+    return resource("HANDOFF_STATE_MACHINE_ARN")
+
+
+class HandoffKeyTaken(Conflict):
+    """The ``Idempotency-Key`` names a handoff another request started."""
+
+
+def _execution_of(machine_arn: str, name: str) -> str:
+    """The ARN of ``machine_arn``'s execution called ``name``."""
+    prefix, _, machine = machine_arn.rpartition(":stateMachine:")
+    return f"{prefix}:execution:{machine}:{name}"
+
+
+def _start_handoff(caller: Caller, session_id: str, body: dict[str, Any], name: str, request_id: str) -> dict[str, Any]:
+    """Start the handoff workflow as ``name``; an execution of that name with this input is this request's."""
+    state = {
+        "session_id": session_id,
+        "reason": body["reason"],
+        "priority": body.get("priority", "normal"),
+        "requested_by": caller.sub,
+        "role": caller.role,
+    }
+    machine = handoff_state_machine_arn()
+    try:
+        started = sfn().start_execution(stateMachineArn=machine, name=name, input=json.dumps(state))
+    except ClientError as err:
+        if err.response.get("Error", {}).get("Code") != "ExecutionAlreadyExists":
+            raise
+        # The first attempt started it but its answer was lost (or its record expired): the same
+        # request gets the first answer, any other request a 409.
+        started = sfn().describe_execution(executionArn=_execution_of(machine, name))
+        if json.loads(started.get("input") or "{}") != state:
+            raise HandoffKeyTaken("this Idempotency-Key names another request's handoff; use a new key") from None
+    return {
+        "execution_arn": started["executionArn"],
+        "started_at": started["startDate"].isoformat(),
+        "request_id": request_id,
+    }
 
 
 @env.once
@@ -224,6 +277,23 @@ def _register(resolver: APIGatewayRestResolver) -> None:
         return json_response(202, {"session_id": session.session_id, "status": str(SessionStatus.DELETED)})
 
     _register_listings(resolver)
+
+    @resolver.post("/sessions/<session_id>/handoff")
+    @tracer.capture_method(capture_response=False)
+    def start_handoff(session_id: str) -> Response:
+        caller = _caller(resolver, "POST", "/sessions/{id}/handoff")
+        sid = _session_id(resolver, session_id)
+        body = validation.parse_body(resolver.current_event.body, validation.HANDOFF_REQUEST)
+        key = resolver.current_event.headers.get("Idempotency-Key") or ""
+        if key and not idempotency.KEY_PATTERN.fullmatch(key):
+            raise idempotency.InvalidKey("header.Idempotency-Key must be 1-80 letters, digits, - or _")
+        name = key or str(uuid.uuid4())
+        request_id = str(resolver.current_event.request_context.request_id or "")
+        route, request = "POST /sessions/{id}/handoff", {"id": sid, **body}
+        answer = idempotency.replay(
+            caller.sub, route, key, request, lambda: _start_handoff(caller, sid, body, name, request_id)
+        )
+        return json_response(202, answer)
 
     @resolver.get("/executions/<execution_id>")
     @tracer.capture_method(capture_response=False)

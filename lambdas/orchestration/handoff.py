@@ -12,13 +12,18 @@ Handlers (``lambdas.orchestration.handoff.<name>``) and what they get from the s
   handoff escalated (only from queued) and reserves a free manager: ``{available, agent_id?}``.
 * ``begin``: ``{..., agent_id, execution_arn}``; the handoff transaction (the ``assign_agent`` use case)
   or ``ConditionalCheckFailed`` when the session is no longer active.
-* ``await_reply``: ``{..., task_token, waiting_for?}``; MonitorHandoff's token (``reply``) or
+* ``await_reply``: ``{..., task_token, waiting_for?, watching?}``; MonitorHandoff's token (``reply``),
+  WatchAgent's (``reply`` with ``watching``, only while assigned: otherwise it completes its own
+  token with ``{"closed": true}``, needing ``states:SendTaskSuccess`` on the workflow) or
   WaitForManager's (``agent``, only while escalated) onto the handoff record.
 * ``transfer_context``: latest summary + the newest turns that fit SNS, published to the agent topic.
-* ``reassign``: ``{state, handoff_id}``; re-queues the handoff (only while still assigned),
-  releases the idle agent, restores the session to active, counts; raises
-  ``ReassignmentLimitReached`` past ``MAX_REASSIGNMENTS``. A handoff closed meanwhile answers
-  ``{"closed": true}`` and the workflow finishes (HandoffComplete).
+* ``reassign``: ``{state, handoff_id, expected_version?, replacement?}``; re-queues the handoff (only while still
+  assigned and, given ``expected_version``, while its agent has written nothing since), releases
+  the idle agent, restores the session to active, counts; raises ``ReassignmentLimitReached`` past
+  ``MAX_REASSIGNMENTS``. A handoff closed meanwhile answers ``{"closed": true}`` and the workflow
+  finishes (HandoffComplete); an agent who wrote meanwhile answers ``{"replied": true, "version"}``
+  and keeps the handoff. A ``replacement`` agent reserved by the workflow is released again
+  wherever it does not take over (closed, replied, past the bound).
 * ``fail``: ``{state, handoff_id}``; releases the reserved agent, marks the handoff failed unless
   it is over (completed or failed already: conditional on the status read), restores the session
   to active if this handoff had moved it; returns the reason.
@@ -46,6 +51,7 @@ from contracts.workflows import (
     CONDITIONAL_CHECK_FAILED,
     CUSTOMER_LEFT,
     INVALID_PRIORITY,
+    NO_AGENT_TO_TAKE_OVER,
     NO_MANAGER_TOOK_OVER,
     REASSIGNMENT_LIMIT_REACHED,
     ConditionalCheckFailed,
@@ -71,7 +77,7 @@ from lambdas.shared.errors import (
 from lambdas.shared.records import HandoffStatus, SessionStatus
 from lambdas.shared.settings import resource, settings
 from lambdas.shared.settings import store as store
-from lambdas.shared.store import WAITING_FOR_AGENT, WAITING_FOR_REPLY, HandoffConflict, SessionNotActive
+from lambdas.shared.store import WAITING_FOR_AGENT, WAITING_FOR_REPLY, AgentActive, HandoffConflict, SessionNotActive
 from lambdas.shared.store.inbox import InboxItem
 from lambdas.shared.tracing import tracer
 from lambdas.usecases import assign_agent
@@ -85,6 +91,10 @@ SYSTEM_TEXT: Final = "The conversation was handed over to a human support agent.
 
 def sns() -> Any:
     return aws.client("sns")
+
+
+def sfn() -> Any:
+    return aws.client("stepfunctions")
 
 
 def topic_arn() -> str:
@@ -194,19 +204,29 @@ def begin(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler(capture_response=False)
 def await_reply(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    """Store a waiting task's token on the handoff: MonitorHandoff's (``reply``) or WaitForManager's (``agent``).
+    """Store a waiting task's token on the handoff: MonitorHandoff's or WatchAgent's (``reply``), or
+    WaitForManager's (``agent``).
 
     A manager's wait is stored only while the handoff is still escalated (a customer who left
-    meanwhile failed it), so no accept can complete a handoff that is over.
+    meanwhile failed it), so no accept can complete a handoff that is over; WatchAgent's only while
+    it is still assigned (a close between two replies finds no token to complete).
     """
     waiting_for = str(event.get("waiting_for") or WAITING_FOR_REPLY)
     session_id, handoff_id = str(event["session_id"]), str(event["handoff_id"])
-    # A manager's wait is stored in the same conditional write that checks the handoff is still
-    # escalated, so a customer who leaves between the check and the write cannot be missed.
+    watching = bool(event.get("watching"))
+    # The wait is stored in the same conditional write that checks the handoff's status, so a
+    # customer who leaves (or a close) between the check and the write cannot be missed.
     status = HandoffStatus.ESCALATED if waiting_for == WAITING_FOR_AGENT else None
+    if watching:
+        status = HandoffStatus.ASSIGNED
     if not store().handoffs.await_callback(
         session_id, handoff_id, waiting_for, str(event["task_token"]), while_status=status
     ):
+        if watching:
+            # Closed between the last message and this wait: nobody else will end it, so it ends itself.
+            logger.info("handoff over before the watch began", extra={"handoff_id": handoff_id})
+            sfn().send_task_success(taskToken=str(event["task_token"]), output=json.dumps({"closed": True}))
+            return {"waiting_for": waiting_for, "closed": True}
         raise HandoffConflict(f"handoff {handoff_id!r} is no longer escalated; no manager can take it")
     return {"waiting_for": waiting_for}
 
@@ -268,12 +288,26 @@ def reassign(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     session_id = str(state["session_id"])
     count = int((state.get("reassignment") or {}).get("count", 0)) + 1
     agent_id = (state.get("agent") or {}).get("agent_id")
+    expected = event.get("expected_version")
+    # ReplaceIdleAgent's agent, reserved already: released again wherever it does not take over.
+    replacement = (event.get("replacement") or {}).get("agent_id")
     try:
-        store().handoffs.requeue_handoff(session_id, handoff_id, previous_agent_id=agent_id)
+        store().handoffs.requeue_handoff(
+            session_id,
+            handoff_id,
+            previous_agent_id=agent_id,
+            expected_version=None if expected is None else int(expected),
+        )
+    except AgentActive as active:
+        # The agent wrote as the idle limit fired: its message was counted first, so it keeps the handoff.
+        logger.info("agent wrote meanwhile; not reassigned", extra={"handoff_id": handoff_id})
+        _release(replacement, session_id)
+        return {"count": count - 1, "closed": False, "replied": True, "version": active.version}
     except HandoffConflict:
         # Closed meanwhile (by its agent, an admin or the customer's disconnect), which released
         # the agent and moved the session already: the handoff is over, nothing to reassign.
         logger.info("handoff closed while its agent was idle", extra={"handoff_id": handoff_id})
+        _release(replacement, session_id)
         return {"count": count - 1, "closed": True, "released_agent_id": None}
     released = _release(agent_id, session_id)
     restored = _restore(session_id)
@@ -283,6 +317,7 @@ def reassign(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     )
     limit = settings().max_reassignments
     if count > limit:
+        _release(replacement, session_id)
         raise ReassignmentLimitReached(f"agent idle; handoff {handoff_id} was reassigned {limit} time(s) already")
     return {"count": count, "closed": False, "released_agent_id": agent_id}
 
@@ -294,6 +329,7 @@ _REASONS: Final = {
     INVALID_PRIORITY: "the handoff's priority is not one of " + ", ".join(PRIORITIES),
     HandoffConflict.__name__: "the handoff ended (or was never recorded) before a manager could take it",
     REASSIGNMENT_LIMIT_REACHED: "the assigned agents stayed idle and the reassignment limit was reached",
+    NO_AGENT_TO_TAKE_OVER: "the agent stopped answering and no other agent was free to take over",
 }
 
 
@@ -336,6 +372,8 @@ def fail(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     session_id = str(state["session_id"])
     handoff = store().handoffs.get_handoff(session_id, handoff_id)
     released = _release((state.get("agent") or {}).get("agent_id"), session_id)
+    # An agent reserved to replace a silent one, if the failure came before it took over.
+    _release((state.get("replacement") or {}).get("agent_id"), session_id)
     restored = False
     failed = False
     if handoff is not None:

@@ -157,6 +157,8 @@ STEPS: tuple[str, ...] = (
     "closed_handoff_leaves_the_inbox",
     "assistant_answers_again",
     "second_handoff_reaches_a_new_agent",
+    "silent_agent_is_replaced",
+    "nobody_free_returns_the_customer_to_the_assistant",
     "escalation_pages_the_managers",
     "manager_takes_the_escalated_handoff",
     "customer_away_is_told_by_email",

@@ -42,6 +42,12 @@ class BadPathSteps(StoryParts):
         expect(response.status == 400, f"malformed handoff request answered {response.status}")
         expect(executions() == before, "a rejected request still started a workflow")
         step.changes.append(f"400 {response.json()}; no execution started")
+        # The gateway cannot check a path parameter's pattern: the session Lambda does, before any start
+        malformed = self.rest(step, "POST", "/sessions/not-a-session/handoff", "alice", body={"reason": "general"})
+        error = malformed.json().get("error", {}) if malformed.status == 400 else {}
+        expect("path.id" in str(error.get("message")), f"a malformed id answered {malformed.status}: {malformed.body}")
+        expect(executions() == before, "a malformed session id still started a workflow")
+        step.changes.append(f"malformed id: 400 {error.get('code')} naming path.id; no execution started")
         self.done(step, started)
 
     def poison_record_to_dlq(self) -> None:

@@ -110,7 +110,7 @@ class HandoffLifeSteps(StoryParts):
         self.done(step, started)
 
     def agent_replies(self) -> None:
-        started, step = time.monotonic(), self.step("The agent replies; the handoff workflow completes")
+        started, step = time.monotonic(), self.step("The agent replies; the handoff workflow watches for the next")
         before = len(self.frames())
         response = self.rest(
             step, "POST", f"/handoffs/{self.session_id}/messages", "agent-7", body={"text": "Hi, I am Seven. Volume 3?"}
@@ -121,9 +121,16 @@ class HandoffLifeSteps(StoryParts):
             any(f.get("type") == "message" and f.get("role") == "agent" for f in new),
             f"customer got no agent frame: {new}",
         )
-        done = self.stage.wait_execution(self.values["handoff_execution"], timeout=40)
-        expect(done["status"] == "SUCCEEDED", f"handoff execution ended {done['status']}")
-        step.changes.append(f"customer frame message (role agent); handoff execution {done['status']}")
+        execution = self.values["handoff_execution"]
+        try:
+            self.stage.settle(
+                until=lambda: "WatchAgent" in self.stage.states_entered(execution), timeout=40, wait_executions=False
+            )
+        except TimeoutError:
+            raise StoryError(
+                f"the workflow does not watch the agent: {self.stage.execution_errors(execution)}"
+            ) from None
+        step.changes.append("customer frame message (role agent); the workflow waits for the agent's next message")
         self.done(step, started)
 
     def _close(self, step: Step, who: str) -> None:
@@ -156,6 +163,8 @@ class HandoffLifeSteps(StoryParts):
             self.step("The agent closes the handoff; the session is the assistant's again"),
         )
         self._close(step, "agent-7")
+        done = self.stage.wait_execution(self.values["handoff_execution"], timeout=40)
+        expect(done["status"] == "SUCCEEDED", f"handoff execution ended {done['status']}")
         handoff = self.store().handoffs.current_handoff(self.session_id)
         expect(
             handoff is not None and handoff.status == HandoffStatus.COMPLETED,
@@ -164,7 +173,9 @@ class HandoffLifeSteps(StoryParts):
         turns = self.rest(step, "GET", f"/sessions/{self.session_id}/turns", "agent-7")
         reply = self.rest(step, "POST", f"/handoffs/{self.session_id}/messages", "agent-7", body={"text": "still here"})
         expect((turns.status, reply.status) == (403, 403), f"agent-7 still in: {turns.status}, {reply.status}")
-        step.changes.append("handoff completed; agent-7 available, its access ended (403); second close 409")
+        step.changes.append(
+            "handoff and its execution completed; agent-7 free, its access ended (403); second close 409"
+        )
         self.done(step, started)
 
     def assistant_answers_again(self) -> None:
@@ -233,10 +244,99 @@ class HandoffLifeSteps(StoryParts):
             step, "POST", f"/handoffs/{self.session_id}/messages", "agent-8", body={"text": "Agent Eight here."}
         )
         expect(reply.status == 201, f"agent-8's message answered {reply.status}: {reply.body}")
+        self._close(step, "agent-8")
         done = self.stage.wait_execution(execution, timeout=20)
         expect(done["status"] == "SUCCEEDED", f"second handoff execution ended {done['status']}")
-        self._close(step, "agent-8")
         session = store.sessions.get_session(self.session_id)
         expect(session is not None and session.status == SessionStatus.ACTIVE, f"session not active: {session}")
         step.changes.append(f"handoff {SECOND_HANDOFF_ID} assigned to agent-8, answered, closed; session active")
+        self.done(step, started)
+
+    def _handoff_of(self, agent: str) -> bool:
+        handoff = self.store().handoffs.current_handoff(self.session_id)
+        return handoff is not None and handoff.status == HandoffStatus.ASSIGNED and handoff.agent_id == agent
+
+    def _watched(self, execution: str, times: int) -> None:
+        """Settle until the workflow watches the agent for the ``times``-th time, its token stored."""
+        store = self.store()
+
+        def watching() -> bool:
+            handoff = store.handoffs.current_handoff(self.session_id)
+            return (
+                self.stage.states_entered(execution).count("WatchAgent") >= times
+                and handoff is not None
+                and store.handoffs.waiting_for(self.session_id, handoff.handoff_id) == "reply"
+            )
+
+        self.stage.settle(until=watching, timeout=30, wait_executions=False)
+
+    def _reply(self, step: Step, who: str, text: str) -> int:
+        path = f"/handoffs/{self.session_id}/messages"
+        return int(self.rest(step, "POST", path, who, body={"text": text}).status)
+
+    def silent_agent_is_replaced(self) -> None:
+        started, step = time.monotonic(), self.step("An agent goes silent after answering: another agent takes over")
+        store, limit = self.store(), self.config.handoff_reply_idle_seconds
+        first = self.register_agent(step, "agent-s1", skills=("subscriptions",), available=True)
+        response = self.rest(
+            step, "POST", f"/sessions/{self.session_id}/handoff", "alice", body={"reason": "subscriptions"}
+        )
+        expect(response.status == 202, f"handoff request answered {response.status}: {response.body}")
+        execution = self.values["silent_execution"] = response.json()["execution_arn"]
+        self.stage.settle(until=lambda: self._handoff_of(first), timeout=30, wait_executions=False)
+        self._watched_first_reply(step, "agent-s1", execution)
+        second = self.register_agent(step, "agent-s2", skills=("subscriptions",), available=True)
+        self.stage.clock.advance(limit + 1)
+        step.calls.append(f"clock +{limit + 1}s: agent-s1 silent past the limit")
+        self.stage.settle(until=lambda: self._handoff_of(second), timeout=30, wait_executions=False)
+        late = self._reply(step, "agent-s1", "Sorry, I was away.")
+        expect(late == 403, f"the replaced agent's late message answered {late}")
+        agent = store.agents.get_agent(first)
+        expect(agent is not None and agent.status == AgentStatus.AVAILABLE, f"agent-s1 not freed: {agent}")
+        self._watched_first_reply(step, "agent-s2", execution)
+        step.changes.append("agent-s1 replaced by agent-s2 in the same handoff; agent-s1 free, its late message 403")
+        self.done(step, started)
+
+    def _watched_first_reply(self, step: Step, who: str, execution: str) -> None:
+        """``who`` answers once MonitorHandoff waits; then the workflow watches ``who``."""
+        store = self.store()
+        self.stage.settle(
+            until=lambda: (
+                (h := store.handoffs.current_handoff(self.session_id)) is not None
+                and store.handoffs.waiting_for(self.session_id, h.handoff_id) == "reply"
+            ),
+            timeout=30,
+            wait_executions=False,
+        )
+        watched = self.stage.states_entered(execution).count("WatchAgent")
+        status = self._reply(step, who, f"{who} here, looking into your subscription.")
+        expect(status == 201, f"{who}'s first reply answered {status}")
+        self._watched(execution, watched + 1)
+
+    def nobody_free_returns_the_customer_to_the_assistant(self) -> None:
+        started, step = (
+            time.monotonic(),
+            self.step("The new agent goes silent too, nobody else is free: the customer is back with the assistant"),
+        )
+        store, limit, execution = self.store(), self.config.handoff_reply_idle_seconds, self.values["silent_execution"]
+        self.set_presence(step, "agent-s1", "away")
+        self.stage.settle(timeout=10, wait_executions=False)  # the takeover's own notices are in
+        before = len(self.frames())
+        self.stage.clock.advance(limit + 1)
+        step.calls.append(f"clock +{limit + 1}s: agent-s2 silent past the limit")
+        done = self.stage.wait_execution(execution, timeout=60)
+        expect(done["status"] == "FAILED", f"the handoff's execution ended {done['status']}")
+        self.stage.settle(
+            until=lambda: any(f.get("type") == "notification" for f in self.frames()[before:]),
+            timeout=30,
+            wait_executions=False,
+        )
+        self.stage.settle(timeout=5, wait_executions=False)
+        notices = [f.get("event_type") for f in self.frames()[before:] if f.get("type") == "notification"]
+        expect(notices == ["handoff_failed"], f"the customer was not told once: {notices}")
+        session = store.sessions.get_session(self.session_id)
+        expect(session is not None and session.status == SessionStatus.ACTIVE, f"session not active: {session}")
+        agent = store.agents.get_agent(self.subject("agent-s2"))
+        expect(agent is not None and agent.status == AgentStatus.AVAILABLE, f"agent-s2 not freed: {agent}")
+        step.changes.append("handoff failed; customer told (handoff_failed frame), session active, agent-s2 free")
         self.done(step, started)

@@ -153,9 +153,9 @@ class MangaAssistRestApi(Construct):
         )
         self.session_function: lambda_.Function = _session_function(self, storage, orchestration, functions)
         routes = _Routes(self.rest, token_authorizer.authorizer)
-        session = _session_routes(routes, self.session_function)
+        _session_routes(routes, self.session_function)
         self.start_integrations: dict[str, StepFunctionsStartExecution] = _start_routes(
-            self, routes, config, orchestration, session
+            self, routes, config, orchestration
         )
         self.agent_function: lambda_.Function = _agent_routes(self, routes, storage, orchestration, functions)
         _review_routes(routes, orchestration)
@@ -176,7 +176,8 @@ class MangaAssistRestApi(Construct):
 def _session_function(
     scope: Construct, storage: StorageStack, orchestration: OrchestrationStack, functions: StageFunctions
 ) -> lambda_.Function:
-    """The session Lambda: the table, the model (a rewound turn), DescribeExecution, a handoff wait's end."""
+    """The session Lambda: the table, the model (a rewound turn), DescribeExecution, StartExecution of a
+    handoff (``POST /sessions/{id}/handoff`` checks the id first) and a waiting handoff's end (DELETE)."""
     workflows = (
         orchestration.handoff_state_machine,
         orchestration.cleanup_state_machine,
@@ -189,9 +190,12 @@ def _session_function(
         {
             "TABLE_NAME": storage.table.table_name,
             "STATE_MACHINE_ARNS": ",".join(machine.state_machine_arn for machine in workflows),
+            "HANDOFF_STATE_MACHINE_ARN": orchestration.handoff_state_machine.state_machine_arn,
         },
     ).function
     storage.sessions.grant_read_write_data(session_function)
+    # StartExecution on the one state machine (its ARN, no wildcard): the route's only start.
+    orchestration.handoff.grant_start_execution(session_function)
     # DELETE of a session whose handoff still waits for an agent fails that wait (SendTaskFailure).
     orchestration.handoff.grant_task_failure(session_function)
     config = functions.config
@@ -215,8 +219,8 @@ def _session_function(
     return session_function
 
 
-def _session_routes(routes: _Routes, session_function: lambda_.Function) -> apigw.Resource:
-    """Sessions, their turns, a customer's sessions, executions; returns ``/sessions/{id}``."""
+def _session_routes(routes: _Routes, session_function: lambda_.Function) -> None:
+    """Sessions, their turns and handoff request, a customer's sessions, executions."""
     session_api = apigw.LambdaIntegration(session_function, allow_test_invoke=False)
     add, params, root = routes.add, routes.params, routes.root
     sessions = root.add_resource("sessions")
@@ -230,6 +234,14 @@ def _session_routes(routes: _Routes, session_function: lambda_.Function) -> apig
     session = sessions.add_resource("{id}")
     add(session, "GET", session_api, parameters=params("id"))
     add(session, "DELETE", session_api, parameters=params("id"))
+    # Through the Lambda, not a direct StartExecution: API Gateway cannot check the id's pattern.
+    add(
+        session.add_resource("handoff"),
+        "POST",
+        session_api,
+        models=routes.json_body("HandoffRequest"),
+        parameters=params("id", headers=("Idempotency-Key",)),
+    )
     add(session.add_resource("turns"), "GET", session_api, parameters=params("id", query=("limit", "cursor")))
     add(
         session.add_resource("rewind"),
@@ -241,25 +253,15 @@ def _session_routes(routes: _Routes, session_function: lambda_.Function) -> apig
     customer_sessions = root.add_resource("customers").add_resource("{id}").add_resource("sessions")
     add(customer_sessions, "GET", session_api, parameters=params("id", query=("limit", "cursor")))
     add(root.add_resource("executions").add_resource("{id}"), "GET", session_api, parameters=params("id"))
-    return session
 
 
 def _start_routes(
-    scope: Construct, routes: _Routes, config: StageConfig, orchestration: OrchestrationStack, session: apigw.Resource
+    scope: Construct, routes: _Routes, config: StageConfig, orchestration: OrchestrationStack
 ) -> dict[str, StepFunctionsStartExecution]:
-    """The direct StartExecution routes (no Lambda): handoff, cleanup, export."""
+    """The direct StartExecution routes (no Lambda, no path parameter to check): cleanup, export."""
     caller = {"requested_by": InputField.authorizer("sub"), "role": InputField.authorizer("role")}
     cors = routes.rest.cors_headers()
     starts: dict[str, tuple[sfn.IStateMachine, dict[str, Any]]] = {
-        "StartHandoff": (
-            orchestration.handoff_state_machine,
-            {
-                "session_id": InputField.path("id"),
-                "reason": InputField.body("reason"),
-                "priority": InputField.body("priority", default_json='"normal"'),
-                **caller,
-            },
-        ),
         "StartCleanup": (
             orchestration.cleanup_state_machine,
             {
@@ -294,7 +296,6 @@ def _start_routes(
             method_responses=integration.method_responses,
         )
 
-    start(session.add_resource("handoff"), "StartHandoff", "HandoffRequest", "id")
     admin = routes.root.add_resource("admin")
     start(admin.add_resource("cleanup"), "StartCleanup", "CleanupRequest")
     start(admin.add_resource("export"), "StartExport", "ExportRequest")

@@ -1,4 +1,4 @@
-"""Human handoff workflow: reserve an agent, wait for one, hand the session over, watch the first reply.
+"""Human handoff workflow: reserve an agent, wait for one, hand the session over, watch the agent until the close.
 
 Example::
 
@@ -11,7 +11,7 @@ Example::
         functions=HandoffFunctions(check_agent_availability=..., escalate_to_manager=..., ...),
         customer_notification_queue=queue, agent_notification_topic=topic,
         options=WorkflowOptions(encryption_key=key, timeout=Duration.hours(1)),
-        agent_wait=Duration.minutes(5), idle_timeout=Duration.minutes(2))
+        agent_wait=Duration.minutes(5), idle_timeout=Duration.minutes(2), reply_idle_timeout=Duration.minutes(10))
     handoff.grant_task_response(accept_route_function)
 
 States (execution input ``{"session_id", "reason", "priority", "requested_by", "role"}``; the
@@ -33,7 +33,10 @@ CheckSessionActive also requires the requester to own the session or hold a priv
       AssignAgent -> UpdateDynamoDB (Lambda: ONE TransactWriteItems)
       -> NotifyParties (Parallel: NotifyCustomer = SQS send, NotifyAgent = SNS publish)
       -> TransferConversationContext (Lambda) -> MonitorHandoff (Lambda .waitForTaskToken)
-           first reply or close -> HandoffComplete
+           close       -> HandoffComplete
+           first reply -> StartWatchingAgent -> WatchAgent (see handoff_watch: every message restarts the
+                          idle limit; a silent agent is replaced -> AssignAgent, or, with nobody
+                          free, NoAgentToTakeOver -> HandoffFailed)
            idle        -> ReassignAgent (Lambda: re-queue, release, count) -> HandoffClosedMeanwhile
                             closed meanwhile -> HandoffComplete
                             otherwise        -> CheckAgentAvailability
@@ -51,6 +54,8 @@ Who sends which notification (each exactly once per assignment):
 * the table stream router publishes its own SNS event when a ``HANDOFF#`` record is INSERTed
   (audit, dashboards, escalation queue); subscriptions for customer notifications must not match
   it, or the customer would hear "handoff started" twice.
+
+The execution lives as long as the handoff (up to the workflow's timeout); the close ends it at once.
 
 Every Task retries transient errors (exponential backoff, full jitter) and catches everything
 else into ``HandoffFailed``; every timeout is a prop.
@@ -76,19 +81,13 @@ from constructs_lib.secure_queue import SecureQueue
 from constructs_lib.validation import PropErrors
 from constructs_lib.workflow_defaults import RetryPolicy, WorkflowOptions, WorkflowStateMachine, callback_input
 from contracts import messages
-from contracts.workflows import CONDITIONAL_CHECK_FAILED, NO_MANAGER_TOOK_OVER, REASSIGNMENT_LIMIT_REACHED
+from contracts.workflows import (
+    CONDITIONAL_CHECK_FAILED,
+    NO_MANAGER_TOOK_OVER,
+    REASSIGNMENT_LIMIT_REACHED,
+)
 from stacks.workflows.handoff_functions import HandoffFunctions
-
-_TIMEOUTS = ["States.Timeout", "States.HeartbeatTimeout"]
-#: What every step gets about the handoff: where each field is read from (the handoff id is the
-#: execution name).
-_REQUEST = {
-    "session_id": "$.session_id",
-    "handoff_id": "$$.Execution.Name",
-    "reason": "$.reason",
-    "priority": "$.priority",
-}
-_AGENT_ID = "$.agent.agent_id"
+from stacks.workflows.handoff_watch import AGENT_ID, REQUEST, TIMEOUTS, AgentWatch, was_closed
 
 
 def _notice_id(event_type: str) -> str:
@@ -141,6 +140,8 @@ class HandoffWorkflow(Construct):
         manager_wait: how long WaitForManager waits for a paged manager to accept an escalated
             handoff. Defaults to 15 minutes.
         idle_timeout: how long MonitorHandoff waits for the agent's first reply. Defaults to 2 minutes.
+        reply_idle_timeout: how long WatchAgent lets the agent stay silent after a reply before it is
+            replaced (or, with no agent free, the customer returns to the assistant). Defaults to 10 minutes.
         started_text / failed_text: what the customer is told. Default to short English notices.
     """
 
@@ -164,6 +165,7 @@ class HandoffWorkflow(Construct):
         agent_wait: Duration | None = None,
         manager_wait: Duration | None = None,
         idle_timeout: Duration | None = None,
+        reply_idle_timeout: Duration | None = None,
         started_text: str = "You are being connected to a member of our support team.",
         failed_text: str = "We could not reach a support agent right now; the assistant will keep helping you.",
     ) -> None:
@@ -176,7 +178,9 @@ class HandoffWorkflow(Construct):
         agent_wait = agent_wait or Duration.minutes(5)
         manager_wait = manager_wait or Duration.minutes(15)
         idle_timeout = idle_timeout or Duration.minutes(2)
-        for name, value in (("agent_wait", agent_wait), ("manager_wait", manager_wait), ("idle_timeout", idle_timeout)):
+        reply_idle_timeout = reply_idle_timeout or Duration.minutes(10)
+        timeouts = {"agent_wait": agent_wait, "manager_wait": manager_wait, "idle_timeout": idle_timeout}
+        for name, value in {**timeouts, "reply_idle_timeout": reply_idle_timeout}.items():
             if not value.is_unresolved():
                 errors.check_range(name, value.to_seconds(), 1, 86400 * 365, unit="s")
         self._retry: RetryPolicy = options.retry
@@ -201,11 +205,11 @@ class HandoffWorkflow(Construct):
             self.assignment_queue = queue.queue
             self.dead_letter_queue = queue.dead_letter_queue
 
-        self._request = {name: sfn.JsonPath.string_at(path) for name, path in _REQUEST.items()}
-        self._agent_id = sfn.JsonPath.string_at(_AGENT_ID)
+        self._request = {name: sfn.JsonPath.string_at(path) for name, path in REQUEST.items()}
+        self._agent_id = sfn.JsonPath.string_at(AGENT_ID)
         failed = self._failure_path()
         check_agent = self._find_agent(failed, agent_wait, manager_wait)
-        hand_over = self._hand_over(failed, check_agent, idle_timeout)
+        hand_over = self._hand_over(failed, check_agent, idle_timeout, reply_idle_timeout)
         check_agent.next(self._is_available(hand_over))
         session = _SessionRecord(session_key, status_attribute, active_status, owner_attribute, privileged_roles)
         validate = self._validate_session(table, session, failed)
@@ -215,7 +219,7 @@ class HandoffWorkflow(Construct):
             "Resource",
             definition=validate,
             options=options.with_timeout(options.timeout or Duration.hours(1)),
-            comment="Human handoff: reserve or wait for an agent, hand the session over, watch the first reply",
+            comment="Human handoff: reserve or wait for an agent, hand the session over, watch the agent until closed",
         )
         self.state_machine: sfn.StateMachine = self.workflow.state_machine
         self._grant(table, agent_notification_topic)
@@ -343,7 +347,7 @@ class HandoffWorkflow(Construct):
             queue=self.assignment_queue,
             integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
             message_body=callback_input(
-                {**_REQUEST, "execution_arn": "$$.Execution.Id", "task_token": sfn.JsonPath.task_token}
+                {**REQUEST, "execution_arn": "$$.Execution.Id", "task_token": sfn.JsonPath.task_token}
             ),
             task_timeout=sfn.Timeout.duration(agent_wait),
             result_path="$.agent",
@@ -357,7 +361,7 @@ class HandoffWorkflow(Construct):
             "$.agent",
             "No agent accepted in time: the handoff escalates and a free manager is reserved",
         )
-        wait_for_agent.add_catch(escalate, errors=_TIMEOUTS, result_path="$.wait_error")
+        wait_for_agent.add_catch(escalate, errors=TIMEOUTS, result_path="$.wait_error")
         wait_for_agent.add_catch(failed, errors=["States.ALL"], result_path="$.error")
         escalate.add_catch(failed, errors=["States.ALL"], result_path="$.error")
         wait_for_manager = tasks.LambdaInvoke(
@@ -365,7 +369,7 @@ class HandoffWorkflow(Construct):
             "WaitForManager",
             lambda_function=self._functions.await_reply,
             integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
-            payload=callback_input({**_REQUEST, "waiting_for": "agent", "task_token": sfn.JsonPath.task_token}),
+            payload=callback_input({**REQUEST, "waiting_for": "agent", "task_token": sfn.JsonPath.task_token}),
             retry_on_service_exceptions=False,
             task_timeout=sfn.Timeout.duration(manager_wait),
             result_path="$.agent",
@@ -379,7 +383,7 @@ class HandoffWorkflow(Construct):
             result_path="$.error",
         )
         nobody.next(failed)
-        wait_for_manager.add_catch(nobody, errors=_TIMEOUTS, result_path="$.wait_error")
+        wait_for_manager.add_catch(nobody, errors=TIMEOUTS, result_path="$.wait_error")
         wait_for_manager.add_catch(failed, errors=["States.ALL"], result_path="$.error")
         self._wait_for_agent: tasks.SqsSendMessage = wait_for_agent
         self._escalate: tasks.LambdaInvoke = escalate
@@ -399,8 +403,11 @@ class HandoffWorkflow(Construct):
         self._wait_for_manager.next(assign)
         return is_available
 
-    def _hand_over(self, failed: sfn.IChainable, check_agent: sfn.IChainable, idle_timeout: Duration) -> sfn.Pass:
-        """AssignAgent -> UpdateDynamoDB -> NotifyParties -> TransferConversationContext -> MonitorHandoff."""
+    def _hand_over(
+        self, failed: sfn.IChainable, check_agent: sfn.IChainable, idle_timeout: Duration, reply_idle_timeout: Duration
+    ) -> sfn.Pass:
+        """AssignAgent -> UpdateDynamoDB -> NotifyParties -> TransferConversationContext -> MonitorHandoff
+        -> (first reply) WatchAgent, until the close."""
         agent_id = self._agent_id
         assign = sfn.Pass(
             self,
@@ -436,7 +443,19 @@ class HandoffWorkflow(Construct):
         transfer.add_catch(failed, errors=["States.ALL"], result_path="$.error")
         complete = sfn.Succeed(self, "HandoffComplete")
         monitor = self._monitor(failed, check_agent, complete, idle_timeout)
-        assign.next(update).next(notify).next(transfer).next(monitor).next(complete)
+        watch = AgentWatch(self, self._functions, self._retry, self._request).build(
+            failed, assign, complete, reply_idle_timeout
+        )
+        assign.next(update).next(notify).next(transfer).next(monitor)
+        replied = sfn.Choice(self, "FirstReplyOrClose")
+        start_watch = sfn.Pass(
+            self,
+            "StartWatchingAgent",
+            parameters={"version": sfn.JsonPath.number_at("$.first_reply.version")},
+            result_path="$.activity",
+            comment="The first reply's activity version: a reassignment for idleness is conditioned on it",
+        )
+        monitor.next(replied.when(was_closed("$.first_reply"), complete).otherwise(start_watch.next(watch)))
         return assign
 
     def _notify_parties(self) -> sfn.Parallel:
@@ -497,7 +516,7 @@ class HandoffWorkflow(Construct):
             "MonitorHandoff",
             lambda_function=self._functions.await_reply,
             integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
-            payload=callback_input({**_REQUEST, "agent_id": _AGENT_ID, "task_token": sfn.JsonPath.task_token}),
+            payload=callback_input({**REQUEST, "agent_id": AGENT_ID, "task_token": sfn.JsonPath.task_token}),
             retry_on_service_exceptions=False,
             task_timeout=sfn.Timeout.duration(idle_timeout),
             result_path="$.first_reply",
@@ -511,18 +530,12 @@ class HandoffWorkflow(Construct):
             "$.reassignment",
             "Release the idle agent, restore the session, count; fails past the bound",
         )
-        monitor.add_catch(reassign, errors=_TIMEOUTS, result_path="$.idle_error")
+        monitor.add_catch(reassign, errors=TIMEOUTS, result_path="$.idle_error")
         monitor.add_catch(failed, errors=["States.ALL"], result_path="$.error")
         reassign.add_catch(failed, errors=[REASSIGNMENT_LIMIT_REACHED], result_path="$.error")
         reassign.add_catch(failed, errors=["States.ALL"], result_path="$.error")
         closed = sfn.Choice(self, "HandoffClosedMeanwhile")
-        closed.when(
-            sfn.Condition.and_(
-                sfn.Condition.is_present("$.reassignment.closed"),
-                sfn.Condition.boolean_equals("$.reassignment.closed", True),
-            ),
-            complete,
-        ).otherwise(check_agent)
+        closed.when(was_closed("$.reassignment"), complete).otherwise(check_agent)
         reassign.next(closed)
         return monitor
 

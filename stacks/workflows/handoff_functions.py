@@ -20,11 +20,16 @@ class HandoffFunctions:
     * ``update_handoff``: ``{session_id, handoff_id, execution_arn, agent_id, reason, priority}``;
       moves the session into handoff in one transaction or raises ``ConditionalCheckFailed``.
     * ``transfer_context``: ``{session_id, handoff_id, agent_id, reason}`` -> anything.
-    * ``await_reply``: ``{session_id, handoff_id, task_token, waiting_for?}``; stores the token where
-      the agent's first message (``reply``, MonitorHandoff) or a manager's accept (``agent``,
-      WaitForManager) finds it (invoked with ``.waitForTaskToken``).
-    * ``reassign_agent``: the whole state -> ``{count: int, closed: bool}``; ``closed`` when the
-      handoff was closed meanwhile (the execution then succeeds); raises ``ReassignmentLimitReached``.
+    * ``await_reply``: ``{session_id, handoff_id, task_token, waiting_for?, watching?}``; stores the
+      token where the agent's next message (``reply``, MonitorHandoff and WatchAgent) or a manager's
+      accept (``agent``, WaitForManager) finds it (invoked with ``.waitForTaskToken``); with
+      ``watching``, only while the handoff is assigned (otherwise it completes its own token with
+      ``{closed: true}``). The agent routes complete it with ``{agent_id, turn_number, version}`` or ``{closed: true}``.
+    * ``reassign_agent``: ``{state, handoff_id, expected_version?, replacement?}`` ->
+      ``{count: int, closed: bool, replied?: bool, version?: int}``; ``closed`` when the handoff was
+      closed meanwhile (the execution then succeeds), ``replied`` when the agent wrote since
+      ``expected_version`` (it keeps the handoff); releases ``replacement`` wherever it does not take
+      over; raises ``ReassignmentLimitReached``.
     * ``handoff_failed``: the whole state -> ``{reason: str}``; releases and restores.
     """
 

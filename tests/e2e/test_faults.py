@@ -713,12 +713,13 @@ def test_send_task_success_fault_below_the_bound_on_accept_and_first_reply_runs_
     # When the agent's first reply meets the same fault
     layer.inject("sfn", kind, operations={"SendTaskSuccess"}, callers={AGENT}, times=aws.STANDARD_ATTEMPTS - 1)
     response = agent_reply(stage, handed, "Hello, I am here.")
-    # Then the reply is stored once and the workflow, told by the SDK's last attempt, ends
+    # Then the reply is stored once and the workflow, told by the SDK's last attempt, watches the agent's next message
     assert response.status == 201, response.body
     assert agent_turns(stage, handed.chat) == ["Hello, I am here."]
-    assert stage.wait_execution(handed.execution_arn, timeout=30)["status"] == "SUCCEEDED"
+    stage.settle(until=lambda: "WatchAgent" in stage.states_entered(handed.execution_arn), timeout=30)
     assert layer.count("sfn", "SendTaskSuccess", caller=AGENT) == 2 * aws.STANDARD_ATTEMPTS
     close_handoff(stage, handed)
+    assert stage.wait_execution(handed.execution_arn, timeout=30)["status"] == "SUCCEEDED"
 
 
 @pytest.mark.parametrize("kind", ANSWERED_OR_NOT)
@@ -755,12 +756,14 @@ def test_send_task_success_down_on_accept_and_first_reply_loses_neither_the_hand
     assert agent_turns(stage, handed.chat) == ["Hello, I am here."]
     assert [f.get("role") for f in handed.chat.frames()[before:] if f.get("type") == "message"] == ["agent"]
     assert len(layer.calls("sfn", "SendTaskSuccess", caller=AGENT, faulted=True)) == aws.STANDARD_ATTEMPTS
-    # And the workflow's token is kept: the next reply, once Step Functions answers, ends the workflow
+    # And the workflow's token is kept: the next reply, once Step Functions answers, moves the workflow on
     assert waiting_for(stage, handed) == "reply"
+    assert "WatchAgent" not in stage.states_entered(handed.execution_arn)
     layer.clear()
     assert agent_reply(stage, handed, "Volume 3 ships on the 14th.").status == 201
-    assert stage.wait_execution(handed.execution_arn, timeout=30)["status"] == "SUCCEEDED"
+    stage.settle(until=lambda: "WatchAgent" in stage.states_entered(handed.execution_arn), timeout=30)
     close_handoff(stage, handed)
+    assert stage.wait_execution(handed.execution_arn, timeout=30)["status"] == "SUCCEEDED"
 
 
 DISCONNECT = "lambdas.ws.disconnect.handler"

@@ -9,7 +9,6 @@ import jsonschema
 import pytest
 from aws_cdk.assertions import Match
 
-from constructs_lib.sfn_start_integration import InputField, start_execution_template
 from embedded.synth import SynthesizedStage
 from lambdas.api import access
 from lambdas.api.validation import BODY_MODELS, gateway_schema
@@ -17,7 +16,6 @@ from lambdas.shared.tokens import ISSUER_VARIABLES
 
 #: Direct StartExecution routes -> (integration construct id, Orchestration output name fragment, model)
 DIRECT = {
-    ("POST", "/sessions/{id}/handoff"): ("StartHandoff", "Handoff", "HandoffRequest"),
     ("POST", "/admin/cleanup"): ("StartCleanup", "Cleanup", "CleanupRequest"),
     ("POST", "/admin/export"): ("StartExport", "Export", "ExportRequest"),
 }
@@ -145,7 +143,11 @@ def test_models_are_the_lambda_rules_for_api_gateway(any_stage: SynthesizedStage
         assert models[name]["Properties"]["Schema"] == gateway_schema(schema)
         assert models[name]["Properties"]["ContentType"] == "application/json"
     methods = _methods(any_stage)
-    expected = {("POST", "/sessions"): "CreateSessionRequest", **{key: value[2] for key, value in DIRECT.items()}}
+    expected = {
+        ("POST", "/sessions"): "CreateSessionRequest",
+        ("POST", "/sessions/{id}/handoff"): "HandoffRequest",
+        **{key: value[2] for key, value in DIRECT.items()},
+    }
     for key, model in expected.items():
         ref = methods[key]["RequestModels"]["application/json"]["Ref"]
         assert any_stage.templates["Api"]["Resources"][ref]["Properties"]["Schema"]["title"] == model
@@ -231,6 +233,7 @@ def test_session_lambda_settings(any_stage: SynthesizedStage) -> None:
                         "SESSION_TTL_HOURS": str(config.session_ttl_hours),
                         "CLEANUP_SHARDS": str(config.cleanup_shards),
                         "STATE_MACHINE_ARNS": Match.any_value(),
+                        "HANDOFF_STATE_MACHINE_ARN": Match.any_value(),
                         "TABLE_NAME": Match.any_value(),
                     }
                 )
@@ -268,24 +271,21 @@ def test_direct_start_execution_integration(any_stage: SynthesizedStage, route: 
     assert props["RequestParameters"]["method.request.header.Idempotency-Key"] is False
 
 
-def test_handoff_template_is_the_construct_template(any_stage: SynthesizedStage) -> None:
-    integration = _methods(any_stage)[("POST", "/sessions/{id}/handoff")]["Integration"]
-    parts = integration["RequestTemplates"]["application/json"]["Fn::Join"][1]
-    text = "".join(part if isinstance(part, str) else "<ARN>" for part in parts)
-    expected = start_execution_template(
-        "<ARN>",
-        {
-            "session_id": InputField.path("id"),
-            "reason": InputField.body("reason"),
-            "priority": InputField.body("priority", default_json='"normal"'),
-            "requested_by": InputField.authorizer("sub"),
-            "role": InputField.authorizer("role"),
-        },
-    )
-    assert text == expected
+def test_handoff_requests_go_through_the_session_lambda_which_checks_the_id(any_stage: SynthesizedStage) -> None:
+    # API Gateway cannot check a path parameter's pattern: the Lambda does, then starts the workflow
+    props = _methods(any_stage)[("POST", "/sessions/{id}/handoff")]
+    assert props["Integration"]["Type"] == "AWS_PROXY"
+    assert _function_handler(any_stage, props["Integration"]["Uri"]) == "lambdas.api.rest.handler"
+    assert props["RequestParameters"] == {
+        "method.request.path.id": True,
+        "method.request.header.Idempotency-Key": False,
+    }
+    assert not any(
+        "StartHandoff" in logical_id for logical_id in any_stage.templates["Api"]["Resources"]
+    )  # no direct integration (nor its role) is left
 
 
-@pytest.mark.parametrize("construct_id", ["StartHandoff", "StartCleanup", "StartExport"])
+@pytest.mark.parametrize("construct_id", ["StartCleanup", "StartExport"])
 def test_integration_role_may_only_start_its_workflow(any_stage: SynthesizedStage, construct_id: str) -> None:
     role = _logical_id(any_stage, "AWS::IAM::Role", f"RestApi{construct_id}Role")
     trust = _resources(any_stage, "AWS::IAM::Role")[role]["Properties"]["AssumeRolePolicyDocument"]["Statement"]
@@ -309,7 +309,7 @@ def test_integration_role_may_only_start_its_workflow(any_stage: SynthesizedStag
     assert f"PublishOutputRef{workflow}" in context["Fn::GetStackOutput"]["OutputName"]
 
 
-def test_session_lambda_may_only_describe_executions_of_the_three_workflows(any_stage: SynthesizedStage) -> None:
+def test_session_lambda_may_only_describe_the_three_workflows_and_start_handoffs(any_stage: SynthesizedStage) -> None:
     role = _logical_id(any_stage, "AWS::IAM::Role", "RestApiSessionApiServiceRole")
     statements = [
         s
@@ -317,7 +317,8 @@ def test_session_lambda_may_only_describe_executions_of_the_three_workflows(any_
         if {"Ref": role} in p["Properties"]["Roles"]
         for s in p["Properties"]["PolicyDocument"]["Statement"]
     ]
-    states = [s for s in statements if "states:" in json.dumps(s["Action"])]
+    starts = [s for s in statements if "states:StartExecution" in json.dumps(s["Action"])]
+    states = [s for s in statements if "states:" in json.dumps(s["Action"]) and s not in starts]
     assert {json.dumps(s["Action"]) for s in states} == {'"states:DescribeExecution"'}
     resources = [r for s in states for r in (s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]])]
     assert len(resources) == 3
@@ -328,7 +329,11 @@ def test_session_lambda_may_only_describe_executions_of_the_three_workflows(any_
         assert "Name" in resource
         assert resource.endswith('":*"]]}')
         assert "Fn::Split" not in resource
-    assert not any("StartExecution" in json.dumps(s) for s in statements)
+    # StartExecution only on the handoff state machine itself: its ARN, no wildcard, nothing else
+    assert len(starts) == 1
+    assert starts[0]["Action"] == "states:StartExecution"
+    assert "PublishOutputRefHandoff" in json.dumps(starts[0]["Resource"])
+    assert "*" not in json.dumps(starts[0]["Resource"])
 
 
 # ---------------------------------------------------------------- gateway settings

@@ -205,6 +205,8 @@ def test_overrides_are_validated_again() -> None:
     assert with_overrides(config, handoff_idle_seconds=2).handoff_idle_seconds == 2
     with pytest.raises(ConfigError, match=r"handoff_idle_seconds must be a number in 1\.\.86400"):
         with_overrides(config, handoff_idle_seconds=0)
+    with pytest.raises(ConfigError, match=r"handoff_reply_idle_seconds must be a number in 1\.\.86400"):
+        with_overrides(config, handoff_reply_idle_seconds=0)
 
 
 def test_defaults_are_what_the_issues_specify() -> None:
@@ -212,6 +214,7 @@ def test_defaults_are_what_the_issues_specify() -> None:
     assert config.summary_interval == 10
     assert (config.stream_batch_size, config.stream_batching_window_seconds) == (100, 5)
     assert (config.handoff_agent_wait_seconds, config.handoff_idle_seconds) == (300, 120)
+    assert config.handoff_reply_idle_seconds == 600
     assert config.cleanup_grace_seconds == 3600
     assert config.review_ttl_days == 7
     assert config.export_review_min_score == 0  # unless a stage says otherwise, every export needs a person

@@ -33,6 +33,16 @@ HANDOFF_STATES = {
     "NotifyParties",
     "TransferConversationContext",
     "MonitorHandoff",
+    "FirstReplyOrClose",
+    "StartWatchingAgent",
+    "WatchAgent",
+    "MessageOrClose",
+    "FindReplacementAgent",
+    "ReplaceIdleAgent",
+    "IdleAgentReplaced",
+    "AgentWroteMeanwhile",
+    "HandToReplacement",
+    "NoAgentToTakeOver",
     "HandoffComplete",
     "ReassignAgent",
     "HandoffClosedMeanwhile",
@@ -123,7 +133,34 @@ def test_handoff_has_exactly_the_specified_states_and_transitions(dev: Synthesiz
     assert states["NotifyCustomer"]["Parameters"]["MessageBody"]["event_type"] == "handoff_started"
     assert states["MonitorHandoff"]["Resource"] == "arn:aws:states:::lambda:invoke.waitForTaskToken"
     assert _catches_to(states["MonitorHandoff"]) == {"ReassignAgent", "HandoffFailed"}
-    assert states["MonitorHandoff"]["Next"] == "HandoffComplete"
+    assert states["MonitorHandoff"]["Next"] == "FirstReplyOrClose"
+    assert states["FirstReplyOrClose"]["Choices"][0]["Next"] == "HandoffComplete"
+    assert states["FirstReplyOrClose"]["Default"] == "StartWatchingAgent"
+    assert states["StartWatchingAgent"]["Parameters"] == {"version.$": "$.first_reply.version"}
+    # After the first reply every message restarts the idle limit; the close ends the execution
+    assert states["StartWatchingAgent"]["Next"] == "WatchAgent"
+    assert states["WatchAgent"]["Resource"] == "arn:aws:states:::lambda:invoke.waitForTaskToken"
+    assert states["WatchAgent"]["Parameters"]["Payload"]["watching"] is True
+    assert states["WatchAgent"]["Next"] == "MessageOrClose"
+    assert [c["Next"] for c in states["WatchAgent"]["Catch"]] == ["FindReplacementAgent", "HandoffFailed"]
+    assert states["WatchAgent"]["Catch"][0]["ErrorEquals"] == ["States.Timeout", "States.HeartbeatTimeout"]
+    assert states["MessageOrClose"]["Choices"][0]["Next"] == "HandoffComplete"
+    assert states["MessageOrClose"]["Default"] == "WatchAgent"
+    # A silent agent: a replacement is reserved first, then the silent agent is let go unless it wrote
+    assert states["FindReplacementAgent"]["Next"] == "ReplaceIdleAgent"
+    assert states["FindReplacementAgent"]["ResultPath"] == "$.replacement"
+    assert states["ReplaceIdleAgent"]["Parameters"]["expected_version.$"] == "$.activity.version"
+    assert states["ReplaceIdleAgent"]["Next"] == "IdleAgentReplaced"
+    assert [c["Next"] for c in states["IdleAgentReplaced"]["Choices"]] == [
+        "HandoffComplete",
+        "AgentWroteMeanwhile",
+        "HandToReplacement",
+    ]
+    assert states["IdleAgentReplaced"]["Default"] == "NoAgentToTakeOver"
+    assert states["AgentWroteMeanwhile"]["Next"] == "WatchAgent"
+    assert states["HandToReplacement"]["Next"] == "AssignAgent"
+    assert states["NoAgentToTakeOver"]["Parameters"]["Error"] == "NoAgentToTakeOver"
+    assert states["NoAgentToTakeOver"]["Next"] == "HandoffFailed"
     # A handoff closed while its agent was idle ends here; otherwise the next agent is sought
     assert states["ReassignAgent"]["Next"] == "HandoffClosedMeanwhile"
     assert states["HandoffClosedMeanwhile"]["Choices"][0]["Next"] == "HandoffComplete"
@@ -139,6 +176,7 @@ def test_timeouts_come_from_the_stage_config(any_stage: SynthesizedStage) -> Non
     assert handoff["WaitForAgent"]["TimeoutSeconds"] == config.handoff_agent_wait_seconds
     assert handoff["WaitForManager"]["TimeoutSeconds"] == config.handoff_manager_wait_seconds
     assert handoff["MonitorHandoff"]["TimeoutSeconds"] == config.handoff_idle_seconds
+    assert handoff["WatchAgent"]["TimeoutSeconds"] == config.handoff_reply_idle_seconds
     assert machines["Handoff"]["definition"]["TimeoutSeconds"] == config.workflow_timeout_minutes * 60
     assert machines["Cleanup"]["definition"]["TimeoutSeconds"] == config.workflow_timeout_minutes * 60
     export = _states(machines["Export"]["definition"])
@@ -501,3 +539,18 @@ def test_session_ended_schedules_that_sessions_cleanup_through_its_own_group_and
         "CLEANUP_SCHEDULER_ROLE_ARN",
         "CLEANUP_DEAD_LETTER_QUEUE_ARN",
     } <= set(variables)
+
+
+def test_the_watch_function_may_end_only_its_own_workflows_waits(dev: SynthesizedStage) -> None:
+    # WatchAgent's function completes its own token when the handoff closed before the wait began
+    resources = dev.templates["Orchestration"]["Resources"]
+    machine = next(
+        lid
+        for lid, r in resources.items()
+        if r["Type"] == "AWS::StepFunctions::StateMachine" and lid.startswith("Handoff")
+    )
+    policy = next(r for lid, r in resources.items() if lid.startswith("AwaitAgentReplyEndsItsWait"))
+    (statement,) = policy["Properties"]["PolicyDocument"]["Statement"]
+    assert (statement["Action"], statement["Resource"]) == ("states:SendTaskSuccess", {"Ref": machine})
+    (role,) = policy["Properties"]["Roles"]
+    assert "AwaitAgentReply" in role["Ref"]

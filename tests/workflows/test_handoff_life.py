@@ -76,9 +76,9 @@ def test_later_handoffs_reach_their_agents_whatever_their_ids_sort_like(world: W
         assert world.read_turns(session_id, agent_id) == 200
         reply = world.route("messages", session_id, agent_id, {"text": f"Hello from {agent_id}"})
         assert reply["statusCode"] == 201, reply
-        assert world.d.wait_done(execution)["status"] == "SUCCEEDED"
         closed = world.route("close", session_id, agent_id, RESUME)
         assert closed["statusCode"] == 200, closed
+        assert world.d.wait_done(execution)["status"] == "SUCCEEDED"
         # Then the current handoff is this one; its agent's access ended with it (403), and
         # the agents of earlier handoffs are strangers to the session again (404)
         current = world.store.handoffs.current_handoff(session_id)
@@ -191,6 +191,7 @@ def test_a_reassigned_agent_loses_access_and_only_the_next_agent_is_in(world: Wo
     assert world.route("messages", session_id, "agent-idle", {"text": "sorry"})["statusCode"] == 403
     assert world.read_turns(session_id, "agent-next") == 200
     assert world.route("messages", session_id, "agent-next", {"text": "I am here"})["statusCode"] == 201
+    assert world.route("close", session_id, "agent-next", RESUME)["statusCode"] == 200
     assert world.d.wait_done(execution)["status"] == "SUCCEEDED"
 
 

@@ -39,7 +39,7 @@ def _cause(description: dict[str, Any]) -> str:
 # ---------------------------------------------------------------------- cases
 
 
-def test_agent_free_hands_over_and_completes_on_first_reply(world: World) -> None:
+def test_agent_free_hands_over_and_watches_the_agent_after_the_first_reply(world: World) -> None:
     # Given a session with two turns and one available billing agent
     session_id = world.session()
     world.agent("agent-1")
@@ -47,13 +47,14 @@ def test_agent_free_hands_over_and_completes_on_first_reply(world: World) -> Non
     # When the handoff starts, and the agent answers once MonitorHandoff waits
     execution = world.start(session_id)
     world.d.wait_for_state(execution, "MonitorHandoff")
-    world.waiting_for_reply(session_id, execution.rsplit(":", 1)[-1])
+    handoff_id = execution.rsplit(":", 1)[-1]
+    world.waiting_for_reply(session_id, handoff_id)
     reply = world.route("messages", session_id, "agent-1", {"text": "Hi, I am Ana from billing."})
-    done = world.d.wait_done(execution)
 
-    # Then the execution succeeded along the happy path
+    # Then the execution went along the happy path and now watches the agent's next message
     assert reply["statusCode"] == 201, reply
-    assert done["status"] == "SUCCEEDED", done
+    world.d.wait_for_state(execution, "WatchAgent")
+    world.waiting_for_reply(session_id, handoff_id)
     states = world.d.states_entered(execution)
     assert states[:6] == [
         "ValidateSession",
@@ -63,7 +64,7 @@ def test_agent_free_hands_over_and_completes_on_first_reply(world: World) -> Non
         "AssignAgent",
         "UpdateDynamoDB",
     ]
-    assert states[-1] == "HandoffComplete"
+    assert states[-3:] == ["FirstReplyOrClose", "StartWatchingAgent", "WatchAgent"]
     assert "WaitForAgent" not in states
     # and the transaction wrote all three items: session in handoff, record assigned, system turn 3
     session = world.store.sessions.get_session(session_id)
@@ -89,6 +90,12 @@ def test_agent_free_hands_over_and_completes_on_first_reply(world: World) -> Non
     assert agent is not None
     assert agent.status == AgentStatus.BUSY
     assert agent.current_session_id == session_id
+    # When the agent closes it / Then the execution ends at once
+    closed = world.route("close", session_id, "agent-1", {"resolution": "answered", "outcome": "resume"})
+    assert closed["statusCode"] == 200, closed
+    done = world.d.wait_done(execution)
+    assert done["status"] == "SUCCEEDED", done
+    assert world.d.states_entered(execution)[-2:] == ["MessageOrClose", "HandoffComplete"]
 
 
 def test_no_agent_waits_then_accepting_agent_from_authorizer_context_takes_it(world: World) -> None:
@@ -105,6 +112,7 @@ def test_no_agent_waits_then_accepting_agent_from_authorizer_context_takes_it(wo
     world.d.wait_for_state(execution, "MonitorHandoff")
     world.waiting_for_reply(session_id, execution.rsplit(":", 1)[-1])
     world.route("messages", session_id, "agent-2", {"text": "Hello!"})
+    world.route("close", session_id, "agent-2", {"resolution": "answered", "outcome": "resume"})
     done = world.d.wait_done(execution)
 
     # Then the handoff went through WaitForAgent to the accepting agent

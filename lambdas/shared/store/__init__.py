@@ -33,6 +33,7 @@ from lambdas.shared.store.connections import Connections
 from lambdas.shared.store.handoffs import (
     WAITING_FOR_AGENT,
     WAITING_FOR_REPLY,
+    AgentActive,
     HandoffClosed,
     HandoffConflict,
     Handoffs,
@@ -69,6 +70,7 @@ __all__ = [
     "WAITING_FOR_REPLY",
     "AcceptedMessage",
     "Admission",
+    "AgentActive",
     "ChatContext",
     "DynamoSessionStore",
     "HandoffClosed",

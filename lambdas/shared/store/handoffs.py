@@ -51,6 +51,9 @@ WAITING_STATUSES: Final = (HandoffStatus.QUEUED, HandoffStatus.ESCALATED)
 PREVIOUS_AGENT: Final = "previous_agent_id"
 #: How often a status change re-reads a handoff whose agent changed between the read and the write.
 MAX_MOVE_READS: Final = 3
+#: The handoff attribute counting its agent's messages: a reply and an idle reassignment are both
+#: conditioned on it, so exactly one of them wins when they meet.
+ACTIVITY_VERSION: Final = "activity_version"
 
 
 class SessionNotActive(Conflict):
@@ -68,6 +71,14 @@ class HandoffConflict(Conflict):
 
 class HandoffClosed(Conflict):
     """The handoff is not (or no longer) open: closed, failed, re-queued or never assigned."""
+
+
+class AgentActive(Conflict):
+    """The agent wrote since the activity version the caller read: the handoff is not re-queued."""
+
+    def __init__(self, message: str, version: int) -> None:
+        super().__init__(message)
+        self.version = version
 
 
 class Handoffs(Aggregate):
@@ -239,9 +250,17 @@ class Handoffs(Aggregate):
         return Handoff.from_item(item)
 
     def _move(
-        self, tx: Transaction, session_id: str, handoff_id: str, update: Update, status: str, agent_id: Any
+        self,
+        tx: Transaction,
+        session_id: str,
+        handoff_id: str,
+        update: Update,
+        status: str,
+        agent_id: Any,
+        version: int | None = None,
     ) -> None:
-        """Add ``update`` to ``tx`` (action ``handoff``), conditioned on the status and agent just read."""
+        """Add ``update`` to ``tx`` (action ``handoff``), conditioned on the status and agent just read
+        (and, given ``version``, on the agent's activity version just read)."""
         expr = update.expr
         agent = (
             f"{expr.n('agent_id')} = {expr.v(str(agent_id))}"
@@ -249,6 +268,9 @@ class Handoffs(Aggregate):
             else f"attribute_not_exists({expr.n('agent_id')})"
         )
         condition = f"attribute_exists({expr.n(PARTITION_KEY)}) AND {expr.n('status')} = {expr.v(status)} AND {agent}"
+        if version is not None:
+            activity = expr.n(ACTIVITY_VERSION)
+            condition += f" AND {activity} = {expr.v(version)}" if version else f" AND attribute_not_exists({activity})"
         tx.update("handoff", keys.handoff_key(session_id, handoff_id), update, condition=condition)
 
     def assign(self, tx: Transaction, handoff: Handoff, carried: dict[str, Any]) -> None:
@@ -427,12 +449,40 @@ class Handoffs(Aggregate):
         value = (item or {}).get("waiting_for")
         return str(value) if value else None
 
-    def requeue_handoff(self, session_id: str, handoff_id: str, *, previous_agent_id: str | None = None) -> None:
+    def record_activity(self, session_id: str, handoff_id: str, agent_id: str) -> int:
+        """Count a message of ``agent_id`` on its assigned handoff; the new activity version.
+
+        One conditional write (still assigned, to this agent): a handoff re-queued or closed
+        meanwhile raises HandoffClosed and nothing is counted, so the agent's message is refused.
+        """
+        expr = Expr()
+        update = Update(expr)
+        update.add(ACTIVITY_VERSION, 1)
+        update.set("last_activity_at", self.table.now())
+        condition = (
+            f"{expr.n('status')} = {expr.v(str(HandoffStatus.ASSIGNED))} AND {expr.n('agent_id')} = {expr.v(agent_id)}"
+        )
+        try:
+            item = self.table.update_if(keys.handoff_key(session_id, handoff_id), update, condition)
+        except ConditionFailed:
+            raise HandoffClosed(f"handoff {handoff_id!r} is no longer assigned to {agent_id!r}") from None
+        return int(item[ACTIVITY_VERSION])
+
+    def requeue_handoff(
+        self,
+        session_id: str,
+        handoff_id: str,
+        *,
+        previous_agent_id: str | None = None,
+        expected_version: int | None = None,
+    ) -> None:
         """Put an assigned handoff back to ``queued`` without an agent (reassignment).
 
         Only from ``assigned``: a handoff closed meanwhile (by its agent, an admin or the
-        customer's disconnect) raises HandoffConflict and stays closed. The agent's inbox item
-        is deleted in the same transaction.
+        customer's disconnect) raises HandoffConflict and stays closed. With ``expected_version``
+        only while the agent has written nothing since that activity version (AgentActive
+        otherwise, in the same conditional write). The agent's inbox item is deleted in the same
+        transaction.
         """
 
         def attempt() -> None:
@@ -441,6 +491,11 @@ class Handoffs(Aggregate):
                 raise HandoffNotFound(session_id, handoff_id)
             if stored.get("status") != str(HandoffStatus.ASSIGNED):
                 raise HandoffConflict(f"handoff {handoff_id!r} is {stored.get('status')}; it is not re-queued")
+            version = int(stored.get(ACTIVITY_VERSION, 0))
+            if expected_version is not None and version != expected_version:
+                raise AgentActive(
+                    f"the agent of handoff {handoff_id!r} wrote since activity {expected_version}", version
+                )
             update = Update(Expr())
             update.set("status", str(HandoffStatus.QUEUED))
             update.set("updated_at", self.table.now())
@@ -450,7 +505,7 @@ class Handoffs(Aggregate):
                 update.set(PREVIOUS_AGENT, previous_agent_id)
             agent = stored.get("agent_id")
             tx = Transaction(self.table.table_name)
-            self._move(tx, session_id, handoff_id, update, str(HandoffStatus.ASSIGNED), agent)
+            self._move(tx, session_id, handoff_id, update, str(HandoffStatus.ASSIGNED), agent, version)
             # The agent's item goes; the next WaitForAgent puts the handoff into the waiting inbox.
             delete_items(tx, stored, untrue_after(agent, HandoffStatus.QUEUED))
             self.table.commit(tx)  # refused: closed or changed between the read and the write, read again

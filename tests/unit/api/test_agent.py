@@ -448,3 +448,44 @@ def test_a_retired_agent_gets_403_on_every_agent_route_though_its_token_is_valid
     handoff = store.handoffs.current_handoff(waiting)
     assert handoff is not None
     assert (handoff.status, handoff.agent_id) == (HandoffStatus.QUEUED, None)
+
+
+def test_each_message_tells_the_workflow_the_activity_version_it_counted(
+    store: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given agent-1's handoff whose workflow waits for the next message, twice
+    session_id = _handed_over(store)
+    outputs: list[dict[str, Any]] = []
+
+    class Recording:
+        def send_task_success(self, *, taskToken: str, output: str) -> None:
+            outputs.append(json.loads(output))
+
+    monkeypatch.setattr(agent_api, "sfn", Recording)
+    for text in ("Hi, this is Ana.", "Volume 3 ships on the 14th."):
+        store.handoffs.await_callback(session_id, "h-1", "reply", f"token-{len(outputs)}")
+        assert call("messages", session_id, {"text": text})[0] == 201
+
+    # Then each completion carries the version its message counted: the watch's reassignment is conditioned on it
+    assert [o["version"] for o in outputs] == [1, 2]
+    assert [o["agent_id"] for o in outputs] == ["agent-1", "agent-1"]
+
+
+def test_message_after_a_reassignment_for_idleness_is_403_and_stores_nothing(
+    store: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given agent-1's handoff, re-queued by the idle limit just after the route found agent-1 serving it
+    session_id = _handed_over(store)
+    monkeypatch.setattr(agent_api, "store", lambda: store)
+    get_session = store.sessions.get_session
+
+    def requeued_meanwhile(sid: str) -> Any:
+        store.handoffs.requeue_handoff(sid, "h-1", previous_agent_id="agent-1", expected_version=0)
+        return get_session(sid)
+
+    monkeypatch.setattr(store.sessions, "get_session", requeued_meanwhile)
+    turns = len(store.turns.list_turns(session_id).items)
+
+    # When agent-1 writes / Then the reassignment won: 403, and no turn is stored
+    assert call("messages", session_id, {"text": "still here"})[0] == 403
+    assert len(store.turns.list_turns(session_id).items) == turns

@@ -792,3 +792,110 @@ def test_a_bad_rewind_is_400_naming_the_field_and_changes_nothing(
     assert response["statusCode"] == 400
     assert field in response["json"]["error"]["message"]
     assert len(db.turns.list_turns(sid).items) == 4
+
+
+# ---------------------------------------------------------------- POST /sessions/{id}/handoff
+
+
+@pytest.fixture
+def handoffs(api: Invoke, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A moto handoff state machine the route starts; its ARN."""
+    client = boto3.client("stepfunctions")
+    definition = json.dumps({"StartAt": "Wait", "States": {"Wait": {"Type": "Wait", "Seconds": 3600, "End": True}}})
+    machine = client.create_state_machine(
+        name="Handoff", definition=definition, roleArn="arn:aws:iam::123456789012:role/sfn"
+    )["stateMachineArn"]
+    monkeypatch.setenv("HANDOFF_STATE_MACHINE_ARN", machine)
+    env.reset()
+    return str(machine)
+
+
+def _started(machine: str) -> list[dict[str, Any]]:
+    return list(boto3.client("stepfunctions").list_executions(stateMachineArn=machine)["executions"])
+
+
+def _request_handoff(api: Invoke, sid: str, body: Any, **kw: Any) -> dict[str, Any]:
+    raw = body if isinstance(body, str) else json.dumps(body)
+    return api(
+        "POST", "/sessions/{id}/handoff", f"/sessions/{sid}/handoff", path_parameters={"id": sid}, body=raw, **kw
+    )
+
+
+@pytest.mark.parametrize("bad_id", ["not-a-session", "..%2F..%2Fadmin", "1234", "x" * 300])
+def test_a_malformed_session_id_is_a_400_naming_the_parameter_and_starts_nothing(
+    api: Invoke, handoffs: str, bad_id: str
+) -> None:
+    response = _request_handoff(api, bad_id, {"reason": "billing"})
+    assert response["statusCode"] == 400, response["body"]
+    error = response["json"]["error"]
+    assert error["code"] == "BAD_REQUEST_PARAMETERS"
+    assert "path.id" in error["message"]
+    assert _started(handoffs) == []
+
+
+@pytest.mark.parametrize("body", ["not json", "{}", '{"reason": "billing", "priority": "asap"}', '{"reason": "a b"}'])
+def test_a_malformed_handoff_body_is_a_400_and_starts_nothing(
+    api: Invoke, db: DynamoSessionStore, handoffs: str, body: str
+) -> None:
+    response = _request_handoff(api, _create(api), body)
+    assert response["statusCode"] == 400, response["body"]
+    assert response["json"]["error"]["code"] == "BAD_REQUEST_BODY"
+    assert _started(handoffs) == []
+
+
+def test_a_handoff_request_starts_the_workflow_as_the_caller_named_by_its_key(
+    api: Invoke, db: DynamoSessionStore, handoffs: str
+) -> None:
+    sid = _create(api)
+    response = _request_handoff(api, sid, {"reason": "billing"}, headers={"Idempotency-Key": "first-try"})
+    assert response["statusCode"] == 202, response["body"]
+    answer = response["json"]
+    assert answer["execution_arn"].endswith(":execution:Handoff:first-try")
+    assert answer["request_id"] == "req-1234"
+    assert answer["started_at"]
+    described = boto3.client("stepfunctions").describe_execution(executionArn=answer["execution_arn"])
+    assert json.loads(described["input"]) == {
+        "session_id": sid,
+        "reason": "billing",
+        "priority": "normal",
+        "requested_by": "alice",
+        "role": "customer",
+    }
+
+
+def test_a_retry_with_the_same_key_answers_the_first_202_and_starts_no_second_workflow(
+    api: Invoke, db: DynamoSessionStore, handoffs: str
+) -> None:
+    # Given a handoff requested with a key
+    sid = _create(api)
+    body, key = {"reason": "billing", "priority": "high"}, {"Idempotency-Key": "retry-me"}
+    first = _request_handoff(api, sid, body, headers=key)
+    # When the client retries it (its answer lost), and then sends the key with another body
+    again = _request_handoff(api, sid, body, headers=key, request_id="req-5678")
+    other = _request_handoff(api, sid, {"reason": "shipping"}, headers=key)
+    # Then the retry gets the first answer, the other body a 409, and there is one execution
+    assert (first["statusCode"], again["statusCode"]) == (202, 202)
+    assert again["json"] == first["json"]
+    assert other["statusCode"] == 409
+    assert len(_started(handoffs)) == 1
+
+
+def test_a_retry_after_a_lost_answer_finds_the_execution_its_first_attempt_started(
+    api: Invoke, db: DynamoSessionStore, handoffs: str
+) -> None:
+    # Given the first attempt started the execution but never recorded its answer
+    sid = _create(api)
+    state = {"session_id": sid, "reason": "billing", "priority": "normal", "requested_by": "alice", "role": "customer"}
+    client = boto3.client("stepfunctions")
+    arn = client.start_execution(stateMachineArn=handoffs, name="lost-answer", input=json.dumps(state))["executionArn"]
+    # When the client retries with the key / Then it gets that execution, and no second one starts
+    response = _request_handoff(api, sid, {"reason": "billing"}, headers={"Idempotency-Key": "lost-answer"})
+    assert response["statusCode"] == 202, response["body"]
+    assert response["json"]["execution_arn"] == arn
+    assert len(_started(handoffs)) == 1
+    # And a key that names another customer's handoff is a 409, not that handoff
+    bob = _create(api, "bob")
+    taken = _request_handoff(api, bob, {"reason": "billing"}, sub="bob", headers={"Idempotency-Key": "lost-answer"})
+    assert taken["statusCode"] == 409
+    assert taken["json"]["error"]["code"] == "HandoffKeyTaken"
+    assert len(_started(handoffs)) == 1

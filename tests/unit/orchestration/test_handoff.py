@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
 
 import pytest
 
-from contracts.workflows import InvalidPriority
+from contracts.workflows import InvalidPriority, ReassignmentLimitReached
 from embedded.clock import FakeClock
 from lambdas.orchestration import handoff as handoff_steps
 from lambdas.shared import env as lambda_env
 from lambdas.shared import keys
-from lambdas.shared.records import Agent, AgentStatus, HandoffStatus
+from lambdas.shared.records import Agent, AgentStatus, HandoffStatus, SessionStatus
 from lambdas.shared.store import DynamoSessionStore
+from tests.unit.handoffs import begin
 
 
 @pytest.fixture
@@ -173,3 +177,145 @@ def test_the_agent_check_refuses_a_priority_outside_the_vocabulary(
     state = {"session_id": event["session_id"], "error": {"Error": "InvalidPriority"}}
     reason = handoff_steps._failure_reason(state)
     assert reason == "the handoff's priority is not one of low, normal, high, urgent"
+
+
+def _silent(store: DynamoSessionStore, *, replacement: str | None = "agent-2") -> str:
+    """A session handed to agent-1 (one message, version 1) and, reserved to replace it, ``replacement``."""
+    session = store.sessions.create_session("cust-1")
+    for agent_id in ("agent-1", "agent-2"):
+        store.agents.put_agent(Agent(agent_id=agent_id, skills=("billing",)))
+    store.agents.reserve_agent("agent-1", session.session_id)
+    begin(store, session.session_id, agent_id="agent-1")
+    store.handoffs.record_activity(session.session_id, "h-1", "agent-1")
+    if replacement:
+        store.agents.reserve_agent(replacement, session.session_id)
+    return session.session_id
+
+
+def _replace(session_id: str, version: int, replacement: str | None = "agent-2") -> dict[str, Any]:
+    """ReplaceIdleAgent's payload, as the workflow sends it."""
+    state = {"session_id": session_id, "agent": {"agent_id": "agent-1", "available": True}}
+    found = {"available": True, "agent_id": replacement} if replacement else {"available": False}
+    event = {"state": state, "handoff_id": "h-1", "expected_version": version, "replacement": found}
+    result: dict[str, Any] = handoff_steps.reassign.__wrapped__(event, None)
+    return result
+
+
+def _status(store: DynamoSessionStore, agent_id: str) -> AgentStatus:
+    agent = store.agents.get_agent(agent_id)
+    assert agent is not None
+    return agent.status
+
+
+def test_a_silent_agent_is_let_go_and_its_replacement_stays_reserved(
+    store: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given agent-1 silent since version 1 and agent-2 reserved to take over
+    monkeypatch.setattr(handoff_steps, "store", lambda: store)
+    session_id = _silent(store)
+
+    result = _replace(session_id, 1)
+
+    # Then the handoff is re-queued for agent-2 to be assigned, agent-1 is free, the session is the assistant's
+    assert result == {"count": 1, "closed": False, "released_agent_id": "agent-1"}
+    handoff = store.handoffs.get_handoff(session_id, "h-1")
+    assert handoff is not None
+    assert handoff.status == HandoffStatus.QUEUED
+    assert (_status(store, "agent-1"), _status(store, "agent-2")) == (AgentStatus.AVAILABLE, AgentStatus.BUSY)
+    session = store.sessions.get_session(session_id)
+    assert session is not None
+    assert session.status == SessionStatus.ACTIVE
+
+
+def test_an_agent_who_wrote_as_the_idle_limit_fired_keeps_the_handoff_and_the_replacement_is_freed(
+    store: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given agent-1's watch saw version 1, and agent-1 wrote again just before ReplaceIdleAgent ran
+    monkeypatch.setattr(handoff_steps, "store", lambda: store)
+    session_id = _silent(store)
+    store.handoffs.record_activity(session_id, "h-1", "agent-1")
+
+    result = _replace(session_id, 1)
+
+    # Then nothing moved but the replacement's reservation, and the watch goes on from version 2
+    assert result == {"count": 0, "closed": False, "replied": True, "version": 2}
+    handoff = store.handoffs.get_handoff(session_id, "h-1")
+    assert handoff is not None
+    assert (handoff.status, handoff.agent_id) == (HandoffStatus.ASSIGNED, "agent-1")
+    assert (_status(store, "agent-1"), _status(store, "agent-2")) == (AgentStatus.BUSY, AgentStatus.AVAILABLE)
+    session = store.sessions.get_session(session_id)
+    assert session is not None
+    assert session.status == SessionStatus.HANDOFF
+
+
+def test_a_handoff_closed_as_the_idle_limit_fired_frees_the_replacement(
+    store: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(handoff_steps, "store", lambda: store)
+    session_id = _silent(store)
+    store.handoffs.update_handoff(session_id, "h-1", status=HandoffStatus.COMPLETED)
+
+    result = _replace(session_id, 1)
+
+    assert result["closed"] is True
+    assert _status(store, "agent-2") == AgentStatus.AVAILABLE
+
+
+def test_past_the_reassignment_bound_the_replacement_is_freed_too(
+    store: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the stage allows no reassignment
+    monkeypatch.setattr(handoff_steps, "store", lambda: store)
+    bounded = replace(handoff_steps.settings(), max_reassignments=0)
+    monkeypatch.setattr(handoff_steps, "settings", lambda: bounded)
+    session_id = _silent(store)
+
+    with pytest.raises(ReassignmentLimitReached):
+        _replace(session_id, 1)
+
+    assert (_status(store, "agent-1"), _status(store, "agent-2")) == (AgentStatus.AVAILABLE, AgentStatus.AVAILABLE)
+
+
+def test_the_failure_step_frees_a_replacement_that_never_took_over(
+    store: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(handoff_steps, "store", lambda: store)
+    session_id = _silent(store)
+    state = {
+        "session_id": session_id,
+        "agent": {"agent_id": "agent-1"},
+        "replacement": {"available": True, "agent_id": "agent-2"},
+        "error": {"Error": "NoAgentToTakeOver"},
+    }
+
+    result = handoff_steps.fail.__wrapped__({"state": state, "handoff_id": "h-1"}, None)
+
+    assert (_status(store, "agent-1"), _status(store, "agent-2")) == (AgentStatus.AVAILABLE, AgentStatus.AVAILABLE)
+    assert result["reason"] == "the agent stopped answering and no other agent was free to take over"
+
+
+def test_the_watch_stores_its_token_only_while_the_handoff_is_assigned(
+    store: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an assigned handoff
+    monkeypatch.setattr(handoff_steps, "store", lambda: store)
+    session_id = _silent(store, replacement=None)
+    event = {"session_id": session_id, "handoff_id": "h-1", "task_token": "watch-1", "watching": True}
+
+    # When WatchAgent starts / Then its token waits for the agent's next message
+    assert handoff_steps.await_reply.__wrapped__(event, None) == {"waiting_for": "reply"}
+    assert store.handoffs.claim_callback(session_id, "h-1", "reply") == "watch-1"
+    # When the handoff was closed before the next watch started
+    store.handoffs.update_handoff(session_id, "h-1", status=HandoffStatus.COMPLETED)
+    ended: list[tuple[str, Any]] = []
+
+    class Recording:
+        def send_task_success(self, *, taskToken: str, output: str) -> None:
+            ended.append((taskToken, json.loads(output)))
+
+    monkeypatch.setattr(handoff_steps, "sfn", Recording)
+    result = handoff_steps.await_reply.__wrapped__({**event, "task_token": "watch-2"}, None)
+    # Then the watch ends itself as closed (nobody else would), and no token is stored
+    assert result["closed"] is True
+    assert ended == [("watch-2", {"closed": True})]
+    assert store.handoffs.waiting_for(session_id, "h-1") is None

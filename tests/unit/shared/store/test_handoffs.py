@@ -10,7 +10,7 @@ import pytest
 from embedded.clock import FakeClock
 from lambdas.shared.errors import HandoffNotFound
 from lambdas.shared.records import HandoffStatus, SessionStatus
-from lambdas.shared.store import DynamoSessionStore
+from lambdas.shared.store import AgentActive, DynamoSessionStore, HandoffClosed
 from tests.unit.handoffs import begin
 
 
@@ -175,3 +175,69 @@ def test_a_reassigned_handoff_records_the_new_agents_assignment_and_first_reply_
     assert (handoff.agent_id, handoff.assigned_at, handoff.first_reply_at) == ("a-2", int(clock()), None)
     assert store.handoffs.mark_first_reply(session.session_id, "h-1", "a-1") is False
     assert store.handoffs.mark_first_reply(session.session_id, "h-1", "a-2") is True
+
+
+def test_an_agent_message_counts_activity_only_while_that_agent_holds_the_handoff(store: DynamoSessionStore) -> None:
+    session = store.sessions.create_session("c-1")
+    begin(store, session.session_id, agent_id="a-1")
+
+    assert store.handoffs.record_activity(session.session_id, "h-1", "a-1") == 1
+    assert store.handoffs.record_activity(session.session_id, "h-1", "a-1") == 2
+    with pytest.raises(HandoffClosed):
+        store.handoffs.record_activity(session.session_id, "h-1", "a-2")  # not its agent
+    store.handoffs.requeue_handoff(session.session_id, "h-1", expected_version=2)
+    with pytest.raises(HandoffClosed):
+        store.handoffs.record_activity(session.session_id, "h-1", "a-1")  # re-queued: the agent lost it
+
+
+def test_a_requeue_for_idleness_loses_to_a_message_counted_since_the_version_it_knew(
+    store: DynamoSessionStore,
+) -> None:
+    # Given an assigned handoff whose agent wrote twice since the watch saw version 1
+    session = store.sessions.create_session("c-1")
+    begin(store, session.session_id, agent_id="a-1")
+    store.handoffs.record_activity(session.session_id, "h-1", "a-1")
+    store.handoffs.record_activity(session.session_id, "h-1", "a-1")
+
+    # When the idle limit re-queues it for version 1 / Then the agent keeps it, and the error says the version
+    with pytest.raises(AgentActive) as active:
+        store.handoffs.requeue_handoff(session.session_id, "h-1", previous_agent_id="a-1", expected_version=1)
+    assert active.value.version == 2
+    handoff = store.handoffs.get_handoff(session.session_id, "h-1")
+    assert handoff is not None
+    assert (handoff.status, handoff.agent_id) == (HandoffStatus.ASSIGNED, "a-1")
+    # And a handoff with no message yet is re-queued only for version 0
+    other = store.sessions.create_session("c-2")
+    begin(store, other.session_id, agent_id="a-2")
+    with pytest.raises(AgentActive):
+        store.handoffs.requeue_handoff(other.session_id, "h-1", expected_version=1)
+    store.handoffs.requeue_handoff(other.session_id, "h-1", expected_version=0)
+
+
+def test_a_message_counted_between_the_requeues_read_and_its_write_keeps_the_agent(
+    store: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an assigned handoff at version 1, and the agent's next message landing just after the re-queue's read
+    session = store.sessions.create_session("c-1")
+    begin(store, session.session_id, agent_id="a-1")
+    store.handoffs.record_activity(session.session_id, "h-1", "a-1")
+    commit = store.table.commit
+    raced: list[int] = []
+
+    def message_first(tx: Any) -> None:
+        if not raced:
+            raced.append(store.handoffs.record_activity(session.session_id, "h-1", "a-1"))
+        commit(tx)
+
+    monkeypatch.setattr(store.table, "commit", message_first)
+
+    # When the idle limit re-queues it for version 1
+    with pytest.raises(AgentActive) as active:
+        store.handoffs.requeue_handoff(session.session_id, "h-1", expected_version=1)
+
+    # Then the transaction's version condition refused the write: the message won, the agent keeps the handoff
+    assert raced == [2]
+    assert active.value.version == 2
+    handoff = store.handoffs.get_handoff(session.session_id, "h-1")
+    assert handoff is not None
+    assert (handoff.status, handoff.agent_id) == (HandoffStatus.ASSIGNED, "a-1")
