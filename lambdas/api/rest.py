@@ -248,6 +248,33 @@ def _register(resolver: APIGatewayRestResolver) -> None:
             {"session_id": sid, "turns": [public(turn) for turn in page.items], "next_cursor": page.next_cursor},
         )
 
+    @resolver.delete("/sessions/<session_id>")
+    @tracer.capture_method(capture_response=False)
+    def delete_session(session_id: str) -> Response:
+        caller = _caller(resolver, "DELETE", "/sessions/{id}")
+        session = _visible_session(caller, _session_id(resolver, session_id), change=True)
+        # A handoff in progress ends with the session (its agent released, its access gone), in the
+        # same transaction that deletes it; otherwise the session alone is deleted.
+        if not customer_leaves.delete_during_handoff(store(), session, deleted_by=caller.sub, stop_wait=_stop_wait):
+            store().sessions.update_status(session.session_id, SessionStatus.DELETED)
+        return json_response(202, {"session_id": session.session_id, "status": str(SessionStatus.DELETED)})
+
+    _register_listings(resolver)
+    _register_session_actions(resolver)
+
+    @resolver.get("/executions/<execution_id>")
+    @tracer.capture_method(capture_response=False)
+    def describe_execution(execution_id: str) -> Response:
+        caller = _caller(resolver, "GET", "/executions/{id}")
+        arn = validation.parse_path(execution_id, validation.EXECUTION_ID, "id")
+        return json_response(200, _execution(caller, arn))
+
+    register_error_handlers(resolver, logger)
+
+
+def _register_session_actions(resolver: APIGatewayRestResolver) -> None:
+    """What a customer asks of a session besides reading it: another answer (rewind), a human (handoff)."""
+
     @resolver.post("/sessions/<session_id>/rewind")
     @tracer.capture_method(capture_response=False)
     def rewind_session(session_id: str) -> Response:
@@ -265,19 +292,6 @@ def _register(resolver: APIGatewayRestResolver) -> None:
         )
         return json_response(200, done.answer)
 
-    @resolver.delete("/sessions/<session_id>")
-    @tracer.capture_method(capture_response=False)
-    def delete_session(session_id: str) -> Response:
-        caller = _caller(resolver, "DELETE", "/sessions/{id}")
-        session = _visible_session(caller, _session_id(resolver, session_id), change=True)
-        # A handoff in progress ends with the session (its agent released, its access gone), in the
-        # same transaction that deletes it; otherwise the session alone is deleted.
-        if not customer_leaves.delete_during_handoff(store(), session, deleted_by=caller.sub, stop_wait=_stop_wait):
-            store().sessions.update_status(session.session_id, SessionStatus.DELETED)
-        return json_response(202, {"session_id": session.session_id, "status": str(SessionStatus.DELETED)})
-
-    _register_listings(resolver)
-
     @resolver.post("/sessions/<session_id>/handoff")
     @tracer.capture_method(capture_response=False)
     def start_handoff(session_id: str) -> Response:
@@ -294,15 +308,6 @@ def _register(resolver: APIGatewayRestResolver) -> None:
             caller.sub, route, key, request, lambda: _start_handoff(caller, sid, body, name, request_id)
         )
         return json_response(202, answer)
-
-    @resolver.get("/executions/<execution_id>")
-    @tracer.capture_method(capture_response=False)
-    def describe_execution(execution_id: str) -> Response:
-        caller = _caller(resolver, "GET", "/executions/{id}")
-        arn = validation.parse_path(execution_id, validation.EXECUTION_ID, "id")
-        return json_response(200, _execution(caller, arn))
-
-    register_error_handlers(resolver, logger)
 
 
 def _register_listings(resolver: APIGatewayRestResolver) -> None:

@@ -106,18 +106,20 @@ class RegistrySteps(StoryParts):
             seen += [a["agent_id"] for a in page["agents"]]
         expect(agent_id in seen, f"agent-9 not among the available agents listed: {seen}")
 
-        # Retiring takes it out of the index; its own presence change is then refused, saying why
+        # Retiring takes it out of the index; every agent route is then closed to it, saying why
         retired = self.rest(step, "POST", f"/admin/agents/{agent_id}/retire", "root")
         expect(retired.status == 200, f"retire answered {retired.status}: {retired.body}")
         expect(store.agents.find_available_agent(SKILL) is None, "a retired agent is still offered work")
         refused = self.rest(step, "POST", "/agents/me/presence", "agent-9", body={"status": "available"})
-        expect(refused.status == 409, f"a retired agent's presence answered {refused.status}: {refused.body}")
-        expect(refused.json()["error"]["code"] == "AgentRetired", f"not the retired error: {refused.body}")
+        expect(refused.status == 403, f"a retired agent's presence answered {refused.status}: {refused.body}")
+        expect("retired" in refused.json()["error"]["message"], f"not the retired refusal: {refused.body}")
+        inbox = self.rest(step, "GET", "/agents/me/inbox", "agent-9")
+        expect(inbox.status == 403, f"a retired agent read the inbox: {inbox.status} {inbox.body}")
         read = self.rest(step, "GET", f"/admin/agents/{agent_id}", "root")
         expect(read.json()["status"] == "retired", f"the registry shows {read.body}")
         record = store.agents.get_agent(agent_id)
         expect(record is not None and record.status == AgentStatus.RETIRED, f"the record is {record}")
-        step.changes.append(f"agent-9 ({agent_id}) retired: out of the index, presence 409, record kept")
+        step.changes.append(f"agent-9 ({agent_id}) retired: out of the index, agent routes 403, record kept")
 
         # A caller nobody registered is told so
         self.sign_in("agent-10", "agent")

@@ -80,7 +80,9 @@ class ResumeSteps(StoryParts):
         fired = self.stage.fire_due_schedules()
         for schedule in fired:
             self.stage.wait_execution(str(schedule.result), timeout=40)
-        (hourly,) = self.stage.all("AWS::Events::Rule", where=lambda r: "ScheduleExpression" in r.properties)
+        (hourly,) = self.stage.all(
+            "AWS::Events::Rule", where=lambda r: r.properties.get("ScheduleExpression") == "rate(1 hour)"
+        )
         self.stage.fire_schedule(hourly)
         self.stage.settle(timeout=40)
         session = present(self.store().sessions.get_session(session_id), "session")

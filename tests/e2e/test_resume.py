@@ -42,7 +42,7 @@ def _sweep(stage: EmbeddedStage) -> None:
     """Run what the hour brings: every due per-session schedule, then the hourly sweep."""
     for fired in stage.fire_due_schedules():
         assert stage.wait_execution(str(fired.result), timeout=40)["status"] == "SUCCEEDED"
-    (hourly,) = stage.all("AWS::Events::Rule", where=lambda r: "ScheduleExpression" in r.properties)
+    (hourly,) = stage.all("AWS::Events::Rule", where=lambda r: r.properties.get("ScheduleExpression") == "rate(1 hour)")
     stage.fire_schedule(hourly)
     stage.settle(timeout=40)
 

@@ -13,10 +13,8 @@ from typing import Any
 import pytest
 
 from embedded import EmbeddedStage, embedded_stage
-from embedded.cloudformation.assembly import load_assembly
 from embedded.synth import SynthesizedStage
 from local.story.chat import Chat, open_chat, sign_in, store_of
-from tests.e2e.test_strict_stage import _drop_actions, _role_of
 
 
 @pytest.fixture(scope="module")
@@ -104,24 +102,3 @@ def test_a_rewind_during_a_handoff_is_refused_over_both_apis(stage: EmbeddedStag
     assert over_rest.json()["error"]["code"] == "SessionInHandoff"
     assert [f["code"] for f in over_ws] == ["session_in_handoff"]
     assert contents(stage, chat) == before
-
-
-def test_without_the_session_functions_bedrock_grant_a_rest_rewind_gets_no_answer(
-    synthesized: SynthesizedStage,
-) -> None:
-    # Given the stage without the session function's right to call the model
-    templates = load_assembly(synthesized.assembly_dir)
-    role = _role_of(templates, "lambdas.api.rest.handler")
-    _drop_actions(templates, role, {"bedrock:InvokeModelWithResponseStream"})
-    with embedded_stage(templates) as stage, stage.clock.frozen():
-        chat = open_chat(stage, "ungranted-uma")
-        chat.say("Is Frieren volume 3 out?")
-        refused_before = len(stage.refusals)
-        # When the customer asks over REST for another answer
-        response = rest_rewind(chat, {"turn_number": 2})
-        # Then the model refuses the call, and the turn stays unanswered
-        assert response.status == 200, response.body
-        assert response.json()["reply"] is None
-        refused = [str(r) for r in stage.refusals[refused_before:]]
-        assert any("bedrock:InvokeModelWithResponseStream" in r for r in refused), refused
-        assert [t[0] for t in contents(stage, chat)] == [1, 2]

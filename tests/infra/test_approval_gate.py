@@ -75,7 +75,12 @@ def test_the_export_waits_at_the_gate_before_exporting(any_stage: SynthesizedSta
     states = definition["States"]
     request = states["ExportApprovalRequestReview"]
 
-    assert definition["StartAt"] == "ExportApprovalRequestReview"
+    # A request scored at or above the stage's threshold goes to the reviewer (below it: recorded
+    # as an automatic approval, tests/e2e/test_export_risk.py)
+    (review,) = states["NeedsReview"]["Choices"]
+    assert review["Variable"] == "$.risk.score"
+    assert review["NumericGreaterThanEquals"] == any_stage.stage.config.export_review_min_score
+    assert review["Next"] == "ExportApprovalRequestReview"
     assert request["Resource"].endswith(":states:::lambda:invoke.waitForTaskToken")
     assert request["Next"] == "StartExport"
     assert request["TimeoutSeconds"] == any_stage.stage.config.review_ttl_days * 86400

@@ -202,28 +202,33 @@ def profile_stage() -> SynthesizedStage:
 
 
 @pytest.mark.slow
-def test_chat_and_summary_functions_may_invoke_an_inference_profile(profile_stage: SynthesizedStage) -> None:
-    for part, handler in (("Api", "lambdas.ws.message.handler"), ("Events", "lambdas.events.summary.handler")):
+def test_chat_rewind_and_summary_functions_may_invoke_an_inference_profile(profile_stage: SynthesizedStage) -> None:
+    # Api: the chat and the session function (a rewound turn is answered over REST); Events: the summary
+    for part, count in (("Api", 2), ("Events", 1)):
         template = profile_stage.templates[part]
-        [statement] = [s for s in _bedrock_statements(template) if "bedrock:ApplyGuardrail" not in _actions(s)]
-        text = json.dumps(statement["Resource"])
-        assert "inference-profile/us.anthropic.claude-3-haiku-v1:0" in text, handler
-        assert ":bedrock:*::foundation-model/anthropic.claude-3-haiku-v1:0" in text, handler
+        statements = [s for s in _bedrock_statements(template) if "bedrock:ApplyGuardrail" not in _actions(s)]
+        assert len(statements) == count, part
+        for statement in statements:
+            text = json.dumps(statement["Resource"])
+            assert "inference-profile/us.anthropic.claude-3-haiku-v1:0" in text, part
+            assert ":bedrock:*::foundation-model/anthropic.claude-3-haiku-v1:0" in text, part
 
 
 @pytest.mark.slow
-def test_only_the_chat_may_apply_the_stages_guardrail_and_every_function_is_told_of_it(
+def test_only_the_functions_answering_customers_may_apply_the_guardrail_and_every_function_is_told_of_it(
     profile_stage: SynthesizedStage,
 ) -> None:
     applying = {
         part: [s for s in _bedrock_statements(profile_stage.templates[part]) if "bedrock:ApplyGuardrail" in _actions(s)]
         for part in PARTS
     }
-    [chat] = applying.pop("Api")
-    assert _actions(chat) == {"bedrock:ApplyGuardrail"}
-    assert json.dumps(chat["Resource"]).endswith(
-        ':bedrock:", {"Ref": "AWS::Region"}, ":", {"Ref": "AWS::AccountId"}, ":guardrail/gr0abc123"]]}'
-    )
+    answering = applying.pop("Api")  # the chat and the session function (a rewound turn)
+    assert len(answering) == 2
+    for statement in answering:
+        assert _actions(statement) == {"bedrock:ApplyGuardrail"}
+        assert json.dumps(statement["Resource"]).endswith(
+            ':bedrock:", {"Ref": "AWS::Region"}, ":", {"Ref": "AWS::AccountId"}, ":guardrail/gr0abc123"]]}'
+        )
     assert all(found == [] for found in applying.values())
     for part, lid, properties, _ in _functions(profile_stage):
         variables = properties.get("Environment", {}).get("Variables", {})
