@@ -10,6 +10,7 @@ Usage::
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -384,7 +385,17 @@ def embedded_stage(
         embedded = EmbeddedStage(cloud, deployed, clock, calls, log, bedrock, guard, concurrency)
         for router in embedded.websocket_apis.values():
             stack.enter_context(router.management_api())
+        # First on the way out: stop what still runs (a handoff watching a quiet agent waits for
+        # minutes), so no executor thread calls a task after moto's mock is gone and reaches AWS.
+        stack.callback(_stop_running_executions, embedded)
         yield embedded
+
+
+def _stop_running_executions(stage: EmbeddedStage) -> None:
+    sfn = stage.client("stepfunctions")
+    for arn in stage.running_executions():
+        with contextlib.suppress(Exception):  # ended meanwhile: nothing to stop
+            sfn.stop_execution(executionArn=arn)
 
 
 def dump(value: Any) -> str:

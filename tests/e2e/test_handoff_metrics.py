@@ -72,16 +72,18 @@ def test_a_handoffs_life_is_one_handoff_changed_event_per_step_each_measured_onc
     assert record.first_reply_at is not None
     assert overall["TimeToAssignment"] == [float(record.assigned_at - record.created_at)]
     assert overall["TimeToFirstReply"] == [float(record.first_reply_at - record.assigned_at)]
-    # And every EMF document names one namespace, the function as its service, and no ids. The
+    # And every EMF document names one namespace, one service, and no ids. The
     # stage gives the function the app's namespace; which one the documents carry here depends on
     # the process that first imported the module (handlers run in-process: a unit test may have
     # imported it under the suite's namespace), so the test holds them to one, not to a name.
-    assert stage.function(HANDOFF_HANDLER).environment["POWERTOOLS_METRICS_NAMESPACE"] == "MangaAssist"
-    namespaces = {d["_aws"]["CloudWatchMetrics"][0]["Namespace"] for call in calls for d in call.emf()}
-    assert len(namespaces) == 1, namespaces
+    environment = stage.function(HANDOFF_HANDLER).environment
+    assert environment["POWERTOOLS_METRICS_NAMESPACE"] == "MangaAssist"
+    assert environment["POWERTOOLS_SERVICE_NAME"] == "HandoffMetrics"
+    documents = [d for call in calls for d in call.emf()]
+    assert len({d["_aws"]["CloudWatchMetrics"][0]["Namespace"] for d in documents}) == 1
+    assert len({d["service"] for d in documents}) == 1
     for call in calls:
         for document in call.emf():
-            assert document["service"] == "HandoffMetrics"
             assert story.session_id not in str(document)
             assert handoff_id not in str(document)
 

@@ -166,8 +166,9 @@ def test_an_export_is_approved_from_the_review_link_the_status_page_shows(server
         async with c.http.post(links["approve"], data={name: html.unescape(value) for name, value in fields}) as done:
             assert done.status == 200, await done.text()
         arn = urllib.parse.quote(started.body["execution_arn"], safe="")
+        # the export polls DynamoDB's export once a minute (real minutes under make local)
         finished = await c.wait_rest(
-            "GET", f"/executions/{arn}", admin, lambda r: r.body.get("status") != "RUNNING", timeout=60
+            "GET", f"/executions/{arn}", admin, lambda r: r.body.get("status") != "RUNNING", timeout=240
         )
         assert finished.body["status"] == "SUCCEEDED", finished
 
