@@ -36,15 +36,15 @@ from typing import Any, Final
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from lambdas.shared import env, idempotency
+from lambdas.shared import idempotency
 from lambdas.shared.connections import DeliveryError, management_endpoint, post_to_connection
 from lambdas.shared.errors import SessionChanged, SessionClosed, SessionNotFound
 from lambdas.shared.records import Role, SessionStatus
-from lambdas.shared.responder import BLOCKED_REPLY, Guardrail, ReplyEnd, Responder, ResponderError, responder_for
-from lambdas.shared.settings import settings
+from lambdas.shared.responder import BLOCKED_REPLY, ReplyEnd, Responder, ResponderError
 from lambdas.shared.store import AcceptedMessage, ChatContext, DynamoSessionStore
 from lambdas.shared.tracing import tracer
 from lambdas.usecases import send_message
+from lambdas.usecases.rewind import stage_responder
 from lambdas.ws import rewind, runtime
 from lambdas.ws.deltas import DeltaCoalescer
 from lambdas.ws.disconnect import disconnect_connection
@@ -101,20 +101,9 @@ REPLY_SUPERSEDED: Final = error_frame(
 )
 
 
-@env.once
 def responder() -> Responder:
-    """The stage's responder: ``BEDROCK_MODEL_ID`` set chooses Bedrock, absent the echo responder."""
-    config = settings()
-    options: dict[str, Any] = {}
-    if config.bedrock_guardrail_id is not None and config.bedrock_guardrail_version is not None:
-        options["guardrail"] = Guardrail(config.bedrock_guardrail_id, config.bedrock_guardrail_version)
-    return responder_for(
-        config.bedrock_model_id,
-        max_context_tokens=config.context_max_tokens,
-        attempts=config.bedrock_attempts,
-        deadline_seconds=float(config.bedrock_deadline_seconds),
-        **options,
-    )
+    """The stage's responder (built once per container by the use case the REST rewind shares)."""
+    return stage_responder()
 
 
 Send = Callable[[Mapping[str, Any]], bool]
