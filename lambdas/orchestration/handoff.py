@@ -12,10 +12,10 @@ Handlers (``lambdas.orchestration.handoff.<name>``) and what they get from the s
   handoff escalated (only from queued) and reserves a free manager: ``{available, agent_id?}``.
 * ``begin``: ``{..., agent_id, execution_arn}``; the handoff transaction (the ``assign_agent`` use case)
   or ``ConditionalCheckFailed`` when the session is no longer active.
-* ``await_reply``: ``{..., task_token, waiting_for?, watching?}``; MonitorHandoff's token (``reply``),
-  WatchAgent's (``reply`` with ``watching``, only while assigned: otherwise it completes its own
-  token with ``{"closed": true}``, needing ``states:SendTaskSuccess`` on the workflow) or
-  WaitForManager's (``agent``, only while escalated) onto the handoff record.
+* ``await_reply``: ``{..., task_token, waiting_for?}``; MonitorHandoff's and WatchAgent's token
+  (``reply``, only while assigned: otherwise it completes its own token with ``{"closed": true}``,
+  needing ``states:SendTaskSuccess`` on the workflow) or WaitForManager's (``agent``, only while
+  escalated) onto the handoff record.
 * ``transfer_context``: latest summary + the newest turns that fit SNS, published to the agent topic.
 * ``reassign``: ``{state, handoff_id, expected_version?, replacement?}``; re-queues the handoff (only while still
   assigned and, given ``expected_version``, while its agent has written nothing since), releases
@@ -208,23 +208,22 @@ def await_reply(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]
     WaitForManager's (``agent``).
 
     A manager's wait is stored only while the handoff is still escalated (a customer who left
-    meanwhile failed it), so no accept can complete a handoff that is over; WatchAgent's only while
-    it is still assigned (a close between two replies finds no token to complete).
+    meanwhile failed it), so no accept can complete a handoff that is over; an agent's reply wait
+    only while it is still assigned: an agent may close between the accept and MonitorHandoff, or
+    between two replies, and then finds no token to complete.
     """
     waiting_for = str(event.get("waiting_for") or WAITING_FOR_REPLY)
     session_id, handoff_id = str(event["session_id"]), str(event["handoff_id"])
-    watching = bool(event.get("watching"))
     # The wait is stored in the same conditional write that checks the handoff's status, so a
     # customer who leaves (or a close) between the check and the write cannot be missed.
-    status = HandoffStatus.ESCALATED if waiting_for == WAITING_FOR_AGENT else None
-    if watching:
-        status = HandoffStatus.ASSIGNED
+    replying = waiting_for == WAITING_FOR_REPLY
+    status = HandoffStatus.ASSIGNED if replying else HandoffStatus.ESCALATED
     if not store().handoffs.await_callback(
         session_id, handoff_id, waiting_for, str(event["task_token"]), while_status=status
     ):
-        if watching:
-            # Closed between the last message and this wait: nobody else will end it, so it ends itself.
-            logger.info("handoff over before the watch began", extra={"handoff_id": handoff_id})
+        if replying:
+            # Closed before this wait began: nobody else will end it, so it ends itself.
+            logger.info("handoff over before the reply wait began", extra={"handoff_id": handoff_id})
             sfn().send_task_success(taskToken=str(event["task_token"]), output=json.dumps({"closed": True}))
             return {"waiting_for": waiting_for, "closed": True}
         raise HandoffConflict(f"handoff {handoff_id!r} is no longer escalated; no manager can take it")

@@ -507,9 +507,10 @@ class HandoffWorkflow(Construct):
     ) -> tasks.LambdaInvoke:
         """MonitorHandoff: wait for the agent's first reply; an idle agent is replaced (ReassignAgent).
 
-        A close completes MonitorHandoff's token like a reply does; a close that lands after the
-        idle timeout fired makes ReassignAgent answer ``closed`` (HandoffClosedMeanwhile), so the
-        execution finishes at HandoffComplete instead of looking for another agent.
+        A close completes MonitorHandoff's token like a reply does; a close that lands before the
+        token is stored makes MonitorHandoff end itself as closed, and one that lands after the
+        idle timeout fired makes ReassignAgent answer ``closed`` (HandoffClosedMeanwhile): either
+        way the execution finishes at HandoffComplete instead of waiting or looking for another agent.
         """
         monitor = tasks.LambdaInvoke(
             self,

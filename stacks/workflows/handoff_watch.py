@@ -93,9 +93,7 @@ class AgentWatch:
             "WatchAgent",
             lambda_function=self._functions.await_reply,
             integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
-            payload=callback_input(
-                {**REQUEST, "agent_id": AGENT_ID, "watching": True, "task_token": sfn.JsonPath.task_token}
-            ),
+            payload=callback_input({**REQUEST, "agent_id": AGENT_ID, "task_token": sfn.JsonPath.task_token}),
             retry_on_service_exceptions=False,
             task_timeout=sfn.Timeout.duration(reply_idle_timeout),
             result_path="$.activity",

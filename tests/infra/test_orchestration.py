@@ -140,7 +140,6 @@ def test_handoff_has_exactly_the_specified_states_and_transitions(dev: Synthesiz
     # After the first reply every message restarts the idle limit; the close ends the execution
     assert states["StartWatchingAgent"]["Next"] == "WatchAgent"
     assert states["WatchAgent"]["Resource"] == "arn:aws:states:::lambda:invoke.waitForTaskToken"
-    assert states["WatchAgent"]["Parameters"]["Payload"]["watching"] is True
     assert states["WatchAgent"]["Next"] == "MessageOrClose"
     assert [c["Next"] for c in states["WatchAgent"]["Catch"]] == ["FindReplacementAgent", "HandoffFailed"]
     assert states["WatchAgent"]["Catch"][0]["ErrorEquals"] == ["States.Timeout", "States.HeartbeatTimeout"]

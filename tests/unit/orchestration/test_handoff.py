@@ -294,18 +294,18 @@ def test_the_failure_step_frees_a_replacement_that_never_took_over(
     assert result["reason"] == "the agent stopped answering and no other agent was free to take over"
 
 
-def test_the_watch_stores_its_token_only_while_the_handoff_is_assigned(
+def test_a_reply_wait_stores_its_token_only_while_the_handoff_is_assigned(
     store: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given an assigned handoff
     monkeypatch.setattr(handoff_steps, "store", lambda: store)
     session_id = _silent(store, replacement=None)
-    event = {"session_id": session_id, "handoff_id": "h-1", "task_token": "watch-1", "watching": True}
+    event = {"session_id": session_id, "handoff_id": "h-1", "task_token": "watch-1"}
 
-    # When WatchAgent starts / Then its token waits for the agent's next message
+    # When MonitorHandoff or WatchAgent starts / Then its token waits for the agent's next message
     assert handoff_steps.await_reply.__wrapped__(event, None) == {"waiting_for": "reply"}
     assert store.handoffs.claim_callback(session_id, "h-1", "reply") == "watch-1"
-    # When the handoff was closed before the next watch started
+    # When the handoff was closed before the next wait started (the agent closed at once after accepting)
     store.handoffs.update_handoff(session_id, "h-1", status=HandoffStatus.COMPLETED)
     ended: list[tuple[str, Any]] = []
 
@@ -315,7 +315,7 @@ def test_the_watch_stores_its_token_only_while_the_handoff_is_assigned(
 
     monkeypatch.setattr(handoff_steps, "sfn", Recording)
     result = handoff_steps.await_reply.__wrapped__({**event, "task_token": "watch-2"}, None)
-    # Then the watch ends itself as closed (nobody else would), and no token is stored
+    # Then the wait ends itself as closed (nobody else would), and no token is stored
     assert result["closed"] is True
     assert ended == [("watch-2", {"closed": True})]
     assert store.handoffs.waiting_for(session_id, "h-1") is None
