@@ -38,8 +38,11 @@ ATTR_EVENT_TYPE: Final = "event_type"
 ATTR_AGENT_ID: Final = "agent_id"
 ATTR_REASON: Final = "reason"
 
-#: The router: a HANDOFF# record was created with its agent (a queued one is the workflow's handoff_waiting).
+#: The router: a HANDOFF# record was created with its agent.
 EVENT_HANDOFF: Final = "handoff"
+#: The router: a HANDOFF# record was created waiting for an agent (to the customer: you are queued;
+#: the agents hear of it from the workflow's handoff_waiting).
+EVENT_QUEUED: Final = "queued"
 #: The router: a HANDOFF# record got a (new) agent.
 EVENT_ASSIGNED: Final = "assigned"
 #: The router: a HANDOFF# record's status became ``escalated`` (no agent accepted in time).
@@ -63,6 +66,6 @@ REASON_ESCALATED: Final = "escalated"
 
 #: What the customer-notification queue receives from the router: the changes of a handoff the
 #: customer is told of that the workflow does not tell (it sends started and failed itself).
-CUSTOMER_EVENTS: Final = (EVENT_ESCALATED, EVENT_CLOSED)
+CUSTOMER_EVENTS: Final = (EVENT_QUEUED, EVENT_ESCALATED, EVENT_CLOSED)
 #: Broadcasts to every agent's console (no agent_id), besides messages that carry an agent_id.
 AGENT_BROADCAST_EVENTS: Final = (EVENT_HANDOFF_WAITING,)

@@ -4,8 +4,9 @@ What arrives, one source per notice so the customer hears each once:
 
 * from the handoff workflow, straight to the queue: ``handoff_started`` and ``handoff_failed``,
   with the ``text`` to show and an ``event_id`` made of the execution and the notice;
-* from the stream router, through the handoff topic (filter ``event_type`` escalated or
-  completed): the handoff escalated to a manager, or the handoff closed (with its
+* from the stream router, through the handoff topic (filter ``event_type`` queued, escalated or
+  completed): the handoff queued because no agent was free (with how many customers asking the
+  same help wait ahead), the handoff escalated to a manager, or the handoff closed (with its
   ``resolution`` and ``outcome``). This module writes their text (:func:`notice_for`).
 
 Where it goes, in this order:
@@ -18,6 +19,9 @@ Where it goes, in this order:
    (:mod:`lambdas.shared.mail`: a sender is set, the domain is allowed, SES accepts it);
 3. otherwise as a ``system`` turn of the conversation, which the customer reads on return (only
    while the session accepts turns; a closed session's notice is only logged).
+
+A queued notice goes only to a live connection: it answers the customer's request as it happens,
+and a customer who comes back later is greeted with the session's status (``handoff``) instead.
 
 Exactly once: a message with an ``event_id`` is handled under Powertools' idempotency utility on
 the stage's table, keyed on that id, so an SQS redelivery neither posts, mails nor records twice.
@@ -39,9 +43,9 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from lambdas.events.messages import EVENT_CLOSED, EVENT_ESCALATED, HandoffMessage, parse_body
+from lambdas.events.messages import EVENT_CLOSED, EVENT_ESCALATED, EVENT_QUEUED, HandoffMessage, parse_body
 from lambdas.shared import connections, env, idempotency, mail
-from lambdas.shared.records import TURN_ACCEPTING, Role, SessionStatus
+from lambdas.shared.records import TURN_ACCEPTING, HandoffStatus, Role, SessionStatus
 from lambdas.shared.settings import optional_resource
 from lambdas.shared.settings import store as store
 from lambdas.shared.store import DynamoSessionStore
@@ -52,6 +56,11 @@ processor = BatchProcessor(event_type=EventType.SQS)
 
 ESCALATED_TEXT: Final = (
     "No support agent was free in time, so a manager has been asked to take over. They will answer you here."
+)
+#: The queued handoff's text; ``{ahead}`` says how many customers asking the same help wait before them.
+QUEUED_TEXT: Final = (
+    "All our support agents are busy; you are in the queue ({ahead}). You can keep writing here: "
+    "the agent who takes over reads your messages."
 )
 #: The closed handoff's text by how the session goes on (the close route's ``outcome``).
 CLOSED_TEXT: Final = {
@@ -76,9 +85,30 @@ class Notice:
     frame: dict[str, Any]
 
 
-def notice_for(message: HandoffMessage) -> Notice | None:
-    """The notice a queue message carries; None for a message that is not for the customer."""
+def _ahead(count: int) -> str:
+    return "you are next" if count == 0 else f"{count} customer{'s' if count > 1 else ''} before you"
+
+
+def notice_for(message: HandoffMessage, *, ahead: int | None = None) -> Notice | None:
+    """The notice a queue message carries; None for a message that is not for the customer.
+
+    ``ahead``: for a queued handoff, how many customers asking the same help wait before it.
+    """
     base = {"session_id": message.session_id, "event_id": message.event_id}
+    if message.event_type == EVENT_QUEUED:
+        count = max(ahead or 0, 0)
+        text = QUEUED_TEXT.format(ahead=_ahead(count))
+        frame = {
+            "type": "notification",
+            "event_type": message.event_type,
+            "status": str(SessionStatus.HANDOFF),
+            "handoff_id": message.handoff_id,
+            "priority": message.priority,
+            "ahead": count,
+            "text": text,
+            **base,
+        }
+        return Notice(text, frame)
     if message.text:
         frame = {"type": "notification", "event_type": message.event_type, "text": message.text, **base}
         return Notice(message.text, frame)
@@ -103,6 +133,8 @@ def notify(
     send: Callable[[str, str, str], mail.MailOutcome] | None = None,
 ) -> str:
     """delivered | mailed | recorded | skipped | dropped (see the module docstring)."""
+    if message.event_type == EVENT_QUEUED:
+        return _notify_queued(session_store, message, endpoint)
     notice = notice_for(message)
     if notice is None:
         return "skipped"
@@ -125,6 +157,26 @@ def notify(
         return "dropped"
     session_store.turns.add_turn(session.session_id, Role.SYSTEM, notice.text)
     return "recorded"
+
+
+def _notify_queued(session_store: DynamoSessionStore, message: HandoffMessage, endpoint: str | None) -> str:
+    """The queued notice, to the customer's live connection only, while the handoff still waits."""
+    handoff = session_store.handoffs.get_handoff(message.session_id, message.handoff_id) if message.handoff_id else None
+    if handoff is None or handoff.status != HandoffStatus.QUEUED:
+        return "skipped"  # an agent took it (or it ended) before the notice: the customer hears that instead
+    session = session_store.sessions.get_session(message.session_id)
+    connection = (
+        session_store.connections.get_connection(session.connection_id)
+        if session is not None and session.connection_id
+        else None
+    )
+    if connection is None:
+        return "skipped"
+    notice = notice_for(message, ahead=session_store.inbox.ahead_of(handoff))
+    if notice is None:
+        return "skipped"
+    target = endpoint or connections.management_endpoint(connection.domain_name, connection.stage)
+    return "delivered" if connections.post_to_connection(target, connection.connection_id, notice.frame) else "skipped"
 
 
 IDEMPOTENCY: Final = IdempotencyConfig(event_key_jmespath="event_id", expires_after_seconds=NOTICE_MEMORY_SECONDS)

@@ -1,8 +1,8 @@
 """The handoff message the router publishes and the three queue consumers read.
 
 Body (JSON), also the customer-notification contract ``{"session_id", "event_type", "text", ...}``:
-``session_id``, ``handoff_id``, ``event_type`` (the router's handoff | assigned | escalated |
-completed, or one of the workflow's notices), ``agent_id`` (or null),
+``session_id``, ``handoff_id``, ``event_type`` (the router's handoff | queued | assigned |
+escalated | completed, or one of the workflow's notices), ``agent_id`` (or null),
 ``reason``, ``priority``, ``event_id`` (the stream record's id), and for ``completed`` the
 ``resolution`` and ``outcome``. ``text`` (what to tell the customer) is present in the notices the
 handoff workflow sends to the customer queue itself; for the router's events the customer
@@ -38,6 +38,7 @@ from contracts.messages import (
     EVENT_HANDOFF_FAILED,
     EVENT_HANDOFF_STARTED,
     EVENT_HANDOFF_WAITING,
+    EVENT_QUEUED,
     EVENT_SOURCE,
     NO_STATUS,
     REASON_ESCALATED,
@@ -60,6 +61,7 @@ __all__ = [
     "EVENT_HANDOFF_FAILED",
     "EVENT_HANDOFF_STARTED",
     "EVENT_HANDOFF_WAITING",
+    "EVENT_QUEUED",
     "EVENT_SOURCE",
     "NO_STATUS",
     "REASON_ESCALATED",

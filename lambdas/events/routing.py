@@ -15,9 +15,9 @@ Routing, by the item's sort key:
   completed, failed: :func:`handoff_changes`) -> ``HandoffChanged`` on the bus, with the
   handoff's timestamps; independently of the topic message below.
 * ``HANDOFF#`` INSERT with an agent -> handoff topic (``event_type`` handoff, to that agent's
-  dashboard); an INSERT without one (a queued handoff) sends nothing: the handoff workflow's
-  ``handoff_waiting`` is the one message that tells every agent, and no queue selects a
-  ``handoff`` without an agent. MODIFY whose status becomes
+  dashboard); an INSERT without one (a queued handoff) -> ``queued``, for the customer alone
+  (the customer-notification queue tells them they wait, and where in the queue): the handoff
+  workflow's ``handoff_waiting`` is the one message that tells every agent. MODIFY whose status becomes
   ``escalated`` -> ``escalated`` (the escalation branch pages the managers, the customer is told);
   MODIFY whose status becomes ``completed`` -> ``completed`` with the ``resolution`` and
   ``outcome`` (the customer is told); any other MODIFY that assigns a new agent -> ``assigned``.
@@ -61,6 +61,7 @@ from lambdas.events.messages import (
     EVENT_CLOSED,
     EVENT_ESCALATED,
     EVENT_HANDOFF,
+    EVENT_QUEUED,
     EVENT_SOURCE,
     NO_STATUS,
     STATUS_CHANGED,
@@ -273,9 +274,10 @@ def _handoff_message(change: Change) -> dict[str, Any] | None:
     status_changed = change.event_name == "MODIFY" and new_status != _opt_str(old.get("status"))
     extra: dict[str, Any] = {}
     if change.event_name == "INSERT":
-        if agent_id is None:
-            return None  # queued: the workflow's handoff_waiting broadcast tells the agents
-        event_type = EVENT_HANDOFF
+        # A queued handoff is for its customer; the workflow's handoff_waiting broadcast tells the agents.
+        if agent_id is None and new_status != str(HandoffStatus.QUEUED):
+            return None
+        event_type = EVENT_HANDOFF if agent_id is not None else EVENT_QUEUED
     elif status_changed and new_status == str(HandoffStatus.ESCALATED):
         event_type = EVENT_ESCALATED
     elif status_changed and new_status == str(HandoffStatus.COMPLETED):

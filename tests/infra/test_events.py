@@ -237,7 +237,7 @@ def test_filter_policies_select_each_consumers_messages(any_stage: SynthesizedSt
     assert subs["AgentDashboard"]["FilterPolicyScope"] == "MessageAttributes"
     # The router's handoff changes the customer is told of (the workflow tells started and failed
     # itself); agent-only messages never reach customers
-    assert subs["CustomerNotification"]["FilterPolicy"] == {"event_type": ["escalated", "completed"]}
+    assert subs["CustomerNotification"]["FilterPolicy"] == {"event_type": ["queued", "escalated", "completed"]}
     assert subs["CustomerNotification"]["RawMessageDelivery"] is True
     # The escalation branch hears the router's event for a handoff that became escalated
     assert subs["Escalation"]["FilterPolicy"] == {"event_type": ["escalated"]}
@@ -298,6 +298,7 @@ def test_the_templates_filter_policies_route_the_routers_messages_on_moto(dev: S
         assigned, completed = HandoffStatus.ASSIGNED, HandoffStatus.COMPLETED
         messages = {
             "created": _stream_handoff(records, "created", None, assigned, agent_id="a-4"),
+            "queued": _stream_handoff(records, "queued", None, queued),
             "escalated": _stream_handoff(records, "escalated", queued, escalated),
             "assigned": _stream_handoff(records, "assigned", queued, assigned, agent_id="a-1"),
             "manager-assigned": _stream_handoff(records, "manager-assigned", escalated, assigned, agent_id="a-2"),
@@ -333,20 +334,23 @@ def test_the_templates_filter_policies_route_the_routers_messages_on_moto(dev: S
             received("AgentDashboard"),
             received("Escalation"),
         )
-        assert customer == ids("escalated", "completed")
+        assert customer == ids("queued", "escalated", "completed")
         assert dashboard == ids("created", "assigned", "manager-assigned", "completed") | set(agent_only)
         assert escalation == ids("escalated")
         # And every message the router publishes reaches some queue: none is sent for nobody
         assert ids(*messages) <= customer | dashboard | escalation
 
 
-def test_a_queued_handoffs_creation_publishes_nothing_since_no_filter_selects_it() -> None:
-    # A handoff created without an agent: the workflow's handoff_waiting broadcast tells the agents
+def test_a_queued_handoffs_creation_is_for_its_customer_alone() -> None:
+    # A handoff created without an agent: the customer hears they wait; the workflow's
+    # handoff_waiting broadcast tells the agents, so the message names no agent (no dashboard takes it)
     from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 
     item = Handoff("s-1", "h-q", "billing", "normal", HandoffStatus.QUEUED, 1, 1, 2).to_item()
     actions = routing.classify(DynamoDBRecord(StreamRecords().insert(item)), summary_interval=10, bus_name="bus")
-    assert actions.handoff is None
+    assert actions.handoff is not None
+    assert actions.handoff["MessageAttributes"]["event_type"]["StringValue"] == "queued"
+    assert "agent_id" not in actions.handoff["MessageAttributes"]
 
 
 # -- bus --------------------------------------------------------------------------------------

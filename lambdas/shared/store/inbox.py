@@ -342,6 +342,39 @@ class Inbox(Aggregate):
             request["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
         return None
 
+    def ahead_of(self, handoff: Handoff, *, limit: int = MAX_PAGE_SIZE) -> int:
+        """How many customers asking the same skill wait in the waiting inbox ahead of ``handoff``.
+
+        What the customer is told when they are queued: the items sorted before the handoff's own
+        place (more urgent, or as urgent and waiting longer), counted on the server (``Select
+        COUNT``, so no item is read into the function) and capped at ``limit``: a queue longer than
+        that is "at least ``limit``". Items a transition has not yet removed may be counted: an
+        estimate, never a promise.
+        """
+        require_limit(limit, MAX_PAGE_SIZE)
+        expr = Expr()
+        own = Placement.of(handoff).key(keys.WAITING_INBOX)[SORT_KEY]
+        request: dict[str, Any] = {
+            "TableName": self.table.table_name,
+            "KeyConditionExpression": (
+                f"{expr.n(PARTITION_KEY)} = {expr.v(keys.agent_pk(keys.WAITING_INBOX))}"
+                f" AND {expr.n(SORT_KEY)} BETWEEN {expr.v(keys.QUEUE_PREFIX)} AND {expr.v(own)}"
+            ),
+            "FilterExpression": f"{expr.n('reason')} = {expr.v(handoff.reason)}"
+            f" AND {expr.n('handoff_id')} <> {expr.v(handoff.handoff_id)}",
+            "Select": "COUNT",
+            "ConsistentRead": True,
+        }
+        request.update(expr.params())
+        ahead = 0
+        while ahead < limit:
+            resp = self.table.client.query(**request)
+            ahead += int(resp.get("Count", 0))
+            if not resp.get("LastEvaluatedKey"):
+                break
+            request["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+        return min(ahead, limit)
+
     def _still_true(self, rows: list[dict[str, Any]]) -> list[InboxItem]:
         """The rows whose ``HANDOFF#`` record still puts them in their inbox, as items."""
         handoff_keys = {

@@ -199,3 +199,58 @@ def test_the_session_keeps_the_address_from_no_api_response(wired: DynamoSession
 
 
 # -- metrics -----------------------------------------------------------------------------------
+
+
+def _queued(store: DynamoSessionStore, session_id: str, handoff_id: str, priority: str = "normal") -> None:
+    store.handoffs.queue_handoff(
+        session_id, handoff_id=handoff_id, reason="general", priority=priority, execution_arn=None, task_token="t"
+    )
+    store.inbox.put_inbox_item("_waiting", session_id=session_id, handoff_id=handoff_id, reason="general")
+
+
+def test_a_queued_customer_is_told_at_once_that_they_wait_and_how_many_are_before_them(
+    wired: DynamoSessionStore, noticing: list[tuple[str, str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given another customer asking the same help already waits, more urgently
+    other = wired.sessions.create_session("cust-0").session_id
+    _queued(wired, other, "h-0", priority="urgent")
+    session_id, connection_id = _connected_session(wired)
+    _queued(wired, session_id, "h-1")
+    poster = FakePoster(delivered=True)
+    monkeypatch.setattr(connections, "post_to_connection", poster)
+    # When the router's queued message arrives
+    body = {"session_id": session_id, "event_type": "queued", "handoff_id": "h-1", "event_id": "e-1"}
+    assert customer_notifier.handler(sqs_event(body), CONTEXT)["batchItemFailures"] == []
+    # Then the live connection gets the queued notice, status handoff, one customer ahead
+    ((_, to, frame),) = poster.posts
+    assert to == connection_id
+    assert {k: frame[k] for k in ("type", "event_type", "status", "handoff_id", "ahead")} == {
+        "type": "notification",
+        "event_type": "queued",
+        "status": "handoff",
+        "handoff_id": "h-1",
+        "ahead": 1,
+    }
+    assert "1 customer before you" in frame["text"]
+    # and nothing is written to the transcript or mailed
+    assert wired.turns.list_turns(session_id).items == []
+    assert noticing == []
+
+
+@pytest.mark.parametrize("moved_on", ["assigned", "failed", "connection_gone"])
+def test_a_queued_notice_is_only_for_a_customer_still_waiting_and_still_connected(
+    wired: DynamoSessionStore, noticing: list[tuple[str, str, str]], monkeypatch: pytest.MonkeyPatch, moved_on: str
+) -> None:
+    session_id, connection_id = _connected_session(wired)
+    _queued(wired, session_id, "h-1")
+    if moved_on == "connection_gone":
+        wired.connections.delete_connection(connection_id)
+    else:
+        wired.handoffs.update_handoff(session_id, "h-1", status=moved_on, agent_id="agent-1")
+    poster = FakePoster(delivered=True)
+    monkeypatch.setattr(connections, "post_to_connection", poster)
+    body = {"session_id": session_id, "event_type": "queued", "handoff_id": "h-1", "event_id": "e-2"}
+    assert customer_notifier.handler(sqs_event(body), CONTEXT)["batchItemFailures"] == []
+    assert poster.posts == []
+    assert wired.turns.list_turns(session_id).items == []
+    assert noticing == []

@@ -29,4 +29,4 @@ def test_fails_on_a_body_without_its_session_and_event(raw: str) -> None:
 
 
 def test_the_customer_hears_of_escalations_and_closes_only() -> None:
-    assert messages.CUSTOMER_EVENTS == ("escalated", "completed")
+    assert messages.CUSTOMER_EVENTS == ("queued", "escalated", "completed")

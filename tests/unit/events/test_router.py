@@ -345,7 +345,7 @@ def test_a_handoff_that_escalates_or_completes_is_its_own_event_and_no_other_mod
     assert all(b["event_id"] == r["eventID"] for b, r in zip(bodies, batch, strict=False))
 
 
-def test_a_queued_handoff_publishes_nothing_because_the_workflow_tells_every_agent(
+def test_a_queued_handoff_is_one_message_for_its_customer_and_none_for_the_agents(
     downstream: Downstream, records: StreamRecords
 ) -> None:
     # Given a handoff created queued (no agent yet), beside one created with its agent
@@ -354,10 +354,16 @@ def test_a_queued_handoff_publishes_nothing_because_the_workflow_tells_every_age
     batch = [records.insert(queued), records.insert(taken)]
     # When routed
     assert failures(downstream.route(batch_event(*batch))) == []
-    # Then only the one with an agent reaches the topic (its dashboard queue selects agent_id);
-    # the queued one is the workflow's handoff_waiting, which no second message repeats
-    bodies = [json.loads(m["Body"]) for m in downstream.handoff_messages()]
-    assert [(b["event_type"], b["handoff_id"], b["agent_id"]) for b in bodies] == [("handoff", "h-a", "agent-7")]
+    # Then the queued one is ``queued`` with no agent attribute (only the customer queue selects
+    # it: the workflow's handoff_waiting tells the agents), the other ``handoff`` for its agent
+    messages = downstream.handoff_messages()
+    bodies = [json.loads(m["Body"]) for m in messages]
+    assert [(b["event_type"], b["handoff_id"], b["agent_id"]) for b in bodies] == [
+        ("queued", "h-q", None),
+        ("handoff", "h-a", "agent-7"),
+    ]
+    assert "agent_id" not in messages[0]["MessageAttributes"]
+    assert messages[0]["MessageAttributes"]["event_type"]["StringValue"] == "queued"
     # And both are still audited
     assert [line["sk"] for line in downstream.audit_lines()] == ["HANDOFF#h-q", "HANDOFF#h-a"]
 

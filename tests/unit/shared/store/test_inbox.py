@@ -500,3 +500,32 @@ def test_a_transition_that_read_a_stale_agent_reads_again_and_removes_the_right_
     handoff = store.handoffs.get_handoff(sid, "h-1")
     assert handoff is not None
     assert (handoff.status, handoff.agent_id) == (HandoffStatus.QUEUED, None)
+
+
+# ------------------------------------------------------------------ a queued customer's place
+
+
+def test_ahead_of_counts_the_customers_of_the_same_skill_served_before_this_one(store: DynamoSessionStore) -> None:
+    # Given billing customers queued high, normal and urgent, and an urgent one for shipping,
+    # each in the waiting inbox as the dashboard updater leaves it
+    waiting = {}
+    for handoff_id, priority, reason in (
+        ("h-1", "high", "billing"),
+        ("h-2", "normal", "billing"),
+        ("h-3", "urgent", "billing"),
+        ("h-4", "urgent", "shipping"),
+    ):
+        session_id = store.sessions.create_session(f"customer-{handoff_id}").session_id
+        store.handoffs.queue_handoff(
+            session_id, handoff_id=handoff_id, reason=reason, priority=priority, execution_arn=None, task_token="t"
+        )
+        written = store.inbox.put_inbox_item(
+            keys.WAITING_INBOX, session_id=session_id, handoff_id=handoff_id, reason=reason
+        )
+        assert written is InboxWrite.WRITTEN
+        waiting[handoff_id] = store.handoffs.get_handoff(session_id, handoff_id)
+    # Then each is told how many customers of its own skill are served before it
+    ahead = {h: store.inbox.ahead_of(handoff) for h, handoff in waiting.items() if handoff is not None}
+    assert ahead == {"h-1": 1, "h-2": 2, "h-3": 0, "h-4": 0}
+    # And a long queue is "at least the limit"
+    assert store.inbox.ahead_of(waiting["h-2"], limit=1) == 1  # type: ignore[arg-type]
