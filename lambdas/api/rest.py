@@ -233,7 +233,8 @@ def _register(resolver: APIGatewayRestResolver) -> None:
     def get_session(session_id: str) -> Response:
         caller = _caller(resolver, "GET", "/sessions/{id}")
         session = _visible_session(caller, _session_id(resolver, session_id))
-        return json_response(200, public(session))
+        # A customer waiting for an agent is shown ``handoff``, as every frame of their chat says.
+        return json_response(200, {**public(session), "status": str(store().handoffs.shown_status(session))})
 
     @resolver.get("/sessions/<session_id>/turns")
     @tracer.capture_method(capture_response=False)

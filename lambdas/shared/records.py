@@ -131,6 +131,9 @@ class Session:
     # How often the session was rewound (absent: never): a reply computed before a rewind is
     # stored only while this is still the number it started from.
     rewinds: int = 0
+    # The session's newest handoff (absent: none yet); it stays after the handoff ends, so its
+    # status says whether the customer still waits (see ``shown_status``).
+    current_handoff_id: str | None = None
 
     def to_item(self) -> dict[str, Any]:
         return _with_key(
@@ -178,6 +181,7 @@ class Session:
             cleanup_at=_opt_int(item.get(CLEANUP.sort_key)),
             customer_email=_opt_str(item.get("customer_email")),
             rewinds=_int(item.get("rewinds", 0)),
+            current_handoff_id=_opt_str(item.get("current_handoff_id")),
         )
 
 

@@ -47,6 +47,8 @@ INTERNAL_ATTRIBUTES = frozenset(
         "customer_email",
         # A waiting workflow task's token (handoff records): whoever holds it can resume the task.
         "callback_token",
+        # The session's pointer to its newest handoff: the store's bookkeeping, shown as the status.
+        "current_handoff_id",
     }
 )
 """Attributes that never leave the service: keys, TTL, sparse-index and concurrency tokens."""

@@ -9,9 +9,10 @@
    rate buckets must admit (else a ``rate_limited`` frame with ``retry_after_seconds``; nothing is
    stored and nothing reaches the model), and the turn is stored by a conditional write on a
    session that accepts turns, while the model's context is read.
-5. Session in ``handoff``: no model call. The turn is in the table, where the agent console reads
-   a session's turns (``GET /sessions/{id}/turns``) and which the stream carries on; the customer
-   gets an ``ack`` frame saying an agent will answer.
+5. Session in ``handoff``, or waiting for an agent (its handoff queued or escalated): no model
+   call. The turn is in the table, where the agent console reads a session's turns
+   (``GET /sessions/{id}/turns``) and which the stream carries on; the customer gets an ``ack``
+   frame (status ``handoff``) saying an agent will answer, or that they are still queued.
 6. Otherwise the :class:`~lambdas.shared.responder.Responder` (Bedrock or echo, per stage) answers
    from that context, and the reply is posted as it is written: ``delta`` frames, batched by
    :class:`~lambdas.ws.deltas.DeltaCoalescer` (far fewer posts than tokens). When the reply is
@@ -66,6 +67,7 @@ logger = Logger()
 metrics = Metrics()
 
 HANDOFF_ACK: Final = "A support agent has your message and will reply here shortly."
+WAITING_ACK: Final = "Your message is saved for the support agent who takes over; you are still in the queue."
 NOT_AUTHORIZED: Final = error_frame(
     "forbidden", "This connection is not signed in as a customer. Reconnect with a customer token to chat."
 )
@@ -154,12 +156,12 @@ def answer(store: DynamoSessionStore, model: Responder, accepted: AcceptedMessag
     metrics.add_metric(name="ChatTurns", unit=MetricUnit.Count, value=1)
     logger.append_keys(session_id=session_id, turn_number=user_turn.turn_number)
     try:
-        if accepted.context is None:  # a handoff: the agent answers
+        if accepted.context is None:  # a handoff, or one waiting for its agent: the agent answers
             frame = ack_frame(
                 session_id=session_id,
                 turn_number=user_turn.turn_number,
                 status=str(SessionStatus.HANDOFF),
-                message=HANDOFF_ACK,
+                message=WAITING_ACK if accepted.waiting else HANDOFF_ACK,
             )
             return "handoff" if send(frame) else "gone"
         return stream_reply(store, model, accepted, accepted.context, send)

@@ -134,7 +134,7 @@ def onboard(event: Mapping[str, Any]) -> dict[str, Any]:
         "frame": welcome_frame(
             session_id=session.session_id,
             resumed=resumed,
-            status=str(session.status),
+            status=str(store.handoffs.shown_status(session)),
             message=text,
             turn_number=turn_number,
             turns=None if missed is None else missed[0],

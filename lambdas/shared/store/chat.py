@@ -47,6 +47,7 @@ from lambdas.shared.records import Connection, Role, Session, SessionStatus, Sum
 from lambdas.shared.schema import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE
 from lambdas.shared.store.connections import Connections
 from lambdas.shared.store.expressions import Expr, Update
+from lambdas.shared.store.handoffs import WAITING_STATUSES
 from lambdas.shared.store.limits import CONNECTION_SCOPE, CUSTOMER_SCOPE, Admission, Limits
 from lambdas.shared.store.table import (
     MAX_PAGE_SIZE,
@@ -104,12 +105,14 @@ class AcceptedMessage:
 
     ``session``: as the reservation of the turn number left it; its ``status`` says who answers.
     ``turn``: the stored turn. ``context``: the model's context, the turn last; None when the
-    session is in a handoff (an agent answers, so nothing is read for the model).
+    session is in a handoff (an agent answers, so nothing is read for the model) or waits for one
+    (``waiting``: the handoff is queued or escalated, and its agent will read the turn).
     """
 
     session: Session
     turn: Turn
     context: ChatContext | None
+    waiting: bool = False
 
 
 @dataclass(frozen=True)
@@ -195,7 +198,10 @@ class Chat:
         1. :meth:`.Turns.reserve_turn` with ``customer_id``: refuses (SessionNotFound, SessionClosed)
            with nothing written and the counter unmoved.
         2. At once: :meth:`.Turns.put_turn`, and, unless the session is in a handoff, the newest
-           ``context_turns - 1`` turns before it (:meth:`.Turns.turns_before`) and the latest summary.
+           ``context_turns - 1`` turns before it (:meth:`.Turns.turns_before`) and the latest summary;
+           with them the session's current handoff when it has one: a customer whose handoff
+           still waits for an agent is not answered by the model either (``waiting``), and the
+           context read alongside is dropped (a read, never a round trip more).
 
         ``context_turns``: 1..101, how many turns the model sees, this message included.
         Raises InvalidInput before anything is written; when the PutItem fails its error is
@@ -208,11 +214,15 @@ class Chat:
         number = session.turn_count
         if session.status == SessionStatus.HANDOFF:
             return AcceptedMessage(session, self.turns.put_turn(session_id, number, Role.USER, text), None)
-        turn, earlier, summary = self.table.together(
+        handoff_id = session.current_handoff_id
+        turn, earlier, summary, handoff = self.table.together(
             lambda: self.turns.put_turn(session_id, number, Role.USER, text),
             lambda: self.turns.turns_before(session_id, number, limit=context_turns - 1) if context_turns > 1 else [],
             lambda: self.turns.latest_summary(session_id),
+            lambda: self.table.get(keys.handoff_key(session_id, handoff_id)) if handoff_id else None,
         )
+        if handoff is not None and handoff.get("status") in WAITING_STATUSES:
+            return AcceptedMessage(session, turn, None, waiting=True)
         return AcceptedMessage(session, turn, ChatContext([*earlier, turn], summary))
 
     def rewind(

@@ -25,7 +25,7 @@ from typing import Any, Final
 from contracts.priorities import DEFAULT_PRIORITY, PRIORITIES, is_priority
 from lambdas.shared import keys
 from lambdas.shared.errors import Conflict, HandoffNotFound, InvalidInput, SessionNotFound
-from lambdas.shared.records import Handoff, HandoffStatus, SessionStatus
+from lambdas.shared.records import Handoff, HandoffStatus, Session, SessionStatus
 from lambdas.shared.schema import PARTITION_KEY
 from lambdas.shared.store.expressions import Expr, Update
 from lambdas.shared.store.inbox import delete_items, untrue_after
@@ -141,6 +141,19 @@ class Handoffs(Aggregate):
         update.set(CURRENT_HANDOFF, handoff_id)
         condition = f"attribute_exists({update.expr.n(PARTITION_KEY)})"
         tx.update("session", keys.session_key(session_id), update, condition=condition)
+
+    def shown_status(self, session: Session) -> SessionStatus:
+        """The session's status as a client is shown it: ``handoff`` also while its handoff waits for an agent.
+
+        The stored status stays ``active`` until an agent is assigned (the workflow's checks rely
+        on it); a waiting customer is nonetheless no longer the model's to answer. One read, and
+        only for an active session that has had a handoff.
+        """
+        if session.status != SessionStatus.ACTIVE or not session.current_handoff_id:
+            return session.status
+        handoff = self.get_handoff(session.session_id, session.current_handoff_id)
+        waiting = handoff is not None and handoff.status in WAITING_STATUSES
+        return SessionStatus.HANDOFF if waiting else session.status
 
     def get_handoff(self, session_id: str, handoff_id: str) -> Handoff | None:
         require_id(session_id, "session_id")

@@ -47,6 +47,7 @@ T = TypeVar("T")
 A = TypeVar("A")
 B = TypeVar("B")
 C = TypeVar("C")
+D = TypeVar("D")
 
 MAX_PAGE_SIZE: Final = 100
 MAX_ITEMS_PAGE_SIZE: Final = 1000
@@ -331,6 +332,11 @@ class TableCore:
     def together(
         self, first: Callable[[], A], second: Callable[[], B], third: Callable[[], C], /
     ) -> tuple[A, B, C]: ...
+
+    @overload
+    def together(
+        self, first: Callable[[], A], second: Callable[[], B], third: Callable[[], C], fourth: Callable[[], D], /
+    ) -> tuple[A, B, C, D]: ...
 
     def together(self, *calls: Callable[[], Any]) -> tuple[Any, ...]:
         """Run independent calls at once and return their results in order: one round trip of wall time.

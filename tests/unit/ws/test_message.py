@@ -135,6 +135,32 @@ def test_message_in_a_handoff_session_goes_to_the_agent_without_a_model_call(
     ]
 
 
+def test_message_while_the_handoff_waits_for_an_agent_is_kept_for_the_agent_not_answered_by_the_model(
+    ws: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a customer queued for an agent (no agent free yet: the session is still active)
+    session_id = onboarded()
+    ws.handoffs.queue_handoff(
+        session_id, handoff_id="h-1", reason="general", priority="normal", execution_arn=None, task_token="tok"
+    )
+    model = ExplodingResponder(AssertionError("the model must not be called"))
+    monkeypatch.setattr(message, "responder", lambda: model)
+    # When the customer writes while waiting
+    send("Hello? Is anyone there?")
+    # Then the turn is stored for the agent, the model untouched, and the customer told they wait
+    assert roles(ws.turns.list_turns(session_id).items) == ["assistant", "user"]
+    assert model.calls == 0
+    assert sent_frames(CONN) == [
+        {
+            "type": "ack",
+            "session_id": session_id,
+            "turn_number": 2,
+            "status": "handoff",
+            "message": message.WAITING_ACK,
+        }
+    ]
+
+
 @pytest.mark.parametrize(
     ("body", "code"),
     [

@@ -173,6 +173,39 @@ def test_accept_in_a_handoff_stores_the_turn_and_reads_nothing_for_the_model(sto
     assert store.turns.turns_between(session_id, 2, 2) == [accepted.turn]
 
 
+def test_accept_while_the_handoff_waits_stores_the_turn_for_the_agent_and_gives_the_model_nothing(
+    store: DynamoSessionStore,
+) -> None:
+    # Given a customer whose handoff waits in the queue (the session itself is still active)
+    session_id = chatting(store)
+    store.handoffs.queue_handoff(
+        session_id, handoff_id="h-1", reason="billing", priority="normal", execution_arn=None, task_token="tok"
+    )
+    # When they write (each call held long enough that a busy machine still starts the four together)
+    with RoundTrips(store.table.client, latency=10 * LATENCY) as trips:
+        accepted = store.chat.accept_message(session_id, "alice", "Are you there?", context_turns=20)
+    # Then the turn is stored and nothing is for the model: the agent who takes over reads it
+    assert (accepted.context, accepted.waiting) == (None, True)
+    assert accepted.session.status == "active"
+    assert store.turns.turns_between(session_id, 2, 2) == [accepted.turn]
+    # and the handoff was read beside the context: still two round trips
+    assert sorted(trips.operations()[1:]) == ["GetItem", "PutItem", "Query", "Query"]
+    assert trips.sequential() == 2
+
+
+@pytest.mark.parametrize("ended", ["completed", "failed"])
+def test_accept_after_the_handoff_ended_is_the_models_again(store: DynamoSessionStore, ended: str) -> None:
+    session_id = chatting(store)
+    store.handoffs.queue_handoff(
+        session_id, handoff_id="h-1", reason="billing", priority="normal", execution_arn=None, task_token="tok"
+    )
+    store.handoffs.update_handoff(session_id, "h-1", status=ended)
+    accepted = store.chat.accept_message(session_id, "alice", "Hello again", context_turns=20)
+    assert accepted.waiting is False
+    assert accepted.context is not None
+    assert accepted.context.turns[-1].content == "Hello again"
+
+
 @pytest.mark.parametrize("status", ["disconnected", "deleted"])
 def test_accept_in_a_session_that_no_longer_accepts_turns_stores_nothing_and_moves_no_counter(
     store: DynamoSessionStore, status: str

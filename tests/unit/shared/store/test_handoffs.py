@@ -241,3 +241,19 @@ def test_a_message_counted_between_the_requeues_read_and_its_write_keeps_the_age
     handoff = store.handoffs.get_handoff(session.session_id, "h-1")
     assert handoff is not None
     assert (handoff.status, handoff.agent_id) == (HandoffStatus.ASSIGNED, "a-1")
+
+
+def test_a_session_whose_handoff_waits_is_shown_in_handoff_until_the_handoff_ends(store: DynamoSessionStore) -> None:
+    session = store.sessions.create_session("customer-1")
+    assert store.handoffs.shown_status(session) == SessionStatus.ACTIVE
+    store.handoffs.queue_handoff(
+        session.session_id, handoff_id="h-1", reason="billing", priority="normal", execution_arn=None, task_token="t"
+    )
+    waiting = store.sessions.get_session(session.session_id)
+    assert waiting is not None
+    assert (waiting.status, waiting.current_handoff_id) == (SessionStatus.ACTIVE, "h-1")
+    assert store.handoffs.shown_status(waiting) == SessionStatus.HANDOFF
+    store.handoffs.update_handoff(session.session_id, "h-1", status="escalated")
+    assert store.handoffs.shown_status(waiting) == SessionStatus.HANDOFF
+    store.handoffs.update_handoff(session.session_id, "h-1", status="failed")
+    assert store.handoffs.shown_status(waiting) == SessionStatus.ACTIVE
