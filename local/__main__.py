@@ -180,6 +180,11 @@ Try:
   SUB=$({read_sub})
   curl -s -X POST {u.rest}/sessions -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \\
     -d "{{\\"customer_id\\": \\"$SUB\\"}}"
+More to try (SID: the session's id):
+  ask for a human     POST {u.rest}/sessions/$SID/handoff {{"reason","priority"}}: a "queued" frame at once
+  edit or ask again   POST {u.rest}/sessions/$SID/rewind {{"turn_number","text"?}} (or the chat action "rewind")
+  sessions by status  GET {u.rest}/admin/sessions?status=handoff (an admin's token; agents may list handoff)
+  workflows, reviews  GET {u.origin}/local/status (export reviews and their approval links)
 """
 
 

@@ -45,7 +45,10 @@ class HandoffLifeSteps(StoryParts):
         self.done(step, started)
 
     def no_agent_free(self) -> None:
-        started, step = time.monotonic(), self.step("No agent is free: the request waits in the assignment queue")
+        started, step = (
+            time.monotonic(),
+            self.step("No agent is free: the customer is told they wait, and what they write is kept for the agent"),
+        )
         store = self.store()
 
         def queued() -> bool:
@@ -56,10 +59,50 @@ class HandoffLifeSteps(StoryParts):
         handoff = store.handoffs.current_handoff(self.session_id)
         handoff = present(handoff, "handoff")
         self.values["handoff_id"] = handoff.handoff_id
-        session = store.sessions.get_session(self.session_id)
-        status = session.status if session else None
-        step.changes.append(f"handoff {handoff.handoff_id} queued (waiting for an agent); session still {status}")
+        step.changes.append(f"handoff {handoff.handoff_id} queued (waiting for an agent)")
+        self._told_queued(step, handoff.handoff_id)
+        self._writes_while_waiting(step)
         self.done(step, started)
+
+    def _told_queued(self, step: Step, handoff_id: str) -> None:
+        """The customer hears at once that they wait, and where; the session reads ``handoff`` everywhere."""
+
+        def told() -> list[dict[str, object]]:
+            return [f for f in self.frames() if f.get("type") == "notification" and f.get("event_type") == "queued"]
+
+        self.stage.settle(until=lambda: bool(told()), timeout=20, wait_executions=False)
+        (frame,) = told()
+        expect(
+            (frame.get("status"), frame.get("handoff_id"), frame.get("ahead")) == ("handoff", handoff_id, 0),
+            f"the queued notice: {frame}",
+        )
+        shown = self.rest(step, "GET", f"/sessions/{self.session_id}", "alice")
+        expect(shown.json().get("status") == "handoff", f"GET /sessions/{{id}} while waiting: {shown.body}")
+        stored = present(self.store().sessions.get_session(self.session_id), "session")
+        step.changes.append(
+            f"customer frame notification queued (ahead {frame['ahead']}): {frame['text']!r}; "
+            f"GET /sessions/{{id}} status handoff (stored status {stored.status} until an agent takes it)"
+        )
+
+    def _writes_while_waiting(self, step: Step) -> None:
+        """What the customer writes while queued is kept for the agent; the model does not answer it."""
+        # The chat before spent the buckets: one message's worth of time passes (far below the agent wait).
+        per_minute = min(self.config.chat_connection_messages_per_minute, self.config.chat_customer_messages_per_minute)
+        self.stage.clock.advance(60 // per_minute + 1)
+        before, calls_before = len(self.frames()), len(self.stage.bedrock.calls)
+        text = "While I wait: it is order 1234."
+        self.stage.websocket.send(self.connection_id, {"action": "sendMessage", "text": text})
+        new = self.frames()[before:]
+        expect(
+            [(f.get("type"), f.get("status")) for f in new] == [("ack", "handoff")],
+            f"a message while queued got {new}",
+        )
+        expect(len(self.stage.bedrock.calls) == calls_before, "the model answered a customer who waits for an agent")
+        last = self.store().turns.list_turns(self.session_id, limit=1).items
+        expect(bool(last) and last[0].content == text, f"the message while queued is not stored: {last}")
+        step.changes.append(
+            f"sendMessage while queued -> ack (status handoff), stored as turn {last[0].turn_number}, no model call"
+        )
 
     def agent_accepts(self) -> None:
         started, step = time.monotonic(), self.step("The agent comes online and accepts through the API")
