@@ -73,9 +73,16 @@ def test_customer_and_agent_pages(server: LocalProcess, browser_path: str) -> No
             expect(reply).to_contain_text("[local responder] You said: Where is volume 3 of Frieren?", timeout=20_000)
             assert int(reply.get_attribute("data-deltas") or 0) >= 3, "the reply did not arrive in pieces"
 
-            # The customer asks for a human: no agent is available, so the request waits.
+            # The customer asks for a human: no agent is available, so the request waits, and the
+            # page says so at once: the queued notice, the session shown in handoff
             customer.click("#human")
             expect(customer.locator('.msg.notice[data-event="requested"]')).to_be_visible()
+            expect(customer.locator('.msg.notice[data-event="queued"]')).to_contain_text("you are next", timeout=20_000)
+            expect(customer.locator("#status")).to_contain_text("(handoff)")
+            # What the customer writes while waiting is kept for the agent, not answered by the model.
+            customer.fill("#text", "I will wait for the agent.")
+            customer.click("#send")
+            expect(customer.locator(".msg.notice").last).to_contain_text("still in the queue", timeout=20_000)
 
             # The agent signs in, sees the waiting request, goes available and accepts it.
             agent.clock.install()  # the console polls on a timer; the test pauses and runs it where it matters
@@ -100,6 +107,7 @@ def test_customer_and_agent_pages(server: LocalProcess, browser_path: str) -> No
             agent.clock.resume()
             expect(agent.locator("#inbox li.item.own")).to_have_count(1, timeout=20_000)
             expect(agent.locator("#turns")).to_contain_text("Where is volume 3 of Frieren?", timeout=20_000)
+            expect(agent.locator("#turns")).to_contain_text("I will wait for the agent.")
 
             # The customer is told an agent took over, and sees the agent's reply.
             expect(customer.locator('.msg.notice[data-event="handoff_started"]')).to_be_visible(timeout=20_000)
