@@ -28,6 +28,7 @@ No time is asserted: the table reports, and tests run a small configuration for 
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import statistics
@@ -45,6 +46,7 @@ from stacks.capacity import (
     ROUTED_RECORDS_PER_TURN,
     CapacityConfig,
     CapacityLimits,
+    capacity,
     router_batch_seconds,
 )
 
@@ -174,7 +176,9 @@ class MessagePath:
         rpm, tpm = limits.bedrock_requests_per_minute, limits.bedrock_tokens_per_minute
         self.model_requests = Bucket(env, rpm / 60, rpm)
         self.model_tokens = Bucket(env, tpm / 60, tpm)
-        self.tokens_per_call = target.input_tokens_per_message + OUTPUT_TOKEN_BURNDOWN * target.output_tokens_per_message
+        self.tokens_per_call = (
+            target.input_tokens_per_message + OUTPUT_TOKEN_BURNDOWN * target.output_tokens_per_message
+        )
         self.running, self.idle = 0, 0
         self.shards: list[deque[float]] = [deque() for _ in range(limits.stream_shards)]
         self.batches = [0 for _ in self.shards]  # batches of each shard being routed
@@ -185,7 +189,9 @@ class MessagePath:
         """Poisson arrivals at ``rate`` during the warm-up (the stage at its target), then at ``rate x load``."""
         while True:
             now = float(self.env.now)
-            yield self.env.timeout(self.rng.expovariate(rate * (1.0 if now < self.scenario.warmup_seconds else self.scenario.load)))
+            yield self.env.timeout(
+                self.rng.expovariate(rate * (1.0 if now < self.scenario.warmup_seconds else self.scenario.load))
+            )
             if self.env.now >= self.scenario.arrival_seconds:
                 return
             arrive(float(self.env.now))
@@ -275,7 +281,12 @@ class MessagePath:
                 taken = [shard.popleft() for _ in range(min(limits.stream_batch_size, len(shard)))]
                 self.batches[index] += 1
                 self.env.process(self.batch(index, len(taken)))
-            if self.env.now > self.scenario.arrival_seconds and not shard and not self.batches[index] and not self.running:
+            if (
+                self.env.now > self.scenario.arrival_seconds
+                and not shard
+                and not self.batches[index]
+                and not self.running
+            ):
                 return
 
     def batch(self, index: int, size: int) -> Generator[simpy.Event, Any, None]:
@@ -355,9 +366,9 @@ def write_section(text: str, page: Path = DOC) -> None:
 
 
 def stage_targets() -> list[tuple[str, CapacityConfig]]:
-    from embedded.synth import stage_config  # noqa: PLC0415 - cdk.json's stages, read only when run
-
-    return [(name, stage_config(name).capacity) for name in ("dev", "prod")]
+    """dev's and prod's targets, from their ``capacity`` blocks in cdk.json (validated as the stage does)."""
+    stages = json.loads((ROOT / "cdk.json").read_text())["context"]["stages"]
+    return [(name, capacity(name, stages[name]["capacity"])) for name in ("dev", "prod")]
 
 
 def section(outcomes: Sequence[Outcome]) -> str:

@@ -15,6 +15,9 @@ from typing import Any, Literal
 from aws_cdk import Duration, RemovalPolicy
 
 from contracts.workflows import EXPORT_RISK_MAX_SCORE
+from stacks.capacity import WAF_IP_SHARE as WAF_IP_SHARE
+from stacks.capacity import WAF_WINDOW_SECONDS as WAF_WINDOW_SECONDS
+from stacks.capacity import CapacityConfig, capacity, refuse_retired_keys
 from stacks.errors import ConfigError as ConfigError
 from stacks.models import DEFAULT_BEDROCK_MODEL_ID as DEFAULT_BEDROCK_MODEL_ID
 from stacks.models import INFERENCE_PROFILE_PREFIXES as INFERENCE_PROFILE_PREFIXES
@@ -22,9 +25,6 @@ from stacks.models import RETIRED_MODELS as RETIRED_MODELS
 from stacks.models import RetiredModel as RetiredModel
 from stacks.models import foundation_model_of as foundation_model_of
 from stacks.models import model_id_problem
-from stacks.capacity import WAF_IP_SHARE as WAF_IP_SHARE
-from stacks.capacity import WAF_WINDOW_SECONDS as WAF_WINDOW_SECONDS
-from stacks.capacity import CapacityConfig, capacity, refuse_retired_keys
 from stacks.search_config import AnalyticsSearchConfig, analytics_search
 
 RemovalMode = Literal["destroy", "retain"]

@@ -70,17 +70,23 @@ def template_limits(templates: Templates) -> dict[str, float]:
     [(_, ws)] = _resources(templates, "AWS::ApiGatewayV2::Stage")
     [(_, rest)] = _resources(templates, "AWS::ApiGateway::Stage")
     routes, default = ws.get("RouteSettings", {}), ws.get("DefaultRouteSettings", {})
-    [every] = [m for m in rest.get("MethodSettings", []) if m.get("HttpMethod") == "*" and m.get("ResourcePath") == "/*"]
+    [every] = [
+        m for m in rest.get("MethodSettings", []) if m.get("HttpMethod") == "*" and m.get("ResourcePath") == "/*"
+    ]
     router_id, _ = _function(templates, ROUTER_HANDLER)
     [mapping] = [
-        p for _, p in _resources(templates, "AWS::Lambda::EventSourceMapping") if p.get("FunctionName") == {"Ref": router_id}
+        p
+        for _, p in _resources(templates, "AWS::Lambda::EventSourceMapping")
+        if p.get("FunctionName") == {"Ref": router_id}
     ]
     found: dict[str, float] = {
         "REST rate": every["ThrottlingRateLimit"],
         "REST burst": every["ThrottlingBurstLimit"],
         "WebSocket default rate": default["ThrottlingRateLimit"],
         "WebSocket default burst": default["ThrottlingBurstLimit"],
-        "message function reserved concurrency": _function(templates, MESSAGE_HANDLER)[1]["ReservedConcurrentExecutions"],
+        "message function reserved concurrency": _function(templates, MESSAGE_HANDLER)[1][
+            "ReservedConcurrentExecutions"
+        ],
         "stream router batch size": mapping.get("BatchSize", 100),
         "stream router batching window (s)": mapping.get("MaximumBatchingWindowInSeconds", 0),
         "stream router parallelization factor": mapping.get("ParallelizationFactor", 1),
@@ -132,7 +138,8 @@ def quotas(target: CapacityConfig) -> list[tuple[str, str]]:
         (
             "Lambda concurrent executions (account)",
             f"at least {limits.message_reserved_concurrency + LAMBDA_UNRESERVED_MINIMUM:,} "
-            f"(reserved {limits.message_reserved_concurrency:,} + {LAMBDA_UNRESERVED_MINIMUM} unreserved; default 1,000)",
+            f"(reserved {limits.message_reserved_concurrency:,} + {LAMBDA_UNRESERVED_MINIMUM} unreserved; "
+            "default 1,000)",
         ),
         (
             "API Gateway requests per second (account, region)",
@@ -171,7 +178,7 @@ def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.capacity", description=__doc__.splitlines()[0])
     parser.add_argument("--stage", action="append", help="a stage of cdk.json (default: dev and prod)")
     args = parser.parse_args(argv)
-    from embedded.synth import default_stages, stage_config  # noqa: PLC0415 - synthesizing is slow: only when run
+    from embedded.synth import default_stages, stage_config
 
     names = args.stage or ["dev", "prod"]
     stages = default_stages()

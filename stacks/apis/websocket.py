@@ -169,7 +169,9 @@ class ChatApi(Construct):
     ) -> SecureWebSocketApi:
         config = self._config
         limits = config.capacity.limits  # every throttle derives from the stage's target (docs/capacity.md)
-        message_throttle = apigwv2.ThrottleSettings(rate_limit=limits.ws_message_rate, burst_limit=limits.ws_message_burst)
+        message_throttle = apigwv2.ThrottleSettings(
+            rate_limit=limits.ws_message_rate, burst_limit=limits.ws_message_burst
+        )
         return SecureWebSocketApi(
             self,
             "Default",
@@ -183,7 +185,9 @@ class ChatApi(Construct):
             throttle_rate_limit=limits.ws_default_rate,
             throttle_burst_limit=limits.ws_default_burst,
             route_throttles={
-                "$connect": apigwv2.ThrottleSettings(rate_limit=limits.ws_connect_rate, burst_limit=limits.ws_connect_burst),
+                "$connect": apigwv2.ThrottleSettings(
+                    rate_limit=limits.ws_connect_rate, burst_limit=limits.ws_connect_burst
+                ),
                 SEND_MESSAGE: message_throttle,
                 REWIND: message_throttle,
             },

@@ -68,7 +68,11 @@ def test_the_message_function_has_the_stages_reserved_concurrency(
     stage: SynthesizedStage = request.getfixturevalue(name)
     template = api(stage)
     message = template["Resources"][function_id(template, "lambdas.ws.message.handler")]["Properties"]
-    assert message["ReservedConcurrentExecutions"] == reserved == stage_config(name).capacity.limits.message_reserved_concurrency
+    assert (
+        message["ReservedConcurrentExecutions"]
+        == reserved
+        == stage_config(name).capacity.limits.message_reserved_concurrency
+    )
 
 
 @pytest.mark.parametrize("name", ["dev", "prod"])

@@ -12,9 +12,9 @@ import pytest
 
 pytest.importorskip("simpy", reason="simpy is pinned in requirements-dev.txt: make install")
 
-from bench import capacity_sim  # noqa: E402 - after the skip above
-from bench.capacity_sim import Outcome, Scenario, simulate  # noqa: E402
-from stacks.capacity import CapacityConfig  # noqa: E402
+from bench import capacity_sim
+from bench.capacity_sim import Outcome, Scenario, simulate
+from stacks.capacity import CapacityConfig
 
 #: 600 chats at 2 messages a minute: 20 a second; the route admits 30 (burst 60), 120 run at once.
 SMALL = CapacityConfig(concurrent_chats=600, connects_per_second=5)
@@ -41,7 +41,8 @@ def test_at_twice_its_target_the_gateway_refuses_the_excess_with_a_frame_and_not
     out = _run(2.0)
     # 40 a second for 30 s against a route that admits 30 a second (and a burst): about 240 refused
     assert 100 < out.refused_gateway < 400
-    assert out.refused_lambda == 0 and out.no_reply == 0
+    assert out.refused_lambda == 0
+    assert out.no_reply == 0
     assert out.lost == 0
     assert out.replied + out.refused_gateway == out.offered
     assert out.connects_refused > 0  # 10 connects a second against 8 (burst 16)
@@ -57,7 +58,8 @@ def test_too_little_reserved_concurrency_shows_as_lambda_refusals_each_with_a_fr
 
 def test_a_model_quota_below_the_need_leaves_turns_without_a_reply_frame_but_none_lost() -> None:
     out = _run(1.0, bedrock_requests_per_minute=300)
-    assert out.model_retries > 0 and out.no_reply > 0
+    assert out.model_retries > 0
+    assert out.no_reply > 0
     assert out.lost == 0
 
 
@@ -72,7 +74,8 @@ def test_the_table_replaces_only_its_marked_section(tmp_path: Path) -> None:
     capacity_sim.write_section(capacity_sim.section([_run(1.0)]), page)
     text = page.read_text()
     assert "old table" not in text
-    assert text.startswith("# Capacity\n\nbefore\n") and text.endswith(f"{capacity_sim.END}\nafter\n")
+    assert text.startswith("# Capacity\n\nbefore\n")
+    assert text.endswith(f"{capacity_sim.END}\nafter\n")
     assert "| small | 1x (600 chats) |" in text
     with pytest.raises(ValueError, match="has no section marked"):
         capacity_sim.write_section("x", _unmarked(tmp_path))
