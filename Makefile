@@ -26,7 +26,7 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 export AWS_EC2_METADATA_DISABLED := true
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help install synth synth-all synth-pipeline deploy-pipeline test lint typecheck unit browser cfn-lint checkov mutation bench demo load local mint-token preflight deploy diff destroy smoke redrive openapi clean
+.PHONY: help install synth synth-all synth-pipeline deploy-pipeline test lint typecheck unit browser cfn-lint checkov mutation bench capacity demo load local mint-token preflight deploy diff destroy smoke redrive openapi clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -124,8 +124,11 @@ mutation: install ## Mutation testing (mutmut) of lambdas/shared/store, lambdas/
 	$(PY) -m tools.mutation_report
 	@echo "Survivors (mutmut show NAME for the diff):"; $(MUTMUT) results
 
-bench: install ## Benchmarks; writes docs/performance.md
+bench: install ## Benchmarks; writes docs/performance.md and the capacity simulation's table in docs/capacity.md
 	@$(PY) -m bench
+
+capacity: install ## Each stage's target, the limits its templates set against what it needs, the account quotas it needs; see docs/capacity.md
+	$(PY) -m tools.capacity $(if $(filter command line,$(origin STAGE)),--stage $(STAGE))
 
 demo: install ## The whole story on embedded AWS (moto), step by step
 	$(PY) -m local.demo

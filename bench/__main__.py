@@ -225,6 +225,8 @@ STEPS: dict[str, tuple[str, Callable[[int, Path], list[Row]]]] = {
     "e2e": ("e2e", lambda runs, out: e2e_rows(3)),
     "synth_breakdown": ("synth breakdown", lambda runs, out: module_rows("synth_breakdown", max(3, runs // 2))),
     "local_startup": ("local startup", lambda runs, out: module_rows("local_startup", max(3, runs // 2), out / "app")),
+    # Writes its own table into docs/capacity.md as well (bench/capacity_sim.py).
+    "capacity": ("capacity simulation", lambda runs, out: module_rows("capacity_sim")),
 }
 
 

@@ -15,6 +15,9 @@ from typing import Any, Literal
 from aws_cdk import Duration, RemovalPolicy
 
 from contracts.workflows import EXPORT_RISK_MAX_SCORE
+from stacks.capacity import WAF_IP_SHARE as WAF_IP_SHARE
+from stacks.capacity import WAF_WINDOW_SECONDS as WAF_WINDOW_SECONDS
+from stacks.capacity import CapacityConfig, capacity, refuse_retired_keys
 from stacks.errors import ConfigError as ConfigError
 from stacks.models import DEFAULT_BEDROCK_MODEL_ID as DEFAULT_BEDROCK_MODEL_ID
 from stacks.models import INFERENCE_PROFILE_PREFIXES as INFERENCE_PROFILE_PREFIXES
@@ -173,8 +176,6 @@ class StageConfig:
     alarm_email: str | None = None
 
     # API.
-    api_throttle_rate: float = 50.0
-    api_throttle_burst: int = 100
     cors_allowed_origins: tuple[str, ...] = ("http://localhost:3000",)
     waf_enabled: bool = False
     waf_ip_rate_limit: int = 600  # requests per source IP in WAF_WINDOW_SECONDS: one client's share
@@ -192,13 +193,9 @@ class StageConfig:
     chat_customer_burst: int = 20
     # Live WebSocket connections one customer may hold, checked at $connect.
     chat_max_connections_per_customer: int = 3
-    # API Gateway route throttles (requests per second, burst), each route its own.
-    ws_connect_throttle_rate: float = 10.0
-    ws_connect_throttle_burst: int = 20
-    ws_message_throttle_rate: float = 20.0
-    ws_message_throttle_burst: int = 40
-    # Concurrency reserved for (and capping) the message function that calls the model.
-    message_reserved_concurrency: int = 20
+    # The load the stage is built for: every throttle, the message function's reserved concurrency and
+    # the stream router's batching derive from it (stacks/capacity.py, docs/capacity.md).
+    capacity: CapacityConfig = field(default_factory=CapacityConfig)
 
     # Models: None selects the echo responder (no Bedrock calls). A foundation-model id or a
     # cross-region inference profile id (a prefix of INFERENCE_PROFILE_PREFIXES); never a model
@@ -217,8 +214,6 @@ class StageConfig:
     session_ttl_hours: int = 24
     cleanup_shards: int = 8
     summary_interval: int = 10
-    stream_batch_size: int = 100
-    stream_batching_window_seconds: int = 5
     stream_max_retries: int = 5
     stream_max_record_age_seconds: int = 21600
     event_archive_retention_days: int = 30
@@ -316,15 +311,11 @@ _BOUNDS: dict[str, tuple[float, float]] = {
     "audit_retention_days": (1, 3650),
     "archive_transition_days": (30, 3650),
     "analytics_expiration_days": (1, 3650),
-    "api_throttle_rate": (1, 10000),
-    "api_throttle_burst": (1, 5000),
     "waf_ip_rate_limit": (10, 2_000_000_000),
     "authorizer_cache_seconds": (0, 3600),
     "session_ttl_hours": (1, 24 * 365),
     "cleanup_shards": (1, 64),
     "summary_interval": (2, 1000),
-    "stream_batch_size": (1, 10000),
-    "stream_batching_window_seconds": (0, 300),
     "stream_max_retries": (0, 10000),
     "stream_max_record_age_seconds": (60, 86399),
     "event_archive_retention_days": (1, 3650),
@@ -350,11 +341,6 @@ _BOUNDS: dict[str, tuple[float, float]] = {
     "chat_customer_messages_per_minute": (1, 600),
     "chat_customer_burst": (1, 100),
     "chat_max_connections_per_customer": (1, 100),
-    "ws_connect_throttle_rate": (1, 10000),
-    "ws_connect_throttle_burst": (1, 5000),
-    "ws_message_throttle_rate": (1, 10000),
-    "ws_message_throttle_burst": (1, 5000),
-    "message_reserved_concurrency": (1, 1000),
     "bedrock_attempts": (1, 10),
     "context_turns": (1, 100),
     "context_max_tokens": (100, 100_000),
@@ -449,27 +435,18 @@ def _validate_names(c: StageConfig) -> None:
     _validate_model(c)
 
 
-#: The WAF's per-IP window (s), and the share of the stage's throttle in it one source IP may use.
-WAF_WINDOW_SECONDS, WAF_IP_SHARE = 300, 0.1
-
-
 def _validate_bounds(c: StageConfig) -> None:
-    """Every number within its range, and each WebSocket route's throttle within the stage's."""
+    """Every number within its range; the capacity target, and the hand-set limits it bounds."""
     n = c.name
     for key, (low, high) in _BOUNDS.items():
         value = getattr(c, key)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
             raise _fail(n, key, f"must be a number in {_number(low)}..{_number(high)}", value)
-    for route in ("ws_connect", "ws_message"):
-        rate, burst = getattr(c, f"{route}_throttle_rate"), getattr(c, f"{route}_throttle_burst")
-        if rate > c.api_throttle_rate or burst > c.api_throttle_burst:
-            limits = f"({c.api_throttle_rate:g}/{c.api_throttle_burst})"
-            rule = f"must not exceed api_throttle_rate/api_throttle_burst {limits}"
-            raise _fail(n, f"{route}_throttle_rate/_burst", rule, (rate, burst))
-    most = int(c.api_throttle_rate * WAF_WINDOW_SECONDS * WAF_IP_SHARE)
-    if c.waf_ip_rate_limit > most:
-        rule = f"must be at most a tenth of the stage's requests in {WAF_WINDOW_SECONDS} s (at most {most})"
-        raise _fail(n, "waf_ip_rate_limit", rule, c.waf_ip_rate_limit)
+    if not isinstance(c.capacity, CapacityConfig):
+        raise _fail(n, "capacity", "must be an object", c.capacity)
+    bounded = ("chat_connection_messages_per_minute", "chat_customer_messages_per_minute", "waf_ip_rate_limit")
+    hand_set = {key: getattr(c, key) for key in (*bounded, "lambda_timeout_seconds", "bedrock_deadline_seconds")}
+    c.capacity.validate(n, hand_set)
     if c.session_resume_grace_seconds > c.cleanup_grace_seconds:
         limit = f"must not exceed cleanup_grace_seconds ({c.cleanup_grace_seconds})"
         raise _fail(n, "session_resume_grace_seconds", limit, c.session_resume_grace_seconds)
@@ -529,6 +506,7 @@ def load_stage_config(stages: Any, name: str) -> StageConfig:
     raw = stages[name]
     if not isinstance(raw, dict):
         raise ConfigError(f"stage {name!r}: its entry must be an object (given {type(raw).__name__})")
+    refuse_retired_keys(name, raw)
     known = {f.name for f in fields(StageConfig)} - {"name"}
     unknown = sorted(set(raw) - known)
     if unknown:
@@ -544,6 +522,8 @@ def load_stage_config(stages: Any, name: str) -> StageConfig:
         values["identity"] = _identity(name, values["identity"])
     if "analytics_search" in values:
         values["analytics_search"] = analytics_search(name, values["analytics_search"])
+    if "capacity" in values:
+        values["capacity"] = capacity(name, values["capacity"])
     if "tags" in values and not (
         isinstance(values["tags"], dict) and all(isinstance(v, str) for v in values["tags"].values())
     ):

@@ -306,6 +306,7 @@ class EventsStack(Stack):
         self.analytics.grant_put_records(router)
         self.audit.grant_put_records(router)
         self.summary_function.grant_invoke(router)
+        limits = config.capacity.limits
         self.stream_source = StreamConsumer(
             self,
             "StreamRouterSource",
@@ -316,8 +317,11 @@ class EventsStack(Stack):
             # stream, so no change made before the mapping existed escapes the audit trail; the
             # router is idempotent, so reading a record twice changes nothing.
             starting_position=lambda_.StartingPosition.TRIM_HORIZON,
-            batch_size=config.stream_batch_size,
-            max_batching_window=Duration.seconds(config.stream_batching_window_seconds),
+            # Batch size, window and batches per shard at once keep up with the stage's target (stacks/capacity.py);
+            # with more than one batch per shard at once, Lambda still keeps each item key's records in order.
+            batch_size=limits.stream_batch_size,
+            max_batching_window=Duration.seconds(limits.stream_batching_window_seconds),
+            parallelization_factor=limits.stream_parallelization_factor,
             retry_attempts=config.stream_max_retries,
             max_record_age=Duration.seconds(config.stream_max_record_age_seconds),
             filters=[{"dynamodb": {"Keys": {"SK": {"S": ROUTED_SORT_KEYS}}}}],

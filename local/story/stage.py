@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 from embedded.synth import SynthesizedStage, stage_config, synthesize
@@ -27,12 +28,8 @@ def story_config() -> StageConfig:
         stage_config("dev"),
         bedrock_model_id=STORY_MODEL_ID,
         authorizer_cache_seconds=0,
-        api_throttle_rate=200,
-        api_throttle_burst=400,
-        ws_connect_throttle_rate=100,
-        ws_connect_throttle_burst=200,
-        ws_message_throttle_rate=200,
-        ws_message_throttle_burst=400,
+        # A target whose derived throttles admit 200 messages, 105 connects and 600 REST calls a second.
+        capacity=dataclasses.replace(stage_config("dev").capacity, concurrent_chats=4000, connects_per_second=70),
     )
 
 

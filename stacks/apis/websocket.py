@@ -148,13 +148,14 @@ class ChatApi(Construct):
         """The message path: the customer's turn, the model's reply, streamed back to the connection."""
         config = self._config
         # Reserved concurrency both guarantees the chat its share and caps it: a burst of messages
-        # (each a model call) cannot take the account's concurrency from every other function.
+        # (each a model call) cannot take the account's concurrency from every other function. It is
+        # what the sendMessage throttle admits times the reply's p95 duration (stacks/capacity.py).
         message = functions(
             self,
             MESSAGE_FUNCTION,
             "lambdas.ws.message.handler",
             session_env,
-            reserved_concurrent_executions=config.message_reserved_concurrency,
+            reserved_concurrent_executions=config.capacity.limits.message_reserved_concurrency,
         ).function
         storage.sessions.grant_read_write_data(message)
         if config.bedrock_model_id is not None:
@@ -167,6 +168,10 @@ class ChatApi(Construct):
         self, authorizer: lambda_.IFunction, connect: lambda_.IFunction, default: lambda_.IFunction
     ) -> SecureWebSocketApi:
         config = self._config
+        limits = config.capacity.limits  # every throttle derives from the stage's target (docs/capacity.md)
+        message_throttle = apigwv2.ThrottleSettings(
+            rate_limit=limits.ws_message_rate, burst_limit=limits.ws_message_burst
+        )
         return SecureWebSocketApi(
             self,
             "Default",
@@ -177,18 +182,14 @@ class ChatApi(Construct):
             disconnect_handler=self.disconnect_function,
             default_handler=default,
             routes={SEND_MESSAGE: self.message_function, REWIND: self.message_function},
-            throttle_rate_limit=config.api_throttle_rate,
-            throttle_burst_limit=config.api_throttle_burst,
+            throttle_rate_limit=limits.ws_default_rate,
+            throttle_burst_limit=limits.ws_default_burst,
             route_throttles={
                 "$connect": apigwv2.ThrottleSettings(
-                    rate_limit=config.ws_connect_throttle_rate, burst_limit=config.ws_connect_throttle_burst
+                    rate_limit=limits.ws_connect_rate, burst_limit=limits.ws_connect_burst
                 ),
-                SEND_MESSAGE: apigwv2.ThrottleSettings(
-                    rate_limit=config.ws_message_throttle_rate, burst_limit=config.ws_message_throttle_burst
-                ),
-                REWIND: apigwv2.ThrottleSettings(
-                    rate_limit=config.ws_message_throttle_rate, burst_limit=config.ws_message_throttle_burst
-                ),
+                SEND_MESSAGE: message_throttle,
+                REWIND: message_throttle,
             },
             access_log_group_props=logs.LogGroupProps(
                 retention=log_retention(config.log_retention_days),

@@ -22,7 +22,8 @@ from local.story.chat import Chat, open_chat, sign_in, table_name
 
 pytestmark = pytest.mark.slow
 
-DEV = stage_config("dev")
+DEV_CONFIG = stage_config("dev")
+DEV = DEV_CONFIG.capacity.limits  # the gateway throttles dev's capacity target derives
 TOO_MANY = "Too Many Requests"
 
 
@@ -37,16 +38,16 @@ def stage(synthesized: SynthesizedStage) -> Iterator[EmbeddedStage]:
     templates = load_assembly(synthesized.assembly_dir)
     websocket = _stage_resource(templates, "AWS::ApiGatewayV2::Stage")
     websocket["RouteSettings"]["sendMessage"] = {
-        "ThrottlingRateLimit": DEV.ws_message_throttle_rate,
-        "ThrottlingBurstLimit": DEV.ws_message_throttle_burst,
+        "ThrottlingRateLimit": DEV.ws_message_rate,
+        "ThrottlingBurstLimit": DEV.ws_message_burst,
     }
     websocket["RouteSettings"]["$connect"] = {
-        "ThrottlingRateLimit": DEV.ws_connect_throttle_rate,
-        "ThrottlingBurstLimit": DEV.ws_connect_throttle_burst,
+        "ThrottlingRateLimit": DEV.ws_connect_rate,
+        "ThrottlingBurstLimit": DEV.ws_connect_burst,
     }
     rest = _stage_resource(templates, "AWS::ApiGateway::Stage")
     for setting in rest["MethodSettings"]:
-        setting.update(ThrottlingRateLimit=DEV.api_throttle_rate, ThrottlingBurstLimit=DEV.api_throttle_burst)
+        setting.update(ThrottlingRateLimit=DEV.rest_rate, ThrottlingBurstLimit=DEV.rest_burst)
     for template in templates:  # the edited copies replace the originals
         for resource in template.resources.values():
             if resource["Type"] == "AWS::ApiGatewayV2::Stage":
@@ -70,8 +71,8 @@ def test_a_burst_over_the_send_message_throttle_gets_429_and_only_what_got_throu
 ) -> None:
     # Given two customers chatting, and the app's per-connection burst above what each sends
     alice, bob = open_chat(stage, "throttled-alice"), open_chat(stage, "throttled-bob")
-    each = DEV.ws_message_throttle_burst // 2 + 2
-    assert each <= DEV.chat_connection_burst
+    each = DEV.ws_message_burst // 2 + 2
+    assert each <= DEV_CONFIG.chat_connection_burst
     # When both send a burst together, faster than any refill (the clock stands still)
     sent: dict[str, list[Any]] = {alice.who: [], bob.who: []}
     with stage.clock.frozen():
@@ -82,11 +83,11 @@ def test_a_burst_over_the_send_message_throttle_gets_429_and_only_what_got_throu
     # Then exactly the route's burst got through and the rest were refused by the gateway
     throttled = {who: [f for f in frames if f.get("message") == TOO_MANY] for who, frames in sent.items()}
     passed = {who: each - len(t) for who, t in throttled.items()}
-    assert sum(passed.values()) == DEV.ws_message_throttle_burst
-    assert sum(len(t) for t in throttled.values()) == 2 * each - DEV.ws_message_throttle_burst
-    assert stage.websocket.throttle.refused["sendMessage"] == 2 * each - DEV.ws_message_throttle_burst
+    assert sum(passed.values()) == DEV.ws_message_burst
+    assert sum(len(t) for t in throttled.values()) == 2 * each - DEV.ws_message_burst
+    assert stage.websocket.throttle.refused["sendMessage"] == 2 * each - DEV.ws_message_burst
     # And the application counted in its buckets exactly the messages that reached it
-    interval = -(-60_000 // DEV.chat_connection_messages_per_minute)
+    interval = -(-60_000 // DEV_CONFIG.chat_connection_messages_per_minute)
     for chat in (alice, bob):
         replies = [f for f in sent[chat.who] if f.get("type") == "final"]
         assert len(replies) == passed[chat.who], sent[chat.who]
@@ -94,7 +95,7 @@ def test_a_burst_over_the_send_message_throttle_gets_429_and_only_what_got_throu
 
 
 def test_a_connect_burst_over_the_connect_throttle_is_refused_with_429(stage: EmbeddedStage) -> None:
-    tokens = [sign_in(stage, f"connect-{n}", "customer") for n in range(DEV.ws_connect_throttle_burst + 2)]
+    tokens = [sign_in(stage, f"connect-{n}", "customer") for n in range(DEV.ws_connect_burst + 2)]
     refused: list[int] = []
     with stage.clock.frozen():
         for token in tokens:
@@ -109,7 +110,7 @@ def test_a_burst_of_rest_calls_over_the_method_throttle_gets_429_from_the_gatewa
     chat: Chat = open_chat(stage, "rest-burst")
     statuses: list[int] = []
     with stage.clock.frozen():
-        for _ in range(DEV.api_throttle_burst + 3):
+        for _ in range(DEV.rest_burst + 3):
             statuses.append(stage.rest.request("GET", f"/sessions/{chat.session_id}", headers=chat.auth()).status)
     assert statuses.count(429) == 3
-    assert statuses[: DEV.api_throttle_burst] == [200] * DEV.api_throttle_burst
+    assert statuses[: DEV.rest_burst] == [200] * DEV.rest_burst

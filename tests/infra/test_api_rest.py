@@ -352,8 +352,8 @@ def test_stage_logging_tracing_and_throttling(any_stage: SynthesizedStage) -> No
             "LoggingLevel": "INFO",
             "MetricsEnabled": True,
             "ResourcePath": "/*",
-            "ThrottlingBurstLimit": config.api_throttle_burst,
-            "ThrottlingRateLimit": config.api_throttle_rate,
+            "ThrottlingBurstLimit": config.capacity.limits.rest_burst,
+            "ThrottlingRateLimit": config.capacity.limits.rest_rate,
         }
     ]
     access_log = json.loads(stage["AccessLogSetting"]["Format"])
@@ -387,7 +387,7 @@ def test_usage_plan_carries_the_stage_limits(any_stage: SynthesizedStage) -> Non
     config = any_stage.stage.config
     any_stage.template("Api").has_resource_properties(
         "AWS::ApiGateway::UsagePlan",
-        {"Throttle": {"RateLimit": config.api_throttle_rate, "BurstLimit": config.api_throttle_burst}},
+        {"Throttle": {"RateLimit": config.capacity.limits.rest_rate, "BurstLimit": config.capacity.limits.rest_burst}},
     )
 
 
@@ -509,7 +509,7 @@ def test_waf_only_where_configured(dev: SynthesizedStage, prod: SynthesizedStage
         },
     )
     # one client's share: prod's REST throttle lets 200/s * 300 s = 60,000 requests through per window
-    assert prod.stage.config.waf_ip_rate_limit * 10 <= prod.stage.config.api_throttle_rate * 300
+    assert prod.stage.config.waf_ip_rate_limit * 10 <= prod.stage.config.capacity.limits.rest_rate * 300
     logging = next(iter(_resources(prod, "AWS::WAFv2::LoggingConfiguration").values()))["Properties"]
     assert logging["RedactedFields"] == [{"SingleHeader": {"Name": "authorization"}}]
     group = next(

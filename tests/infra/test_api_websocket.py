@@ -151,8 +151,8 @@ def test_stage_is_named_after_the_config_throttled_and_access_logged(any_stage: 
     assert props["StageName"] == config.name
     assert props["AutoDeploy"] is True
     assert props["DefaultRouteSettings"] == {
-        "ThrottlingBurstLimit": config.api_throttle_burst,
-        "ThrottlingRateLimit": config.api_throttle_rate,
+        "ThrottlingBurstLimit": config.capacity.limits.ws_default_burst,
+        "ThrottlingRateLimit": config.capacity.limits.ws_default_rate,
     }
     log_format = json.loads(props["AccessLogSettings"]["Format"])
     assert {"requestId", "connectionId", "routeKey", "eventType", "status"} <= set(log_format)

@@ -90,7 +90,7 @@ def test_a_guardrail_may_be_named_by_id_or_arn(stages: dict[str, Any]) -> None:
         ("removal_policy", "keep", r"removal_policy must be 'destroy' or 'retain' \(given 'keep'\)"),
         ("map_max_concurrency", 0, r"map_max_concurrency must be a number in 1..40 \(given 0\)"),
         ("map_max_concurrency", True, r"map_max_concurrency must be a number"),
-        ("api_throttle_rate", "fast", r"api_throttle_rate must be a number"),
+        ("capacity", {"concurrent_chats": "many"}, r"capacity\.concurrent_chats must be a number"),
         ("deletion_protection", "yes", r"deletion_protection must be true or false"),
         ("alarm_email", "not-an-address", r"alarm_email must be an e-mail address"),
         ("managers_email", "managers", r"managers_email must be an e-mail address"),
@@ -114,7 +114,7 @@ def test_a_guardrail_may_be_named_by_id_or_arn(stages: dict[str, Any]) -> None:
         ("trail_query_scan_limit_mb", "1GB", r"trail_query_scan_limit_mb must be a number in 10..10485760"),
         ("waf_ip_rate_limit", 5, r"waf_ip_rate_limit must be a number in 10..2000000000 \(given 5\)"),
         # dev's REST throttle is 20/s: 6,000 requests per five minutes, so one IP may have 600 of them
-        ("waf_ip_rate_limit", 601, r"waf_ip_rate_limit must be at most a tenth of .* \(at most 600\) \(given 601\)"),
+        ("waf_ip_rate_limit", 601, r"waf_ip_rate_limit must be at most a tenth of .* so at most 600 \(given 601\)"),
         ("export_review_min_score", 11, r"export_review_min_score must be a number in 0..10 \(given 11\)"),
         ("export_review_min_score", -1, r"export_review_min_score must be a number in 0..10 \(given -1\)"),
         ("export_review_min_score", "high", r"export_review_min_score must be a number in 0..10"),
@@ -212,7 +212,8 @@ def test_overrides_are_validated_again() -> None:
 def test_defaults_are_what_the_issues_specify() -> None:
     config = StageConfig(name="test")
     assert config.summary_interval == 10
-    assert (config.stream_batch_size, config.stream_batching_window_seconds) == (100, 5)
+    limits = config.capacity.limits  # a small team's target: batches of 100, filled for at most 5 s
+    assert (limits.stream_batch_size, limits.stream_batching_window_seconds) == (100, 5)
     assert (config.handoff_agent_wait_seconds, config.handoff_idle_seconds) == (300, 120)
     assert config.handoff_reply_idle_seconds == 600
     assert config.cleanup_grace_seconds == 3600

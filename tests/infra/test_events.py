@@ -48,8 +48,9 @@ def test_stream_mapping_is_bounded_partial_bisecting_and_filtered(any_stage: Syn
     config = any_stage.stage.config
     _, mapping = only(any_stage, "AWS::Lambda::EventSourceMapping", "StreamRouter")
     props = mapping["Properties"]
-    assert props["BatchSize"] == config.stream_batch_size
-    assert props["MaximumBatchingWindowInSeconds"] == config.stream_batching_window_seconds
+    assert props["BatchSize"] == config.capacity.limits.stream_batch_size
+    assert props["MaximumBatchingWindowInSeconds"] == config.capacity.limits.stream_batching_window_seconds
+    assert props["ParallelizationFactor"] == config.capacity.limits.stream_parallelization_factor
     assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     assert props["BisectBatchOnFunctionError"] is True
     assert props["MaximumRetryAttempts"] == config.stream_max_retries

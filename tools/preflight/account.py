@@ -27,9 +27,10 @@ DEFAULT_BOOTSTRAP_PARAMETER = "/cdk-bootstrap/hnb659fds/version"
 
 
 def reserved_concurrency(config: StageConfig) -> int:
-    """What the stage's functions reserve: every ``*_reserved_concurrency`` setting together."""
+    """What the stage's functions reserve: every ``*_reserved_concurrency`` its capacity target derives."""
+    limits = config.capacity.limits
     return sum(
-        int(getattr(config, f.name)) for f in dataclasses.fields(config) if f.name.endswith("_reserved_concurrency")
+        int(getattr(limits, f.name)) for f in dataclasses.fields(limits) if f.name.endswith("_reserved_concurrency")
     )
 
 
@@ -45,7 +46,7 @@ def check_concurrency(lambda_client: Any, reserved: int, *, deployed: bool) -> F
     )
     raise_quota = (
         "request a higher 'Concurrent executions' quota (Service Quotas, AWS Lambda), "
-        "or lower message_reserved_concurrency in cdk.json"
+        "or lower the stage's capacity target in cdk.json (docs/capacity.md)"
     )
     if unreserved >= needed:
         return Finding(check, "OK", detail)

@@ -197,8 +197,11 @@ def test_reserved_concurrency_must_leave_the_100_lambda_keeps_unreserved(
 
 
 def test_the_stage_reserves_what_its_config_says() -> None:
-    assert preflight.reserved_concurrency(stage_config("prod")) == 100
-    assert preflight.reserved_concurrency(with_overrides(stage_config("dev"), message_reserved_concurrency=7)) == 7
+    assert preflight.reserved_concurrency(stage_config("prod")) == 2000  # 500 messages a second for 4 s
+    smaller = dataclasses.replace(
+        stage_config("dev").capacity, concurrent_chats=10, reply_p95_seconds=1.4, first_frame_p95_seconds=1
+    )
+    assert preflight.reserved_concurrency(with_overrides(stage_config("dev"), capacity=smaller)) == 7  # 5/s for 1.4 s
 
 
 def test_a_stage_is_deployed_when_its_api_stack_exists(stubbed: dict[str, tuple[Any, Stubber]]) -> None:
