@@ -16,6 +16,7 @@ from aws_cdk import Duration, RemovalPolicy
 
 from contracts.workflows import EXPORT_RISK_MAX_SCORE
 from stacks.errors import ConfigError as ConfigError
+from stacks.guardrail_config import GuardrailConfig, guardrail
 from stacks.models import DEFAULT_BEDROCK_MODEL_ID as DEFAULT_BEDROCK_MODEL_ID
 from stacks.models import INFERENCE_PROFILE_PREFIXES as INFERENCE_PROFILE_PREFIXES
 from stacks.models import RETIRED_MODELS as RETIRED_MODELS
@@ -209,6 +210,8 @@ class StageConfig:
     # Unset: replies are not screened by a guardrail.
     bedrock_guardrail_id: str | None = None
     bedrock_guardrail_version: str | None = None
+    # Or the stage's own guardrail (stacks/guardrail_config.py): masks personal data, blocks card numbers.
+    guardrail: GuardrailConfig = field(default_factory=GuardrailConfig)
     # The chat context sent to the model: the last N turns, within a token budget.
     context_turns: int = 20
     context_max_tokens: int = 3000
@@ -487,6 +490,7 @@ def _validate_flags(c: StageConfig) -> None:
     if not isinstance(c.analytics_search, AnalyticsSearchConfig):
         raise _fail(n, "analytics_search", "must be an object", c.analytics_search)
     c.analytics_search.validate(n)
+    c.guardrail.validate(n, model_id=c.bedrock_model_id, existing_id=c.bedrock_guardrail_id)
 
 
 def _validate_model(c: StageConfig) -> None:
@@ -544,6 +548,8 @@ def load_stage_config(stages: Any, name: str) -> StageConfig:
         values["identity"] = _identity(name, values["identity"])
     if "analytics_search" in values:
         values["analytics_search"] = analytics_search(name, values["analytics_search"])
+    if "guardrail" in values:
+        values["guardrail"] = guardrail(name, values["guardrail"])
     if "tags" in values and not (
         isinstance(values["tags"], dict) and all(isinstance(v, str) for v in values["tags"].values())
     ):
