@@ -490,7 +490,7 @@ def _validate_flags(c: StageConfig) -> None:
     if not isinstance(c.analytics_search, AnalyticsSearchConfig):
         raise _fail(n, "analytics_search", "must be an object", c.analytics_search)
     c.analytics_search.validate(n)
-    c.guardrail.validate(n, model_id=c.bedrock_model_id, existing_id=c.bedrock_guardrail_id)
+    c.guardrail.validate(n, existing_id=c.bedrock_guardrail_id)
 
 
 def _validate_model(c: StageConfig) -> None:

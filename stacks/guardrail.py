@@ -118,8 +118,11 @@ class ChatGuardrail(Construct):
 
 
 def compose_guardrail(scope: Construct, config: StageConfig, *, encryption_key: kms.IKey) -> ChatGuardrail | None:
-    """The stage's own guardrail when ``guardrail.create`` is on, else None (an existing one, or none)."""
-    if not config.guardrail.create:
+    """The stage's own guardrail when ``guardrail.create`` is on, else None (an existing one, or none).
+
+    None too on a stage without a model: the echo responder makes no model call to screen.
+    """
+    if not config.guardrail.create or config.bedrock_model_id is None:
         return None
     return ChatGuardrail(
         scope,

@@ -4,7 +4,8 @@ A stage's model calls (chat replies, rewound turns, rolling summaries) are scree
 guardrail, chosen by exactly one of:
 
 - ``guardrail.create`` true: the stage creates its own (stacks/guardrail.py) that masks personal
-  data in what the model reads and blocks payment details in what it writes;
+  data in what the model reads and blocks payment details in what it writes; a stage without a
+  model (``bedrock_model_id: null``, the echo responder) makes no model call, so creates none;
 - ``bedrock_guardrail_id`` and ``bedrock_guardrail_version`` (stacks/config.py): a guardrail the
   account already has, brought by the operator;
 - neither: no guardrail (the calls are not screened).
@@ -41,7 +42,7 @@ class GuardrailConfig:
     blocked_input_message: str = DEFAULT_BLOCKED_INPUT
     blocked_output_message: str = DEFAULT_BLOCKED_OUTPUT
 
-    def validate(self, stage: str, *, model_id: str | None, existing_id: str | None) -> None:
+    def validate(self, stage: str, *, existing_id: str | None) -> None:
         """Raise ConfigError naming ``guardrail.<key>`` when anything is off, or the choice is ambiguous."""
         if not isinstance(self.create, bool):
             raise _fail(stage, "create", "must be true or false", self.create)
@@ -57,13 +58,6 @@ class GuardrailConfig:
                 "create",
                 "is true and bedrock_guardrail_id names an existing guardrail: choose one (remove "
                 "bedrock_guardrail_id/_version to use the stage's own, or set create false to bring yours)",
-                True,
-            )
-        if model_id is None:
-            raise _fail(
-                stage,
-                "create",
-                "needs bedrock_model_id: a guardrail screens model calls, and a stage without a model makes none",
                 True,
             )
 

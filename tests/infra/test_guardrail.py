@@ -6,9 +6,12 @@ import json
 from typing import Any
 
 import pytest
+from aws_cdk import App, Stack
+from aws_cdk import aws_kms as kms
 
 from embedded.synth import PARTS, SynthesizedStage, cdk_context, stage_config
 from stacks.config import ConfigError, load_stage_config, with_overrides
+from stacks.guardrail import compose_guardrail
 from stacks.guardrail_config import DEFAULT_BLOCKED_INPUT, DEFAULT_BLOCKED_OUTPUT, GuardrailConfig
 
 # ------------------------------------------------------------------ settings
@@ -52,9 +55,13 @@ def test_fails_when_a_stage_both_creates_and_names_a_guardrail(stages: dict[str,
         _load(stages, bedrock_guardrail_id="gr0abc123", bedrock_guardrail_version="2")
 
 
-def test_fails_when_a_stage_without_a_model_creates_a_guardrail() -> None:
-    with pytest.raises(ConfigError, match=r"guardrail.create needs bedrock_model_id"):
-        with_overrides(stage_config("dev"), bedrock_model_id=None)
+def test_a_stage_without_a_model_creates_no_guardrail() -> None:
+    echo = with_overrides(stage_config("dev"), bedrock_model_id=None)
+    scope = Stack(App(), "Echo")
+    key = kms.Key(scope, "Key")
+    assert echo.guardrail.create is True
+    assert compose_guardrail(scope, echo, encryption_key=key) is None
+    assert compose_guardrail(scope, stage_config("dev"), encryption_key=key) is not None
 
 
 @pytest.mark.parametrize(

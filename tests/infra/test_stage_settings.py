@@ -103,7 +103,12 @@ def test_every_function_gets_every_stage_variable_from_the_config(any_stage: Syn
 
 
 def test_the_deploy_side_sets_exactly_the_variables_the_lambda_side_reads() -> None:
-    guarded = with_overrides(stage_config("prod"), bedrock_guardrail_id="gr0abc123", bedrock_guardrail_version="2")
+    guarded = with_overrides(
+        stage_config("prod"),
+        bedrock_guardrail_id="gr0abc123",
+        bedrock_guardrail_version="2",
+        guardrail=GuardrailConfig(create=False),
+    )
     assert set(stage_environment(guarded)) == set(STAGE_VARIABLES)
     assert {k: stage_environment(guarded)[k] for k in GUARDRAIL_VARIABLES} == {
         "BEDROCK_GUARDRAIL_ID": "gr0abc123",
