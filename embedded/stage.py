@@ -363,6 +363,7 @@ def embedded_stage(
         stack.enter_context(auth_flows_enforced())
         account = boto3.client("sts", region_name=region).get_caller_identity()["Account"]
         cloud = Cloud(region=region, account=str(account))
+        cloud.registry.guardrails = bedrock.guardrails  # the stub screens calls with the guardrails deployed
         log = stack.enter_context(delivering(cloud))
         stack.enter_context(asynchronous_invocations(cloud))
         if before_deploy is not None:

@@ -7,7 +7,9 @@ short fixed text that says the same.
 
 With ``BEDROCK=aws`` the functions' ``bedrock-runtime`` calls leave the process for real
 Bedrock, signed with the credentials the user had when ``make local`` started (moto replaces
-the environment's credentials with fake ones while the stage runs).
+the environment's credentials with fake ones while the stage runs). The stage's guardrail exists
+only on the embedded stage, not in that account, so those calls leave without it
+(``guardrailConfig`` removed): real Bedrock would refuse a guardrail it does not have.
 """
 
 from __future__ import annotations
@@ -80,10 +82,19 @@ class AwsBedrock(BedrockStub):
                     "aws_secret_access_key": frozen.secret_key,
                     "aws_session_token": frozen.token,
                 }
+                created = original(*args, **kwargs)
+                for operation in ("Converse", "ConverseStream"):
+                    created.meta.events.register(f"before-parameter-build.{SERVICE}.{operation}", _without_guardrail)
+                return created
             return original(*args, **kwargs)
 
         with mock.patch.object(boto3, "client", client):
             yield self
+
+
+def _without_guardrail(params: dict[str, Any], **_: Any) -> None:
+    """The embedded stage's guardrail is unknown to the real account: the call goes without it."""
+    params.pop("guardrailConfig", None)
 
 
 def aws_bedrock(region: str) -> AwsBedrock:

@@ -19,6 +19,7 @@ from stacks.capacity import WAF_IP_SHARE as WAF_IP_SHARE
 from stacks.capacity import WAF_WINDOW_SECONDS as WAF_WINDOW_SECONDS
 from stacks.capacity import CapacityConfig, capacity, refuse_retired_keys
 from stacks.errors import ConfigError as ConfigError
+from stacks.guardrail_config import GuardrailConfig, guardrail
 from stacks.models import DEFAULT_BEDROCK_MODEL_ID as DEFAULT_BEDROCK_MODEL_ID
 from stacks.models import INFERENCE_PROFILE_PREFIXES as INFERENCE_PROFILE_PREFIXES
 from stacks.models import RETIRED_MODELS as RETIRED_MODELS
@@ -206,6 +207,8 @@ class StageConfig:
     # Unset: replies are not screened by a guardrail.
     bedrock_guardrail_id: str | None = None
     bedrock_guardrail_version: str | None = None
+    # Or the stage's own guardrail (stacks/guardrail_config.py): masks personal data, blocks card numbers.
+    guardrail: GuardrailConfig = field(default_factory=GuardrailConfig)
     # The chat context sent to the model: the last N turns, within a token budget.
     context_turns: int = 20
     context_max_tokens: int = 3000
@@ -464,6 +467,7 @@ def _validate_flags(c: StageConfig) -> None:
     if not isinstance(c.analytics_search, AnalyticsSearchConfig):
         raise _fail(n, "analytics_search", "must be an object", c.analytics_search)
     c.analytics_search.validate(n)
+    c.guardrail.validate(n, existing_id=c.bedrock_guardrail_id)
 
 
 def _validate_model(c: StageConfig) -> None:
@@ -524,6 +528,8 @@ def load_stage_config(stages: Any, name: str) -> StageConfig:
         values["analytics_search"] = analytics_search(name, values["analytics_search"])
     if "capacity" in values:
         values["capacity"] = capacity(name, values["capacity"])
+    if "guardrail" in values:
+        values["guardrail"] = guardrail(name, values["guardrail"])
     if "tags" in values and not (
         isinstance(values["tags"], dict) and all(isinstance(v, str) for v in values["tags"].values())
     ):

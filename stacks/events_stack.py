@@ -26,6 +26,7 @@ from contracts import keys, messages
 from stacks.analytics_search import AnalyticsSearch, compose_analytics_search
 from stacks.config import StageConfig
 from stacks.functions import StageFunctions, grant_invoke_model, log_retention
+from stacks.guardrail import grant_guardrail, guardrail_environment
 from stacks.mail import NoticeMail
 from stacks.operations import watch_stack
 from stacks.storage_stack import StorageStack
@@ -275,14 +276,17 @@ class EventsStack(Stack):
             self,
             "SummaryGenerator",
             "lambdas.events.summary.handler",
-            {"TABLE_NAME": self.storage.table.table_name},
+            {"TABLE_NAME": self.storage.table.table_name, **guardrail_environment(self.storage.guardrail)},
             timeout=Duration.seconds(max(config.lambda_timeout_seconds, 90)),
             on_failure=self.summary_dead_letter_queue,
             retry_attempts=2,
         )
         self.storage.sessions.grant_read_write_data(self.summary_function.function)
         if config.bedrock_model_id is not None:
-            grant_invoke_model(self.summary_function.function, config.bedrock_model_id)
+            # A summary is screened by the same guardrail as the replies: it is written from the same turns.
+            summarizer = self.summary_function.function
+            grant_invoke_model(summarizer, config.bedrock_model_id, guardrail_id=config.bedrock_guardrail_id)
+            grant_guardrail(summarizer, self.storage.guardrail)
 
     def _build_router(self) -> None:
         """The stream router and its event source mapping on the table's stream."""

@@ -20,6 +20,7 @@ from constructs_lib import (
 )
 from contracts import schema
 from stacks.config import StageConfig
+from stacks.guardrail import ChatGuardrail, compose_guardrail
 from stacks.identity import build_user_pool
 from stacks.operations import watch_stack
 
@@ -34,6 +35,8 @@ class StorageStack(Stack):
         super().__init__(scope, construct_id, **kwargs)  # type: ignore[arg-type]
         self._build_table(config)
         self._build_buckets(config)
+        #: The stage's own guardrail for its model calls (None unless ``guardrail.create``), under the data key.
+        self.guardrail: ChatGuardrail | None = compose_guardrail(self, config, encryption_key=self.key)
         #: The stage's user pool (None when the stage names an external OIDC issuer instead).
         self.users: HardenedUserPool | None = (
             build_user_pool(self, config) if config.identity.provider == "cognito" else None

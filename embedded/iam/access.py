@@ -393,7 +393,15 @@ _BEDROCK_ACTIONS: Final = {
 @_maps("bedrock-runtime", *_BEDROCK_ACTIONS)
 def _bedrock(call: Call, _: Resolver) -> list[Access]:
     action = _BEDROCK_ACTIONS[call.operation]
-    return [Access(action, arn) for arn in model_resources(str(call.params["modelId"]), call.region, call.account)]
+    accesses = [Access(action, arn) for arn in model_resources(str(call.params["modelId"]), call.region, call.account)]
+    guardrail = call.params.get("guardrailConfig")
+    if guardrail is not None:
+        # A call that names a guardrail needs ApplyGuardrail on it ("Set up permissions to use Amazon
+        # Bedrock Guardrails", Amazon Bedrock User Guide).
+        identifier = str(guardrail["guardrailIdentifier"])
+        arn = identifier if identifier.startswith("arn:") else _arn("bedrock", call, f"guardrail/{identifier}")
+        accesses.append(Access("bedrock:ApplyGuardrail", arn))
+    return accesses
 
 
 # ---------------------------------------------------------------------- KMS on the caller's behalf

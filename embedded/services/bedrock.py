@@ -11,6 +11,12 @@ encoded in AWS's event-stream framing and decoded by botocore's own parser). Eve
 either is recorded in ``stub.calls`` (``streamed`` tells them apart). Other services and other
 operations are untouched (moto still serves them).
 
+A call that names a guardrail (``guardrailConfig``) is screened by one of ``stub.guardrails`` (the
+stage's, deployed from its template) as Bedrock screens it (``embedded.services.bedrock_guardrail``):
+``answer`` gets, and ``calls`` record, the messages as the model reads them (personal data masked,
+``{EMAIL}``), and a reply the guardrail blocks is its blocked message with ``stopReason:
+guardrail_intervened``. A guardrail or version that does not exist fails the call as Bedrock does.
+
 Usage::
 
     stub = BedrockStub(answer=lambda request: "a fixed reply")
@@ -34,6 +40,7 @@ import boto3
 from botocore.awsrequest import AWSResponse
 from botocore.validate import validate_parameters
 
+from embedded.services.bedrock_guardrail import INTERVENED, GuardrailPolicy, GuardrailRefused, find, screen_request
 from embedded.services.bedrock_stream import Pacing, event_stream, reply_events, tokens
 
 SERVICE = "bedrock-runtime"
@@ -51,6 +58,8 @@ class ConverseCall:
     reply: str
     streamed: bool = False  # ConverseStream (True) or Converse
     tokens: int = 0  # the deltas a streamed reply was split into
+    stop_reason: str = "end_turn"  # guardrail_intervened: the guardrail blocked the input or the reply
+    guardrail: str | None = None  # the guardrail that screened the call (its id)
 
     @property
     def prompt(self) -> str:
@@ -74,11 +83,34 @@ class BedrockStub:
     calls: list[ConverseCall] = field(default_factory=list)
     #: when a streamed answer's deltas are handed over (None: all at once), as a model writes them
     pacing: Pacing | None = None
+    #: the guardrails a call may name, by id (the embedded stage fills it as it deploys them)
+    guardrails: dict[str, GuardrailPolicy] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
 
-    def _record(self, request: dict[str, Any], reply: str, *, streamed: bool, token_count: int = 0) -> ConverseCall:
+    def _reply(self, request: dict[str, Any]) -> tuple[dict[str, Any], str, str, str | None]:
+        """(the request as the model reads it, the reply, its stop reason, the guardrail's id) for ``request``."""
+        config = request.get("guardrailConfig")
+        if config is None:
+            return request, self.answer(request), "end_turn", None
+        policy = find(self.guardrails, config)
+        seen, blocked = screen_request(policy, request)
+        if blocked:  # the model is never asked
+            return seen, policy.blocked_input, INTERVENED, policy.guardrail_id
+        reply, blocked = policy.screen_output(self.answer(seen))
+        return seen, reply, INTERVENED if blocked else "end_turn", policy.guardrail_id
+
+    def _record(
+        self,
+        request: dict[str, Any],
+        reply: str,
+        *,
+        streamed: bool,
+        token_count: int = 0,
+        stop_reason: str = "end_turn",
+        guardrail: str | None = None,
+    ) -> ConverseCall:
         messages = tuple(
             (str(m.get("role")), "".join(str(b.get("text", "")) for b in m.get("content", [])))
             for m in request.get("messages", [])
@@ -91,6 +123,8 @@ class BedrockStub:
             reply=reply,
             streamed=streamed,
             tokens=token_count,
+            stop_reason=stop_reason,
+            guardrail=guardrail,
         )
         with self._lock:
             self.calls.append(call)
@@ -98,21 +132,21 @@ class BedrockStub:
 
     def respond_stream(self, client: Any, request: dict[str, Any]) -> dict[str, Any]:
         """The ConverseStream response to ``request`` (recorded): the answer as token-sized deltas."""
-        reply = self.answer(request)
-        self._record(request, reply, streamed=True, token_count=len(tokens(reply)))
-        stream = event_stream(client, reply_events(reply), pacing=self.pacing)
+        seen, reply, stop, guardrail = self._reply(request)
+        self._record(seen, reply, streamed=True, token_count=len(tokens(reply)), stop_reason=stop, guardrail=guardrail)
+        stream = event_stream(client, reply_events(reply, stop_reason=stop), pacing=self.pacing)
         return {"stream": stream, "ResponseMetadata": {"HTTPStatusCode": 200}}
 
     def respond(self, request: dict[str, Any]) -> dict[str, Any]:
         """The Converse response to ``request`` (recorded)."""
-        reply = self.answer(request)
-        call = self._record(request, reply, streamed=False)
+        seen, reply, stop, guardrail = self._reply(request)
+        call = self._record(seen, reply, streamed=False, stop_reason=stop, guardrail=guardrail)
         messages = call.messages
         prompt_chars = sum(len(text) for _, text in messages) + sum(len(text) for text in call.system)
         input_tokens, output_tokens = prompt_chars // 4 + 1, len(reply) // 4 + 1
         return {
             "output": {"message": {"role": "assistant", "content": [{"text": reply}]}},
-            "stopReason": "end_turn",
+            "stopReason": stop,
             "usage": {
                 "inputTokens": input_tokens,
                 "outputTokens": output_tokens,
@@ -128,12 +162,18 @@ class BedrockStub:
             context[_PARAMS_KEY] = copy.deepcopy(params)
 
         def answer(model: Any, context: dict[str, Any], **_: Any) -> tuple[AWSResponse, dict[str, Any]]:
-            response = self.respond(context[_PARAMS_KEY])
+            try:
+                response = self.respond(context[_PARAMS_KEY])
+            except GuardrailRefused as refused:
+                return _refusal(refused)
             validate_parameters(response, model.output_shape)
             return AWSResponse(None, 200, {}, None), response
 
         def answer_stream(context: dict[str, Any], **_: Any) -> tuple[AWSResponse, dict[str, Any]]:
-            return AWSResponse(None, 200, {}, None), self.respond_stream(client, context[_PARAMS_KEY])
+            try:
+                return AWSResponse(None, 200, {}, None), self.respond_stream(client, context[_PARAMS_KEY])
+            except GuardrailRefused as refused:
+                return _refusal(refused)
 
         service_id = client.meta.service_model.service_id.hyphenize()
         for operation, handler in (("Converse", answer), ("ConverseStream", answer_stream)):
@@ -153,3 +193,12 @@ class BedrockStub:
 
         with mock.patch.object(boto3, "client", client):
             yield self
+
+
+def _refusal(refused: GuardrailRefused) -> tuple[AWSResponse, dict[str, Any]]:
+    """The error response botocore raises as a ClientError with Bedrock's code and message."""
+    error = {
+        "Error": {"Code": refused.code, "Message": refused.message},
+        "ResponseMetadata": {"HTTPStatusCode": refused.status},
+    }
+    return AWSResponse(None, refused.status, {}, None), error

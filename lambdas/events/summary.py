@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from lambdas.shared.bedrock import bedrock_client, converse_text
+from lambdas.shared.bedrock import GuardrailIntervened, bedrock_client, converse_text
 from lambdas.shared.records import Summary, Turn
 from lambdas.shared.settings import Settings, settings
 from lambdas.shared.settings import store as store
@@ -117,11 +117,26 @@ def _generator(cfg: Settings) -> Any:
     if cfg.bedrock_model_id is None:
         return extractive_summary
     model_id = cfg.bedrock_model_id
+    guardrail = None
+    if cfg.bedrock_guardrail_id is not None and cfg.bedrock_guardrail_version is not None:
+        guardrail = (cfg.bedrock_guardrail_id, cfg.bedrock_guardrail_version)
 
     def generate(previous: Summary | None, turns: list[Turn]) -> str:
-        return converse_text(bedrock_client(), model_id, build_prompt(previous, turns), system=SYSTEM_PROMPT)
+        prompt = build_prompt(previous, turns)
+        try:
+            return converse_text(bedrock_client(), model_id, prompt, system=SYSTEM_PROMPT, guardrail=guardrail)
+        except GuardrailIntervened:
+            # The model wrote what the guardrail withholds (payment details): the summary rolls the
+            # previous one forward with a note, never the blocked text nor the turns themselves.
+            return withheld_summary(previous)
 
     return generate
+
+
+def withheld_summary(previous: Summary | None) -> str:
+    """The summary of a window whose model summary the guardrail blocked."""
+    note = "A part of the conversation held details the assistant does not keep."
+    return f"{previous.summary_text} {note}" if previous else note
 
 
 def parse_trigger(event: Any) -> tuple[str, int]:

@@ -42,6 +42,10 @@ class BedrockUnavailable(RuntimeError):
     """Converse still failed with a retryable error after every attempt."""
 
 
+class GuardrailIntervened(RuntimeError):
+    """The guardrail named in the call blocked it: the text is the guardrail's blocked message, not an answer."""
+
+
 @env.once
 def bedrock_client() -> Any:
     """The container's bedrock-runtime client: one attempt per call (see the module docstring)."""
@@ -117,8 +121,12 @@ def converse_text(
     cap_seconds: float = 8.0,
     sleep: Callable[[float], None] | None = None,
     rand: Callable[[], float] | None = None,
+    guardrail: tuple[str, str] | None = None,
 ) -> str:
     """The text of one Converse exchange; retries throttling and 5xx at most ``attempts`` calls.
+
+    ``guardrail`` (identifier, version) screens the exchange; a blocked one raises
+    ``GuardrailIntervened``. Defaults to none.
 
     Before retry n (from 0) it sleeps ``rand() * min(cap, base * 2**n)`` (full jitter). Other
     errors (validation, access denied) are raised at once; retryable ones exhausted raise
@@ -133,6 +141,8 @@ def converse_text(
     }
     if system:
         request["system"] = [{"text": system}]
+    if guardrail is not None:
+        request["guardrailConfig"] = {"guardrailIdentifier": guardrail[0], "guardrailVersion": guardrail[1]}
     policy = Backoff(attempts=attempts, base_seconds=base_seconds, cap_seconds=cap_seconds, sleep=sleep)
     if rand is not None:
         policy = Backoff(attempts, base_seconds, cap_seconds, sleep, rand)
@@ -142,4 +152,6 @@ def converse_text(
         if not is_transient(err):
             raise
         raise BedrockUnavailable(f"Bedrock model {model_id} still unavailable after {attempts} attempts") from err
+    if response.get("stopReason") == "guardrail_intervened":
+        raise GuardrailIntervened(f"guardrail {guardrail[0] if guardrail else ''} blocked the exchange")
     return response_text(response)

@@ -42,6 +42,7 @@ from local.story.identity import IdentitySteps
 from local.story.inbox import InboxSteps
 from local.story.limits import LimitSteps
 from local.story.metrics import MetricsSteps
+from local.story.privacy import PrivacySteps
 from local.story.registry import RegistrySteps
 from local.story.resume import ResumeSteps
 from stacks.config import StageConfig
@@ -64,6 +65,7 @@ class Story(
     AuditSteps,
     BadPathSteps,
     ResumeSteps,
+    PrivacySteps,
 ):
     """The state the steps share and the plumbing they call; the steps come from the mixins, one per theme."""
 
@@ -182,6 +184,7 @@ STEPS: tuple[str, ...] = (
     "agent_registry",
     "customer_drops_and_resumes",
     "customer_rewinds",
+    "customer_gives_contact_details",
 )
 
 

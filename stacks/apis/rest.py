@@ -29,6 +29,7 @@ from contracts.logs import TOKEN_REFUSED
 from contracts.requests import BODY_MODELS, gateway_schema
 from stacks.config import WAF_WINDOW_SECONDS, StageConfig
 from stacks.functions import METRICS_NAMESPACE, StageFunctions, grant_invoke_model, log_retention
+from stacks.guardrail import grant_guardrail, guardrail_environment
 from stacks.identity import token_environment
 from stacks.orchestration_stack import OrchestrationStack
 from stacks.storage_stack import StorageStack
@@ -191,6 +192,7 @@ def _session_function(
             "TABLE_NAME": storage.table.table_name,
             "STATE_MACHINE_ARNS": ",".join(machine.state_machine_arn for machine in workflows),
             "HANDOFF_STATE_MACHINE_ARN": orchestration.handoff_state_machine.state_machine_arn,
+            **guardrail_environment(storage.guardrail),
         },
     ).function
     storage.sessions.grant_read_write_data(session_function)
@@ -203,6 +205,7 @@ def _session_function(
         grant_invoke_model(
             session_function, config.bedrock_model_id, streaming=True, guardrail_id=config.bedrock_guardrail_id
         )
+        grant_guardrail(session_function, storage.guardrail)
     findings = {}
     for machine in workflows:
         iam.Grant.add_to_principal(

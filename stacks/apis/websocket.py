@@ -22,6 +22,7 @@ from contracts.chat import REWIND, SEND_MESSAGE
 from stacks.config import StageConfig
 from stacks.events_stack import EventsStack
 from stacks.functions import StageFunctions, grant_invoke_model, log_retention, service_metric
+from stacks.guardrail import grant_guardrail, guardrail_environment
 from stacks.identity import token_environment
 from stacks.storage_stack import StorageStack
 from stacks.workflows import APP_RETRY, OnboardingWorkflow
@@ -154,7 +155,7 @@ class ChatApi(Construct):
             self,
             MESSAGE_FUNCTION,
             "lambdas.ws.message.handler",
-            session_env,
+            {**session_env, **guardrail_environment(storage.guardrail)},
             reserved_concurrent_executions=config.capacity.limits.message_reserved_concurrency,
         ).function
         storage.sessions.grant_read_write_data(message)
@@ -162,6 +163,7 @@ class ChatApi(Construct):
             grant_invoke_model(
                 message, config.bedrock_model_id, streaming=True, guardrail_id=config.bedrock_guardrail_id
             )
+            grant_guardrail(message, storage.guardrail)
         return message
 
     def _api(

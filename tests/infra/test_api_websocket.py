@@ -274,7 +274,9 @@ def test_bedrock_is_scoped_to_the_configured_model(any_stage: SynthesizedStage) 
         for s in statements_of(template, "lambdas.ws.message.handler")
         if any(a.startswith("bedrock:") for a in actions(s))
     ]
-    assert [actions(s) for s in bedrock] == [["bedrock:InvokeModelWithResponseStream"]]  # ConverseStream only
+    # ConverseStream only, and the stage's own guardrail (the calls name it)
+    assert [actions(s) for s in bedrock] == [["bedrock:InvokeModelWithResponseStream"], ["bedrock:ApplyGuardrail"]]
+    assert "GuardrailArn" in str(bedrock[1]["Resource"])
     # Both stages name a cross-region inference profile: the profile, and its model wherever it routes
     assert [flatten(r) for r in bedrock[0]["Resource"]] == [
         f"arn:<AWS::Partition>:bedrock:<AWS::Region>:<AWS::AccountId>:inference-profile/{model}",

@@ -75,12 +75,17 @@ def test_a_guardrail_may_be_named_by_id_or_arn(stages: dict[str, Any]) -> None:
         config = load_stage_config(
             {
                 **stages,
-                "dev": {**stages["dev"], "bedrock_guardrail_id": guardrail_id, "bedrock_guardrail_version": "DRAFT"},
+                "dev": {
+                    **stages["dev"],
+                    "guardrail": {"create": False},  # the stage's own guardrail otherwise
+                    "bedrock_guardrail_id": guardrail_id,
+                    "bedrock_guardrail_version": "DRAFT",
+                },
             },
             "dev",
         )
         assert (config.bedrock_guardrail_id, config.bedrock_guardrail_version) == (guardrail_id, "DRAFT")
-    assert load_stage_config(stages, "prod").bedrock_guardrail_id is None  # the default: no guardrail
+    assert load_stage_config(stages, "prod").bedrock_guardrail_id is None  # the default: its own guardrail
 
 
 @pytest.mark.parametrize(

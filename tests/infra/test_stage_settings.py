@@ -15,6 +15,7 @@ from embedded.synth import PARTS, SynthesizedStage, stage_config, synthesize
 from lambdas.shared.settings import STAGE_VARIABLES
 from stacks.config import with_overrides
 from stacks.functions import STAGE_VARIABLE_NAMES, grant_invoke_model, stage_environment
+from stacks.guardrail_config import GuardrailConfig
 
 #: Functions a library construct builds with its own runtime, not the app's stage functions: the
 #: approval gate's writes only review records, which expire after the stage's review_ttl_days
@@ -102,7 +103,12 @@ def test_every_function_gets_every_stage_variable_from_the_config(any_stage: Syn
 
 
 def test_the_deploy_side_sets_exactly_the_variables_the_lambda_side_reads() -> None:
-    guarded = with_overrides(stage_config("prod"), bedrock_guardrail_id="gr0abc123", bedrock_guardrail_version="2")
+    guarded = with_overrides(
+        stage_config("prod"),
+        bedrock_guardrail_id="gr0abc123",
+        bedrock_guardrail_version="2",
+        guardrail=GuardrailConfig(create=False),
+    )
     assert set(stage_environment(guarded)) == set(STAGE_VARIABLES)
     assert {k: stage_environment(guarded)[k] for k in GUARDRAIL_VARIABLES} == {
         "BEDROCK_GUARDRAIL_ID": "gr0abc123",
@@ -197,6 +203,7 @@ def profile_stage() -> SynthesizedStage:
         bedrock_model_id="us.anthropic.claude-3-haiku-v1:0",
         bedrock_guardrail_id="gr0abc123",
         bedrock_guardrail_version="DRAFT",
+        guardrail=GuardrailConfig(create=False),  # an existing guardrail instead of the stage's own
     )
     return synthesize(config)["profile"]
 
@@ -215,7 +222,7 @@ def test_chat_rewind_and_summary_functions_may_invoke_an_inference_profile(profi
 
 
 @pytest.mark.slow
-def test_only_the_functions_answering_customers_may_apply_the_guardrail_and_every_function_is_told_of_it(
+def test_only_the_functions_that_call_the_model_may_apply_the_guardrail_and_every_function_is_told_of_it(
     profile_stage: SynthesizedStage,
 ) -> None:
     applying = {
@@ -223,8 +230,9 @@ def test_only_the_functions_answering_customers_may_apply_the_guardrail_and_ever
         for part in PARTS
     }
     answering = applying.pop("Api")  # the chat and the session function (a rewound turn)
-    assert len(answering) == 2
-    for statement in answering:
+    summarizing = applying.pop("Events")  # the summaries, written from the same turns
+    assert (len(answering), len(summarizing)) == (2, 1)
+    for statement in answering + summarizing:
         assert _actions(statement) == {"bedrock:ApplyGuardrail"}
         assert json.dumps(statement["Resource"]).endswith(
             ':bedrock:", {"Ref": "AWS::Region"}, ":", {"Ref": "AWS::AccountId"}, ":guardrail/gr0abc123"]]}'

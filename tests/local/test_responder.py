@@ -48,10 +48,16 @@ def test_real_bedrock_calls_leave_moto_with_the_users_credentials() -> None:
         client = boto3.client("bedrock-runtime")
         client.meta.events.register_last("before-send.bedrock-runtime.Converse", network)
         with pytest.raises(client.exceptions.ValidationException, match="answered by the test"):
-            client.converse(modelId=MODEL, messages=[{"role": "user", "content": [{"text": "hi"}]}])
+            client.converse(
+                modelId=MODEL,
+                messages=[{"role": "user", "content": [{"text": "hi"}]}],
+                guardrailConfig={"guardrailIdentifier": "embeddedonly1", "guardrailVersion": "1"},
+            )
         s3 = boto3.client("s3", region_name="us-east-1")
         s3.create_bucket(Bucket="still-on-moto")
         assert [b["Name"] for b in s3.list_buckets()["Buckets"]] == ["still-on-moto"]
     assert len(sent) == 1
     assert sent[0].url.startswith("https://bedrock-runtime.us-west-2.amazonaws.com/model/")
     assert "Credential=AKIAUSERSOWNKEY00000/" in sent[0].headers["Authorization"].decode()
+    # the embedded stage's guardrail does not exist in the account: the call leaves without it
+    assert b"guardrailConfig" not in sent[0].body

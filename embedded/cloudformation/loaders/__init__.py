@@ -24,12 +24,14 @@ own when imported (all are imported here):
 - ``analytics``: Firehose delivery streams, the Glue Data Catalog, Athena;
 - ``functions``: Lambda functions, event source mappings, async invoke configs, versions, aliases;
 - ``workflows``: Step Functions state machines;
+- ``bedrock``: Bedrock guardrails and their versions (the Bedrock stub screens calls with them);
 - ``apis``: API Gateway REST and V2 APIs and their children (the routers read the template).
 """
 
 from embedded.cloudformation.loaders import (  # noqa: F401 - imported for the loaders they register
     analytics,
     apis,
+    bedrock,
     functions,
     messaging,
     security,

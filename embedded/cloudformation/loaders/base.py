@@ -17,6 +17,7 @@ from embedded.cloudformation.intrinsics import Deployed, Pseudo
 
 if TYPE_CHECKING:
     from embedded.iam.guard import Guard
+    from embedded.services.bedrock_guardrail import GuardrailPolicy
 
 #: Types with no runtime behaviour to emulate on moto (alarms, metadata, logs plumbing, CDK's own
 #: custom resources). They are recorded, never silently dropped. Policies are not among them: the
@@ -106,6 +107,7 @@ class Registry:
     rule_targets: list[RuleTarget] = field(default_factory=list)
     async_configs: dict[str, AsyncConfig] = field(default_factory=dict)
     passive: list[tuple[str, str, str]] = field(default_factory=list)  # (stack, logical id, type)
+    guardrails: dict[str, GuardrailPolicy] = field(default_factory=dict)  # Bedrock guardrails by id
 
 
 @dataclass

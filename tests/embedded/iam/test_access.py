@@ -81,6 +81,19 @@ def test_streamed_and_plain_conversations_are_different_actions() -> None:
     ]
 
 
+def test_a_call_that_names_a_guardrail_also_needs_apply_guardrail_on_it() -> None:
+    model = f"arn:aws:bedrock:{REGION}::foundation-model/anthropic.claude-haiku-4-5-20251001-v1:0"
+    guardrail = f"arn:aws:bedrock:{REGION}:{ACCOUNT}:guardrail/gr0abc123"
+    for identifier in ("gr0abc123", guardrail):
+        config = {"guardrailIdentifier": identifier, "guardrailVersion": "1"}
+        assert _of(
+            "bedrock-runtime",
+            "ConverseStream",
+            modelId="anthropic.claude-haiku-4-5-20251001-v1:0",
+            guardrailConfig=config,
+        ) == [("bedrock:InvokeModelWithResponseStream", model), ("bedrock:ApplyGuardrail", guardrail)]
+
+
 def test_an_inference_profile_is_authorized_on_the_profile_and_its_model() -> None:
     assert _of("bedrock-runtime", "Converse", modelId="us.anthropic.claude-haiku-4-5-20251001-v1:0") == [
         (

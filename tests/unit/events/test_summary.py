@@ -222,3 +222,54 @@ def test_handler_summarises_with_bedrock_and_raises_for_the_dlq_when_throttled(
     assert latest is not None
     assert latest.summary_number == 1
     env.reset()
+
+
+def test_handler_names_the_stages_guardrail_and_keeps_a_blocked_summary_out(
+    session_with_turns: tuple[str, DynamoSessionStore],
+    bedrock: tuple[Any, Stubber],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given the summary function of a stage whose guardrail is version 4 of gr0abc123
+    session_id, store = session_with_turns
+    client, stubber = bedrock
+    for name, value in (
+        ("TABLE_NAME", store.table.table_name),
+        ("SUMMARY_INTERVAL", "10"),
+        ("BEDROCK_MODEL_ID", MODEL),
+        ("BEDROCK_GUARDRAIL_ID", "gr0abc123"),
+        ("BEDROCK_GUARDRAIL_VERSION", "4"),
+    ):
+        monkeypatch.setenv(name, value)
+    env.reset()
+    monkeypatch.setattr(summary, "bedrock_client", lambda: client)
+    monkeypatch.setattr(summary, "store", lambda: store)
+    guardrail = {"guardrailIdentifier": "gr0abc123", "guardrailVersion": "4"}
+    first_window = summary.build_prompt(None, store.turns.turns_between(session_id, 1, 10))
+    stubber.add_response(
+        "converse",
+        converse_response("The customer asked about volume 3."),
+        {
+            "modelId": MODEL,
+            "messages": [{"role": "user", "content": [{"text": first_window}]}],
+            "system": [{"text": summary.SYSTEM_PROMPT}],
+            "inferenceConfig": {"maxTokens": 512, "temperature": 0.2},
+            "guardrailConfig": guardrail,
+        },
+    )
+    blocked = converse_response("Sorry, I can't show that reply because it held payment details.")
+    stubber.add_response("converse", {**blocked, "stopReason": "guardrail_intervened"})
+    context = type(
+        "Ctx", (), {"function_name": "f", "memory_limit_in_mb": 128, "invoked_function_arn": "a", "aws_request_id": "r"}
+    )()
+    # When turns 10 and 20 close their windows, the second summary blocked by the guardrail
+    summary.handler({"session_id": session_id, "turn_number": 10, "event_id": "e"}, context)
+    result = summary.handler({"session_id": session_id, "turn_number": 20, "event_id": "e2"}, context)
+    # Then the first summary is the model's, written under the guardrail (the Stubber checked the request)
+    # And the blocked one rolls the first forward with a note, never the guardrail's blocked message
+    assert result["status"] == "generated"
+    latest = store.turns.latest_summary(session_id)
+    assert latest is not None
+    assert latest.summary_number == 2
+    assert latest.summary_text.startswith("The customer asked about volume 3. ")
+    assert "payment details" not in latest.summary_text
+    env.reset()
