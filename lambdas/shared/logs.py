@@ -93,7 +93,9 @@ def redact(value: Any) -> Any:
         return [redact(item) for item in value]
     if isinstance(value, (bytes, bytearray)):
         return WITHHELD
-    return value
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    return redact_text(str(value))  # what the JSON serialiser would write (an exception: its message)
 
 
 class MaskingFormatter(LambdaPowertoolsFormatter):
