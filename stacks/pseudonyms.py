@@ -20,7 +20,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 #: The function environment variable that names the secret.
-PSEUDONYM_SECRET_VARIABLE = "PSEUDONYM_SECRET_ARN"
+PSEUDONYM_KEY_VARIABLE = "PSEUDONYM_SECRET_ARN"
 
 
 class PseudonymKey(Construct):
@@ -55,7 +55,7 @@ class PseudonymKey(Construct):
                 "(old and new pseudonyms no longer join); it is replaced on purpose, never on a schedule.",
             )
         )
-        self.environment: dict[str, str] = {PSEUDONYM_SECRET_VARIABLE: self.secret.secret_arn}
+        self.environment: dict[str, str] = {PSEUDONYM_KEY_VARIABLE: self.secret.secret_arn}
 
     def grant_read(self, grantee: iam.IGrantable) -> None:
         """Read the secret: its value, and Decrypt with its key through Secrets Manager only.

@@ -52,8 +52,8 @@ from lambdas.events.delivery import (
 )
 from lambdas.events.routing import Actions, Pseudonymise, classify
 from lambdas.shared import aws, env, pseudonyms
-from lambdas.shared.pseudonyms import Pseudonymiser
 from lambdas.shared.logs import masked_formatter
+from lambdas.shared.pseudonyms import Pseudonymiser
 from lambdas.shared.settings import optional_resource, resource
 from lambdas.shared.settings import settings as stage_settings
 from lambdas.shared.tracing import tracer
@@ -61,7 +61,7 @@ from lambdas.shared.tracing import tracer
 logger = Logger(logger_formatter=masked_formatter())
 
 #: The variable naming the stage's pseudonym secret (``stacks/pseudonyms.py``).
-PSEUDONYM_SECRET = "PSEUDONYM_SECRET_ARN"
+PSEUDONYM_KEY_VARIABLE = "PSEUDONYM_SECRET_ARN"
 
 
 @dataclass(frozen=True)
@@ -126,7 +126,7 @@ def sinks() -> Sinks:
 @env.once
 def pseudonymiser() -> Pseudonymiser:
     """The stage's customer pseudonyms, keyed with its secret (read once per container)."""
-    return pseudonyms.from_secret(aws.client("secretsmanager"), resource(PSEUDONYM_SECRET))
+    return pseudonyms.from_secret(aws.client("secretsmanager"), resource(PSEUDONYM_KEY_VARIABLE))
 
 
 @dataclass

@@ -29,7 +29,7 @@ def logged(emit: Any) -> dict[str, Any]:
 
 @pytest.mark.parametrize(
     "address",
-    ["alice@example.com", "Bob.Smith+shop@mail.example.co.uk", "o'neil@example.ie".replace("'", ""), "x_y-z@sub.domain.jp"],
+    ["alice@example.com", "Bob.Smith+shop@mail.example.co.uk", "oneil@example.ie", "x_y-z@sub.domain.jp"],
 )
 def test_e_mail_addresses_are_masked_wherever_they_stand(address: str) -> None:
     assert redact_text(f"write to {address}, thanks") == f"write to {EMAIL_MASK}, thanks"
@@ -129,7 +129,8 @@ def test_an_exceptions_message_and_traceback_are_masked() -> None:
     line = logged(emit)
 
     dumped = json.dumps(line)
-    assert "alice@example.com" not in dumped and "7946" not in dumped
+    assert "alice@example.com" not in dumped
+    assert "7946" not in dumped
     assert f"bad address {EMAIL_MASK} for {PHONE_MASK}" in line["exception"]
     assert line["exception_name"] == "ValueError"
 

@@ -54,5 +54,5 @@ def test_fails_naming_a_secret_without_a_string_value() -> None:
         secrets = boto3.client("secretsmanager", region_name="us-east-1")
         arn = secrets.create_secret(Name="pseudonyms", SecretBinary=b"\x00" * 64)["ARN"]
 
-        with pytest.raises(MissingSetting, match="pseudonym secret .*pseudonyms.* holds no string value"):
+        with pytest.raises(MissingSetting, match=r"pseudonym secret \S*pseudonyms\S* holds no string value"):
             from_secret(secrets, arn)
