@@ -19,6 +19,7 @@ from lambdas.events import summary as summary_generator
 from local.story.base import StoryParts, expect, present, streamed_replies, token_subject
 from local.story.chat import open_chat
 from local.story.export import REQUESTER_EMAIL
+from local.story.privacy import chat_text
 
 #: What the stubbed model answers to every summarisation request.
 STUB_SUMMARY = "Alice is looking for Frieren and asked about it five times; nothing is decided yet."
@@ -86,7 +87,7 @@ class ConversationSteps(StoryParts):
     def chat(self, count: int = 10) -> None:
         started, step = time.monotonic(), self.step(f"{count} messages (Bedrock stubbed at the client: echo replies)")
         before, calls_before = len(self.frames()), len(self.stage.bedrock.calls)
-        texts = [f"message {i} about Frieren" for i in range(1, count + 1)]
+        texts = [chat_text(i) for i in range(1, count + 1)]
         for text in texts:
             self.stage.websocket.send(self.connection_id, {"action": "sendMessage", "text": text})
         step.calls.append(f"sendMessage x{count}")
