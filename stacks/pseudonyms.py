@@ -63,6 +63,8 @@ class PseudonymKey(Construct):
         Granted on the principal's side: ``Secret.grant_read`` would also name the grantee's role
         in the key policy of the stage's key, which lives in the Storage stack (a dependency cycle);
         that key policy already lets the account's IAM policies decrypt through Secrets Manager.
+        (The router also decrypts with that key to read the table's stream, which this grant does
+        not rely on.)
         """
         iam.Grant.add_to_principal(
             grantee=grantee, actions=["secretsmanager:GetSecretValue"], resource_arns=[self.secret.secret_arn]
