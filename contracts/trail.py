@@ -57,6 +57,10 @@ ANALYTICS_FIELDS: Final[Mapping[str, tuple[str, str]]] = {
     **_COMMON,
     "session_id": ("string", "the session the item belongs to; null for agents, reviews, connections"),
     "size_bytes": ("bigint", "size of the stream record"),
+    "customer_pseudonym": (
+        "string",
+        "the customer's pseudonym (HMAC-SHA256 of the id under the stage's pseudonym key), for items with a customer",
+    ),
     **{name: _ATTRIBUTE_TYPES[name] for name in sorted({a for attrs in ANALYTICS_ATTRIBUTES.values() for a in attrs})},
 }
 

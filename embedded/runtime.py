@@ -37,6 +37,7 @@ import contextvars
 import importlib
 import io
 import json
+import logging
 import os
 import sys
 import threading
@@ -51,6 +52,7 @@ from typing import Any
 from unittest import mock
 
 import boto3
+from aws_lambda_powertools.logging.formatter import BasePowertoolsFormatter
 from moto.awslambda.models import LambdaFunction
 
 from embedded.iam.caller import CALLER, Caller
@@ -79,8 +81,8 @@ class Invocation:
     result: Any = None
     error: BaseException | None = None
     seconds: float = 0.0  # the handler's own run time, the bridge's lock wait excluded
-    #: What the handler printed (Lambda sends it to the function's log group): Powertools Metrics'
-    #: EMF lines among it. Logger lines go to the stream their handler was created with, not here.
+    #: What the handler printed (Lambda sends it to the function's log group): its Powertools Logger
+    #: lines and Powertools Metrics' EMF lines.
     output: str = ""
 
     def emf(self) -> list[dict[str, Any]]:
@@ -199,6 +201,30 @@ class _Tee(io.TextIOBase):
 
 
 @contextmanager
+def _powertools_logs_to(stream: Any) -> Iterator[None]:
+    """Point every Powertools Logger's handler at ``stream`` for the block (a function's log is its stdout).
+
+    A Powertools ``Logger`` keeps the ``sys.stdout`` of the moment it was created, in Lambda the
+    function's log for good; in this process, the stdout of whichever invocation imported its module.
+    """
+    handlers = [
+        handler
+        for logger in list(logging.Logger.manager.loggerDict.values())
+        if isinstance(logger, logging.Logger)
+        for handler in logger.handlers
+        if isinstance(handler, logging.StreamHandler) and isinstance(handler.formatter, BasePowertoolsFormatter)
+    ]
+    before = [handler.stream for handler in handlers]
+    for handler in handlers:
+        handler.stream = stream
+    try:
+        yield
+    finally:
+        for handler, previous in zip(handlers, before, strict=True):
+            handler.stream = previous
+
+
+@contextmanager
 def in_process() -> Iterator[Invocations]:
     """Route moto Lambda invocations to our handlers, in this process, for the block's duration."""
     record = Invocations()
@@ -215,7 +241,7 @@ def in_process() -> Iterator[Invocations]:
             role = CALLER.set(Caller(str(function.role), f"function {function.function_name}"))
             printed = _Tee(sys.stdout)
             try:
-                with redirect_stdout(printed):
+                with redirect_stdout(printed), _powertools_logs_to(printed):
                     call.result = resolve_handler(handler)(payload, LambdaContext(function))
             except Exception as error:  # every handler error becomes Lambda's error payload
                 call.error = error

@@ -29,6 +29,7 @@ from stacks.functions import StageFunctions, grant_invoke_model, log_retention
 from stacks.guardrail import grant_guardrail, guardrail_environment
 from stacks.mail import NoticeMail
 from stacks.operations import watch_stack
+from stacks.pseudonyms import PseudonymKey
 from stacks.storage_stack import StorageStack
 from stacks.trail import SessionTrail
 from stacks.triggers import AuditLocker, HandoffMetrics
@@ -116,6 +117,9 @@ class EventsStack(Stack):
             encryption_key=storage.key,
         )
         self._build_summaries()
+        self.pseudonyms = PseudonymKey(
+            self, "Pseudonyms", encryption_key=storage.key, removal_policy=config.resource_removal_policy
+        )
         self._build_router()
         # The same analytics records, searchable in OpenSearch Serverless, where the stage turns it on.
         self.analytics_search: AnalyticsSearch | None = compose_analytics_search(
@@ -301,10 +305,12 @@ class EventsStack(Stack):
                 "ANALYTICS_STREAM_NAME": self.analytics.delivery_stream_name,
                 "AUDIT_STREAM_NAME": self.audit.delivery_stream_name,
                 "SUMMARY_FUNCTION_NAME": self.summary_function.function_name,
+                **self.pseudonyms.environment,
             },
             timeout=Duration.seconds(max(config.lambda_timeout_seconds, 60)),
         )
         router = self.router_function.function
+        self.pseudonyms.grant_read(router)
         self.event_bus.grant_put_events_to(router)
         self.handoffs.grant_publish(router)
         self.analytics.grant_put_records(router)

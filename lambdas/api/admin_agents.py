@@ -38,11 +38,12 @@ from lambdas.api import access, validation
 from lambdas.api.responses import Forbidden, json_response, register_error_handlers
 from lambdas.shared import env, idempotency
 from lambdas.shared.errors import AgentNotFound
+from lambdas.shared.logs import masked_formatter
 from lambdas.shared.records import Agent
 from lambdas.shared.settings import store as store
 from lambdas.shared.tracing import tracer
 
-logger = Logger()
+logger = Logger(logger_formatter=masked_formatter())
 
 
 def public_agent(agent: Agent) -> dict[str, Any]:

@@ -72,6 +72,7 @@ from lambdas.shared.errors import (
     NotFound,
     NotTheAssignedAgent,
 )
+from lambdas.shared.logs import masked_formatter
 from lambdas.shared.records import AgentStatus, Handoff, HandoffStatus, Role, Session, SessionStatus
 from lambdas.shared.settings import store as store
 from lambdas.shared.store import WAITING_FOR_AGENT, WAITING_FOR_REPLY, HandoffClosed
@@ -80,7 +81,7 @@ from lambdas.shared.tracing import tracer
 from lambdas.usecases.close_handoff import close_handoff
 from lambdas.ws import frames
 
-logger = Logger()
+logger = Logger(logger_formatter=masked_formatter())
 
 AGENT_ROLE: Final = "agent"
 ADMIN_ROLE: Final = "admin"

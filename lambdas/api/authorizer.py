@@ -30,6 +30,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from contracts.logs import TOKEN_REFUSED
 from lambdas.api.access import routes_for
+from lambdas.shared.logs import masked_formatter
 from lambdas.shared.tokens import (
     Issuer,
     JwksUnavailable,
@@ -42,7 +43,7 @@ from lambdas.shared.tokens import (
     verify,
 )
 
-logger = Logger()
+logger = Logger(logger_formatter=masked_formatter())
 
 
 class Unauthorized(Exception):

@@ -64,6 +64,7 @@ from lambdas.api import access, validation
 from lambdas.api.responses import Forbidden, json_response, register_error_handlers
 from lambdas.shared import aws, env, idempotency
 from lambdas.shared.errors import Conflict, NotFound
+from lambdas.shared.logs import masked_formatter
 from lambdas.shared.records import HandoffStatus, Session, SessionStatus
 from lambdas.shared.serialize import public
 from lambdas.shared.settings import optional_resource, resource, settings
@@ -74,7 +75,7 @@ from lambdas.usecases import customer_leaves
 from lambdas.usecases import rewind as rewinding
 from lambdas.ws import frames
 
-logger = Logger()
+logger = Logger(logger_formatter=masked_formatter())
 
 
 @env.once

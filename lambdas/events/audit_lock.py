@@ -27,10 +27,11 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.exceptions import ClientError
 
 from lambdas.shared import aws
+from lambdas.shared.logs import masked_formatter
 from lambdas.shared.settings import settings
 from lambdas.shared.tracing import tracer
 
-logger = Logger()
+logger = Logger(logger_formatter=masked_formatter())
 
 
 @dataclass(frozen=True)

@@ -45,13 +45,14 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from lambdas.events.messages import EVENT_CLOSED, EVENT_ESCALATED, EVENT_QUEUED, HandoffMessage, parse_body
 from lambdas.shared import connections, env, idempotency, mail
+from lambdas.shared.logs import masked_formatter
 from lambdas.shared.records import TURN_ACCEPTING, HandoffStatus, Role, SessionStatus
 from lambdas.shared.settings import optional_resource
 from lambdas.shared.settings import store as store
 from lambdas.shared.store import DynamoSessionStore
 from lambdas.shared.tracing import tracer
 
-logger = Logger()
+logger = Logger(logger_formatter=masked_formatter())
 processor = BatchProcessor(event_type=EventType.SQS)
 
 ESCALATED_TEXT: Final = (

@@ -23,10 +23,11 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from lambdas.events.messages import EVENT_HANDOFF_WAITING, InvalidMessage, parse_body
 from lambdas.shared import keys
+from lambdas.shared.logs import masked_formatter
 from lambdas.shared.settings import store as store
 from lambdas.shared.tracing import tracer
 
-logger = Logger()
+logger = Logger(logger_formatter=masked_formatter())
 processor = BatchProcessor(event_type=EventType.SQS)
 
 #: The broadcast the handoff workflow's assignment-queue consumer sends before any agent is known.

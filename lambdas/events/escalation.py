@@ -31,12 +31,13 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from lambdas.events.messages import ATTR_EVENT_TYPE, EVENT_ESCALATED, EVENT_ESCALATION, InvalidMessage, parse_body
 from lambdas.shared import aws, keys
+from lambdas.shared.logs import masked_formatter
 from lambdas.shared.settings import resource
 from lambdas.shared.settings import store as store
 from lambdas.shared.store import InboxWrite
 from lambdas.shared.tracing import tracer
 
-logger = Logger()
+logger = Logger(logger_formatter=masked_formatter())
 processor = BatchProcessor(event_type=EventType.SQS)
 
 

@@ -28,8 +28,9 @@ from contracts import messages as vocabulary
 from contracts.requests import PRIORITIES
 from lambdas.shared import env
 from lambdas.shared.env import optional_resource
+from lambdas.shared.logs import masked_formatter
 
-logger = Logger()
+logger = Logger(logger_formatter=masked_formatter())
 metrics = Metrics()
 
 #: The dimension value of a reason or priority outside the bounded set.

@@ -18,8 +18,9 @@ from aws_lambda_powertools.utilities.data_classes import EventBridgeEvent
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from lambdas.events.messages import NO_STATUS
+from lambdas.shared.logs import masked_formatter
 
-logger = Logger()
+logger = Logger(logger_formatter=masked_formatter())
 metrics = Metrics()
 
 

@@ -26,6 +26,9 @@ conditional writes; a replayed batch therefore changes nothing that is keyed. Fi
 at least once, so a replay can repeat analytics and audit lines: they carry the same
 ``event_id`` (and the record's sequence number), and readers de-duplicate on it.
 Every change is also logged as one structured JSON line (``stream change``, key ``audit``).
+
+Analytics lines carry a customer's pseudonym, never the id: HMAC-SHA256 under the stage's
+pseudonym key, the secret ``PSEUDONYM_SECRET_ARN`` names, read once per container.
 """
 
 from __future__ import annotations
@@ -47,13 +50,18 @@ from lambdas.events.delivery import (
     FirehoseWriter,
     TopicWriter,
 )
-from lambdas.events.routing import Actions, classify
-from lambdas.shared import aws, env
+from lambdas.events.routing import Actions, Pseudonymise, classify
+from lambdas.shared import aws, env, pseudonyms
+from lambdas.shared.logs import masked_formatter
+from lambdas.shared.pseudonyms import Pseudonymiser
 from lambdas.shared.settings import optional_resource, resource
 from lambdas.shared.settings import settings as stage_settings
 from lambdas.shared.tracing import tracer
 
-logger = Logger()
+logger = Logger(logger_formatter=masked_formatter())
+
+#: The variable naming the stage's pseudonym secret (``stacks/pseudonyms.py``).
+PSEUDONYM_KEY_VARIABLE = "PSEUDONYM_SECRET_ARN"
 
 
 @dataclass(frozen=True)
@@ -115,16 +123,25 @@ def sinks() -> Sinks:
     )
 
 
+@env.once
+def pseudonymiser() -> Pseudonymiser:
+    """The stage's customer pseudonyms, keyed with its secret (read once per container)."""
+    return pseudonyms.from_secret(aws.client("secretsmanager"), resource(PSEUDONYM_KEY_VARIABLE))
+
+
 @dataclass
 class RouterBatch:
     """Classifies the records of one batch, then flushes their entries together."""
 
     summary_interval: int
     bus_name: str
+    pseudonymise: Pseudonymise | None = None
     routed: list[Actions] = field(default_factory=list)
 
     def record_handler(self, record: DynamoDBRecord) -> str:
-        actions = classify(record, summary_interval=self.summary_interval, bus_name=self.bus_name)
+        actions = classify(
+            record, summary_interval=self.summary_interval, bus_name=self.bus_name, pseudonymise=self.pseudonymise
+        )
         self.routed.append(actions)
         logger.info("stream change", extra={"audit": actions.audit})
         return actions.change.sequence_number
@@ -145,9 +162,16 @@ class RouterBatch:
         return failed
 
 
-def route(event: dict[str, Any], context: LambdaContext | None, *, cfg: Settings, out: Sinks) -> dict[str, Any]:
-    """Process one stream batch; returns the partial batch response."""
-    batch = RouterBatch(summary_interval=cfg.summary_interval, bus_name=cfg.bus_name)
+def route(
+    event: dict[str, Any],
+    context: LambdaContext | None,
+    *,
+    cfg: Settings,
+    out: Sinks,
+    pseudonymise: Pseudonymise | None = None,
+) -> dict[str, Any]:
+    """Process one stream batch; returns the partial batch response (analytics pseudonymised by ``pseudonymise``)."""
+    batch = RouterBatch(summary_interval=cfg.summary_interval, bus_name=cfg.bus_name, pseudonymise=pseudonymise)
     processor = BatchProcessor(event_type=EventType.DynamoDBStreams, raise_on_entire_batch_failure=False)
     response = process_partial_response(
         event=event, record_handler=batch.record_handler, processor=processor, context=context
@@ -164,4 +188,4 @@ def route(event: dict[str, Any], context: LambdaContext | None, *, cfg: Settings
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    return route(event, context, cfg=settings(), out=sinks())
+    return route(event, context, cfg=settings(), out=sinks(), pseudonymise=pseudonymiser())

@@ -24,7 +24,9 @@ Routing, by the item's sort key:
   Attributes ``event_type``, ``agent_id`` (only when an agent is set, so the "agent_id exists"
   filter means something), ``reason``.
 * REMOVE made by TTL (``userIdentity`` is the DynamoDB service) -> audited as ``expired``.
-* Every record -> analytics and audit. Neither carries message content (turn text, summaries):
+* Every record -> analytics and audit. Neither carries message content (turn text, summaries)
+  nor a customer id: an analytics line carries the customer's pseudonym (``customer_pseudonym``,
+  HMAC-SHA256 under the stage's pseudonym key), the audit line only keys and digests:
   the audit bucket is WORM, so it holds keys, the change, changed attribute names and SHA-256
   digests of the images, which prove what was stored without keeping personal data forever. A
   review's line also carries its decision's facts (``REVIEW_DECISION_ATTRIBUTES``: who decided,
@@ -39,7 +41,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Final
@@ -72,6 +74,12 @@ from lambdas.shared.schema import PARTITION_KEY, SORT_KEY
 from lambdas.shared.summaries import closes_window
 
 TTL_PRINCIPAL: Final = "dynamodb.amazonaws.com"
+#: The item attribute holding a customer's id, and the analytics field its pseudonym goes in.
+CUSTOMER_ATTRIBUTE: Final = "customer_id"
+CUSTOMER_PSEUDONYM: Final = "customer_pseudonym"
+
+#: Turns a customer id into its pseudonym (``lambdas.shared.pseudonyms.Pseudonymiser``).
+Pseudonymise = Callable[[str], str]
 
 
 class PoisonRecord(ValueError):
@@ -149,10 +157,17 @@ def parse(record: DynamoDBRecord) -> Change:
     )
 
 
-def classify(record: DynamoDBRecord, *, summary_interval: int, bus_name: str) -> Actions:
-    """Route one stream record (see the module docstring); PoisonRecord when it is malformed."""
+def classify(
+    record: DynamoDBRecord, *, summary_interval: int, bus_name: str, pseudonymise: Pseudonymise | None = None
+) -> Actions:
+    """Route one stream record (see the module docstring); PoisonRecord when it is malformed.
+
+    ``pseudonymise`` turns a customer id into the pseudonym analytics lines carry (the router
+    passes the stage's); without one, lines leave the customer out.
+    """
     change = parse(record)
-    actions = Actions(change=change, analytics=analytics_line(change), audit=audit_line(change))
+    analytics = analytics_line(change, pseudonymise)
+    actions = Actions(change=change, analytics=analytics, audit=audit_line(change))
     if change.item_type == "turn" and change.event_name == "INSERT":
         return _with(actions, summary=_summary_trigger(change, summary_interval))
     if change.item_type == "session":
@@ -194,9 +209,12 @@ def change_kind(change: Change) -> str:
     return {"INSERT": "created", "MODIFY": "updated", "REMOVE": "deleted"}[change.event_name]
 
 
-def analytics_line(change: Change) -> dict[str, Any]:
+def analytics_line(change: Change, pseudonymise: Pseudonymise | None = None) -> dict[str, Any]:
     image = change.new_image or change.old_image
     attributes = {a: _json_safe(image[a]) for a in ANALYTICS_ATTRIBUTES.get(change.item_type, ()) if a in image}
+    customer_id = image.get(CUSTOMER_ATTRIBUTE)
+    if pseudonymise is not None and isinstance(customer_id, str) and customer_id:
+        attributes[CUSTOMER_PSEUDONYM] = pseudonymise(customer_id)
     return {
         "event_id": change.event_id,
         "event_name": change.event_name,

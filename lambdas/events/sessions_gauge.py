@@ -14,10 +14,11 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from lambdas.shared.logs import masked_formatter
 from lambdas.shared.records import SessionStatus
 from lambdas.shared.settings import store as store
 
-logger = Logger()
+logger = Logger(logger_formatter=masked_formatter())
 metrics = Metrics()
 
 #: What the gauge counts: metric name -> session status.

@@ -22,13 +22,14 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from lambdas.shared.bedrock import GuardrailIntervened, bedrock_client, converse_text
+from lambdas.shared.logs import masked_formatter
 from lambdas.shared.records import Summary, Turn
 from lambdas.shared.settings import Settings, settings
 from lambdas.shared.settings import store as store
 from lambdas.shared.summaries import window as window
 from lambdas.shared.tracing import tracer
 
-logger = Logger()
+logger = Logger(logger_formatter=masked_formatter())
 
 SYSTEM_PROMPT = (
     "You summarise customer-support chats of a manga shop. Write 3-5 plain sentences covering the "

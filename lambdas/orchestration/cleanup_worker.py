@@ -44,6 +44,7 @@ from botocore.exceptions import ClientError
 
 from lambdas.shared import aws, keys
 from lambdas.shared.errors import InvalidTransition
+from lambdas.shared.logs import masked_formatter
 from lambdas.shared.records import Session, SessionRecord, SessionStatus
 from lambdas.shared.schema import SORT_KEY
 from lambdas.shared.serialize import public
@@ -51,7 +52,7 @@ from lambdas.shared.settings import resource, settings
 from lambdas.shared.settings import store as store
 from lambdas.shared.tracing import tracer
 
-logger = Logger()
+logger = Logger(logger_formatter=masked_formatter())
 
 COUNTERS: Final = ("sessions_seen", "sessions_archived", "sessions_failed", "items_deleted")
 #: Reads of the archive parts per session before giving up to the next run (each lost race costs one).

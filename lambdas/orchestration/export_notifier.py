@@ -37,9 +37,10 @@ from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from lambdas.shared import idempotency, mail
+from lambdas.shared.logs import masked_formatter
 from lambdas.shared.tracing import tracer
 
-logger = Logger()
+logger = Logger(logger_formatter=masked_formatter())
 metrics = Metrics()
 processor = BatchProcessor(event_type=EventType.SQS)
 

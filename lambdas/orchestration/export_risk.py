@@ -39,9 +39,10 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from contracts.workflows import EXPORT_RISK_MAX_SCORE
+from lambdas.shared.logs import masked_formatter
 from lambdas.shared.tracing import tracer
 
-logger = Logger()
+logger = Logger(logger_formatter=masked_formatter())
 
 MAX_SCORE: Final = EXPORT_RISK_MAX_SCORE
 MIB: Final = 1024 * 1024

@@ -74,6 +74,7 @@ from lambdas.shared.errors import (
     HandoffNotFound,
     InvalidTransition,
 )
+from lambdas.shared.logs import masked_formatter
 from lambdas.shared.records import HandoffStatus, SessionStatus
 from lambdas.shared.settings import resource, settings
 from lambdas.shared.settings import store as store
@@ -82,7 +83,7 @@ from lambdas.shared.store.inbox import InboxItem
 from lambdas.shared.tracing import tracer
 from lambdas.usecases import assign_agent
 
-logger = Logger()
+logger = Logger(logger_formatter=masked_formatter())
 
 #: How many candidates one reservation tries when concurrent handoffs take the first ones.
 MAX_RESERVE_CANDIDATES: Final = 5

@@ -31,13 +31,14 @@ from lambdas.shared.errors import (
     NotFound,
     SessionNotFound,
 )
+from lambdas.shared.logs import masked_formatter
 from lambdas.shared.records import TURN_ACCEPTING, Handoff, HandoffStatus, Session, SessionStatus
 from lambdas.shared.store import DynamoSessionStore
 from lambdas.shared.store.handoffs import WAITING_STATUSES, HandoffClosed
 from lambdas.shared.store.table import Cancelled, Transaction, read_modify_write, require_id
 from lambdas.usecases.close_handoff import MAX_CLOSE_READS, close_handoff, require_resolution
 
-logger = Logger()
+logger = Logger(logger_formatter=masked_formatter())
 
 CUSTOMER_LEFT: Final = "the customer disconnected during the handoff"
 #: The resolution of a handoff whose session was deleted (by its customer or an admin) during it.

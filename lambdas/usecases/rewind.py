@@ -17,12 +17,13 @@ from typing import Any
 from aws_lambda_powertools import Logger
 
 from lambdas.shared import env, idempotency
+from lambdas.shared.logs import masked_formatter
 from lambdas.shared.records import Role
 from lambdas.shared.responder import BLOCKED_REPLY, Guardrail, ReplyEnd, Responder, ResponderError, responder_for
 from lambdas.shared.settings import settings
 from lambdas.shared.store import DynamoSessionStore, Rewound
 
-logger = Logger()
+logger = Logger(logger_formatter=masked_formatter())
 
 
 @dataclass(frozen=True)

@@ -23,10 +23,11 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from lambdas.shared import idempotency
 from lambdas.shared.errors import SessionClosed, SessionNotFound
+from lambdas.shared.logs import masked_formatter
 from lambdas.shared.settings import settings
 from lambdas.shared.store import AcceptedMessage, DynamoSessionStore, MessageAdmission, Rate
 
-logger = Logger()
+logger = Logger(logger_formatter=masked_formatter())
 
 STORED: Final = "stored"
 DUPLICATE: Final = "duplicate"

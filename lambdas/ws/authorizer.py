@@ -17,6 +17,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
+from lambdas.shared.logs import masked_formatter
 from lambdas.shared.tokens import (
     Issuer,
     JwksUnavailable,
@@ -28,7 +29,7 @@ from lambdas.shared.tokens import (
     verify,
 )
 
-logger = Logger()
+logger = Logger(logger_formatter=masked_formatter())
 
 TOKEN_PARAMETER = "token"  # noqa: S105 - the query parameter name, not a secret
 CHAT_ROLE = "customer"

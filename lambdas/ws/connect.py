@@ -33,13 +33,14 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from lambdas.shared import env
 from lambdas.shared.keys import is_session_id
+from lambdas.shared.logs import masked_formatter
 from lambdas.shared.records import TURN_ACCEPTING, Session, SessionStatus
 from lambdas.shared.settings import resource, settings
 from lambdas.shared.tracing import tracer
 from lambdas.ws import runtime
 from lambdas.ws.frames import RouteContext, route_context
 
-logger = Logger()
+logger = Logger(logger_formatter=masked_formatter())
 
 _NAME_UNSAFE: Final = re.compile(r"[^A-Za-z0-9_-]")
 _TURN_NUMBER: Final = re.compile(r"[0-9]{1,10}")

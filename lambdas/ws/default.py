@@ -12,9 +12,10 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
+from lambdas.shared.logs import masked_formatter
 from lambdas.ws.frames import unknown_action_frame
 
-logger = Logger()
+logger = Logger(logger_formatter=masked_formatter())
 
 
 def _action_of(body: Any) -> object:

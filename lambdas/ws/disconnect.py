@@ -19,6 +19,7 @@ from aws_lambda_powertools import Logger
 
 # The error a waiting handoff's task fails with; WaitForAgent's States.ALL catch ends it in HandoffFailed.
 from contracts.workflows import CUSTOMER_LEFT as CUSTOMER_LEFT_ERROR
+from lambdas.shared.logs import masked_formatter
 from lambdas.shared.store import DynamoSessionStore
 from lambdas.shared.tracing import tracer
 from lambdas.shared.waits import fail_wait
@@ -29,7 +30,7 @@ from lambdas.ws.frames import route_context
 
 __all__ = ["CUSTOMER_LEFT_ERROR", "CUSTOMER_LEFT_WAITING", "disconnect_connection", "handler"]
 
-logger = Logger()
+logger = Logger(logger_formatter=masked_formatter())
 
 
 def disconnect_connection(store: DynamoSessionStore, connection_id: str) -> str:

@@ -40,6 +40,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from lambdas.shared import idempotency
 from lambdas.shared.connections import DeliveryError, management_endpoint, post_to_connection
 from lambdas.shared.errors import SessionChanged, SessionClosed, SessionNotFound
+from lambdas.shared.logs import masked_formatter
 from lambdas.shared.records import Role, SessionStatus
 from lambdas.shared.responder import BLOCKED_REPLY, ReplyEnd, Responder, ResponderError
 from lambdas.shared.store import AcceptedMessage, ChatContext, DynamoSessionStore
@@ -63,7 +64,7 @@ from lambdas.ws.frames import (
     route_context,
 )
 
-logger = Logger()
+logger = Logger(logger_formatter=masked_formatter())
 metrics = Metrics()
 
 HANDOFF_ACK: Final = "A support agent has your message and will reply here shortly."

@@ -27,6 +27,7 @@ from aws_lambda_powertools import Logger
 from contracts.workflows import ConnectionNotReady
 from lambdas.shared import keys
 from lambdas.shared.connections import DeliveryError, management_endpoint, post_to_connection
+from lambdas.shared.logs import masked_formatter
 from lambdas.shared.records import Role, Session, SessionStatus
 from lambdas.shared.settings import settings
 from lambdas.shared.tracing import tracer
@@ -34,7 +35,7 @@ from lambdas.ws import runtime
 from lambdas.ws.disconnect import disconnect_connection
 from lambdas.ws.frames import welcome_frame
 
-logger = Logger()
+logger = Logger(logger_formatter=masked_formatter())
 
 GREETING: Final = (
     "Hi, I'm MangaAssist! Ask me about series, volumes, editions or your orders, and I'll help you find your next read."

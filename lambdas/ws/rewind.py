@@ -39,6 +39,7 @@ from lambdas.shared.errors import (
     SessionInHandoff,
     SessionNotFound,
 )
+from lambdas.shared.logs import masked_formatter
 from lambdas.shared.store import AcceptedMessage, DynamoSessionStore
 from lambdas.usecases import rewind as rewinding
 from lambdas.usecases import send_message
@@ -53,7 +54,7 @@ from lambdas.ws.frames import (
     read_frame,
 )
 
-logger = Logger()
+logger = Logger(logger_formatter=masked_formatter())
 
 Send = Callable[[Mapping[str, Any]], bool]
 Answer = Callable[[AcceptedMessage], str]

@@ -19,6 +19,7 @@ from lambdas.events import summary as summary_generator
 from local.story.base import StoryParts, expect, present, streamed_replies, token_subject
 from local.story.chat import open_chat
 from local.story.export import REQUESTER_EMAIL
+from local.story.privacy import chat_text
 
 #: What the stubbed model answers to every summarisation request.
 STUB_SUMMARY = "Alice is looking for Frieren and asked about it five times; nothing is decided yet."
@@ -83,16 +84,24 @@ class ConversationSteps(StoryParts):
         step.changes.append(f"frame {welcome.get('type')}; session.connection_id={self.connection_id}")
         self.done(step, started)
 
+    def model_reads(self, text: str) -> str:
+        """``text`` as the model reads it: anonymized by the stage's guardrail, when it has one."""
+        policies = list(self.stage.bedrock.guardrails.values())
+        return policies[0].screen_input(text)[0] if policies else text
+
     def chat(self, count: int = 10) -> None:
         started, step = time.monotonic(), self.step(f"{count} messages (Bedrock stubbed at the client: echo replies)")
         before, calls_before = len(self.frames()), len(self.stage.bedrock.calls)
-        texts = [f"message {i} about Frieren" for i in range(1, count + 1)]
+        texts = [chat_text(i) for i in range(1, count + 1)]
         for text in texts:
             self.stage.websocket.send(self.connection_id, {"action": "sendMessage", "text": text})
         step.calls.append(f"sendMessage x{count}")
+        # The model reads, and so echoes, what the stage's guardrail leaves of each message: the
+        # contact details of messages 4 and 7 as placeholders
+        seen = [self.model_reads(text) for text in texts]
         replies = streamed_replies(self.frames()[before:])
         expect(
-            [r.text for r in replies] == [f"You said: {text}" for text in texts]
+            [r.text for r in replies] == [f"You said: {text}" for text in seen]
             and all(r.end is not None and r.end["type"] == "final" for r in replies),
             f"{count} messages got these assistant replies: {self.frames()[before:]}",
         )
@@ -105,7 +114,7 @@ class ConversationSteps(StoryParts):
             f"{count} messages made {len(converse)} ConverseStream calls on {sorted(model_ids)}",
         )
         expect(
-            [c.prompt for c in converse] == texts,
+            [c.prompt for c in converse] == seen,
             f"ConverseStream was not asked the messages: {[c.prompt for c in converse]}",
         )
         # Streamed in batches: each reply took fewer PostToConnection calls (its frames) than its tokens
@@ -169,7 +178,8 @@ class ConversationSteps(StoryParts):
         # Exactly one Converse call summarised turns 1..N, on the stage's model, with exactly those turns.
         converse = [c for c in self.stage.bedrock.calls[calls_before:] if is_summarisation(c)]
         transcript = self.values["transcript"]
-        expected = [transcript.get(n) for n in range(1, interval + 1)]
+        # (as the model reads them: the stage's guardrail screens the summary's input too)
+        expected = [self.model_reads(str(transcript.get(n))) for n in range(1, interval + 1)]
         window_calls = [c for c in converse if transcript_lines(c) == expected]
         expect(
             len(window_calls) == 1,

@@ -12,6 +12,7 @@ import time
 from embedded.services.sns import published
 from lambdas.shared.records import AgentStatus, HandoffStatus, SessionStatus
 from local.story.base import Step, StoryError, StoryParts, expect, present, streamed_replies
+from local.story.privacy import AGENT_REPLY
 
 #: The second handoff's Idempotency-Key (its execution name and handoff id): it sorts before
 #: the first handoff's id, so only a "current" that ignores the spelling reaches its agent.
@@ -156,7 +157,7 @@ class HandoffLifeSteps(StoryParts):
         started, step = time.monotonic(), self.step("The agent replies; the handoff workflow watches for the next")
         before = len(self.frames())
         response = self.rest(
-            step, "POST", f"/handoffs/{self.session_id}/messages", "agent-7", body={"text": "Hi, I am Seven. Volume 3?"}
+            step, "POST", f"/handoffs/{self.session_id}/messages", "agent-7", body={"text": AGENT_REPLY}
         )
         expect(response.status == 201, f"agent message answered {response.status}: {response.body}")
         new = self.frames()[before:]

@@ -127,3 +127,16 @@ def test_standing_up_a_stage_loads_no_cdk() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True
     ).stdout.strip()
     assert loaded == "[]"
+
+
+def test_each_invocation_keeps_the_lines_its_powertools_logger_wrote() -> None:
+    # Given a function whose Logger was created at import, before any invocation (its stream then the harness's)
+    with mock_aws(), in_process() as calls:
+        arn = deploy_function("tests.fixtures.probe_pkg.handler.log", {})
+        client = boto3.client("lambda")
+        # When it is invoked twice
+        for say in ("first", "second"):
+            client.invoke(FunctionName=arn, Payload=json.dumps({"say": say}).encode())
+    # Then each invocation's output is its own log line, as its log stream in CloudWatch would be
+    logged = [[json.loads(line)["message"] for line in call.output.splitlines()] for call in calls.calls]
+    assert logged == [["first"], ["second"]]

@@ -653,3 +653,44 @@ def test_a_delivery_stream_error_log_group_uses_the_given_key_and_by_default_non
         "Keyed": {"Fn::GetAtt": [stack.resolve(logs_key.node.default_child.logical_id), "Arn"]},
         "Plain": None,
     }
+
+
+# -- the pseudonym key --------------------------------------------------------------------------
+
+
+def test_the_pseudonym_key_is_generated_encrypted_with_the_stage_key_and_read_by_the_router_only(
+    any_stage: SynthesizedStage,
+) -> None:
+    secret_id, secret = only(any_stage, "AWS::SecretsManager::Secret", "Pseudonyms")
+    props = secret["Properties"]
+    assert "SecretString" not in props
+    assert props["GenerateSecretString"] == {"PasswordLength": 64, "ExcludePunctuation": True}
+    assert "DataKey" in json.dumps(props["KmsKeyId"])  # the Storage stack's key, imported
+    assert secret["DeletionPolicy"] == ("Retain" if any_stage.stage.config.is_production else "Delete")
+    # Only the router names the secret, and reads it through its own policy
+    functions = resources(any_stage, "AWS::Lambda::Function")
+    naming = sorted(k for k, f in functions.items() if secret_id in json.dumps(f["Properties"].get("Environment")))
+    assert naming == [function_id(any_stage, "StreamRouter")]
+    readers = [
+        p["Properties"]
+        for p in resources(any_stage, "AWS::IAM::Policy").values()
+        if {"Ref": secret_id} in _resources_of(p["Properties"], "secretsmanager:GetSecretValue")
+    ]
+    router_role = functions[function_id(any_stage, "StreamRouter")]["Properties"]["Role"]["Fn::GetAtt"][0]
+    assert [p["Roles"] for p in readers] == [[{"Ref": router_role}]]
+    (decrypt,) = [
+        s
+        for s in readers[0]["PolicyDocument"]["Statement"]
+        if s["Action"] == "kms:Decrypt" and "DataKey" in json.dumps(s["Resource"])
+    ]
+    assert list(decrypt["Condition"]) == ["StringEquals"]
+    assert "secretsmanager." in json.dumps(decrypt["Condition"]["StringEquals"]["kms:ViaService"])
+
+
+def _resources_of(policy: dict[str, Any], action: str) -> list[Any]:
+    found: list[Any] = []
+    for statement in policy["PolicyDocument"]["Statement"]:
+        actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+        if action in actions:
+            found.extend(statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]])
+    return found

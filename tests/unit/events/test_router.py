@@ -9,6 +9,8 @@ function run in-process.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import hmac
 import io
 import json
 import logging
@@ -743,3 +745,34 @@ def test_the_search_stream_is_read_from_its_variable_and_absent_without_it(monke
     monkeypatch.setenv("SEARCH_STREAM_NAME", "search-stream")
     lambda_env.reset()
     assert router.settings().search_stream == "search-stream"
+
+
+# -- customer pseudonyms ------------------------------------------------------------------------
+
+
+def test_analytics_lines_carry_the_customers_pseudonym_under_the_secrets_key_never_the_id(
+    downstream: Downstream, records: StreamRecords, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the stage's pseudonym secret, named by the router's variable
+    secrets = boto3.client("secretsmanager", region_name=REGION)
+    arn = secrets.create_secret(Name="pseudonyms", SecretString="p" * 64)["ARN"]
+    monkeypatch.setenv("PSEUDONYM_SECRET_ARN", arn)
+    lambda_env.reset()
+    # And a session's creation and status change (a turn has no customer)
+    session = session_item()
+    batch = [
+        records.insert(session),
+        records.modify(session, session_item(SessionStatus.HANDOFF)),
+        records.insert(turn_item(1)),
+    ]
+    # When routed with the router's pseudonymiser
+    event = batch_event(*batch)
+    response = router.route(
+        event, None, cfg=downstream.settings, out=downstream.sinks(), pseudonymise=router.pseudonymiser()
+    )
+    # Then both session lines carry HMAC-SHA256(key, customer id), the turn line none, and no line the id
+    assert failures(response) == []
+    lines = downstream.analytics_lines()
+    expected = hmac.new(b"p" * 64, session["customer_id"].encode(), hashlib.sha256).hexdigest()
+    assert [line.get("customer_pseudonym") for line in lines] == [expected, expected, None]
+    assert session["customer_id"] not in json.dumps(lines)

@@ -16,6 +16,10 @@ from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import 
 from embedded.events import StreamRecords
 from embedded.services.athena import fits
 from lambdas.events import routing, trail
+from lambdas.shared.pseudonyms import Pseudonymiser
+
+#: The pseudonymiser the lines are classified with (the router's is keyed with the stage's secret).
+PSEUDONYMS = Pseudonymiser(b"a test key of thirty-two bytes!!")
 
 #: One item of each type the router knows, holding every attribute analytics may copy.
 ITEMS: dict[str, dict[str, Any]] = {
@@ -82,7 +86,9 @@ def _lines() -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
             ("deleted", records.remove(changed)),
             ("expired", records.remove(changed, ttl=True)),
         ):
-            actions = routing.classify(DynamoDBRecord(record), summary_interval=10, bus_name="bus")
+            actions = routing.classify(
+                DynamoDBRecord(record), summary_interval=10, bus_name="bus", pseudonymise=PSEUDONYMS
+            )
             found.append((f"{kind} {label}", actions.analytics, actions.audit))
     return found
 
@@ -113,6 +119,14 @@ def test_no_line_holds_message_content() -> None:
     for change, analytics, audit in LINES:
         text = repr((analytics, audit))
         assert "never holds" not in text, change
+
+
+def test_a_customers_analytics_lines_carry_the_pseudonym_and_never_the_id() -> None:
+    sessions = [analytics for change, analytics, _ in LINES if change.startswith("session ")]
+    assert [line["customer_pseudonym"] for line in sessions] == [PSEUDONYMS("c1")] * 4
+    assert all("c1" not in analytics.values() for _, analytics, _ in LINES)
+    # an item without a customer has no pseudonym
+    assert all("customer_pseudonym" not in a for change, a, _ in LINES if not change.startswith("session "))
 
 
 def test_an_automatic_approval_is_audited_with_who_decided_and_why_and_other_items_are_not() -> None:
