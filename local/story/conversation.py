@@ -179,7 +179,8 @@ class ConversationSteps(StoryParts):
         converse = [c for c in self.stage.bedrock.calls[calls_before:] if is_summarisation(c)]
         transcript = self.values["transcript"]
         # (as the model reads them: the stage's guardrail screens the summary's input too)
-        expected = [self.model_reads(str(transcript.get(n))) for n in range(1, interval + 1)]
+        lines = [transcript.get(n) for n in range(1, interval + 1)]
+        expected = [None if line is None else self.model_reads(line) for line in lines]
         window_calls = [c for c in converse if transcript_lines(c) == expected]
         expect(
             len(window_calls) == 1,
