@@ -16,6 +16,7 @@ from aws_cdk import Duration, RemovalPolicy
 
 from contracts.workflows import EXPORT_RISK_MAX_SCORE
 from stacks.errors import ConfigError as ConfigError
+from stacks.model_resilience import ModelResilienceConfig, model_resilience
 from stacks.models import DEFAULT_BEDROCK_MODEL_ID as DEFAULT_BEDROCK_MODEL_ID
 from stacks.models import INFERENCE_PROFILE_PREFIXES as INFERENCE_PROFILE_PREFIXES
 from stacks.models import RETIRED_MODELS as RETIRED_MODELS
@@ -205,6 +206,8 @@ class StageConfig:
     # in RETIRED_MODELS.
     bedrock_model_id: str | None = DEFAULT_BEDROCK_MODEL_ID
     bedrock_attempts: int = 3
+    # The fallback model and the stage-wide cap on model calls (stacks/model_resilience.py).
+    model_resilience: ModelResilienceConfig = field(default_factory=ModelResilienceConfig)
     # A Bedrock guardrail that screens chat replies: its id (or ARN) and version, both or neither.
     # Unset: replies are not screened by a guardrail.
     bedrock_guardrail_id: str | None = None
@@ -494,6 +497,7 @@ def _validate_model(c: StageConfig) -> None:
         problem = model_id_problem(c.bedrock_model_id)
         if problem is not None:
             raise _fail(c.name, "bedrock_model_id", problem, c.bedrock_model_id)
+    c.model_resilience.validate(c.name, c.bedrock_model_id)
 
 
 def _validate_guardrail(c: StageConfig) -> None:
@@ -544,6 +548,8 @@ def load_stage_config(stages: Any, name: str) -> StageConfig:
         values["identity"] = _identity(name, values["identity"])
     if "analytics_search" in values:
         values["analytics_search"] = analytics_search(name, values["analytics_search"])
+    if "model_resilience" in values:
+        values["model_resilience"] = model_resilience(name, values["model_resilience"])
     if "tags" in values and not (
         isinstance(values["tags"], dict) and all(isinstance(v, str) for v in values["tags"].values())
     ):

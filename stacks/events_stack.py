@@ -25,7 +25,7 @@ from constructs_lib import (
 from contracts import keys, messages
 from stacks.analytics_search import AnalyticsSearch, compose_analytics_search
 from stacks.config import StageConfig
-from stacks.functions import StageFunctions, grant_invoke_model, log_retention
+from stacks.functions import StageFunctions, grant_stage_models, log_retention
 from stacks.mail import NoticeMail
 from stacks.operations import watch_stack
 from stacks.storage_stack import StorageStack
@@ -281,8 +281,7 @@ class EventsStack(Stack):
             retry_attempts=2,
         )
         self.storage.sessions.grant_read_write_data(self.summary_function.function)
-        if config.bedrock_model_id is not None:
-            grant_invoke_model(self.summary_function.function, config.bedrock_model_id)
+        grant_stage_models(self.summary_function.function, config)
 
     def _build_router(self) -> None:
         """The stream router and its event source mapping on the table's stream."""

@@ -20,9 +20,11 @@ from typing import Any, Protocol
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
+from botocore.exceptions import ClientError
 
-from lambdas.shared.bedrock import bedrock_client, converse_text
+from lambdas.shared.bedrock import BedrockUnavailable, bedrock_client, converse_text, fallback_reason
 from lambdas.shared.records import Summary, Turn
+from lambdas.shared.responder import count_fallback
 from lambdas.shared.settings import Settings, settings
 from lambdas.shared.settings import store as store
 from lambdas.shared.summaries import window as window
@@ -116,10 +118,19 @@ def summarise(
 def _generator(cfg: Settings) -> Any:
     if cfg.bedrock_model_id is None:
         return extractive_summary
-    model_id = cfg.bedrock_model_id
+    model_id, fallback_id = cfg.bedrock_model_id, cfg.bedrock_fallback_model_id
 
     def generate(previous: Summary | None, turns: list[Turn]) -> str:
-        return converse_text(bedrock_client(), model_id, build_prompt(previous, turns), system=SYSTEM_PROMPT)
+        prompt = build_prompt(previous, turns)
+        try:
+            return converse_text(bedrock_client(), model_id, prompt, system=SYSTEM_PROMPT)
+        except (BedrockUnavailable, ClientError) as err:
+            reason = fallback_reason(err.__cause__ if isinstance(err, BedrockUnavailable) else err)
+            if fallback_id is None or reason is None:
+                raise
+            logger.warning("summary from the fallback model", extra={"reason": reason, "model_id": fallback_id})
+            count_fallback(reason)
+            return converse_text(bedrock_client(), fallback_id, prompt, system=SYSTEM_PROMPT)
 
     return generate
 
