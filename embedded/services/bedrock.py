@@ -11,6 +11,11 @@ encoded in AWS's event-stream framing and decoded by botocore's own parser). Eve
 either is recorded in ``stub.calls`` (``streamed`` tells them apart). Other services and other
 operations are untouched (moto still serves them).
 
+A test may make a model refuse, as Bedrock does: ``stub.refuse(model_id, "throttled")`` (or
+``"end_of_life"``, ``"legacy"``: :data:`~embedded.services.bedrock_stream.BEDROCK_REFUSALS`, the
+same codes, statuses and messages) answers every call naming exactly that model id with that
+error until ``stub.refuse(model_id, None)``; each refused call is recorded in ``stub.refused``.
+
 Usage::
 
     stub = BedrockStub(answer=lambda request: "a fixed reply")
@@ -34,7 +39,7 @@ import boto3
 from botocore.awsrequest import AWSResponse
 from botocore.validate import validate_parameters
 
-from embedded.services.bedrock_stream import Pacing, event_stream, reply_events, tokens
+from embedded.services.bedrock_stream import BEDROCK_REFUSALS, Pacing, event_stream, reply_events, tokens
 
 SERVICE = "bedrock-runtime"
 _PARAMS_KEY = "e2e_bedrock_stub_params"
@@ -74,9 +79,35 @@ class BedrockStub:
     calls: list[ConverseCall] = field(default_factory=list)
     #: when a streamed answer's deltas are handed over (None: all at once), as a model writes them
     pacing: Pacing | None = None
+    #: models that refuse every call, by model id: a key of BEDROCK_REFUSALS (see the module docstring)
+    refusing: dict[str, str] = field(default_factory=dict)
+    #: (model id, error code) of every refused call, in order
+    refused: list[tuple[str, str]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
+
+    def refuse(self, model_id: str, kind: str | None) -> None:
+        """Make calls naming ``model_id`` fail as Bedrock does for ``kind``; None answers them again."""
+        if kind is not None and kind not in BEDROCK_REFUSALS:
+            raise ValueError(f"kind must be one of {sorted(BEDROCK_REFUSALS)} or None (given {kind!r})")
+        with self._lock:
+            if kind is None:
+                self.refusing.pop(model_id, None)
+            else:
+                self.refusing[model_id] = kind
+
+    def _refusal(self, request: dict[str, Any]) -> tuple[AWSResponse, dict[str, Any]] | None:
+        """Bedrock's error response when the request's model refuses (recorded), else None."""
+        model_id = str(request.get("modelId"))
+        with self._lock:
+            kind = self.refusing.get(model_id)
+            if kind is None:
+                return None
+            code, status, message = BEDROCK_REFUSALS[kind]
+            self.refused.append((model_id, code))
+        error = {"Error": {"Code": code, "Message": message}, "ResponseMetadata": {"HTTPStatusCode": status}}
+        return AWSResponse(None, status, {}, None), error
 
     def _record(self, request: dict[str, Any], reply: str, *, streamed: bool, token_count: int = 0) -> ConverseCall:
         messages = tuple(
@@ -128,11 +159,17 @@ class BedrockStub:
             context[_PARAMS_KEY] = copy.deepcopy(params)
 
         def answer(model: Any, context: dict[str, Any], **_: Any) -> tuple[AWSResponse, dict[str, Any]]:
+            refused = self._refusal(context[_PARAMS_KEY])
+            if refused is not None:
+                return refused
             response = self.respond(context[_PARAMS_KEY])
             validate_parameters(response, model.output_shape)
             return AWSResponse(None, 200, {}, None), response
 
         def answer_stream(context: dict[str, Any], **_: Any) -> tuple[AWSResponse, dict[str, Any]]:
+            refused = self._refusal(context[_PARAMS_KEY])
+            if refused is not None:
+                return refused
             return AWSResponse(None, 200, {}, None), self.respond_stream(client, context[_PARAMS_KEY])
 
         service_id = client.meta.service_model.service_id.hyphenize()
