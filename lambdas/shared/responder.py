@@ -341,8 +341,9 @@ def _no_reply(err: Exception) -> ResponderError:
 
 def count_fallback(reason: str) -> None:
     """One fallback, as metrics of the calling function: ``ModelFallbacks`` and ``ModelFallback_<reason>``."""
-    with single_metric(name="ModelFallbacks", unit=MetricUnit.Count, value=1) as metric:
-        metric.add_metric(name=f"ModelFallback_{reason}", unit=MetricUnit.Count, value=1)
+    for name in ("ModelFallbacks", f"ModelFallback_{reason}"):  # a single metric holds one name
+        with single_metric(name=name, unit=MetricUnit.Count, value=1):
+            pass
 
 
 class FallbackResponder:
