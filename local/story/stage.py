@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 from embedded.synth import SynthesizedStage, stage_config, synthesize
@@ -33,6 +34,8 @@ def story_config() -> StageConfig:
         ws_connect_throttle_burst=200,
         ws_message_throttle_rate=200,
         ws_message_throttle_burst=400,
+        # The clock stands still through a run, so the model-call cap never refills: size it above every run's calls.
+        model_resilience=dataclasses.replace(stage_config("dev").model_resilience, model_calls_per_second=500),
     )
 
 
