@@ -125,7 +125,8 @@ def _generator(cfg: Settings) -> Any:
         try:
             return converse_text(bedrock_client(), model_id, prompt, system=SYSTEM_PROMPT)
         except (BedrockUnavailable, ClientError) as err:
-            reason = fallback_reason(err.__cause__ if isinstance(err, BedrockUnavailable) else err)
+            cause = err.__cause__ if isinstance(err, BedrockUnavailable) else err
+            reason = fallback_reason(cause) if isinstance(cause, Exception) else None
             if fallback_id is None or reason is None:
                 raise
             logger.warning("summary from the fallback model", extra={"reason": reason, "model_id": fallback_id})

@@ -81,9 +81,7 @@ class ResponderError(Exception):
     (:func:`lambdas.shared.bedrock.fallback_reason`), or None.
     """
 
-    def __init__(
-        self, reason: str, message: str, *, fallback: str | None = None, retry_after_seconds: int = 0
-    ) -> None:
+    def __init__(self, reason: str, message: str, *, fallback: str | None = None, retry_after_seconds: int = 0) -> None:
         super().__init__(message)
         self.reason = reason
         self.fallback = fallback
