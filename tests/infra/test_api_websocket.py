@@ -267,7 +267,8 @@ def test_bedrock_is_scoped_to_the_configured_model_and_its_fallback(any_stage: S
     template = api(any_stage)
     model = any_stage.stage.config.bedrock_model_id
     fallback = any_stage.stage.config.model_resilience.fallback_model_id
-    assert model is not None and fallback is not None
+    assert model is not None
+    assert fallback is not None
     fn = template["Resources"][function_id(template, "lambdas.ws.message.handler")]
     assert fn["Properties"]["Environment"]["Variables"]["BEDROCK_MODEL_ID"] == model
     assert fn["Properties"]["Environment"]["Variables"]["BEDROCK_FALLBACK_MODEL_ID"] == fallback
