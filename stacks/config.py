@@ -20,6 +20,7 @@ from stacks.capacity import WAF_WINDOW_SECONDS as WAF_WINDOW_SECONDS
 from stacks.capacity import CapacityConfig, capacity, refuse_retired_keys
 from stacks.errors import ConfigError as ConfigError
 from stacks.guardrail_config import GuardrailConfig, guardrail
+from stacks.model_resilience import ModelResilienceConfig, model_resilience
 from stacks.models import DEFAULT_BEDROCK_MODEL_ID as DEFAULT_BEDROCK_MODEL_ID
 from stacks.models import INFERENCE_PROFILE_PREFIXES as INFERENCE_PROFILE_PREFIXES
 from stacks.models import RETIRED_MODELS as RETIRED_MODELS
@@ -203,6 +204,8 @@ class StageConfig:
     # in RETIRED_MODELS.
     bedrock_model_id: str | None = DEFAULT_BEDROCK_MODEL_ID
     bedrock_attempts: int = 3
+    # The fallback model and the stage-wide cap on model calls (stacks/model_resilience.py).
+    model_resilience: ModelResilienceConfig = field(default_factory=ModelResilienceConfig)
     # A Bedrock guardrail that screens chat replies: its id (or ARN) and version, both or neither.
     # Unset: replies are not screened by a guardrail.
     bedrock_guardrail_id: str | None = None
@@ -475,6 +478,7 @@ def _validate_model(c: StageConfig) -> None:
         problem = model_id_problem(c.bedrock_model_id)
         if problem is not None:
             raise _fail(c.name, "bedrock_model_id", problem, c.bedrock_model_id)
+    c.model_resilience.validate(c.name, c.bedrock_model_id)
 
 
 def _validate_guardrail(c: StageConfig) -> None:
@@ -530,6 +534,8 @@ def load_stage_config(stages: Any, name: str) -> StageConfig:
         values["capacity"] = capacity(name, values["capacity"])
     if "guardrail" in values:
         values["guardrail"] = guardrail(name, values["guardrail"])
+    if "model_resilience" in values:
+        values["model_resilience"] = model_resilience(name, values["model_resilience"])
     if "tags" in values and not (
         isinstance(values["tags"], dict) and all(isinstance(v, str) for v in values["tags"].values())
     ):

@@ -25,7 +25,7 @@ from constructs_lib import (
 from contracts import keys, messages
 from stacks.analytics_search import AnalyticsSearch, compose_analytics_search
 from stacks.config import StageConfig
-from stacks.functions import StageFunctions, grant_invoke_model, log_retention
+from stacks.functions import StageFunctions, grant_stage_models, log_retention
 from stacks.guardrail import grant_guardrail, guardrail_environment
 from stacks.mail import NoticeMail
 from stacks.operations import watch_stack
@@ -286,11 +286,10 @@ class EventsStack(Stack):
             retry_attempts=2,
         )
         self.storage.sessions.grant_read_write_data(self.summary_function.function)
-        if config.bedrock_model_id is not None:
-            # A summary is screened by the same guardrail as the replies: it is written from the same turns.
-            summarizer = self.summary_function.function
-            grant_invoke_model(summarizer, config.bedrock_model_id, guardrail_id=config.bedrock_guardrail_id)
-            grant_guardrail(summarizer, self.storage.guardrail)
+        # A summary is screened by the same guardrail as the replies: it is written from the same turns.
+        summarizer = self.summary_function.function
+        grant_stage_models(summarizer, config, guardrail_id=config.bedrock_guardrail_id)
+        grant_guardrail(summarizer, self.storage.guardrail)
 
     def _build_router(self) -> None:
         """The stream router and its event source mapping on the table's stream."""

@@ -56,6 +56,7 @@ def stage_environment(config: StageConfig) -> dict[str, str]:
     """Every stage variable of ``contracts.environment.STAGE_VARIABLES``, from ``config``.
 
     ``BEDROCK_MODEL_ID`` is left out when the stage has no model (the echo responder answers),
+    ``BEDROCK_FALLBACK_MODEL_ID`` when it has no fallback model,
     ``BEDROCK_GUARDRAIL_ID`` and ``_VERSION`` when it names no guardrail.
     """
     environment = {
@@ -66,6 +67,8 @@ def stage_environment(config: StageConfig) -> dict[str, str]:
         "CONTEXT_MAX_TOKENS": str(config.context_max_tokens),
         "BEDROCK_ATTEMPTS": str(config.bedrock_attempts),
         "BEDROCK_DEADLINE_SECONDS": str(config.bedrock_deadline_seconds),
+        "MODEL_CALLS_PER_SECOND": str(config.model_resilience.model_calls_per_second),
+        "MODEL_CALL_BUCKETS": str(config.model_resilience.model_call_buckets),
         "MAX_REASSIGNMENTS": str(config.handoff_max_reassignments),
         "CLEANUP_GRACE_SECONDS": str(config.cleanup_grace_seconds),
         "SESSION_RESUME_GRACE_SECONDS": str(config.session_resume_grace_seconds),
@@ -82,6 +85,8 @@ def stage_environment(config: StageConfig) -> dict[str, str]:
     }
     if config.bedrock_model_id is not None:
         environment["BEDROCK_MODEL_ID"] = config.bedrock_model_id
+        if config.model_resilience.fallback_model_id is not None:
+            environment["BEDROCK_FALLBACK_MODEL_ID"] = config.model_resilience.fallback_model_id
     if config.bedrock_guardrail_id is not None and config.bedrock_guardrail_version is not None:
         environment["BEDROCK_GUARDRAIL_ID"] = config.bedrock_guardrail_id
         environment["BEDROCK_GUARDRAIL_VERSION"] = config.bedrock_guardrail_version
@@ -207,3 +212,15 @@ def grant_invoke_model(
     return grant.combine(
         iam.Grant.add_to_principal(grantee=grantee, actions=["bedrock:ApplyGuardrail"], resource_arns=[guardrail_arn])
     )
+
+
+def grant_stage_models(
+    grantee: iam.IGrantable, config: StageConfig, *, streaming: bool = False, guardrail_id: str | None = None
+) -> None:
+    """:func:`grant_invoke_model` for the stage's model and its fallback model; none for a stage without a model."""
+    if config.bedrock_model_id is None:
+        return
+    grant_invoke_model(grantee, config.bedrock_model_id, streaming=streaming, guardrail_id=guardrail_id)
+    fallback = config.model_resilience.fallback_model_id
+    if fallback is not None:
+        grant_invoke_model(grantee, fallback, streaming=streaming)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import date
 
 #: Prefixes of Amazon Bedrock's cross-region (system-defined) inference profile ids
 #: (``global.anthropic...``): geographic ones keep a request in their geography, ``global.``
@@ -68,3 +69,31 @@ def model_id_problem(model_id: object) -> str | None:
         f"{' ' + retired.where if retired.where else ''}, so its calls fail; use a current model such as "
         f"'{DEFAULT_BEDROCK_MODEL_ID}'"
     )
+
+
+@dataclass(frozen=True)
+class ModelCard:
+    """A model's lifecycle on Amazon Bedrock: its name, launch, and (once announced) Legacy and end of life."""
+
+    name: str
+    launched: date
+    legacy_from: date | None = None  # the day it turns Legacy on Bedrock, once announced
+    end_of_life: date | None = None  # the day Bedrock stops serving it, once announced
+
+    def active_on(self, day: date) -> bool:
+        """Launched by ``day`` and neither Legacy nor past its end of life then."""
+        if day < self.launched:
+            return False
+        return all(limit is None or day < limit for limit in (self.legacy_from, self.end_of_life))
+
+
+#: Models whose lifecycle was checked (docs/deploy.md names the page each date comes from), by
+#: foundation-model id; a stage's fallback model must be one of them and Active on the deploy date.
+MODEL_CARDS: dict[str, ModelCard] = {
+    "anthropic.claude-haiku-4-5-20251001-v1:0": ModelCard("Claude Haiku 4.5", date(2025, 10, 16)),
+    "anthropic.claude-sonnet-4-6": ModelCard("Claude Sonnet 4.6", date(2026, 2, 17)),
+}
+
+#: The fallback a stage uses unless cdk.json names another: Claude Sonnet 4.6 through its global
+#: cross-region inference profile (the specification's Haiku -> Sonnet fallback).
+DEFAULT_FALLBACK_MODEL_ID = "global.anthropic.claude-sonnet-4-6"

@@ -17,6 +17,11 @@ stage's, deployed from its template) as Bedrock screens it (``embedded.services.
 ``{EMAIL}``), and a reply the guardrail blocks is its blocked message with ``stopReason:
 guardrail_intervened``. A guardrail or version that does not exist fails the call as Bedrock does.
 
+A test may make a model refuse, as Bedrock does: ``stub.refuse(model_id, "throttled")`` (or
+``"end_of_life"``, ``"legacy"``: :data:`~embedded.services.bedrock_stream.BEDROCK_REFUSALS`, the
+same codes, statuses and messages) answers every call naming exactly that model id with that
+error until ``stub.refuse(model_id, None)``; each refused call is recorded in ``stub.refused``.
+
 Usage::
 
     stub = BedrockStub(answer=lambda request: "a fixed reply")
@@ -41,7 +46,7 @@ from botocore.awsrequest import AWSResponse
 from botocore.validate import validate_parameters
 
 from embedded.services.bedrock_guardrail import INTERVENED, GuardrailPolicy, GuardrailRefused, find, screen_request
-from embedded.services.bedrock_stream import Pacing, event_stream, reply_events, tokens
+from embedded.services.bedrock_stream import BEDROCK_REFUSALS, Pacing, event_stream, reply_events, tokens
 
 SERVICE = "bedrock-runtime"
 _PARAMS_KEY = "e2e_bedrock_stub_params"
@@ -85,9 +90,35 @@ class BedrockStub:
     pacing: Pacing | None = None
     #: the guardrails a call may name, by id (the embedded stage fills it as it deploys them)
     guardrails: dict[str, GuardrailPolicy] = field(default_factory=dict)
+    #: models that refuse every call, by model id: a key of BEDROCK_REFUSALS (see the module docstring)
+    refusing: dict[str, str] = field(default_factory=dict)
+    #: (model id, error code) of every refused call, in order
+    refused: list[tuple[str, str]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
+
+    def refuse(self, model_id: str, kind: str | None) -> None:
+        """Make calls naming ``model_id`` fail as Bedrock does for ``kind``; None answers them again."""
+        if kind is not None and kind not in BEDROCK_REFUSALS:
+            raise ValueError(f"kind must be one of {sorted(BEDROCK_REFUSALS)} or None (given {kind!r})")
+        with self._lock:
+            if kind is None:
+                self.refusing.pop(model_id, None)
+            else:
+                self.refusing[model_id] = kind
+
+    def _model_refusal(self, request: dict[str, Any]) -> tuple[AWSResponse, dict[str, Any]] | None:
+        """Bedrock's error response when the request's model refuses (recorded), else None."""
+        model_id = str(request.get("modelId"))
+        with self._lock:
+            kind = self.refusing.get(model_id)
+            if kind is None:
+                return None
+            code, status, message = BEDROCK_REFUSALS[kind]
+            self.refused.append((model_id, code))
+        error = {"Error": {"Code": code, "Message": message}, "ResponseMetadata": {"HTTPStatusCode": status}}
+        return AWSResponse(None, status, {}, None), error
 
     def _reply(self, request: dict[str, Any]) -> tuple[dict[str, Any], str, str, str | None]:
         """(the request as the model reads it, the reply, its stop reason, the guardrail's id) for ``request``."""
@@ -162,18 +193,24 @@ class BedrockStub:
             context[_PARAMS_KEY] = copy.deepcopy(params)
 
         def answer(model: Any, context: dict[str, Any], **_: Any) -> tuple[AWSResponse, dict[str, Any]]:
+            refused = self._model_refusal(context[_PARAMS_KEY])
+            if refused is not None:
+                return refused
             try:
                 response = self.respond(context[_PARAMS_KEY])
-            except GuardrailRefused as refused:
-                return _refusal(refused)
+            except GuardrailRefused as refusal:
+                return _refusal(refusal)
             validate_parameters(response, model.output_shape)
             return AWSResponse(None, 200, {}, None), response
 
         def answer_stream(context: dict[str, Any], **_: Any) -> tuple[AWSResponse, dict[str, Any]]:
+            refused = self._model_refusal(context[_PARAMS_KEY])
+            if refused is not None:
+                return refused
             try:
                 return AWSResponse(None, 200, {}, None), self.respond_stream(client, context[_PARAMS_KEY])
-            except GuardrailRefused as refused:
-                return _refusal(refused)
+            except GuardrailRefused as refusal:
+                return _refusal(refusal)
 
         service_id = client.meta.service_model.service_id.hyphenize()
         for operation, handler in (("Converse", answer), ("ConverseStream", answer_stream)):

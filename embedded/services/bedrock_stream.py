@@ -134,6 +134,33 @@ class Refusal:
 
     code: str = "ThrottlingException"
     status: int = 429
+    message: str = "refused"
+
+
+#: Bedrock Runtime's own refusals, by what they mean: (code, HTTP status, message) exactly as
+#: Bedrock answers a model that is throttled, past its end of life, or Legacy for an account that
+#: has not used it lately (the messages of ``ResourceNotFoundException`` seen from Converse and
+#: InvokeModel on models that reached those states).
+BEDROCK_REFUSALS: dict[str, tuple[str, int, str]] = {
+    "throttled": ("ThrottlingException", 429, "Too many requests, please wait before trying again."),
+    "end_of_life": (
+        "ResourceNotFoundException",
+        404,
+        "This model version has reached the end of its life. Please refer to the AWS documentation for more details.",
+    ),
+    "legacy": (
+        "ResourceNotFoundException",
+        404,
+        "Access denied. This Model is marked by provider as Legacy and you have not been actively using the model "
+        "in the last 30 days. Please upgrade to an active model on Amazon Bedrock",
+    ),
+}
+
+
+def refusal(kind: str) -> Refusal:
+    """The :class:`Refusal` Bedrock answers for ``kind`` (a key of :data:`BEDROCK_REFUSALS`)."""
+    code, status, message = BEDROCK_REFUSALS[kind]
+    return Refusal(code, status, message)
 
 
 class StreamAnswers:
@@ -168,7 +195,7 @@ class StreamAnswers:
         answer = self._answers.pop(0)
         if isinstance(answer, Refusal):
             error = {
-                "Error": {"Code": answer.code, "Message": "refused"},
+                "Error": {"Code": answer.code, "Message": answer.message},
                 "ResponseMetadata": {"HTTPStatusCode": answer.status},
             }
             return AWSResponse(None, answer.status, {}, None), error

@@ -20,10 +20,18 @@ from typing import Any, Protocol
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
+from botocore.exceptions import ClientError
 
-from lambdas.shared.bedrock import GuardrailIntervened, bedrock_client, converse_text
+from lambdas.shared.bedrock import (
+    BedrockUnavailable,
+    GuardrailIntervened,
+    bedrock_client,
+    converse_text,
+    fallback_reason,
+)
 from lambdas.shared.logs import masked_formatter
 from lambdas.shared.records import Summary, Turn
+from lambdas.shared.responder import count_fallback
 from lambdas.shared.settings import Settings, settings
 from lambdas.shared.settings import store as store
 from lambdas.shared.summaries import window as window
@@ -117,7 +125,7 @@ def summarise(
 def _generator(cfg: Settings) -> Any:
     if cfg.bedrock_model_id is None:
         return extractive_summary
-    model_id = cfg.bedrock_model_id
+    model_id, fallback_id = cfg.bedrock_model_id, cfg.bedrock_fallback_model_id
     guardrail = None
     if cfg.bedrock_guardrail_id is not None and cfg.bedrock_guardrail_version is not None:
         guardrail = (cfg.bedrock_guardrail_id, cfg.bedrock_guardrail_version)
@@ -130,6 +138,17 @@ def _generator(cfg: Settings) -> Any:
             # The model wrote what the guardrail withholds (payment details): the summary rolls the
             # previous one forward with a note, never the blocked text nor the turns themselves.
             return withheld_summary(previous)
+        except (BedrockUnavailable, ClientError) as err:
+            cause = err.__cause__ if isinstance(err, BedrockUnavailable) else err
+            reason = fallback_reason(cause) if isinstance(cause, Exception) else None
+            if fallback_id is None or reason is None:
+                raise
+            logger.warning("summary from the fallback model", extra={"reason": reason, "model_id": fallback_id})
+            count_fallback(reason)
+            try:
+                return converse_text(bedrock_client(), fallback_id, prompt, system=SYSTEM_PROMPT, guardrail=guardrail)
+            except GuardrailIntervened:
+                return withheld_summary(previous)
 
     return generate
 

@@ -36,6 +36,19 @@ RETRYABLE: Final = frozenset(
     }
 )
 TIMEOUTS: Final = (ConnectTimeoutError, ReadTimeoutError, NetworkError)
+#: Why a call may go to the fallback model instead, by the error code of the primary's failure.
+_FALLBACK_CODES: Final = {
+    "ThrottlingException": "throttled",
+    "TooManyRequestsException": "throttled",
+    "ServiceUnavailableException": "throttled",
+    "ModelNotReadyException": "not_ready",
+    "ModelTimeoutException": "timeout",
+    "InternalServerException": "model_error",
+}
+#: What Bedrock says, with ResourceNotFoundException (or ValidationException), of a model past its
+#: end of life ("This model version has reached the end of its life. ...") or of a Legacy model an
+#: account may no longer call ("Access denied. This Model is marked by provider as Legacy ...").
+_END_OF_LIFE_WORDS: Final = ("reached the end of its life", "marked by provider as legacy")
 
 
 class BedrockUnavailable(RuntimeError):
@@ -57,6 +70,25 @@ def is_transient(error: Exception) -> bool:
     if isinstance(error, TIMEOUTS):
         return True
     return isinstance(error, ClientError) and error_code(error) in RETRYABLE
+
+
+def fallback_reason(error: Exception) -> str | None:
+    """Why a failed call should go to the fallback model, or None when another model would fail alike.
+
+    ``throttled``, ``not_ready``, ``timeout``, ``model_error`` or ``end_of_life``; an access denial
+    or a request Bedrock refuses as invalid gets None (the fallback would refuse it too).
+    """
+    if isinstance(error, TIMEOUTS):
+        return "timeout"
+    if not isinstance(error, ClientError):
+        return None
+    code = error_code(error)
+    if code in _FALLBACK_CODES:
+        return _FALLBACK_CODES[code]
+    message = str(error.response.get("Error", {}).get("Message", "")).lower()
+    if code in ("ResourceNotFoundException", "ValidationException") and any(w in message for w in _END_OF_LIFE_WORDS):
+        return "end_of_life"
+    return None
 
 
 def converse(

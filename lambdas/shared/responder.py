@@ -15,6 +15,13 @@ reply outlasts the deadline, :class:`ResponderError` is raised and the caller te
 (the user's turn is stored before any model call, so nothing is lost). A stage may name a Bedrock
 guardrail that screens the replies (:class:`Guardrail`); a reply it withholds ends with a
 :class:`ReplyEnd` whose ``blocked`` is true, which is an outcome, not an error.
+
+A stage may also name a fallback model (:class:`FallbackResponder`): when the primary model
+throttles, is not ready, times out, fails, or has reached its end of life before any text was
+written, the fallback writes the reply, and each fallback is counted (``ModelFallbacks`` and
+``ModelFallback_<reason>``). And every reply may first have to pass the stage's cap on model
+calls (:class:`CappedResponder`): a full cap raises :class:`ResponderError` ``busy`` with the
+seconds to wait, before any call.
 """
 
 from __future__ import annotations
@@ -25,9 +32,18 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
+from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from botocore.exceptions import BotoCoreError, ClientError
 
-from lambdas.shared.bedrock import TIMEOUTS, bedrock_client, converse, converse_stream, is_transient, response_text
+from lambdas.shared.bedrock import (
+    TIMEOUTS,
+    bedrock_client,
+    converse,
+    converse_stream,
+    fallback_reason,
+    is_transient,
+    response_text,
+)
 from lambdas.shared.records import Role, Summary, Turn
 from lambdas.shared.retry import Backoff, error_code
 
@@ -59,13 +75,17 @@ BLOCKED_REPLY: Final = (
 class ResponderError(Exception):
     """No reply could be produced.
 
-    ``reason``: ``throttled``, ``timeout``, ``unavailable``, ``empty``, or ``interrupted`` (the
-    stream broke after it had opened).
+    ``reason``: ``throttled``, ``timeout``, ``unavailable``, ``empty``, ``interrupted`` (the
+    stream broke after it had opened), or ``busy`` (the stage's cap on model calls is reached:
+    retry after ``retry_after_seconds``). ``fallback``: why another model may answer instead
+    (:func:`lambdas.shared.bedrock.fallback_reason`), or None.
     """
 
-    def __init__(self, reason: str, message: str) -> None:
+    def __init__(self, reason: str, message: str, *, fallback: str | None = None, retry_after_seconds: int = 0) -> None:
         super().__init__(message)
         self.reason = reason
+        self.fallback = fallback
+        self.retry_after_seconds = retry_after_seconds
 
 
 @dataclass(frozen=True)
@@ -308,12 +328,84 @@ class BedrockResponder:
 
 def _no_reply(err: Exception) -> ResponderError:
     """The ResponderError of a model call that failed for good."""
+    fallback = fallback_reason(err)
     if isinstance(err, TIMEOUTS):
-        return ResponderError("timeout", "no reply from the model within the retry bound (timeout)")
+        return ResponderError("timeout", "no reply from the model within the retry bound (timeout)", fallback=fallback)
     code = error_code(err)
     if not is_transient(err):
-        return ResponderError("unavailable", f"the model refused the request ({code})")
-    return ResponderError("throttled", f"no reply from the model within the retry bound ({code})")
+        return ResponderError("unavailable", f"the model refused the request ({code})", fallback=fallback)
+    return ResponderError("throttled", f"no reply from the model within the retry bound ({code})", fallback=fallback)
+
+
+def count_fallback(reason: str) -> None:
+    """One fallback, as metrics of the calling function: ``ModelFallbacks`` and ``ModelFallback_<reason>``."""
+    for name in ("ModelFallbacks", f"ModelFallback_{reason}"):  # a single metric holds one name
+        with single_metric(name=name, unit=MetricUnit.Count, value=1):
+            pass
+
+
+class FallbackResponder:
+    """The primary model's reply, or the fallback model's when the primary fails before writing any text.
+
+    Args:
+        primary / fallback: the two models' responders (different models; stage config).
+        on_fallback: told the reason of each fallback; defaults to :func:`count_fallback`.
+
+    Only a failure the fallback can mend moves to it (``ResponderError.fallback``: throttled, not
+    ready, timeout, model error, end of life); a stream that broke after its first piece is not
+    replayed on another model (the customer has read part of it).
+    """
+
+    def __init__(
+        self,
+        primary: Responder,
+        fallback: Responder,
+        *,
+        on_fallback: Callable[[str], None] = count_fallback,
+    ) -> None:
+        self.primary = primary
+        self.fallback = fallback
+        self._on_fallback = on_fallback
+
+    def stream(self, turns: Sequence[Turn], *, summary: Summary | None = None) -> Iterator[str | ReplyEnd]:
+        """See :class:`Responder`."""
+        pieces = self.primary.stream(turns, summary=summary)
+        try:
+            try:
+                first = next(pieces)
+            except ResponderError as err:
+                if err.fallback is None:
+                    raise
+                self._on_fallback(err.fallback)
+                pieces = self.fallback.stream(turns, summary=summary)
+                first = next(pieces)
+            yield first
+            yield from pieces
+        finally:
+            close = getattr(pieces, "close", None)
+            if close is not None:
+                close()
+
+
+class CappedResponder:
+    """Replies only while the stage's cap on model calls admits them.
+
+    ``admit`` takes one call from the cap: 0 when admitted, else the whole seconds to wait. A
+    refused reply raises ``ResponderError("busy")`` with ``retry_after_seconds`` before any model call.
+    """
+
+    def __init__(self, inner: Responder, admit: Callable[[], int]) -> None:
+        self.inner = inner
+        self._admit = admit
+
+    def stream(self, turns: Sequence[Turn], *, summary: Summary | None = None) -> Iterator[str | ReplyEnd]:
+        """See :class:`Responder`."""
+        wait = self._admit()
+        if wait > 0:
+            raise ResponderError(
+                "busy", f"the stage's model calls are at their cap: retry in {wait} s", retry_after_seconds=wait
+            )
+        yield from self.inner.stream(turns, summary=summary)
 
 
 def _text_of(response: dict[str, Any]) -> str:
@@ -323,8 +415,27 @@ def _text_of(response: dict[str, Any]) -> str:
     return text
 
 
-def responder_for(model_id: str | None, **options: Any) -> Responder:
-    """The stage's responder: Bedrock for a model id, the echo responder for None."""
+def responder_for(
+    model_id: str | None,
+    *,
+    fallback_model_id: str | None = None,
+    admit: Callable[[], int] | None = None,
+    on_fallback: Callable[[str], None] = count_fallback,
+    **options: Any,
+) -> Responder:
+    """The stage's responder: Bedrock for a model id, the echo responder for None.
+
+    ``fallback_model_id`` adds a :class:`FallbackResponder`; the primary then makes one attempt
+    (the fallback, on its own quota, is the retry) and the fallback keeps ``options``' attempts.
+    ``admit`` puts the model calls under the stage's cap (:class:`CappedResponder`).
+    """
     if model_id is None or not model_id.strip():
         return EchoResponder()
-    return BedrockResponder(model_id.strip(), **options)
+    responder: Responder = BedrockResponder(model_id.strip(), **options)
+    if fallback_model_id is not None and fallback_model_id.strip():
+        primary = BedrockResponder(model_id.strip(), **{**options, "attempts": 1})
+        fallback = BedrockResponder(fallback_model_id.strip(), **options)
+        responder = FallbackResponder(primary, fallback, on_fallback=on_fallback)
+    if admit is not None:
+        responder = CappedResponder(responder, admit)
+    return responder

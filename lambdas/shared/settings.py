@@ -37,7 +37,8 @@ from lambdas.shared.store import DynamoSessionStore
 class Settings:
     """The stage settings (see :data:`STAGE_VARIABLES` for the variable of each field).
 
-    ``bedrock_model_id`` None means the echo responder and the extractive summary.
+    ``bedrock_model_id`` None means the echo responder and the extractive summary;
+    ``bedrock_fallback_model_id`` None means no fallback model.
     ``bedrock_guardrail_id``/``_version``: the guardrail that screens chat replies, both or neither.
     ``cors_allowed_origins`` is needed by the API functions only; :meth:`need` reads a text
     setting and names its variable when it is absent.
@@ -53,6 +54,9 @@ class Settings:
     bedrock_guardrail_version: str | None
     bedrock_attempts: int
     bedrock_deadline_seconds: int
+    bedrock_fallback_model_id: str | None
+    model_calls_per_second: int
+    model_call_buckets: int
     max_reassignments: int
     cleanup_grace_seconds: int
     session_resume_grace_seconds: int
@@ -133,6 +137,9 @@ def settings() -> Settings:
         bedrock_guardrail_version=guardrail["BEDROCK_GUARDRAIL_VERSION"],
         bedrock_attempts=_integer("BEDROCK_ATTEMPTS"),
         bedrock_deadline_seconds=_integer("BEDROCK_DEADLINE_SECONDS"),
+        bedrock_fallback_model_id=_text("BEDROCK_FALLBACK_MODEL_ID"),
+        model_calls_per_second=_integer("MODEL_CALLS_PER_SECOND"),
+        model_call_buckets=_integer("MODEL_CALL_BUCKETS"),
         max_reassignments=_integer("MAX_REASSIGNMENTS"),
         cleanup_grace_seconds=_integer("CLEANUP_GRACE_SECONDS"),
         session_resume_grace_seconds=_integer("SESSION_RESUME_GRACE_SECONDS"),

@@ -10,6 +10,7 @@ happens once: a retry gets the first answer again and changes nothing (:func:`la
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +22,7 @@ from lambdas.shared.logs import masked_formatter
 from lambdas.shared.records import Role
 from lambdas.shared.responder import BLOCKED_REPLY, Guardrail, ReplyEnd, Responder, ResponderError, responder_for
 from lambdas.shared.settings import settings
+from lambdas.shared.settings import store as stage_store
 from lambdas.shared.store import DynamoSessionStore, Rewound
 
 logger = Logger(logger_formatter=masked_formatter())
@@ -77,15 +79,30 @@ def rewind(
     return Rewind(made[0] if made else None, answer)
 
 
+def take_model_call() -> int:
+    """One call from the stage's cap on model calls (a random bucket): 0 when admitted, else seconds to wait."""
+    config = settings()
+    admission = stage_store().limits.take_model_call(
+        per_second=config.model_calls_per_second, buckets=config.model_call_buckets, pick=random.randrange
+    )
+    return 0 if admission.admitted else admission.retry_after_seconds
+
+
 @env.once
 def stage_responder() -> Responder:
-    """The stage's responder, as the chat's (Bedrock when ``BEDROCK_MODEL_ID`` is set, else the echo)."""
+    """The stage's responder, as the chat's (Bedrock when ``BEDROCK_MODEL_ID`` is set, else the echo).
+
+    Bedrock replies come from the fallback model when the primary fails (``BEDROCK_FALLBACK_MODEL_ID``)
+    and pass the stage's cap on model calls first (:func:`take_model_call`).
+    """
     config = settings()
     options: dict[str, Any] = {}
     if config.bedrock_guardrail_id is not None and config.bedrock_guardrail_version is not None:
         options["guardrail"] = Guardrail(config.bedrock_guardrail_id, config.bedrock_guardrail_version)
     return responder_for(
         config.bedrock_model_id,
+        fallback_model_id=config.bedrock_fallback_model_id,
+        admit=take_model_call,
         max_context_tokens=config.context_max_tokens,
         attempts=config.bedrock_attempts,
         deadline_seconds=float(config.bedrock_deadline_seconds),

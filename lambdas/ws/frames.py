@@ -75,6 +75,18 @@ def rate_limited_frame(retry_after_seconds: int) -> dict[str, Any]:
     }
 
 
+def busy_frame(*, session_id: str, reply_to: int, retry_after_seconds: int) -> dict[str, Any]:
+    """The assistant is at the stage's cap on model calls: the message is stored, not yet answered."""
+    return {
+        "type": "busy",
+        "session_id": session_id,
+        "reply_to": reply_to,
+        "retry_after_seconds": retry_after_seconds,
+        "message": "Your message is saved, but the assistant is busy right now. "
+        f"Ask again in {retry_after_seconds} seconds.",
+    }
+
+
 def unknown_action_frame(action: object = None) -> dict[str, str]:
     valid = ", ".join(ACTIONS)
     given = f" {action!r} is not one of them." if isinstance(action, str) and len(action) <= 64 else ""

@@ -54,6 +54,7 @@ from lambdas.ws.frames import (
     FrameError,
     RouteContext,
     ack_frame,
+    busy_frame,
     delta_frame,
     duplicate_frame,
     error_frame,
@@ -209,6 +210,9 @@ def stream_reply(
             if batch is not None and not post(batch):
                 return "gone"
     except ResponderError as err:
+        if err.reason == "busy":  # the stage's cap on model calls: no call was made, the turn is stored
+            send(busy_frame(session_id=session_id, reply_to=reply_to, retry_after_seconds=err.retry_after_seconds))
+            return "busy"
         logger.warning("no reply from the responder", extra={"reason": err.reason, "posted": deltas.posts})
         if deltas.posts:
             send(REPLY_INTERRUPTED)

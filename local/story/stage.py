@@ -30,6 +30,8 @@ def story_config() -> StageConfig:
         authorizer_cache_seconds=0,
         # A target whose derived throttles admit 200 messages, 105 connects and 600 REST calls a second.
         capacity=dataclasses.replace(stage_config("dev").capacity, concurrent_chats=4000, connects_per_second=70),
+        # The clock stands still through a run, so the model-call cap never refills: size it above every run's calls.
+        model_resilience=dataclasses.replace(stage_config("dev").model_resilience, model_calls_per_second=500),
     )
 
 

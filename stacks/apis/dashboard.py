@@ -14,7 +14,7 @@ from constructs import Construct
 
 from constructs_lib import OpsDashboard
 from stacks.apis.rest import MangaAssistRestApi
-from stacks.apis.websocket import MESSAGE_FUNCTION, ChatApi
+from stacks.apis.websocket import MESSAGE_FUNCTION, ChatApi, model_fallbacks
 from stacks.events_stack import EventsStack
 from stacks.functions import service_metric
 from stacks.operations import dead_letter_queues
@@ -93,6 +93,7 @@ def _chat_and_handoffs(orchestration: OrchestrationStack) -> Graphs:
     return [
         ("Chat turns per minute", [service_metric(MESSAGE_FUNCTION, "ChatTurns").with_(period=Duration.minutes(1))]),
         ("Model gave no reply", [service_metric(MESSAGE_FUNCTION, "Message_no_reply")]),
+        ("Model fallbacks / busy replies", [model_fallbacks(), service_metric(MESSAGE_FUNCTION, "Message_busy")]),
         (
             "Handoffs started / completed / failed",
             [handoff.metric_started(), handoff.metric_succeeded(), handoff.metric_failed()],

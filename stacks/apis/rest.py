@@ -28,7 +28,7 @@ from contracts import access
 from contracts.logs import TOKEN_REFUSED
 from contracts.requests import BODY_MODELS, gateway_schema
 from stacks.config import WAF_WINDOW_SECONDS, StageConfig
-from stacks.functions import METRICS_NAMESPACE, StageFunctions, grant_invoke_model, log_retention
+from stacks.functions import METRICS_NAMESPACE, StageFunctions, grant_stage_models, log_retention
 from stacks.guardrail import grant_guardrail, guardrail_environment
 from stacks.identity import token_environment
 from stacks.orchestration_stack import OrchestrationStack
@@ -201,10 +201,9 @@ def _session_function(
     # DELETE of a session whose handoff still waits for an agent fails that wait (SendTaskFailure).
     orchestration.handoff.grant_task_failure(session_function)
     config = functions.config
-    if config.bedrock_model_id is not None:  # POST /sessions/{id}/rewind answers the rewound turn
-        grant_invoke_model(
-            session_function, config.bedrock_model_id, streaming=True, guardrail_id=config.bedrock_guardrail_id
-        )
+    # POST /sessions/{id}/rewind answers the rewound turn (its model, or the fallback model)
+    grant_stage_models(session_function, config, streaming=True, guardrail_id=config.bedrock_guardrail_id)
+    if config.bedrock_model_id is not None:
         grant_guardrail(session_function, storage.guardrail)
     findings = {}
     for machine in workflows:

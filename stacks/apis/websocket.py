@@ -21,7 +21,7 @@ from constructs_lib.workflow_defaults import WorkflowOptions
 from contracts.chat import REWIND, SEND_MESSAGE
 from stacks.config import StageConfig
 from stacks.events_stack import EventsStack
-from stacks.functions import StageFunctions, grant_invoke_model, log_retention, service_metric
+from stacks.functions import StageFunctions, grant_stage_models, log_retention, service_metric
 from stacks.guardrail import grant_guardrail, guardrail_environment
 from stacks.identity import token_environment
 from stacks.storage_stack import StorageStack
@@ -29,6 +29,19 @@ from stacks.workflows import APP_RETRY, OnboardingWorkflow
 
 #: The message path's function id, which is also its Powertools service name (its metrics' ``service``).
 MESSAGE_FUNCTION = "WsMessage"
+#: The functions that call the model, by construct id: the chat, the REST rewind, the rolling summary.
+MODEL_CALLERS = (MESSAGE_FUNCTION, "SessionApi", "SummaryGenerator")
+
+
+def model_fallbacks() -> cloudwatch.MathExpression:
+    """Fallbacks to the stage's fallback model across every function that calls the model (5-minute sums)."""
+    metrics = {f"m{n}": service_metric(caller, "ModelFallbacks") for n, caller in enumerate(MODEL_CALLERS)}
+    return cloudwatch.MathExpression(
+        expression=" + ".join(metrics),
+        using_metrics=metrics,
+        label="Model fallbacks",
+        period=Duration.minutes(5),
+    )
 
 
 class ChatApi(Construct):
@@ -115,6 +128,18 @@ class ChatApi(Construct):
             "(reason field); summaries failing the same way land in the summary DLQ.",
         )
 
+        alarms.alarm(
+            "ModelFallbacks",
+            metric=model_fallbacks(),
+            threshold=self._config.model_resilience.fallback_alarm_threshold,
+            comparison=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            description="Replies or summaries written by the fallback model in five minutes: the stage's model "
+            "throttled, was not ready, timed out, failed or has reached its end of life.",
+            runbook="Read the reason in the ModelFallback_<reason> metrics (WsMessage, SessionApi, "
+            "SummaryGenerator): throttled - raise the Bedrock quota or lower model_calls_per_second; end_of_life - "
+            "move bedrock_model_id to a current model (docs/operations.md, model fallback).",
+        )
+
     def metric(self, name: str) -> cloudwatch.Metric:
         """An API Gateway metric of the chat API's stage (``Sum``)."""
         dimensions = {"ApiId": self.websocket_api.api_id, "Stage": self.websocket_stage.stage_name}
@@ -159,11 +184,8 @@ class ChatApi(Construct):
             reserved_concurrent_executions=config.capacity.limits.message_reserved_concurrency,
         ).function
         storage.sessions.grant_read_write_data(message)
-        if config.bedrock_model_id is not None:
-            grant_invoke_model(
-                message, config.bedrock_model_id, streaming=True, guardrail_id=config.bedrock_guardrail_id
-            )
-            grant_guardrail(message, storage.guardrail)
+        grant_stage_models(message, config, streaming=True, guardrail_id=config.bedrock_guardrail_id)
+        grant_guardrail(message, storage.guardrail)
         return message
 
     def _api(

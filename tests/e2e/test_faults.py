@@ -151,9 +151,11 @@ def test_bedrock_down_keeps_the_turn_and_says_so(stage: EmbeddedStage, layer: Fa
     assert errors(frames) == ["assistant_unavailable"]
     assert "saved" in frames[-1]["message"]
     assert user_turns(stage, chat) == ["anything like Frieren?"]
-    # And the model was asked exactly as often as the stage allows (its BEDROCK_ATTEMPTS)
+    # And the models were asked exactly as often as the stage allows: the primary once, then the
+    # fallback model its BEDROCK_ATTEMPTS (every kind of fault here is one a fallback may mend)
     attempts = setting(stage, MESSAGE, "bedrock_attempts")
-    assert layer.count("bedrock-runtime", "ConverseStream", caller=MESSAGE) == attempts
+    assert setting(stage, MESSAGE, "bedrock_fallback_model_id") is not None
+    assert layer.count("bedrock-runtime", "ConverseStream", caller=MESSAGE) == 1 + attempts
 
 
 def reply_text(frames: list[Any]) -> str:

@@ -263,25 +263,58 @@ def test_no_other_function_may_manage_connections(any_stage: SynthesizedStage) -
         assert granted == (lid in allowed), handler
 
 
-def test_bedrock_is_scoped_to_the_configured_model(any_stage: SynthesizedStage) -> None:
+def test_bedrock_is_scoped_to_the_configured_model_and_its_fallback(any_stage: SynthesizedStage) -> None:
     template = api(any_stage)
     model = any_stage.stage.config.bedrock_model_id
+    fallback = any_stage.stage.config.model_resilience.fallback_model_id
     assert model is not None
+    assert fallback is not None
     fn = template["Resources"][function_id(template, "lambdas.ws.message.handler")]
     assert fn["Properties"]["Environment"]["Variables"]["BEDROCK_MODEL_ID"] == model
+    assert fn["Properties"]["Environment"]["Variables"]["BEDROCK_FALLBACK_MODEL_ID"] == fallback
     bedrock = [
         s
         for s in statements_of(template, "lambdas.ws.message.handler")
         if any(a.startswith("bedrock:") for a in actions(s))
     ]
-    # ConverseStream only, and the stage's own guardrail (the calls name it)
-    assert [actions(s) for s in bedrock] == [["bedrock:InvokeModelWithResponseStream"], ["bedrock:ApplyGuardrail"]]
-    assert "GuardrailArn" in str(bedrock[1]["Resource"])
-    # Both stages name a cross-region inference profile: the profile, and its model wherever it routes
-    assert [flatten(r) for r in bedrock[0]["Resource"]] == [
-        f"arn:<AWS::Partition>:bedrock:<AWS::Region>:<AWS::AccountId>:inference-profile/{model}",
-        f"arn:<AWS::Partition>:bedrock:*::foundation-model/{foundation_model_of(model)}",
-    ]
+    # ConverseStream on the models, and the stage's own guardrail (the calls name it)
+    guardrail = [s for s in bedrock if actions(s) == ["bedrock:ApplyGuardrail"]]
+    assert len(guardrail) == 1
+    assert "GuardrailArn" in str(guardrail[0]["Resource"])
+    models = [s for s in bedrock if s not in guardrail]
+    assert {a for s in models for a in actions(s)} == {"bedrock:InvokeModelWithResponseStream"}
+    # Both stages name cross-region inference profiles: each profile, and its model wherever it routes
+    assert sorted(flatten(r) for s in models for r in s["Resource"]) == sorted(
+        [
+            f"arn:<AWS::Partition>:bedrock:<AWS::Region>:<AWS::AccountId>:inference-profile/{model}",
+            f"arn:<AWS::Partition>:bedrock:*::foundation-model/{foundation_model_of(model)}",
+            "arn:<AWS::Partition>:bedrock:<AWS::Region>:<AWS::AccountId>:inference-profile/"
+            "global.anthropic.claude-sonnet-4-6",
+            "arn:<AWS::Partition>:bedrock:*::foundation-model/anthropic.claude-sonnet-4-6",
+        ]
+    )
+
+
+def test_model_fallbacks_alarm_sums_every_model_caller_at_the_stages_threshold(any_stage: SynthesizedStage) -> None:
+    threshold = any_stage.stage.config.model_resilience.fallback_alarm_threshold
+    alarms = any_stage.template("Api").find_resources(
+        "AWS::CloudWatch::Alarm",
+        {"Properties": {"AlarmName": f"MangaAssist-{any_stage.stage.config.name}-Api-ModelFallbacks"}},
+    )
+    ((_, alarm),) = alarms.items()
+    properties = alarm["Properties"]
+    assert properties["Threshold"] == threshold
+    assert properties["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+    queries = properties["Metrics"]
+    expression = next(q["Expression"] for q in queries if "Expression" in q)
+    assert expression == "m0 + m1 + m2"
+    services = sorted(
+        q["MetricStat"]["Metric"]["Dimensions"][0]["Value"]
+        for q in queries
+        if "MetricStat" in q and q["MetricStat"]["Metric"]["MetricName"] == "ModelFallbacks"
+    )
+    assert services == ["SessionApi", "SummaryGenerator", "WsMessage"]
+    assert all(q["MetricStat"]["Period"] == 300 for q in queries if "MetricStat" in q)
 
 
 def test_table_access_names_the_indexes_and_has_no_wildcards(any_stage: SynthesizedStage) -> None:

@@ -183,7 +183,9 @@ def test_a_model_may_be_named_by_id_or_behind_any_inference_profile_prefix(stage
         "us.anthropic.claude-sonnet-4-6",
         "amazon.nova-lite-v1:0",
     ):
-        assert load_stage_config({**stages, "dev": {**stages["dev"], "bedrock_model_id": model_id}}, "dev")
+        # (no fallback here: Sonnet 4.6 is dev's fallback, and a fallback must be another model)
+        entry = {**stages["dev"], "bedrock_model_id": model_id, "model_resilience": {"fallback_model_id": None}}
+        assert load_stage_config({**stages, "dev": entry}, "dev")
     echo = load_stage_config({**stages, "dev": {**stages["dev"], "bedrock_model_id": None}}, "dev")
     assert echo.bedrock_model_id is None
 

@@ -99,50 +99,37 @@ def test_router_reaches_every_target_through_grants(dev: SynthesizedStage) -> No
     assert [a for a, r in by_action.items() if "*" in r] == ["dynamodb:ListStreams"]
 
 
-def test_summary_generator_may_invoke_only_the_configured_model(dev: SynthesizedStage) -> None:
+def test_summary_generator_may_invoke_only_the_configured_model_and_its_fallback(dev: SynthesizedStage) -> None:
     model = dev.stage.config.bedrock_model_id
+    fallback = dev.stage.config.model_resilience.fallback_model_id
     assert model is not None
+    assert fallback is not None
     partition = {"Ref": "AWS::Partition"}
-    any_region = f":bedrock:*::foundation-model/{foundation_model_of(model)}"
-    dev.template("Events").has_resource_properties(
-        "AWS::IAM::Policy",
-        {
-            "PolicyDocument": {
-                "Statement": Match.array_with(
-                    [
-                        {
-                            "Action": "bedrock:InvokeModel",
-                            "Effect": "Allow",
-                            # dev names a cross-region inference profile: the profile, and its model
-                            # in every region the profile may route to
-                            "Resource": [
-                                {
-                                    "Fn::Join": [
-                                        "",
-                                        [
-                                            "arn:",
-                                            partition,
-                                            ":bedrock:",
-                                            {"Ref": "AWS::Region"},
-                                            ":",
-                                            {"Ref": "AWS::AccountId"},
-                                            f":inference-profile/{model}",
-                                        ],
-                                    ]
-                                },
-                                {
-                                    "Fn::Join": [
-                                        "",
-                                        ["arn:", partition, any_region],
-                                    ]
-                                },
-                            ],
-                        }
-                    ]
-                )
-            }
-        },
-    )
+
+    def profile(model_id: str) -> dict[str, Any]:
+        return {
+            "Fn::Join": [
+                "",
+                ["arn:", partition, ":bedrock:", {"Ref": "AWS::Region"}, ":", {"Ref": "AWS::AccountId"},
+                 f":inference-profile/{model_id}"],
+            ]
+        }  # fmt: skip
+
+    def every_region(model_id: str) -> dict[str, Any]:
+        return {"Fn::Join": ["", ["arn:", partition, f":bedrock:*::foundation-model/{foundation_model_of(model_id)}"]]}
+
+    statements = [
+        statement
+        for policy in dev.template("Events").find_resources("AWS::IAM::Policy").values()
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+        if "bedrock" in json.dumps(statement["Action"])
+    ]
+    # Converse only; dev names cross-region inference profiles: each profile, and its model in every
+    # region the profile may route to, for the model and for its fallback
+    assert {json.dumps(s["Action"]) for s in statements} == {'"bedrock:InvokeModel"'}
+    granted = sorted(json.dumps(r) for s in statements for r in s["Resource"])
+    expected = [profile(model), every_region(model), profile(fallback), every_region(fallback)]
+    assert granted == sorted(json.dumps(r) for r in expected)
 
 
 # -- asynchronous paths have DLQs -------------------------------------------------------------

@@ -14,7 +14,7 @@ from aws_cdk.assertions import Template
 from embedded.synth import PARTS, SynthesizedStage, stage_config, synthesize
 from lambdas.shared.settings import STAGE_VARIABLES
 from stacks.config import with_overrides
-from stacks.functions import STAGE_VARIABLE_NAMES, grant_invoke_model, stage_environment
+from stacks.functions import STAGE_VARIABLE_NAMES, grant_invoke_model, grant_stage_models, stage_environment
 from stacks.guardrail_config import GuardrailConfig
 
 #: Functions a library construct builds with its own runtime, not the app's stage functions: the
@@ -242,3 +242,33 @@ def test_only_the_functions_that_call_the_model_may_apply_the_guardrail_and_ever
         variables = properties.get("Environment", {}).get("Variables", {})
         if properties["Handler"].startswith("lambdas."):
             assert variables.get("BEDROCK_GUARDRAIL_VERSION") == "DRAFT", f"{part}/{lid}"
+
+
+def test_stage_models_grants_the_model_and_the_fallback_and_nothing_without_a_model() -> None:
+    # Given a stage whose model and fallback are both cross-region profiles
+    stack = Stack(App(), "Probe", env={"account": "111111111111", "region": "eu-west-1"})
+    role = iam.Role(stack, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
+    echo = iam.Role(stack, "Echo", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
+    # When its grants are made, and those of the same stage without a model
+    grant_stage_models(role, stage_config("dev"))
+    grant_stage_models(echo, with_overrides(stage_config("dev"), bedrock_model_id=None))
+    # Then both models' profiles and foundation models are granted, once each, and nothing else
+    statements = _bedrock_statements(Template.from_stack(stack).to_json())
+    assert {a for s in statements for a in _actions(s)} == {"bedrock:InvokeModel"}
+    granted = sorted(json.dumps(r) for s in statements for r in s["Resource"])
+    assert len(granted) == 4
+    assert sum("inference-profile/global.anthropic.claude-sonnet-4-6" in r for r in granted) == 1
+    assert sum(":bedrock:*::foundation-model/anthropic.claude-sonnet-4-6" in r for r in granted) == 1
+    assert sum("inference-profile/global.anthropic.claude-haiku-4-5-20251001-v1:0" in r for r in granted) == 1
+    policies = Template.from_stack(stack).find_resources("AWS::IAM::Policy")
+    assert all("Echo" not in json.dumps(p["Properties"]["Roles"]) for p in policies.values())
+
+
+def test_stage_environment_names_the_fallback_and_the_model_call_cap() -> None:
+    environment = stage_environment(stage_config("prod"))
+    assert environment["BEDROCK_FALLBACK_MODEL_ID"] == "global.anthropic.claude-sonnet-4-6"
+    assert environment["MODEL_CALLS_PER_SECOND"] == "20"
+    assert environment["MODEL_CALL_BUCKETS"] == "2"
+    assert "BEDROCK_FALLBACK_MODEL_ID" not in stage_environment(
+        with_overrides(stage_config("dev"), bedrock_model_id=None)
+    )

@@ -42,6 +42,8 @@ MAX_CONNECTION_SECONDS: Final = 2 * 3600
 ATTEMPTS: Final = 4
 CONNECTION_SCOPE: Final = "conn"
 CUSTOMER_SCOPE: Final = "customer"
+#: The stage's model-call buckets: ``LIMIT#model#<n>``/``RATE``.
+MODEL_SCOPE: Final = "model"
 
 
 @dataclass(frozen=True)
@@ -91,7 +93,34 @@ class Limits(Aggregate):
         require_id(subject, f"{scope} id")
         interval = self._interval(per_minute)
         tolerance = (_require_positive(burst, "burst") - 1) * interval
-        key = keys.rate_bucket_key(scope, subject)
+        return self._take(keys.rate_bucket_key(scope, subject), interval, tolerance)
+
+    def take_model_call(self, *, per_second: int, buckets: int, pick: Callable[[int], int]) -> Admission:
+        """Take one model call from the stage-wide cap of ``per_second``, split over ``buckets`` items.
+
+        Each bucket admits ``per_second / buckets`` calls a second with a burst of one second's
+        worth; ``pick(n)`` chooses a bucket in ``0..n-1`` (random in production). A refusing
+        bucket is followed by one other, so a cap split over buckets refuses only when two are
+        empty; the wait is the shorter of the two.
+        """
+        _require_positive(per_second, "per_second")
+        if _require_positive(buckets, "buckets") > per_second:
+            raise ValueError(f"buckets must be <= per_second (given {buckets} > {per_second})")
+        share = per_second / buckets
+        interval = math.ceil(1000 / share)
+        tolerance = (max(1, math.floor(share)) - 1) * interval
+        first = pick(buckets) % buckets
+        order = [first] if buckets == 1 else [first, (first + 1 + pick(buckets - 1) % (buckets - 1)) % buckets]
+        waits = []
+        for bucket in order:
+            admission = self._take(keys.rate_bucket_key(MODEL_SCOPE, str(bucket)), interval, tolerance)
+            if admission.admitted:
+                return admission
+            waits.append(admission.retry_after_seconds)
+        return Admission(False, min(waits))
+
+    def _take(self, key: keys.Key, interval: int, tolerance: int) -> Admission:
+        """One token from the bucket at ``key`` (see the module docstring)."""
 
         def attempt() -> Admission:
             now = self.table.now_ms()

@@ -7,7 +7,7 @@ from typing import Any
 
 import boto3
 import pytest
-from botocore.stub import Stubber
+from botocore.stub import ANY, Stubber
 
 from lambdas.events import summary
 from lambdas.shared import env
@@ -272,4 +272,74 @@ def test_handler_names_the_stages_guardrail_and_keeps_a_blocked_summary_out(
     assert latest.summary_number == 2
     assert latest.summary_text.startswith("The customer asked about volume 3. ")
     assert "payment details" not in latest.summary_text
+
+
+FALLBACK = "global.anthropic.claude-sonnet-4-6"
+END_OF_LIFE = (
+    "This model version has reached the end of its life. Please refer to the AWS documentation for more details."
+)
+
+
+@pytest.mark.parametrize(
+    ("primary_errors", "code", "status", "message", "reason"),
+    [
+        (4, "ThrottlingException", 429, "Too many requests, please wait before trying again.", "throttled"),
+        (1, "ResourceNotFoundException", 404, END_OF_LIFE, "end_of_life"),
+    ],
+)
+def test_a_summary_the_primary_cannot_write_comes_from_the_fallback_and_is_counted(
+    session_with_turns: tuple[str, DynamoSessionStore],
+    bedrock: tuple[Any, Stubber],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    primary_errors: int,
+    code: str,
+    status: int,
+    message: str,
+    reason: str,
+) -> None:
+    # Given a primary model that fails (throttled past its attempts, or past its end of life) and a fallback
+    session_id, store = session_with_turns
+    client, stubber = bedrock
+    for name, value in {
+        "TABLE_NAME": store.table.table_name,
+        "BEDROCK_MODEL_ID": MODEL,
+        "BEDROCK_FALLBACK_MODEL_ID": FALLBACK,
+    }.items():
+        monkeypatch.setenv(name, value)
+    env.reset()
+    monkeypatch.setattr(summary, "bedrock_client", lambda: client)
+    monkeypatch.setattr("lambdas.shared.bedrock.time.sleep", lambda _: None)
+    for _ in range(primary_errors):
+        stubber.add_client_error(
+            "converse", service_error_code=code, service_message=message, http_status_code=status,
+            expected_params={"modelId": MODEL, "messages": ANY, "system": ANY, "inferenceConfig": ANY},
+        )  # fmt: skip
+    stubber.add_response(
+        "converse",
+        converse_response("Written by the fallback."),
+        {"modelId": FALLBACK, "messages": ANY, "system": ANY, "inferenceConfig": ANY},
+    )
+    # When the summary of turns 1..10 is written
+    text = summary._generator(summary.settings())(None, store.turns.turns_between(session_id, 1, 10))
+    # Then it is the fallback's, and the fallback is a metric with its reason
+    assert text == "Written by the fallback."
+    emitted = capsys.readouterr().out
+    assert '"ModelFallbacks":[1.0]' in emitted
+    assert f'"ModelFallback_{reason}":[1.0]' in emitted
+    env.reset()
+
+
+def test_a_summary_refused_for_a_reason_the_fallback_shares_is_not_retried_there(
+    session_with_turns: tuple[str, DynamoSessionStore], bedrock: tuple[Any, Stubber], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session_id, store = session_with_turns
+    client, stubber = bedrock
+    monkeypatch.setenv("BEDROCK_MODEL_ID", MODEL)
+    monkeypatch.setenv("BEDROCK_FALLBACK_MODEL_ID", FALLBACK)
+    env.reset()
+    monkeypatch.setattr(summary, "bedrock_client", lambda: client)
+    stubber.add_client_error("converse", service_error_code="AccessDeniedException", http_status_code=403)
+    with pytest.raises(Exception, match="AccessDeniedException"):
+        summary._generator(summary.settings())(None, store.turns.turns_between(session_id, 1, 10))
     env.reset()

@@ -8,12 +8,14 @@ import boto3
 import pytest
 from botocore.stub import ANY, Stubber
 
-from embedded.services.bedrock_stream import Refusal, StreamAnswers, reply_events, stream_error, tokens
+from embedded.services.bedrock_stream import Refusal, StreamAnswers, refusal, reply_events, stream_error, tokens
 from lambdas.shared.records import Role, Summary, Turn
 from lambdas.shared.responder import (
     SYSTEM_PROMPT,
     BedrockResponder,
+    CappedResponder,
     EchoResponder,
+    FallbackResponder,
     Guardrail,
     ReplyEnd,
     ResponderError,
@@ -312,3 +314,110 @@ def test_fails_invalid_bounds(option: str, value: int) -> None:
 def test_fails_empty_model_id() -> None:
     with pytest.raises(ValueError, match="model_id"):
         BedrockResponder(" ")
+
+
+# ------------------------------------------------------------------ fallback model and the cap on calls
+
+FALLBACK = "global.anthropic.claude-sonnet-4-6"
+
+
+def with_fallback(
+    primary_answers: list[Any], fallback_answers: list[Any]
+) -> tuple[FallbackResponder, StreamAnswers, StreamAnswers, list[str]]:
+    """A fallback responder over two stubbed clients (one attempt on the primary, three on the fallback)."""
+    primary, primary_stub, _ = streaming(*primary_answers, attempts=1)
+    fallback, fallback_stub, _ = streaming(*fallback_answers)
+    fallback.model_id = FALLBACK
+    reasons: list[str] = []
+    return FallbackResponder(primary, fallback, on_fallback=reasons.append), primary_stub, fallback_stub, reasons
+
+
+@pytest.mark.parametrize(
+    ("answer", "reason"),
+    [
+        (refusal("throttled"), "throttled"),
+        (Refusal("ModelNotReadyException", 429), "not_ready"),
+        (Refusal("ModelTimeoutException", 408), "timeout"),
+        (Refusal("InternalServerException", 500), "model_error"),
+        (refusal("end_of_life"), "end_of_life"),
+        (refusal("legacy"), "end_of_life"),
+        (Refusal("ValidationException", 400, refusal("legacy").message), "end_of_life"),
+    ],
+)
+def test_a_primary_that_fails_before_writing_hands_the_reply_to_the_fallback(answer: Refusal, reason: str) -> None:
+    # Given a primary model that refuses once and a fallback that answers
+    responder, primary, fallback, reasons = with_fallback([answer], [reply_events("Try Frieren.")])
+    # When the reply is read
+    pieces = list(responder.stream([turn(1, "user", "hi")]))
+    # Then it is the fallback's, the primary was asked once, and the fallback was counted by reason
+    assert "".join(p for p in pieces if isinstance(p, str)) == "Try Frieren."
+    assert pieces[-1] == ReplyEnd("end_turn")
+    assert [r["modelId"] for r in primary.requests] == [MODEL]
+    assert [r["modelId"] for r in fallback.requests] == [FALLBACK]
+    assert reasons == [reason]
+    assert fallback.streams[0].closed
+
+
+def test_a_primary_that_answers_is_the_reply_and_the_fallback_is_never_asked() -> None:
+    responder, primary, fallback, reasons = with_fallback([reply_events("Volume 3 is out.")], [])
+    assert "".join(p for p in responder.stream([turn(1, "user", "hi")]) if isinstance(p, str)) == "Volume 3 is out."
+    assert (len(primary.requests), len(fallback.requests), reasons) == (1, 0, [])
+
+
+@pytest.mark.parametrize("code", ["AccessDeniedException", "ValidationException", "ResourceNotFoundException"])
+def test_a_refusal_another_model_would_share_is_not_handed_over(code: str) -> None:
+    responder, _, fallback, reasons = with_fallback([Refusal(code, 400, "Malformed input request")], [])
+    with pytest.raises(ResponderError) as raised:
+        list(responder.stream([turn(1, "user", "hi")]))
+    assert raised.value.reason == "unavailable"
+    assert (fallback.requests, reasons) == ([], [])
+
+
+def test_both_models_throttled_is_one_clear_error_after_the_fallbacks_retries() -> None:
+    throttled = refusal("throttled")
+    responder, primary, fallback, reasons = with_fallback([throttled], [throttled, throttled, throttled])
+    with pytest.raises(ResponderError) as raised:
+        list(responder.stream([turn(1, "user", "hi")]))
+    assert raised.value.reason == "throttled"
+    assert (len(primary.requests), len(fallback.requests), reasons) == (1, 3, ["throttled"])
+
+
+def test_a_primary_that_breaks_midway_is_not_replayed_on_the_fallback() -> None:
+    events = [*reply_events("Frieren is a fantasy series.")[:3], stream_error("modelStreamErrorException")]
+    responder, _, fallback, reasons = with_fallback([events], [reply_events("a second reply")])
+    with pytest.raises(ResponderError) as raised:
+        list(responder.stream([turn(1, "user", "hi")]))
+    assert raised.value.reason == "interrupted"
+    assert (fallback.requests, reasons) == ([], [])
+
+
+def test_closing_a_fallback_reply_early_releases_the_fallbacks_stream() -> None:
+    responder, _, fallback, _ = with_fallback([refusal("throttled")], [reply_events("A long answer about Frieren.")])
+    pieces = responder.stream([turn(1, "user", "hi")])
+    next(pieces)
+    pieces.close()  # type: ignore[attr-defined]
+    assert fallback.streams[0].closed
+
+
+def test_a_full_cap_refuses_busy_with_the_wait_and_calls_no_model() -> None:
+    responder, answers, _ = streaming(reply_events("never asked"))
+    capped = CappedResponder(responder, lambda: 4)
+    with pytest.raises(ResponderError) as raised:
+        next(iter(capped.stream([turn(1, "user", "hi")])))
+    assert (raised.value.reason, raised.value.retry_after_seconds) == ("busy", 4)
+    assert answers.requests == []
+    admitted = CappedResponder(streaming(reply_events("ok"))[0], lambda: 0)
+    assert [p for p in admitted.stream([turn(1, "user", "hi")]) if isinstance(p, str)] == ["ok"]
+
+
+def test_stage_responder_with_a_fallback_tries_the_primary_once_and_the_fallback_with_the_stages_attempts() -> None:
+    responder = responder_for(MODEL, fallback_model_id=FALLBACK, attempts=4, admit=lambda: 0)
+    assert isinstance(responder, CappedResponder)
+    inner = responder.inner
+    assert isinstance(inner, FallbackResponder)
+    assert isinstance(inner.primary, BedrockResponder)
+    assert isinstance(inner.fallback, BedrockResponder)
+    assert (inner.primary.model_id, inner.primary.attempts) == (MODEL, 1)
+    assert (inner.fallback.model_id, inner.fallback.attempts) == (FALLBACK, 4)
+    assert isinstance(responder_for(MODEL, fallback_model_id=None), BedrockResponder)
+    assert isinstance(responder_for(None, fallback_model_id=FALLBACK, admit=lambda: 5), EchoResponder)

@@ -17,7 +17,14 @@ from embedded.services.bedrock_stream import Refusal, StreamAnswers, reply_event
 from embedded.services.bedrock_stream import tokens as model_tokens
 from lambdas.shared import aws, connections, env
 from lambdas.shared.records import SessionStatus, Summary, Turn
-from lambdas.shared.responder import BedrockResponder, Guardrail, ReplyEnd
+from lambdas.shared.responder import (
+    BedrockResponder,
+    CappedResponder,
+    EchoResponder,
+    FallbackResponder,
+    Guardrail,
+    ReplyEnd,
+)
 from lambdas.shared.store import DynamoSessionStore
 from lambdas.ws import message
 from lambdas.ws.frames import MAX_TEXT_CHARS
@@ -265,8 +272,21 @@ def test_the_stages_guardrail_screens_the_chats_replies(
         monkeypatch.setenv(name, value)
     env.reset()
     model = message.responder()
-    assert isinstance(model, BedrockResponder)
-    assert model.guardrail == Guardrail("gr0abc123", "1")
+    assert isinstance(model, CappedResponder)  # under the stage's cap on model calls
+    assert isinstance(model.inner, BedrockResponder)
+    assert model.inner.guardrail == Guardrail("gr0abc123", "1")
+    # With a fallback model, its replies are screened alike
+    monkeypatch.setenv("BEDROCK_FALLBACK_MODEL_ID", "global.anthropic.claude-sonnet-4-6")
+    env.reset()
+    model = message.responder()
+    assert isinstance(model, CappedResponder)
+    assert isinstance(model.inner, FallbackResponder)
+    for responder in (model.inner.primary, model.inner.fallback):
+        assert isinstance(responder, BedrockResponder)
+        assert responder.guardrail == Guardrail("gr0abc123", "1")
+    fallback = model.inner.fallback
+    assert isinstance(fallback, BedrockResponder)
+    assert fallback.model_id == "global.anthropic.claude-sonnet-4-6"
 
 
 def test_a_streamed_reply_arrives_in_far_fewer_posts_than_tokens_and_is_stored_once(
@@ -536,3 +556,34 @@ def test_a_malformed_client_message_id_is_refused_before_anything_is_stored(
     send_with_id("hello", client_message_id)
     assert len(ws.turns.list_turns(session_id).items) == 1  # the greeting only
     assert sent_frames(CONN)[-1]["code"] == "invalid_client_message_id"
+
+
+def test_a_full_model_call_cap_answers_busy_with_the_wait_and_keeps_the_turn(
+    ws: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a stage whose cap admits one model call a second, and a model that counts its calls
+    calls: list[int] = []
+
+    def admit() -> int:
+        admission = ws.limits.take_model_call(per_second=1, buckets=1, pick=lambda n: 0)
+        calls.append(admission.retry_after_seconds)
+        return 0 if admission.admitted else admission.retry_after_seconds
+
+    monkeypatch.setattr(message, "responder", lambda: CappedResponder(EchoResponder(), admit))
+    session_id = onboarded()
+    # When the customer sends two messages within the second
+    send("Is volume 3 out?")
+    send("And volume 4?")
+    # Then the first is answered, the second gets a busy frame naming its turn and the wait
+    turns = ws.turns.list_turns(session_id).items
+    assert roles(turns) == ["assistant", "user", "assistant", "user"]
+    assert turns[3].content == "And volume 4?"
+    busy = sent_frames(CONN)[-1]
+    assert busy == {
+        "type": "busy",
+        "session_id": session_id,
+        "reply_to": 4,
+        "retry_after_seconds": 1,
+        "message": "Your message is saved, but the assistant is busy right now. Ask again in 1 seconds.",
+    }
+    assert calls == [0, 1]

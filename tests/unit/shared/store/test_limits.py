@@ -180,3 +180,47 @@ def test_slots_of_connections_that_must_have_ended_are_freed(store: DynamoSessio
     assert store.limits.open_connection_slot("alice", "c3", cap=2).admitted
     assert store.limits.open_connection_slot("alice", "c4", cap=2).admitted
     assert not store.limits.open_connection_slot("alice", "c5", cap=2).admitted
+
+
+# ------------------------------------------------------------------ the stage's cap on model calls
+
+
+def take_call(
+    store: DynamoSessionStore, per_second: int = 4, buckets: int = 1, picks: list[int] | None = None
+) -> Admission:
+    queue = list(picks or [])
+    return store.limits.take_model_call(
+        per_second=per_second, buckets=buckets, pick=lambda n: queue.pop(0) if queue else 0
+    )
+
+
+def test_the_model_call_cap_admits_a_seconds_worth_then_refuses_for_a_second(
+    store: DynamoSessionStore, clock: FakeClock
+) -> None:
+    # 4 calls a second in one bucket: a burst of 4, then a wait of at least one whole second
+    assert [take_call(store).admitted for _ in range(4)] == [True, True, True, True]
+    assert take_call(store) == Admission(False, 1)
+    clock.advance(1)
+    assert take_call(store).admitted
+    item = store.table.client.get_item(
+        TableName=store.table.table_name, Key=marshal_item(keys.rate_bucket_key("model", "0"))
+    )["Item"]
+    assert "ttl" in unmarshal_item(item)
+
+
+def test_a_cap_split_over_buckets_tries_a_second_bucket_before_refusing(store: DynamoSessionStore) -> None:
+    # 4 a second over 2 buckets: 2 each; bucket 0 is emptied, then a call that picks it lands on bucket 1
+    assert [take_call(store, buckets=2, picks=[0, 0]).admitted for _ in range(2)] == [True, True]
+    assert take_call(store, buckets=2, picks=[0, 0]).admitted  # bucket 0 empty: bucket 1 admits
+    assert take_call(store, buckets=2, picks=[1, 0]).admitted  # bucket 1's second call
+    refused = take_call(store, buckets=2, picks=[0, 0])
+    assert refused == Admission(False, 1)
+    assert store.table.client.get_item(
+        TableName=store.table.table_name, Key=marshal_item(keys.rate_bucket_key("model", "1"))
+    ).get("Item")
+
+
+@pytest.mark.parametrize(("per_second", "buckets"), [(0, 1), (4, 0), (2, 3)])
+def test_fails_with_a_model_call_cap_that_cannot_hold(store: DynamoSessionStore, per_second: int, buckets: int) -> None:
+    with pytest.raises(ValueError, match="must be"):
+        take_call(store, per_second=per_second, buckets=buckets)
