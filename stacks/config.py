@@ -15,6 +15,7 @@ from typing import Any, Literal
 from aws_cdk import Duration, RemovalPolicy
 
 from contracts.workflows import EXPORT_RISK_MAX_SCORE
+from stacks.backup_config import BackupConfig, backup
 from stacks.errors import ConfigError as ConfigError
 from stacks.models import DEFAULT_BEDROCK_MODEL_ID as DEFAULT_BEDROCK_MODEL_ID
 from stacks.models import INFERENCE_PROFILE_PREFIXES as INFERENCE_PROFILE_PREFIXES
@@ -183,6 +184,8 @@ class StageConfig:
     identity: IdentityConfig = field(default_factory=IdentityConfig)
     # The analytics records also searchable in OpenSearch Serverless (stacks/search_config.py); off by default.
     analytics_search: AnalyticsSearchConfig = field(default_factory=AnalyticsSearchConfig)
+    # AWS Backup's daily recovery points of the table (stacks/backup_config.py).
+    backup: BackupConfig = field(default_factory=BackupConfig)
 
     # Chat limits (the whole defence of the WebSocket API: WAF cannot be attached to one).
     # Per-connection and per-customer message buckets: a burst, refilled at a rate per minute.
@@ -487,6 +490,9 @@ def _validate_flags(c: StageConfig) -> None:
     if not isinstance(c.analytics_search, AnalyticsSearchConfig):
         raise _fail(n, "analytics_search", "must be an object", c.analytics_search)
     c.analytics_search.validate(n)
+    if not isinstance(c.backup, BackupConfig):
+        raise _fail(n, "backup", "must be an object", c.backup)
+    c.backup.validate(n, c.region, c.account)
 
 
 def _validate_model(c: StageConfig) -> None:
@@ -544,6 +550,8 @@ def load_stage_config(stages: Any, name: str) -> StageConfig:
         values["identity"] = _identity(name, values["identity"])
     if "analytics_search" in values:
         values["analytics_search"] = analytics_search(name, values["analytics_search"])
+    if "backup" in values:
+        values["backup"] = backup(name, values["backup"])
     if "tags" in values and not (
         isinstance(values["tags"], dict) and all(isinstance(v, str) for v in values["tags"].values())
     ):

@@ -19,6 +19,7 @@ from constructs_lib import (
     SingleTable,
 )
 from contracts import schema
+from stacks.backup import TableBackup
 from stacks.config import StageConfig
 from stacks.identity import build_user_pool
 from stacks.operations import watch_stack
@@ -78,6 +79,14 @@ class StorageStack(Stack):
             removal_policy=removal,
         )
         self.table: dynamodb.ITable = self.sessions.table
+        #: Daily recovery points of the table beyond point-in-time recovery (docs/operations.md).
+        self.backup: TableBackup | None = (
+            TableBackup(
+                self, "Backup", stage=config.name, config=config.backup, table=self.table, encryption_key=self.key
+            )
+            if config.backup.enabled
+            else None
+        )
 
     def _build_buckets(self, config: StageConfig) -> None:
         """The access-log target, the archive, the audit trail, analytics and query results."""
