@@ -28,7 +28,7 @@ from stacks.config import StageConfig
 from stacks.functions import StageFunctions, grant_invoke_model, log_retention
 from stacks.mail import NoticeMail
 from stacks.operations import watch_stack
-from stacks.storage_stack import StorageStack
+from stacks.storage_stack import StorageStack, stage_prefix
 from stacks.trail import SessionTrail
 from stacks.triggers import AuditLocker, HandoffMetrics
 
@@ -146,6 +146,7 @@ class EventsStack(Stack):
             service_principals=["sns", "events", "firehose"],
             removal_policy=removal,
             pending_window=window,
+            source_prefix=stage_prefix(config),
         )
         self.queues_key = EncryptionKey(
             self,
@@ -154,6 +155,7 @@ class EventsStack(Stack):
             service_principals=["sns", "events"],
             removal_policy=removal,
             pending_window=window,
+            source_prefix=stage_prefix(config),
         )
 
     def _build_bus(self) -> None:

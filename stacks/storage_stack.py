@@ -18,11 +18,18 @@ from constructs_lib import (
     ServiceAlarms,
     SingleTable,
 )
+from constructs_lib.web_acl import LOG_GROUP_PREFIX as WAF_LOG_GROUP_PREFIX
 from contracts import schema
 from stacks.backup import TableBackup
 from stacks.config import StageConfig
 from stacks.identity import build_user_pool
 from stacks.operations import watch_stack
+
+
+def stage_prefix(config: StageConfig) -> str:
+    """The prefix of the stage's stack names, so of every name CloudFormation generates in them."""
+    return f"MangaAssist-{config.name}"
+
 
 #: Days an Athena query result stays downloadable.
 QUERY_RESULTS_EXPIRATION_DAYS = 30
@@ -58,6 +65,13 @@ class StorageStack(Stack):
             service_principals=["sns", "events", "firehose", "logs", "states", "cloudwatch"],
             removal_policy=removal,
             pending_window=config.key_pending_window,
+            # The services use the key only for the stage's resources, all named MangaAssist-<stage>-...,
+            # and for the log groups whose names AWS prescribes: REST API execution logs, WAF logs.
+            source_prefix=stage_prefix(config),
+            log_group_patterns=[
+                f"API-Gateway-Execution-Logs_*/{config.name}",
+                f"{WAF_LOG_GROUP_PREFIX}{''.join(c for c in stage_prefix(config) if c.isalnum())}*",
+            ],
         )
         self.key: kms.IKey = self.data_key.key
 
