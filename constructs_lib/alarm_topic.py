@@ -50,7 +50,9 @@ class AlarmTopic(Construct):
         )
         #: Notifications SNS could not mail (None without an e-mail subscription).
         self.email_dead_letters: SecureQueue | None = (
-            subscribe_email(self, "EmailDeadLetters", topic=self.topic, address=email, encryption_key=encryption_key)
+            subscribe_email(
+                self, "EmailDeadLetterQueue", topic=self.topic, address=email, encryption_key=encryption_key
+            )
             if email is not None
             else None
         )

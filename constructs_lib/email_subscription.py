@@ -17,7 +17,7 @@ def subscribe_email(
 
     Example::
 
-        dlq = subscribe_email(self, "OnCallDeadLetters", topic=ops, address="oncall@example.com",
+        dlq = subscribe_email(self, "OnCallDeadLetterQueue", topic=ops, address="oncall@example.com",
                               encryption_key=queue_key)
 
     SNS retries an e-mail delivery (a mail server that refuses it, a throttled endpoint) and then

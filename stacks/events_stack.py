@@ -209,7 +209,7 @@ class EventsStack(Stack):
         self.managers_email_dead_letters: SecureQueue | None = (
             subscribe_email(
                 self,
-                "ManagersEmailDeadLetters",
+                "ManagersEmailDeadLetterQueue",
                 topic=self.managers_topic,
                 address=self.config.managers_email,
                 encryption_key=queue_key,

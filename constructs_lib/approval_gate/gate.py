@@ -268,7 +268,9 @@ class HumanApprovalGate(sfn.StateMachineFragment):
             # A request SNS cannot mail waits in a queue on the gate's key (watch_stack alarms on it).
             if self._own_key is not None:
                 self._own_key.allow_service("sns")
-            subscribe_email(self, "ReviewerEmailDeadLetters", topic=topic, address=reviewer_email, encryption_key=key)
+            subscribe_email(
+                self, "ReviewerEmailDeadLetterQueue", topic=topic, address=reviewer_email, encryption_key=key
+            )
         elif reviewer_email is not None:
             topic.add_subscription(subscriptions.EmailSubscription(reviewer_email))
         return topic
