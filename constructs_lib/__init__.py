@@ -8,6 +8,7 @@ from constructs_lib.approval_gate import HumanApprovalGate
 from constructs_lib.athena_workgroup import AthenaWorkgroup
 from constructs_lib.catalog_database import CatalogDatabase
 from constructs_lib.delivery_stream import S3DeliveryStream
+from constructs_lib.email_subscription import subscribe_email
 from constructs_lib.encryption_key import EncryptionKey
 from constructs_lib.event_bus import SecureEventBus
 from constructs_lib.fanout_topic import FanoutTopic, Subscriber
@@ -60,4 +61,5 @@ __all__ = [
     "WorkflowOptions",
     "WorkflowStateMachine",
     "callback_input",
+    "subscribe_email",
 ]

@@ -5,9 +5,10 @@ from __future__ import annotations
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
-from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
 
+from constructs_lib.email_subscription import subscribe_email
+from constructs_lib.secure_queue import SecureQueue
 from constructs_lib.validation import PropErrors, is_unresolved
 
 
@@ -23,8 +24,9 @@ class AlarmTopic(Construct):
         encryption_key: customer-managed key of the topic. Its key policy must let
             ``cloudwatch.amazonaws.com`` use it (``EncryptionKey(service_principals=["cloudwatch"])``),
             or alarms cannot publish.
-        email: address subscribed to every notification. Defaults to none (subscribe a pager or
-            chat integration yourself).
+        email: address subscribed to every notification, with a dead-letter queue (``email_dead_letters``,
+            on the same key, which must then also let ``sns.amazonaws.com`` use it) for what SNS
+            cannot deliver. Defaults to none (subscribe a pager or chat integration yourself).
     """
 
     def __init__(
@@ -46,5 +48,11 @@ class AlarmTopic(Construct):
                 resources=[self.topic.topic_arn],
             )
         )
-        if email is not None:
-            self.topic.add_subscription(subscriptions.EmailSubscription(email))
+        #: Notifications SNS could not mail (None without an e-mail subscription).
+        self.email_dead_letters: SecureQueue | None = (
+            subscribe_email(
+                self, "EmailDeadLetterQueue", topic=self.topic, address=email, encryption_key=encryption_key
+            )
+            if email is not None
+            else None
+        )

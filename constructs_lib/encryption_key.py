@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import Aspects, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
+from constructs_lib.key_policy import GRANT_FOR_AWS_RESOURCE, ServiceStatementGuard, source_arn_patterns
 from constructs_lib.validation import PropErrors
 
 
@@ -26,8 +27,20 @@ class EncryptionKey(Construct):
         description: key description. Defaults to "Customer-managed data key".
         service_principals: short service names (``logs``, ``sns``, ``events``, ``firehose``...)
             whose service principals may encrypt and decrypt with the key, scoped to this account
-            with ``aws:SourceAccount``. Defaults to none: IAM principals of this account use
-            the key through grants, which the default key policy already allows.
+            with ``aws:SourceAccount`` (CloudWatch Logs: by the log group in the encryption
+            context). Defaults to none: IAM principals of this account use the key through
+            grants, which the default key policy already allows.
+        source_prefix: the name prefix of the resources (topics, queues, rules, buses, delivery
+            streams, state machines, alarms, log groups) the services act for, e.g.
+            ``MangaAssist-prod``: each service statement then also requires ``aws:SourceArn`` (for
+            CloudWatch Logs, the log group ARN) to name such a resource. Defaults to none: the
+            account alone.
+        log_group_patterns: further log group names (``*`` wildcards) CloudWatch Logs may encrypt
+            for, for groups whose names AWS prescribes. Only with ``source_prefix``. Defaults to none.
+
+    Whatever statement a service or a CDK grant adds to the policy, the key lets no one create a
+    grant except for an AWS service acting on a resource (``kms:GrantIsForAWSResource``), and a
+    service principal CDK adds without a condition is limited to this account.
         removal_policy: what happens to the key when the stack is deleted. Defaults to RETAIN,
             because a deleted key makes every object encrypted with it unreadable.
         pending_window: waiting period before deletion. Defaults to 30 days.
@@ -43,6 +56,8 @@ class EncryptionKey(Construct):
         service_principals: Sequence[str] = (),
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
         pending_window: Duration | None = None,
+        source_prefix: str | None = None,
+        log_group_patterns: Sequence[str] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         errors = self._errors = PropErrors(self)
@@ -59,6 +74,23 @@ class EncryptionKey(Construct):
             pending_window=window,
             alias=alias,
         )
+        errors.check(source_prefix is not None or not log_group_patterns, "log_group_patterns needs source_prefix")
+        self._source_prefix = source_prefix
+        self._log_groups = tuple(log_group_patterns)
+        # CreateGrant only for an AWS service acting on a resource (DynamoDB, Secrets Manager, AWS
+        # Backup...): the account's own statement (kms:*) and CDK's grants would otherwise let any
+        # principal with kms:CreateGrant in its IAM policy hand the key to anyone.
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="DenyGrantsNotForAwsResources",
+                effect=iam.Effect.DENY,
+                principals=[iam.AnyPrincipal()],
+                actions=["kms:CreateGrant"],
+                resources=["*"],
+                conditions={"BoolIfExists": {GRANT_FOR_AWS_RESOURCE: "false"}},
+            )
+        )
+        Aspects.of(self).add(ServiceStatementGuard())
         for service in service_principals:
             self.allow_service(service)
 
@@ -74,12 +106,15 @@ class EncryptionKey(Construct):
             if service == "logs"
             else iam.ServicePrincipal(f"{service}.amazonaws.com")
         )
+        patterns = source_arn_patterns(stack, service, self._source_prefix, self._log_groups)
         # CloudWatch Logs sends no aws:SourceAccount; it is scoped by the log group ARN instead.
+        condition: dict[str, dict[str, object]]
         if service == "logs":
-            log_groups = f"arn:{stack.partition}:logs:{stack.region}:{stack.account}:*"
-            condition = {"ArnLike": {"kms:EncryptionContext:aws:logs:arn": log_groups}}
+            condition = {"ArnLike": {"kms:EncryptionContext:aws:logs:arn": patterns}}
         else:
             condition = {"StringEquals": {"aws:SourceAccount": stack.account}}
+            if self._source_prefix is not None:
+                condition["ArnLike"] = {"aws:SourceArn": patterns}
         self.key.add_to_resource_policy(
             iam.PolicyStatement(
                 sid=f"Allow{service.capitalize()}Service",

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from aws_cdk import Duration, RemovalPolicy
 
 from contracts.workflows import EXPORT_RISK_MAX_SCORE
+from stacks.backup_config import BackupConfig, backup
 from stacks.capacity import WAF_IP_SHARE as WAF_IP_SHARE
 from stacks.capacity import WAF_WINDOW_SECONDS as WAF_WINDOW_SECONDS
 from stacks.capacity import CapacityConfig, capacity, refuse_retired_keys
@@ -186,6 +187,8 @@ class StageConfig:
     identity: IdentityConfig = field(default_factory=IdentityConfig)
     # The analytics records also searchable in OpenSearch Serverless (stacks/search_config.py); off by default.
     analytics_search: AnalyticsSearchConfig = field(default_factory=AnalyticsSearchConfig)
+    # AWS Backup's daily recovery points of the table (stacks/backup_config.py).
+    backup: BackupConfig = field(default_factory=BackupConfig)
 
     # Chat limits (the whole defence of the WebSocket API: WAF cannot be attached to one).
     # Per-connection and per-customer message buckets: a burst, refilled at a rate per minute.
@@ -471,6 +474,9 @@ def _validate_flags(c: StageConfig) -> None:
         raise _fail(n, "analytics_search", "must be an object", c.analytics_search)
     c.analytics_search.validate(n)
     c.guardrail.validate(n, existing_id=c.bedrock_guardrail_id)
+    if not isinstance(c.backup, BackupConfig):
+        raise _fail(n, "backup", "must be an object", c.backup)
+    c.backup.validate(n, c.region, c.account)
 
 
 def _validate_model(c: StageConfig) -> None:
@@ -536,6 +542,8 @@ def load_stage_config(stages: Any, name: str) -> StageConfig:
         values["guardrail"] = guardrail(name, values["guardrail"])
     if "model_resilience" in values:
         values["model_resilience"] = model_resilience(name, values["model_resilience"])
+    if "backup" in values:
+        values["backup"] = backup(name, values["backup"])
     if "tags" in values and not (
         isinstance(values["tags"], dict) and all(isinstance(v, str) for v in values["tags"].values())
     ):

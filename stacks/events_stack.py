@@ -9,7 +9,6 @@ from aws_cdk import aws_events as events
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sns as sns
-from aws_cdk import aws_sns_subscriptions as sns_subscriptions
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
@@ -21,6 +20,7 @@ from constructs_lib import (
     SecureQueue,
     ServiceAlarms,
     StreamConsumer,
+    subscribe_email,
 )
 from contracts import keys, messages
 from stacks.analytics_search import AnalyticsSearch, compose_analytics_search
@@ -30,7 +30,7 @@ from stacks.guardrail import grant_guardrail, guardrail_environment
 from stacks.mail import NoticeMail
 from stacks.operations import watch_stack
 from stacks.pseudonyms import PseudonymKey
-from stacks.storage_stack import StorageStack
+from stacks.storage_stack import StorageStack, stage_prefix
 from stacks.trail import SessionTrail
 from stacks.triggers import AuditLocker, HandoffMetrics
 
@@ -151,6 +151,7 @@ class EventsStack(Stack):
             service_principals=["sns", "events", "firehose"],
             removal_policy=removal,
             pending_window=window,
+            source_prefix=stage_prefix(config),
         )
         self.queues_key = EncryptionKey(
             self,
@@ -159,6 +160,7 @@ class EventsStack(Stack):
             service_principals=["sns", "events"],
             removal_policy=removal,
             pending_window=window,
+            source_prefix=stage_prefix(config),
         )
 
     def _build_bus(self) -> None:
@@ -208,8 +210,18 @@ class EventsStack(Stack):
         self.handoff_topic: sns.ITopic = self.handoffs.topic
         self.managers = FanoutTopic(self, "ManagersTopic", encryption_key=key, queue_encryption_key=queue_key)
         self.managers_topic: sns.ITopic = self.managers.topic
-        if self.config.managers_email is not None:
-            self.managers_topic.add_subscription(sns_subscriptions.EmailSubscription(self.config.managers_email))
+        # What SNS cannot mail to the managers waits in a queue (watch_stack alarms on its depth).
+        self.managers_email_dead_letters: SecureQueue | None = (
+            subscribe_email(
+                self,
+                "ManagersEmailDeadLetterQueue",
+                topic=self.managers_topic,
+                address=self.config.managers_email,
+                encryption_key=queue_key,
+            )
+            if self.config.managers_email is not None
+            else None
+        )
         table_env = {"TABLE_NAME": storage.table.table_name}
 
         self.dashboard_function = self.functions(

@@ -18,11 +18,19 @@ from constructs_lib import (
     ServiceAlarms,
     SingleTable,
 )
+from constructs_lib.web_acl import LOG_GROUP_PREFIX as WAF_LOG_GROUP_PREFIX
 from contracts import schema
+from stacks.backup import TableBackup
 from stacks.config import StageConfig
 from stacks.guardrail import ChatGuardrail, compose_guardrail
 from stacks.identity import build_user_pool
 from stacks.operations import watch_stack
+
+
+def stage_prefix(config: StageConfig) -> str:
+    """The prefix of the stage's stack names, so of every name CloudFormation generates in them."""
+    return f"MangaAssist-{config.name}"
+
 
 #: Days an Athena query result stays downloadable.
 QUERY_RESULTS_EXPIRATION_DAYS = 30
@@ -60,6 +68,13 @@ class StorageStack(Stack):
             service_principals=["sns", "events", "firehose", "logs", "states", "cloudwatch"],
             removal_policy=removal,
             pending_window=config.key_pending_window,
+            # The services use the key only for the stage's resources, all named MangaAssist-<stage>-...,
+            # and for the log groups whose names AWS prescribes: REST API execution logs, WAF logs.
+            source_prefix=stage_prefix(config),
+            log_group_patterns=[
+                f"API-Gateway-Execution-Logs_*/{config.name}",
+                f"{WAF_LOG_GROUP_PREFIX}{''.join(c for c in stage_prefix(config) if c.isalnum())}*",
+            ],
         )
         self.key: kms.IKey = self.data_key.key
 
@@ -81,6 +96,14 @@ class StorageStack(Stack):
             removal_policy=removal,
         )
         self.table: dynamodb.ITable = self.sessions.table
+        #: Daily recovery points of the table beyond point-in-time recovery (docs/operations.md).
+        self.backup: TableBackup | None = (
+            TableBackup(
+                self, "Backup", stage=config.name, config=config.backup, table=self.table, encryption_key=self.key
+            )
+            if config.backup.enabled
+            else None
+        )
 
     def _build_buckets(self, config: StageConfig) -> None:
         """The access-log target, the archive, the audit trail, analytics and query results."""

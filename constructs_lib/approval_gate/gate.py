@@ -23,6 +23,7 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct, IValidation
 
 from constructs_lib.approval_gate.checks import check_texts, checked_wait, key_layout
+from constructs_lib.email_subscription import subscribe_email
 from constructs_lib.encryption_key import EncryptionKey
 from constructs_lib.nag_findings import acknowledge_policy, resource_finding
 from constructs_lib.shared_function import SharedFunction
@@ -126,7 +127,9 @@ class HumanApprovalGate(sfn.StateMachineFragment):
         sort_key_value: sort key value of a review (tables with a sort key). Defaults to ``"META"``.
         ttl_attribute: the table's TTL attribute. Defaults to ``"ttl"``.
         reviewer_email: e-mail address subscribed to the new reviewer topic (not with
-            ``existing_topic``: subscribe reviewers to your topic yourself). Defaults to none.
+            ``existing_topic``: subscribe reviewers to your topic yourself), with a dead-letter
+            queue on the gate's key for what SNS cannot deliver (a given ``encryption_key`` must
+            then let ``sns.amazonaws.com`` use it). Defaults to none.
         existing_topic: reviewer topic to publish to. Defaults to a new topic, KMS-encrypted,
             SSL-only, displayed as "Approval requests".
         topic_props: properties of the new topic; they override its defaults. Defaults to none.
@@ -201,8 +204,10 @@ class HumanApprovalGate(sfn.StateMachineFragment):
         self._state_machines: list[sfn.IStateMachine] = []
 
         key = encryption_key
+        self._own_key: EncryptionKey | None = None
         if key is None and any(given is None for given in (existing_topic, existing_signing_secret, existing_table)):
-            key = EncryptionKey(self, "Key", description=f"Approval gate {self.node.path}: topic and secret").key
+            self._own_key = EncryptionKey(self, "Key", description=f"Approval gate {self.node.path}: topic and secret")
+            key = self._own_key.key
         self.encryption_key: kms.IKey | None = key
         self.table: dynamodb.ITable = existing_table or self._new_table(key, table_props)
         layout_env = self._layout_environment(
@@ -259,7 +264,14 @@ class HumanApprovalGate(sfn.StateMachineFragment):
             "Topic",
             **{"display_name": "Approval requests", "master_key": key, "enforce_ssl": True, **struct_values(props)},
         )
-        if reviewer_email is not None:
+        if reviewer_email is not None and key is not None:
+            # A request SNS cannot mail waits in a queue on the gate's key (watch_stack alarms on it).
+            if self._own_key is not None:
+                self._own_key.allow_service("sns")
+            subscribe_email(
+                self, "ReviewerEmailDeadLetterQueue", topic=topic, address=reviewer_email, encryption_key=key
+            )
+        elif reviewer_email is not None:
             topic.add_subscription(subscriptions.EmailSubscription(reviewer_email))
         return topic
 

@@ -54,6 +54,64 @@ AWS_MANAGED_POLICIES: Final[dict[str, dict[str, Any]]] = {
             }
         ],
     },
+    # AWS Backup's service role policies, their DynamoDB, KMS and tagging statements (the others are for
+    # services the stage does not have). AWS Backup acts on its schedule, outside any call the stage
+    # makes; the documents are here so the role that names them is a role the stage knows.
+    "arn:aws:iam::aws:policy/service-role/AWSBackupServiceRolePolicyForBackup": {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Action": ["dynamodb:DescribeTable", "dynamodb:CreateBackup", "dynamodb:StartAwsBackupJob"],
+                "Resource": "arn:aws:dynamodb:*:*:table/*",
+            },
+            {
+                "Effect": "Allow",
+                "Action": ["dynamodb:DescribeBackup", "dynamodb:DeleteBackup"],
+                "Resource": "arn:aws:dynamodb:*:*:table/*/backup/*",
+            },
+            {"Effect": "Allow", "Action": ["dynamodb:ListTagsOfResource"], "Resource": "*"},
+            {"Effect": "Allow", "Action": ["kms:DescribeKey", "tag:GetResources"], "Resource": "*"},
+            {
+                "Effect": "Allow",
+                "Action": "kms:CreateGrant",
+                "Resource": "*",
+                "Condition": {"Bool": {"kms:GrantIsForAWSResource": "true"}},
+            },
+            {"Effect": "Allow", "Action": ["kms:GenerateDataKeyWithoutPlaintext"], "Resource": "arn:aws:kms:*:*:key/*"},
+        ],
+    },
+    "arn:aws:iam::aws:policy/service-role/AWSBackupServiceRolePolicyForRestores": {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Action": [
+                    "dynamodb:Scan",
+                    "dynamodb:Query",
+                    "dynamodb:UpdateItem",
+                    "dynamodb:PutItem",
+                    "dynamodb:GetItem",
+                    "dynamodb:DeleteItem",
+                    "dynamodb:BatchWriteItem",
+                    "dynamodb:DescribeTable",
+                ],
+                "Resource": "arn:aws:dynamodb:*:*:table/*",
+            },
+            {
+                "Effect": "Allow",
+                "Action": ["dynamodb:RestoreTableFromBackup", "dynamodb:RestoreTableFromAwsBackup"],
+                "Resource": "arn:aws:dynamodb:*:*:table/*/backup/*",
+            },
+            {"Effect": "Allow", "Action": ["kms:DescribeKey"], "Resource": "*"},
+            {
+                "Effect": "Allow",
+                "Action": "kms:CreateGrant",
+                "Resource": "*",
+                "Condition": {"Bool": {"kms:GrantIsForAWSResource": "true"}},
+            },
+        ],
+    },
 }
 
 

@@ -52,6 +52,10 @@ PASSIVE_TYPES = frozenset(
         "AWS::CloudFormation::WaitConditionHandle",
         "AWS::XRay::Group",
         "AWS::XRay::SamplingRule",
+        # AWS Backup acts on its schedule, outside any call the stage makes: nothing to emulate.
+        "AWS::Backup::BackupVault",
+        "AWS::Backup::BackupPlan",
+        "AWS::Backup::BackupSelection",
     }
 )
 
