@@ -39,6 +39,8 @@ KINDS: Final = (
 )
 #: Who ends a running handoff of an erased customer (the handoff's ``closed_by``).
 ERASED_BY: Final = "erasure"
+#: Partition key prefix of a connection's rate bucket (``LIMIT#conn#<connection id>``).
+CONNECTION_BUCKET_PREFIX: Final = keys.rate_bucket_key("conn", "")[PARTITION_KEY]
 #: Sessions read per index page.
 SESSION_PAGE: Final = 100
 
@@ -131,10 +133,22 @@ def erase_table(store: DynamoSessionStore, customer_id: str, *, stop_wait: custo
     ended = _end_running_handoffs(store, sorted(session_ids), stop_wait)
     counts: Counter[str] = Counter({kind: 0 for kind in KINDS})
     doomed: list[keys.Key] = []
+    # A connection's rate bucket names only the connection: it is hers when the connection is.
+    connections: set[str] = set()
+    connection_buckets: dict[str, dict[str, Any]] = {}
     for item in _scan(store):
-        if belongs(item, customer_id, session_ids):
+        pk = str(item[PARTITION_KEY])
+        if pk.startswith(CONNECTION_BUCKET_PREFIX):
+            connection_buckets[pk[len(CONNECTION_BUCKET_PREFIX) :]] = item
+        elif belongs(item, customer_id, session_ids):
             counts[kind_of(item)] += 1
-            doomed.append(keys.key(str(item[PARTITION_KEY]), str(item[SORT_KEY])))
+            doomed.append(keys.key(pk, str(item[SORT_KEY])))
+            if isinstance(item.get("connection_id"), str):
+                connections.add(str(item["connection_id"]))
+    for connection_id, bucket in connection_buckets.items():
+        if connection_id in connections or belongs(bucket, customer_id, session_ids):
+            counts["rate_buckets"] += 1
+            doomed.append(keys.key(str(bucket[PARTITION_KEY]), str(bucket[SORT_KEY])))
     store.table.batch_delete(doomed)
     return {**{kind: counts[kind] for kind in KINDS}, "handoffs_ended": ended}
 

@@ -35,6 +35,7 @@ from local.story.bad_paths import BadPathSteps
 from local.story.base import Step, StoryError, token_subject
 from local.story.cleanup import CleanupSteps
 from local.story.conversation import ConversationSteps, stub_answer
+from local.story.erasure import ErasureSteps
 from local.story.escalation import EscalationSteps
 from local.story.export import ExportSteps
 from local.story.handoff import HandoffLifeSteps
@@ -64,6 +65,7 @@ class Story(
     AuditSteps,
     BadPathSteps,
     ResumeSteps,
+    ErasureSteps,
 ):
     """The state the steps share and the plumbing they call; the steps come from the mixins, one per theme."""
 
@@ -182,6 +184,7 @@ STEPS: tuple[str, ...] = (
     "agent_registry",
     "customer_drops_and_resumes",
     "customer_rewinds",
+    "erasure_leaves_no_trace",
 )
 
 
