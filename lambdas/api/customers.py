@@ -107,7 +107,9 @@ def erasure_record(customer_id: str) -> dict[str, Any]:
         raise NotFound("erasure", customer_id)
     item = unmarshal_item(raw["Item"])
     shown = ("erasure_status", "execution_arn", "requested_at", "finished_at", "failure")
-    record = {name: item[name] for name in shown if name in item}
+    record: dict[str, Any] = {name: item[name] for name in shown if name in item}
+    if "requested_at" in record:
+        record["requested_at"] = int(record["requested_at"])
     if "counts_json" in item:
         record["counts"] = json.loads(str(item["counts_json"]))
     return record

@@ -13,6 +13,7 @@ Everything here is idempotent: a second run finds nothing and counts zeros.
 
 from __future__ import annotations
 
+import base64
 import json
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
@@ -153,13 +154,28 @@ def erase_table(store: DynamoSessionStore, customer_id: str, *, stop_wait: custo
     return {**{kind: counts[kind] for kind in KINDS}, "handoffs_ended": ended}
 
 
+def _binary_decoded(value: Any) -> Any:
+    """An export's DynamoDB JSON with its binary values (base64 text there) as bytes, as the SDK gives them."""
+    if isinstance(value, list):
+        return [_binary_decoded(inner) for inner in value]
+    if not isinstance(value, dict):
+        return value
+    if set(value) == {"B"} and isinstance(value["B"], str):
+        return {"B": base64.b64decode(value["B"])}
+    if set(value) == {"BS"}:
+        return {"BS": [base64.b64decode(inner) if isinstance(inner, str) else inner for inner in value["BS"]]}
+    return {name: _binary_decoded(inner) for name, inner in value.items()}
+
+
 def export_rows_without(body: str, customer_id: str) -> tuple[str, int]:
     """A DynamoDB JSON export file (one ``{"Item": ...}`` per line) without the customer's rows; how many went.
 
     A session's rows are the customer's when the file's META row of that session names them, so
     turns and summaries go with the session even though they do not carry the customer id.
     """
-    rows = [(line, unmarshal_item(json.loads(line)["Item"])) for line in body.splitlines() if line.strip()]
+    rows = [
+        (line, unmarshal_item(_binary_decoded(json.loads(line)["Item"]))) for line in body.splitlines() if line.strip()
+    ]
     sessions = frozenset(
         str(item[PARTITION_KEY])[len(keys.SESSION_PREFIX) :]
         for _, item in rows

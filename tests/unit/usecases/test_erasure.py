@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 
 from lambdas.shared import keys
@@ -107,7 +108,7 @@ def test_the_erasure_record_is_never_the_customers_and_a_mention_in_any_text_is(
 
 def test_export_rows_of_the_customers_sessions_go_and_the_others_stay() -> None:
     def row(item: dict[str, object]) -> str:
-        return json.dumps({"Item": marshal_item(item)})
+        return json.dumps({"Item": marshal_item(item)}, default=lambda raw: base64.b64encode(raw).decode())
 
     body = "\n".join(
         [
@@ -116,12 +117,13 @@ def test_export_rows_of_the_customers_sessions_go_and_the_others_stay() -> None:
             row({"PK": "SESSION#s-2", "SK": "META", "customer_id": BOB}),
             row({"PK": "SESSION#s-2", "SK": "TURN#0000000001", "content": "his words"}),
             row({"PK": f"LIMIT#customer#{ALICE}", "SK": "RATE"}),
+            row({"PK": "fn#x", "SK": "x", "blob": b"\x00binary, base64 in an export"}),
         ]
     )
     kept, removed = erasure.export_rows_without(body + "\n", ALICE)
     assert removed == 3
     assert "her words" not in kept and ALICE not in kept and "his words" in kept
-    assert kept.count("\n") == 2
+    assert kept.count("\n") == 3
 
 
 def test_the_execution_name_is_the_same_for_the_same_request_and_holds_no_customer_id() -> None:
