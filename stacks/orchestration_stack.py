@@ -271,9 +271,7 @@ class OrchestrationStack(Stack):
             {"HANDOFF_STATE_MACHINE_ARN": self.handoff_state_machine.state_machine_arn},
         )
         # The one Scan of the app: what names the customer outside their sessions has no index.
-        iam.Grant.add_to_principal(
-            grantee=items, actions=["dynamodb:Scan"], resource_arns=[storage.table.table_arn]
-        )
+        iam.Grant.add_to_principal(grantee=items, actions=["dynamodb:Scan"], resource_arns=[storage.table.table_arn])
         # A waiting handoff of the customer ends with its wait failed, as when they delete the session.
         self.handoff.grant_task_failure(items)
         users = storage.users

@@ -208,21 +208,6 @@ def analytics_line(change: Change) -> dict[str, Any]:
     }
 
 
-#: The one partition key that holds a customer id: a customer's rate bucket and connection slots.
-_CUSTOMER_LIMIT_PREFIX = f"{keys.LIMIT_PREFIX}customer#"
-
-
-def audit_pk(pk: str) -> str:
-    """``pk`` as the immutable trail may keep it: a customer id in it replaced by its pseudonym.
-
-    The trail outlives an erasure (Object Lock), so it holds no customer id in clear; the pseudonym
-    (:func:`keys.customer_pseudonym`) still groups one customer's lines for an investigation.
-    """
-    if pk.startswith(_CUSTOMER_LIMIT_PREFIX):
-        return f"{_CUSTOMER_LIMIT_PREFIX}{keys.customer_pseudonym(pk[len(_CUSTOMER_LIMIT_PREFIX) :])}"
-    return pk
-
-
 def audit_line(change: Change) -> dict[str, Any]:
     old, new = change.old_image, change.new_image
     changed = sorted(name for name in set(old) | set(new) if old.get(name) != new.get(name))
@@ -233,7 +218,7 @@ def audit_line(change: Change) -> dict[str, Any]:
         "change": change_kind(change),
         "actor": "ttl" if change.expired else "application",
         "item_type": change.item_type,
-        "pk": audit_pk(change.pk),
+        "pk": change.pk,
         "sk": change.sk,
         "approximate_time": change.approximate_time,
         "changed_attributes": changed,

@@ -98,7 +98,7 @@ def _texts(value: Any) -> Iterator[str]:
 
 
 def belongs(item: Mapping[str, Any], customer_id: str, session_ids: frozenset[str]) -> bool:
-    """True when ``item`` is the customer's or names them: theirs by key, by session, or by any text holding their id."""
+    """True when ``item`` is the customer's: theirs by key, by session, or by any text holding their id."""
     pk = str(item.get(PARTITION_KEY, ""))
     if pk.startswith(keys.ERASURE_PREFIX):
         return False  # the erasure's own record names the customer only by pseudonym
@@ -109,7 +109,9 @@ def belongs(item: Mapping[str, Any], customer_id: str, session_ids: frozenset[st
     return any(customer_id in text for text in _texts(item))
 
 
-def _end_running_handoffs(store: DynamoSessionStore, session_ids: Iterable[str], stop_wait: customer_leaves.StopWait) -> int:
+def _end_running_handoffs(
+    store: DynamoSessionStore, session_ids: Iterable[str], stop_wait: customer_leaves.StopWait
+) -> int:
     ended = 0
     for session_id in session_ids:
         session = store.sessions.get_session(session_id)
@@ -132,7 +134,7 @@ def erase_table(store: DynamoSessionStore, customer_id: str, *, stop_wait: custo
     """End the customer's running handoffs, then delete every item that is theirs; the counts per kind."""
     session_ids = frozenset(customer_sessions(store, customer_id))
     ended = _end_running_handoffs(store, sorted(session_ids), stop_wait)
-    counts: Counter[str] = Counter({kind: 0 for kind in KINDS})
+    counts: Counter[str] = Counter(dict.fromkeys(KINDS, 0))
     doomed: list[keys.Key] = []
     # A connection's rate bucket names only the connection: it is hers when the connection is.
     connections: set[str] = set()

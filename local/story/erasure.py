@@ -11,10 +11,13 @@ expects none, except in the places ``docs/privacy.md`` says are kept and why (:d
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import gzip
 import json
 import time
-from collections.abc import Iterable
+import zlib
+from collections.abc import Iterable, Iterator
 from typing import Any, Final
 
 from embedded import EmbeddedStage
@@ -28,14 +31,47 @@ HER_WORDS: Final = "my loyalty card is MA-7781-ALICE"
 KEPT: Final[dict[str, str]] = {}
 
 
-def _text(body: bytes) -> str:
-    if body[:2] == b"\x1f\x8b":
-        body = gzip.decompress(body)
-    return body.decode("utf-8", errors="replace")
+def _unpacked(raw: bytes) -> str:
+    """Bytes as text; zlib (a stored turn's content) and gzip (an export, a trail object) unpacked first."""
+    for unpack in (gzip.decompress, zlib.decompress):
+        try:
+            raw = unpack(raw)
+        except (OSError, zlib.error, EOFError):
+            continue
+    return raw.decode("utf-8", errors="replace")
+
+
+def _readable(value: Any) -> Iterator[str]:
+    """Every text inside a value: strings, binary values unpacked, DynamoDB JSON's base64 binaries decoded."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, (bytes, bytearray)):
+        yield _unpacked(bytes(value))
+    elif isinstance(value, dict):
+        if set(value) == {"B"} and isinstance(value["B"], str):
+            with contextlib.suppress(ValueError):
+                yield _unpacked(base64.b64decode(value["B"], validate=True))
+        for inner in value.values():
+            yield from _readable(inner)
+    elif isinstance(value, (list, tuple)):
+        for inner in value:
+            yield from _readable(inner)
+
+
+def _object_texts(body: bytes) -> Iterator[str]:
+    """An object's text, and the texts inside each of its JSON lines (an export's, an archive's)."""
+    text = _unpacked(body)
+    yield text
+    for line in text.splitlines():
+        with contextlib.suppress(ValueError):
+            yield from _readable(json.loads(line))
 
 
 def traces(stage: EmbeddedStage, needles: Iterable[str]) -> list[str]:
-    """Where any of ``needles`` appears on the stage: ``table:<pk>/<sk>``, ``s3:<bucket>/<key>@<version>``, ``log:<function>``."""
+    """Where any of ``needles`` appears on the stage.
+
+    As ``table:<pk>/<sk>``, ``s3:<bucket>/<key>@<version>`` or ``log:<handler>`` (what a function printed).
+    """
     wanted = [needle for needle in needles if needle]
     found: list[str] = []
 
@@ -46,13 +82,13 @@ def traces(stage: EmbeddedStage, needles: Iterable[str]) -> list[str]:
     for table in stage.all("AWS::DynamoDB::Table"):
         for page in dynamodb.get_paginator("scan").paginate(TableName=table.ref):
             for item in page.get("Items", []):
-                if hit(json.dumps(item, default=str)):
+                if any(hit(text) for text in _readable(item)):
                     found.append(f"table:{item['PK'].get('S')}/{item['SK'].get('S')}")
     for bucket in stage.all("AWS::S3::Bucket"):
         for page in s3.get_paginator("list_object_versions").paginate(Bucket=bucket.ref):
             for version in page.get("Versions", []):
                 body = s3.get_object(Bucket=bucket.ref, Key=version["Key"], VersionId=version["VersionId"])["Body"]
-                if hit(version["Key"]) or hit(_text(body.read())):
+                if hit(version["Key"]) or any(hit(text) for text in _object_texts(body.read())):
                     found.append(f"s3:{bucket.ref}/{version['Key']}@{version['VersionId']}")
     for call in stage.calls.calls:
         if hit(call.output):
@@ -103,7 +139,9 @@ class ErasureSteps(StoryParts):
 
         left = [place for place in traces(self.stage, [customer_id, email, HER_WORDS]) if place not in KEPT]
         expect(not left, f"after the erasure a trace of her is left in {left}")
-        again = self.rest(step, "DELETE", f"/customers/{customer_id}/data", "root", headers={"Idempotency-Key": "again"})
+        again = self.rest(
+            step, "DELETE", f"/customers/{customer_id}/data", "root", headers={"Idempotency-Key": "again"}
+        )
         second = self.stage.wait_execution(again.json()["execution_arn"], timeout=60)
         record = self.rest(step, "GET", f"/customers/{customer_id}/data/erasure", "root").json()
         expect(

@@ -28,7 +28,11 @@ def _erasure(stage: SynthesizedStage) -> dict[str, Any]:
 def _role_statements(stage: SynthesizedStage, handler: str) -> list[dict[str, Any]]:
     """Every statement of the policies attached to the role of the function whose Handler is ``handler``."""
     resources = stage.templates["Orchestration"]["Resources"]
-    (function,) = [r for r in resources.values() if r["Type"] == "AWS::Lambda::Function" and r["Properties"].get("Handler") == handler]
+    (function,) = [
+        r
+        for r in resources.values()
+        if r["Type"] == "AWS::Lambda::Function" and r["Properties"].get("Handler") == handler
+    ]
     role = function["Properties"]["Role"]["Fn::GetAtt"][0]
     found: list[dict[str, Any]] = []
     for res in resources.values():

@@ -78,8 +78,10 @@ def test_a_customer_erases_herself_once_however_often_she_asks(store: DynamoSess
     again_status, again = erase(ALICE)
     # Then both answers name one execution, whose name holds no customer id, and the record says requested
     assert (status, again_status) == (202, 202)
-    assert first["execution_arn"] == again["execution_arn"] and ALICE not in first["execution_arn"]
-    assert first["status_url"] == f"/customers/{ALICE}/data/erasure" and first["erasure_status"] == "requested"
+    assert first["execution_arn"] == again["execution_arn"]
+    assert ALICE not in first["execution_arn"]
+    assert first["status_url"] == f"/customers/{ALICE}/data/erasure"
+    assert first["erasure_status"] == "requested"
     executions = _executions()
     assert len(executions) == 1
     sfn = boto3.client("stepfunctions", region_name="us-east-1")
@@ -88,12 +90,14 @@ def test_a_customer_erases_herself_once_however_often_she_asks(store: DynamoSess
     assert receipt(ALICE) == (200, {**_shown(store), "erasure_status": "requested"})
     # And a new request key is a new run
     _, other = erase(ALICE, key="second")
-    assert other["execution_arn"] != first["execution_arn"] and len(_executions()) == 2
+    assert other["execution_arn"] != first["execution_arn"]
+    assert len(_executions()) == 2
 
 
 def _shown(store: DynamoSessionStore) -> dict[str, Any]:
     item = store.table.get(keys.erasure_key(ALICE))
-    assert item is not None and ALICE not in json.dumps(item, default=str)
+    assert item is not None
+    assert ALICE not in json.dumps(item, default=str)
     return {"execution_arn": item["execution_arn"], "requested_at": int(item["requested_at"])}
 
 
@@ -113,7 +117,8 @@ def test_the_receipt_shows_the_counts_the_workflow_wrote(store: DynamoSessionSto
 def test_another_customers_erasure_is_404_and_starts_nothing(store: DynamoSessionStore) -> None:
     assert erase(BOB)[0] == 404
     assert receipt(BOB)[0] == 404
-    assert _executions() == [] and store.table.get(keys.erasure_key(BOB)) is None
+    assert _executions() == []
+    assert store.table.get(keys.erasure_key(BOB)) is None
 
 
 def test_an_agent_is_refused_and_before_any_erasure_the_receipt_is_404(store: DynamoSessionStore) -> None:

@@ -75,12 +75,19 @@ def test_objects_removes_every_archive_version_and_her_export_rows_only(cloud: D
     counts = erasure.objects({"customer_id": ALICE}, CONTEXT)
     # Then her archive has no version left, the export file holds bob's row alone in one version
     assert counts == {"archive_versions": 3, "export_files": 1, "export_rows": 2}
-    assert _versions(f"sessions/{mine}.") == [] and len(_versions(f"sessions/{theirs}.")) == 1
+    assert _versions(f"sessions/{mine}.") == []
+    assert len(_versions(f"sessions/{theirs}.")) == 1
     assert len(_versions(data_key)) == 1
     left = gzip.decompress(s3.get_object(Bucket=BUCKET, Key=data_key)["Body"].read()).decode()
-    assert ALICE not in left and "her words" not in left and BOB in left
+    assert ALICE not in left
+    assert "her words" not in left
+    assert BOB in left
     # And a second run finds nothing more
-    assert erasure.objects({"customer_id": ALICE}, CONTEXT) == {"archive_versions": 0, "export_files": 0, "export_rows": 0}
+    assert erasure.objects({"customer_id": ALICE}, CONTEXT) == {
+        "archive_versions": 0,
+        "export_files": 0,
+        "export_rows": 0,
+    }
 
 
 def test_table_ends_her_sessions_items(cloud: DynamoSessionStore) -> None:

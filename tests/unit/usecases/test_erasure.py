@@ -36,7 +36,12 @@ def _chatting(store: DynamoSessionStore, customer_id: str, connection_id: str) -
 
 
 def _idempotency_record(store: DynamoSessionStore, name: str, answer: dict[str, str]) -> None:
-    item = {"PK": f"SessionApi#{name}", "SK": "x", "idempotency_status": "COMPLETED", "idempotency_data": json.dumps(answer)}
+    item = {
+        "PK": f"SessionApi#{name}",
+        "SK": "x",
+        "idempotency_status": "COMPLETED",
+        "idempotency_data": json.dumps(answer),
+    }
     store.table.client.put_item(TableName=store.table.table_name, Item=marshal_item(item))
 
 
@@ -68,11 +73,16 @@ def test_erasing_a_customer_ends_her_waiting_handoff_and_deletes_everything_of_h
         "connections": 1,
         "idempotency_records": 1,
     }
-    assert counts["turns"] >= 1 and counts["rate_buckets"] == 2
+    assert counts["turns"] >= 1
+    assert counts["rate_buckets"] == 2
     left = json.dumps(_items(store), default=str)
-    assert ALICE not in left and mine not in left and "conn-a" not in left
+    assert ALICE not in left
+    assert mine not in left
+    assert "conn-a" not in left
     # And bob's data is all there
-    assert store.sessions.get_session(theirs) is not None and BOB in left and "conn-b" in left
+    assert store.sessions.get_session(theirs) is not None
+    assert BOB in left
+    assert "conn-b" in left
     assert store.connections.get_connection("conn-b") is not None
 
 
@@ -122,7 +132,9 @@ def test_export_rows_of_the_customers_sessions_go_and_the_others_stay() -> None:
     )
     kept, removed = erasure.export_rows_without(body + "\n", ALICE)
     assert removed == 3
-    assert "her words" not in kept and ALICE not in kept and "his words" in kept
+    assert "her words" not in kept
+    assert ALICE not in kept
+    assert "his words" in kept
     assert kept.count("\n") == 3
 
 
@@ -130,4 +142,5 @@ def test_the_execution_name_is_the_same_for_the_same_request_and_holds_no_custom
     first = erasure.execution_name(ALICE, "default")
     assert first == erasure.execution_name(ALICE, "default")
     assert first != erasure.execution_name(ALICE, "again") != erasure.execution_name(BOB, "default")
-    assert ALICE not in first and len(first) <= 80
+    assert ALICE not in first
+    assert len(first) <= 80
