@@ -14,6 +14,7 @@ from constructs import Construct
 
 from constructs_lib import ServiceAlarms
 from constructs_lib.approval_gate import HumanApprovalGate
+from constructs_lib.nag_findings import acknowledge_grant, resource_finding
 from constructs_lib.workflow_defaults import WorkflowOptions
 from contracts import keys, schema
 from stacks.config import StageConfig
@@ -264,6 +265,16 @@ class OrchestrationStack(Stack):
             )
         iam.Grant.add_to_principal(
             grantee=objects, actions=["s3:ListBucketVersions"], resource_arns=[bucket.bucket.bucket_arn]
+        )
+        archives = resource_finding(
+            objects, bucket.bucket.bucket_arn, f"/{config.archive_prefix}/*", owner=bucket.bucket
+        )
+        acknowledge_grant(
+            objects,
+            {
+                archives: "Versions of archive objects, whose names are session ids found at run time; "
+                "the archive prefix only, never the audit bucket."
+            },
         )
         items = self._function(
             "EraseItems",

@@ -148,6 +148,7 @@ class ErasureSteps(StoryParts):
             second["status"] == "SUCCEEDED" and not any(record.get("counts", {}).values()),
             f"a second erasure erased more: {record}",
         )
+        self.stage.settle(timeout=60, wait_executions=False)  # the receipt's own stream record, routed
         step.changes.append(
             f"before: {len(before)} places held her id, e-mail or words; receipt {counts}; after: none; "
             "a second run counts zeros"

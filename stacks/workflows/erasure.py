@@ -120,7 +120,8 @@ class ErasureWorkflow(Construct):
         )
         self.state_machine: sfn.StateMachine = self.workflow.state_machine
         if table.encryption_key is not None:
-            table.encryption_key.grant_encrypt_decrypt(self.state_machine)
+            # DynamoDB asks the caller's kms:Decrypt on the table's key for a write too.
+            table.encryption_key.grant_decrypt(self.state_machine)
         self.workflow.acknowledge_invokes([objects, items, user])
 
     def _invoke(self, state_id: str, fn: lambda_.IFunction, result_path: str) -> sfn.TaskStateBase:

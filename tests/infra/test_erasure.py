@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from embedded.synth import SynthesizedStage
@@ -72,7 +73,11 @@ def test_the_erasure_runs_objects_items_user_then_the_receipt_and_every_step_rec
 def test_every_erasure_function_has_exactly_the_grants_of_its_calls(dev: SynthesizedStage) -> None:
     objects = _actions(_role_statements(dev, "lambdas.orchestration.erasure.objects"))
     assert {"s3:DeleteObjectVersion", "s3:ListBucketVersions", "dynamodb:Query"} <= objects
-    assert not {"s3:BypassGovernanceRetention", "s3:PutObjectRetention", "s3:PutObjectLegalHold"} & objects
+    # Object Lock is never touched: no bypass of a retention, and no statement on the audit bucket.
+    assert "s3:BypassGovernanceRetention" not in objects
+    statements = json.dumps(_role_statements(dev, "lambdas.orchestration.erasure.objects"))
+    assert "AuditBucket" not in statements
+    assert "ArchiveBucket" in statements
     items = _actions(_role_statements(dev, "lambdas.orchestration.erasure.table"))
     assert {"dynamodb:Scan", "dynamodb:BatchWriteItem", "states:SendTaskFailure"} <= items
     user = _actions(_role_statements(dev, "lambdas.orchestration.erasure.user"))
