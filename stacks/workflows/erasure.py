@@ -72,11 +72,12 @@ class ErasureWorkflow(Construct):
                 ":error": tasks.DynamoAttributeValue.from_string(sfn.JsonPath.string_at("$.error.Error")),
             },
         )
-        record_failure.next(
-            sfn.Fail(
-                self, "ErasureFailed", error="ErasureFailed", cause="An erasure step failed; a new request retries it."
-            )
+        erasure_failed = sfn.Fail(
+            self, "ErasureFailed", error="ErasureFailed", cause="An erasure step failed; a new request retries it."
         )
+        record_failure.next(erasure_failed)
+        # A record that cannot be marked failed stays "requested"; the execution still fails.
+        record_failure.add_catch(erasure_failed, errors=["States.ALL"], result_path="$.record_error")
         steps = [
             self._invoke("EraseObjects", objects, "$.counts.objects"),
             self._invoke("EraseItems", items, "$.counts.items"),

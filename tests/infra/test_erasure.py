@@ -67,6 +67,7 @@ def test_the_erasure_runs_objects_items_user_then_the_receipt_and_every_step_rec
     for name in ("WriteReceipt", "RecordFailure"):
         assert states[name]["Resource"].endswith(":states:::dynamodb:updateItem"), name
     assert states["RecordFailure"]["Next"] == "ErasureFailed"
+    assert [c["Next"] for c in states["RecordFailure"]["Catch"]] == ["ErasureFailed"]
     assert states["ErasureFailed"]["Type"] == "Fail"
 
 
