@@ -69,6 +69,9 @@ ROUTES: Final[tuple[Route, ...]] = (
     _r("GET", "/reviews/{id}/reject"),
     _r("POST", "/reviews/{id}/approve"),
     _r("POST", "/reviews/{id}/reject"),
+    # Erasure of everything a customer left: an admin names anyone, a customer only themselves.
+    _r("DELETE", "/customers/{id}/data", CUSTOMER, ADMIN),
+    _r("GET", "/customers/{id}/data/erasure", CUSTOMER, ADMIN),
 )
 
 

@@ -39,6 +39,8 @@ MANAGERS_INBOX: Final = "_managers"
 AGENT_DIRECTORY_PK: Final = "DIRECTORY#AGENTS"
 
 CLEANUP_SHARD_PREFIX: Final = "CLEANUP#"
+#: Partition key prefix of a customer's erasure record: ``ERASURE#<pseudonym of the customer id>`` / ``META``.
+ERASURE_PREFIX: Final = "ERASURE#"
 #: Partition key prefix of the StatusIndex: ``STATUS#<session status>`` (one partition per status).
 STATUS_PREFIX: Final = "STATUS#"
 

@@ -14,6 +14,7 @@ from constructs import Construct
 
 from constructs_lib import ServiceAlarms
 from constructs_lib.approval_gate import HumanApprovalGate
+from constructs_lib.nag_findings import acknowledge_grant, resource_finding
 from constructs_lib.workflow_defaults import WorkflowOptions
 from contracts import keys, schema
 from stacks.config import StageConfig
@@ -23,6 +24,7 @@ from stacks.operations import watch_stack
 from stacks.storage_stack import StorageStack
 from stacks.triggers import CleanupTriggers, ExportNotices
 from stacks.workflows import CleanupWorkflow, ExportWorkflow, HandoffFunctions, HandoffWorkflow, app_workflow_options
+from stacks.workflows.erasure import ErasureWorkflow
 from stacks.workflows.export import RiskGate
 
 #: Sessions per cleanup index page: one page and its results stay far below the 256 KiB state
@@ -41,14 +43,16 @@ def rest_api_url_parameter(stage: str) -> str:
 class OrchestrationStack(Stack):
     """The multi-step workflows. Receives the storage and the event bus they react to.
 
-    Exposes ``handoff_state_machine``, ``cleanup_state_machine``, ``export_state_machine``
+    Exposes ``handoff_state_machine``, ``cleanup_state_machine``, ``export_state_machine``,
+    ``erasure_state_machine``
     (start them with the execution name as idempotency key), ``handoff`` (its
     ``grant_task_response`` is what the agent routes need), ``approval_gate`` (whose
     ``add_review_routes`` mounts the review links on the REST API), and :meth:`grant_agent_routes`.
 
     Execution inputs: handoff ``{"session_id", "reason", "priority", "requested_by"}``; cleanup
     ``{}`` or ``{"older_than_seconds"}`` (admin) or ``{"now"}`` (tests); export
-    ``{"requested_by", "reason", "role", "requested_by_email"}`` (role and e-mail weigh in its risk score).
+    ``{"requested_by", "reason", "role", "requested_by_email"}`` (role and e-mail weigh in its risk score);
+    erasure ``{"customer_id", "record": {"PK", "SK"}}`` (the customer data API starts it).
     """
 
     def __init__(
@@ -70,6 +74,7 @@ class OrchestrationStack(Stack):
         self._human_handoff(events, options)
         self._session_cleanup(events, options)
         self._data_export(events, options)
+        self._customer_erasure(options)
         self.alarms: ServiceAlarms = watch_stack(
             self, topic=storage.ops_topic, prefix=f"MangaAssist-{config.name}-Orchestration"
         )
@@ -237,6 +242,58 @@ class OrchestrationStack(Stack):
             config=config,
             functions=self.functions,
         )
+
+    def _customer_erasure(self, options: WorkflowOptions) -> None:
+        """The erasure workflow and its three Lambdas, each granted exactly the calls it makes."""
+        storage, config = self.storage, self.config
+        bucket = storage.archive
+        export_prefix = self.export.prefix
+        objects = self._function(
+            "EraseObjects",
+            "lambdas.orchestration.erasure.objects",
+            {"ARCHIVE_BUCKET": bucket.bucket.bucket_name, "EXPORT_PREFIX": export_prefix},
+            table_access=False,
+        )
+        storage.sessions.grant_index_query(objects, schema.CUSTOMER_SESSIONS.name)
+        bucket.grant_read_write(objects, f"{export_prefix}/*")
+        # Every version and delete marker of the customer's archive objects and of a rewritten export file.
+        for pattern in (f"{config.archive_prefix}/*", f"{export_prefix}/*"):
+            iam.Grant.add_to_principal(
+                grantee=objects,
+                actions=["s3:DeleteObjectVersion"],
+                resource_arns=[bucket.bucket.arn_for_objects(pattern)],
+            )
+        iam.Grant.add_to_principal(
+            grantee=objects, actions=["s3:ListBucketVersions"], resource_arns=[bucket.bucket.bucket_arn]
+        )
+        archives = resource_finding(
+            objects, bucket.bucket.bucket_arn, f"/{config.archive_prefix}/*", owner=bucket.bucket
+        )
+        acknowledge_grant(
+            objects,
+            {
+                archives: "Versions of archive objects, whose names are session ids found at run time; "
+                "the archive prefix only, never the audit bucket."
+            },
+        )
+        items = self._function(
+            "EraseItems",
+            "lambdas.orchestration.erasure.table",
+            {"HANDOFF_STATE_MACHINE_ARN": self.handoff_state_machine.state_machine_arn},
+        )
+        # The one Scan of the app: what names the customer outside their sessions has no index.
+        iam.Grant.add_to_principal(grantee=items, actions=["dynamodb:Scan"], resource_arns=[storage.table.table_arn])
+        # A waiting handoff of the customer ends with its wait failed, as when they delete the session.
+        self.handoff.grant_task_failure(items)
+        users = storage.users
+        user_env = {"USER_POOL_ID": users.user_pool.user_pool_id} if users is not None else {}
+        user = self._function("DeleteCustomerUser", "lambdas.orchestration.erasure.user", user_env, table_access=False)
+        if users is not None:
+            users.user_pool.grant(user, "cognito-idp:AdminDeleteUser")
+        self.erasure: ErasureWorkflow = ErasureWorkflow(
+            self, "Erasure", table=storage.table, objects=objects, items=items, user=user, options=options
+        )
+        self.erasure_state_machine: sfn.StateMachine = self.erasure.state_machine
 
     def grant_agent_routes(self, grantee: iam.IGrantable) -> iam.Grant:
         """What ``lambdas/api/agent.py`` needs from this stack: complete the handoff's callback tokens."""

@@ -343,6 +343,11 @@ def _ssm(call: Call, _: Resolver) -> list[Access]:
     return [Access(f"ssm:{call.operation}", _arn("ssm", call, f"parameter/{str(n).lstrip('/')}")) for n in names]
 
 
+@_maps("cognito-idp", "AdminDeleteUser")
+def _cognito_admin(call: Call, _: Resolver) -> list[Access]:
+    return [Access(f"cognito-idp:{call.operation}", _arn("cognito-idp", call, f"userpool/{call.params['UserPoolId']}"))]
+
+
 # ---------------------------------------------------------------------- API Gateway management, Bedrock
 
 _MANAGEMENT_METHODS: Final = {"PostToConnection": "POST", "GetConnection": "GET", "DeleteConnection": "DELETE"}

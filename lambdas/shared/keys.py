@@ -7,6 +7,7 @@ prefixes are re-exported here, so the Lambda code reads every key name from this
 
 from __future__ import annotations
 
+import hashlib
 import re
 import zlib
 from typing import Final
@@ -15,6 +16,7 @@ from contracts.keys import AGENT_DIRECTORY_PK as AGENT_DIRECTORY_PK
 from contracts.keys import AGENT_PREFIX as AGENT_PREFIX
 from contracts.keys import CLEANUP_SHARD_PREFIX as CLEANUP_SHARD_PREFIX
 from contracts.keys import CONNECTION_PREFIX as CONNECTION_PREFIX
+from contracts.keys import ERASURE_PREFIX as ERASURE_PREFIX
 from contracts.keys import HANDOFF_PREFIX as HANDOFF_PREFIX
 from contracts.keys import INBOX_PREFIX as INBOX_PREFIX
 from contracts.keys import LIMIT_PREFIX as LIMIT_PREFIX
@@ -194,3 +196,17 @@ def status_since(sort: str) -> int:
     if not sep or not digits or not is_session_id(session_id):
         raise ValueError(f"not a status sort key: {sort!r}")
     return int(since)
+
+
+def customer_pseudonym(customer_id: str) -> str:
+    """The SHA-256 hex digest of a customer id: what records that must outlive the customer name them by.
+
+    A customer id is a random uuid (the user pool's ``sub``), so its digest names the customer only
+    to someone who already knows the id.
+    """
+    return hashlib.sha256(customer_id.encode()).hexdigest()
+
+
+def erasure_key(customer_id: str) -> Key:
+    """Key of a customer's erasure record: ``ERASURE#<pseudonym>`` / ``META`` (no customer id in clear)."""
+    return key(f"{ERASURE_PREFIX}{customer_pseudonym(customer_id)}", META_SK)

@@ -35,6 +35,7 @@ from local.story.bad_paths import BadPathSteps
 from local.story.base import Step, StoryError, token_subject
 from local.story.cleanup import CleanupSteps
 from local.story.conversation import ConversationSteps, stub_answer
+from local.story.erasure import ErasureSteps
 from local.story.escalation import EscalationSteps
 from local.story.export import ExportSteps
 from local.story.handoff import HandoffLifeSteps
@@ -66,6 +67,7 @@ class Story(
     BadPathSteps,
     ResumeSteps,
     PrivacySteps,
+    ErasureSteps,
 ):
     """The state the steps share and the plumbing they call; the steps come from the mixins, one per theme."""
 
@@ -185,6 +187,7 @@ STEPS: tuple[str, ...] = (
     "customer_drops_and_resumes",
     "customer_rewinds",
     "customer_gives_contact_details",
+    "erasure_leaves_no_trace",
 )
 
 

@@ -162,6 +162,9 @@ class MangaAssistRestApi(Construct):
         _review_routes(routes, orchestration)
         self.registry_function: lambda_.Function = _registry_routes(self, routes, storage, functions)
         _status_routes(routes, self.session_function)
+        self.customer_data_function: lambda_.Function = _customer_data_routes(
+            self, routes, storage, orchestration, functions
+        )
         self.web_acl: RegionalWebAcl | None = _gateway_checks(self, config, self.rest, storage)
 
     @property
@@ -412,6 +415,35 @@ def _review_routes(routes: _Routes, orchestration: OrchestrationStack) -> None:
 
 
 # ------------------------------------------------------------------ end of review links
+
+
+def _customer_data_routes(
+    scope: Construct,
+    routes: _Routes,
+    storage: StorageStack,
+    orchestration: OrchestrationStack,
+    functions: StageFunctions,
+) -> lambda_.Function:
+    """A customer's data as a whole: ``DELETE /customers/{id}/data`` starts its erasure, ``GET
+    /customers/{id}/data/erasure`` reads the receipt. Its own function: the table and StartExecution
+    of the erasure workflow only."""
+    function = functions(
+        scope,
+        "CustomerDataApi",
+        "lambdas.api.customers.handler",
+        {
+            "TABLE_NAME": storage.table.table_name,
+            "ERASURE_STATE_MACHINE_ARN": orchestration.erasure_state_machine.state_machine_arn,
+        },
+    ).function
+    storage.sessions.grant_read_write_data(function)
+    orchestration.erasure.grant_start_execution(function)
+    integration = apigw.LambdaIntegration(function, allow_test_invoke=False)
+    customer = routes.root.resource_for_path("/customers/{id}")
+    data = customer.add_resource("data")
+    routes.add(data, "DELETE", integration, parameters=routes.params("id", headers=("Idempotency-Key",)))
+    routes.add(data.add_resource("erasure"), "GET", integration, parameters=routes.params("id"))
+    return function
 
 
 def _gateway_checks(

@@ -26,15 +26,29 @@ class StoryRun:
     stage: EmbeddedStage
     story: Story
     done: list[Step]
+    #: The archive's objects (every version, as text) just before the story's last step erased alice.
+    archived: list[tuple[str, str]]
+
+
+def _archive(stage: EmbeddedStage) -> str:
+    return stage.only("AWS::S3::Bucket", where=lambda b: b.logical_id.startswith("ArchiveBucket")).ref
 
 
 @pytest.fixture(scope="module")
 def told(synthesized: SynthesizedStage) -> Iterator[StoryRun]:
     """The story, run once on the synthesized stage deployed on a fresh moto account."""
     done: list[Step] = []
+    archived: list[tuple[str, str]] = []
+    before_erasure = STEPS.index("erasure_leaves_no_trace")
+
+    def narrate(step: Step) -> None:
+        done.append(step)
+        if len(done) == before_erasure:
+            archived.extend(bucket_objects(stage, only=_archive(stage)))
+
     with embedded_stage(synthesized.assembly_dir) as stage:
-        story = run_story(stage, story_config(), done.append)
-        yield StoryRun(stage, story, done)
+        story = run_story(stage, story_config(), narrate)
+        yield StoryRun(stage, story, done, archived)
 
 
 def test_story_runs_end_to_end_on_the_synthesized_stage(told: StoryRun) -> None:
@@ -60,7 +74,7 @@ def test_no_log_line_and_no_object_outside_the_conversation_holds_personal_data(
         phones=(*contact.CUSTOMER_PHONES, contact.AGENT_PHONE, contact.PRIVATE_PHONE),
     )
     # the archive holds the conversation itself (and the exports of it) on purpose; the table's turns are not scanned
-    archive = told.stage.only("AWS::S3::Bucket", where=lambda b: b.logical_id.startswith("ArchiveBucket")).ref
+    archive = _archive(told.stage)
     # When every log line and every other object (every version; Firehose's analytics and audit records) is read
     lines = list(log_lines(told.stage))
     objects = list(bucket_objects(told.stage, exempt_buckets=[archive]))
@@ -68,9 +82,8 @@ def test_no_log_line_and_no_object_outside_the_conversation_holds_personal_data(
     assert any('"stream change"' in text for _, text in lines)
     assert any("customer_pseudonym" in text for _, text in objects)
     # ... and finds the contact details where the conversation is kept on purpose (the archive) ...
-    archived = [
-        hit.needle for where, text in bucket_objects(told.stage, only=archive) for hit in needles.find(where, text)
-    ]
+    # (as it was before the story's last step erased alice, whose conversation it is)
+    archived = [hit.needle for where, text in told.archived for hit in needles.find(where, text)]
     assert {contact.CUSTOMER_EMAIL, *contact.CUSTOMER_PHONES, contact.AGENT_PHONE} <= set(archived)
     # ... and none of it holds an address, a phone number or a message's text
     hits = [hit for where, text in (*lines, *objects) for hit in needles.find(where, text)]

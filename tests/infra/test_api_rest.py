@@ -24,6 +24,7 @@ LAMBDA_HANDLERS = {
     "/agents": "lambdas.api.agent.handler",  # an agent's own presence
     "/reviews": "gate_runtime.decide.handler",  # the approval gate's own decision function
     "/admin/agents": "lambdas.api.admin_agents.handler",  # the agent registry
+    "/customers/{id}/data": "lambdas.api.customers.handler",  # a customer's erasure and its receipt
 }
 
 

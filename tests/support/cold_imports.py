@@ -57,6 +57,7 @@ ALLOWED: Final[Mapping[str, frozenset[str]]] = MappingProxyType(
         "lambdas.api.admin_agents": _ROUTES,
         "lambdas.api.agent": _ROUTES,
         "lambdas.api.authorizer": _VERIFIES,
+        "lambdas.api.customers": _ROUTES,
         "lambdas.api.rest": _ROUTES,
         "lambdas.events.audit_lock": _TRACED,
         "lambdas.events.customer_notifier": _NOTIFIES,
@@ -68,6 +69,7 @@ ALLOWED: Final[Mapping[str, frozenset[str]]] = MappingProxyType(
         "lambdas.events.sessions_gauge": frozenset({"boto3", "lambdas.shared.store"}),
         "lambdas.events.summary": _TRACED,
         "lambdas.orchestration.cleanup_worker": _TRACED,
+        "lambdas.orchestration.erasure": _TRACED,
         "lambdas.orchestration.export_notifier": _NOTIFIES,
         # Scores facts it is handed: no AWS client, no store.
         "lambdas.orchestration.export_risk": frozenset({"aws_xray_sdk"}),
