@@ -31,13 +31,14 @@ from lambdas.api import access, validation
 from lambdas.api.responses import Forbidden, json_response, register_error_handlers
 from lambdas.shared import aws, env, idempotency, keys
 from lambdas.shared.errors import NotFound
+from lambdas.shared.logs import masked_formatter
 from lambdas.shared.serialize import marshal_item, unmarshal_item
 from lambdas.shared.settings import resource
 from lambdas.shared.settings import store as store
 from lambdas.shared.tracing import tracer
 from lambdas.usecases import erasure
 
-logger = Logger()
+logger = Logger(logger_formatter=masked_formatter())
 
 ERASE_ROUTE: Final = "/customers/{id}/data"
 STATUS_ROUTE: Final = "/customers/{id}/data/erasure"

@@ -32,13 +32,14 @@ from botocore.exceptions import ClientError
 
 from contracts.requests import CUSTOMER_ID_PATTERN
 from lambdas.shared import aws
+from lambdas.shared.logs import masked_formatter
 from lambdas.shared.settings import optional_resource, resource, settings
 from lambdas.shared.settings import store as store
 from lambdas.shared.tracing import tracer
 from lambdas.shared.waits import fail_wait
 from lambdas.usecases import erasure
 
-logger = Logger()
+logger = Logger(logger_formatter=masked_formatter())
 
 #: The data files of a DynamoDB export (``<prefix>/<export>/AWSDynamoDB/<id>/data/<file>.gz``).
 EXPORT_DATA_MARKER: Final = "/data/"
