@@ -124,10 +124,15 @@ def test_summary_generator_may_invoke_only_the_configured_model_and_its_fallback
         for statement in policy["Properties"]["PolicyDocument"]["Statement"]
         if "bedrock" in json.dumps(statement["Action"])
     ]
+    # The stage's guardrail, which screens the summaries as it screens the replies
+    guardrail = [s for s in statements if s["Action"] == "bedrock:ApplyGuardrail"]
+    assert len(guardrail) == 1
+    assert "GuardrailArn" in json.dumps(guardrail[0]["Resource"])
     # Converse only; dev names cross-region inference profiles: each profile, and its model in every
     # region the profile may route to, for the model and for its fallback
-    assert {json.dumps(s["Action"]) for s in statements} == {'"bedrock:InvokeModel"'}
-    granted = sorted(json.dumps(r) for s in statements for r in s["Resource"])
+    models = [s for s in statements if s not in guardrail]
+    assert {json.dumps(s["Action"]) for s in models} == {'"bedrock:InvokeModel"'}
+    granted = sorted(json.dumps(r) for s in models for r in s["Resource"])
     expected = [profile(model), every_region(model), profile(fallback), every_region(fallback)]
     assert granted == sorted(json.dumps(r) for r in expected)
 
