@@ -368,6 +368,8 @@ def _validate(c: StageConfig) -> None:
     _validate_guardrail(c)
     _validate_bounds(c)
     _validate_flags(c)
+    if c.bedrock_model_id is not None:  # the model-call cap against the capacity target, both valid alone
+        c.model_resilience.check_carries(c.name, c.capacity.limits.messages_per_second)
 
 
 def _validate_target(c: StageConfig) -> None:

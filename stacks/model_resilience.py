@@ -11,6 +11,7 @@ throttling (docs/operations.md says how to size both).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 from datetime import UTC, date, datetime
 from typing import Any
@@ -35,7 +36,8 @@ class ModelResilienceConfig:
     a stage without a model (the echo responder) ignores it.
     ``model_calls_per_second``: the chat's model calls a second across the stage, below the
     account's Bedrock quota for the model (requests per minute / 60, less headroom for the
-    summaries, which do not take tokens). A capacity setting may derive it later; it is one number here.
+    summaries, which do not take tokens) and at least the replies of the stage's capacity target
+    (:meth:`check_carries`).
     ``model_call_buckets``: the table items the cap is split over (each ``model_calls_per_second /
     buckets``); 1 keeps it exact, more spreads the writes of a busy stage.
     ``fallback_alarm_threshold``: fallbacks in five minutes that raise the alarm.
@@ -62,6 +64,24 @@ class ModelResilienceConfig:
             )
         if self.fallback_model_id is not None:
             self._validate_fallback(stage, primary, today or datetime.now(UTC).date())
+
+    def check_carries(self, stage: str, messages_per_second: float) -> None:
+        """ConfigError unless the cap admits the replies of the stage's capacity target.
+
+        ``messages_per_second``: the target's own load (``capacity``, without headroom). A cap
+        below it would answer ``busy`` to customers the stage is built for; the account's Bedrock
+        quota must then be raised to at least the cap (docs/capacity.md).
+        """
+        needed = math.ceil(messages_per_second)
+        if self.model_calls_per_second < needed:
+            raise _fail(
+                stage,
+                "model_calls_per_second",
+                f"must be at least {needed}: the stage's capacity target sends {messages_per_second:.1f} "
+                "messages a second, each a model call, and a lower cap answers busy to the customers it is "
+                "built for",
+                self.model_calls_per_second,
+            )
 
     def _validate_fallback(self, stage: str, primary: str | None, today: date) -> None:
         fallback = self.fallback_model_id

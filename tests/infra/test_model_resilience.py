@@ -31,7 +31,7 @@ def test_both_stages_fall_back_from_haiku_to_sonnet_under_a_cap(stages: dict[str
     dev, prod = (load_stage_config(stages, name) for name in ("dev", "prod"))
     assert dev.bedrock_model_id == prod.bedrock_model_id == HAIKU
     assert dev.model_resilience == ModelResilienceConfig(SONNET, 5, 1, 5)
-    assert prod.model_resilience == ModelResilienceConfig(SONNET, 20, 2, 10)
+    assert prod.model_resilience == ModelResilienceConfig(SONNET, 500, 2, 10)
 
 
 def test_the_defaults_are_sonnet_ten_calls_a_second_in_one_bucket() -> None:
@@ -100,6 +100,15 @@ def test_fails_a_number_out_of_range(stages: dict[str, Any], key: str, value: An
 def test_fails_more_buckets_than_calls_a_second(stages: dict[str, Any]) -> None:
     with pytest.raises(ConfigError, match=r"model_call_buckets must not exceed model_calls_per_second \(3\)"):
         _load(stages, {"model_calls_per_second": 3, "model_call_buckets": 4})
+
+
+def test_fails_a_cap_below_the_replies_of_the_stages_capacity_target(stages: dict[str, Any]) -> None:
+    # prod's target, 10,000 chats at two messages a minute each, is 333.3 model calls a second
+    with pytest.raises(ConfigError, match=r"model_calls_per_second must be at least 334: .* 333\.3 messages"):
+        _load(stages, {**stages["prod"]["model_resilience"], "model_calls_per_second": 333}, stage="prod")
+    assert _load(stages, {**stages["prod"]["model_resilience"], "model_calls_per_second": 334}, stage="prod")
+    # a stage without a model makes no model call to cap
+    assert _load(stages, {"model_calls_per_second": 1}, stage="prod", bedrock_model_id=None)
 
 
 def test_fails_unknown_keys_and_a_block_that_is_not_an_object(stages: dict[str, Any]) -> None:

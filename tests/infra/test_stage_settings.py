@@ -267,7 +267,7 @@ def test_stage_models_grants_the_model_and_the_fallback_and_nothing_without_a_mo
 def test_stage_environment_names_the_fallback_and_the_model_call_cap() -> None:
     environment = stage_environment(stage_config("prod"))
     assert environment["BEDROCK_FALLBACK_MODEL_ID"] == "global.anthropic.claude-sonnet-4-6"
-    assert environment["MODEL_CALLS_PER_SECOND"] == "20"
+    assert environment["MODEL_CALLS_PER_SECOND"] == "500"
     assert environment["MODEL_CALL_BUCKETS"] == "2"
     assert "BEDROCK_FALLBACK_MODEL_ID" not in stage_environment(
         with_overrides(stage_config("dev"), bedrock_model_id=None)
