@@ -168,6 +168,7 @@ def deploy(templates: dict[str, Any]) -> Deployed:
     events = boto3.client("events", region_name=REGION)
     ssm = boto3.client("ssm", region_name=REGION)
     secrets = boto3.client("secretsmanager", region_name=REGION)
+    cognito = boto3.client("cognito-idp", region_name=REGION)
 
     for part in PARTS:
         for lid, res in templates[part]["Resources"].items():
@@ -216,6 +217,10 @@ def deploy(templates: dict[str, Any]) -> Deployed:
                 name = str(res.get("Properties", {}).get("Name") or lid)
                 refs[(part, lid)] = name
                 refs[(part, f"{lid}.Arn")] = f"arn:aws:scheduler:{REGION}:{ACCOUNT}:schedule-group/{name}"
+            elif kind == "AWS::Cognito::UserPool":  # the erasure's user function is given its id
+                pool = cognito.create_user_pool(PoolName=f"{lid[:40]}-{uuid.uuid4().hex[:8]}")["UserPool"]
+                refs[(part, lid)] = pool["Id"]
+                refs[(part, f"{lid}.Arn")] = pool["Arn"]
             elif kind == "AWS::SecretsManager::Secret":
                 arn = secrets.create_secret(Name=f"{lid}-{uuid.uuid4().hex[:8]}", SecretString="s" * 64)["ARN"]
                 refs[(part, lid)] = arn
