@@ -13,24 +13,28 @@ import logging
 import sys
 import time
 import warnings
+from typing import TextIO
 
 from embedded.offline import go_offline
 
-# The handlers' own logs would drown the narration; warnings and errors still show.
-go_offline(AWS_LAMBDA_LOG_LEVEL="ERROR")
+# The handlers' own lines (their logs, their metrics' EMF lines) would drown the narration: they
+# go to each invocation's output only (``function_logs`` below). Metrics stay on, because the
+# story reads the handoff metrics from the functions' EMF lines, as CloudWatch would.
+go_offline(AWS_LAMBDA_LOG_LEVEL="ERROR", POWERTOOLS_METRICS_DISABLED="false")
 
+from bench.quiet import function_logs  # noqa: E402
 from embedded import embedded_stage  # noqa: E402
 from embedded.clock import _REAL_TIME  # noqa: E402
 from local.story import STEPS, Step, StoryError, run_story  # noqa: E402
 from local.story.stage import story_config, story_stage  # noqa: E402 - after the environment is set
 
 
-def _print_step(index: int, step: Step) -> None:
-    print(f"\n[{index:2d}/{len(STEPS)}] {step.title}  ({step.seconds:.1f}s)")
+def _print_step(index: int, step: Step, out: TextIO) -> None:
+    print(f"\n[{index:2d}/{len(STEPS)}] {step.title}  ({step.seconds:.1f}s)", file=out)
     for call in step.calls:
-        print(f"        called  {call}")
+        print(f"        called  {call}", file=out)
     for change in step.changes:
-        print(f"        changed {change}")
+        print(f"        changed {change}", file=out)
 
 
 def main() -> int:
@@ -54,7 +58,9 @@ def main() -> int:
             "(Converse answered in-process: echo replies to chat, a fixed summary text)"
         )
         try:
-            story = run_story(stage, story_config(), lambda step: _print_step(next(counter), step))
+            out = sys.stdout
+            with function_logs():
+                story = run_story(stage, story_config(), lambda step: _print_step(next(counter), step, out))
         except StoryError as error:
             print(f"\nFAILED: {error}")
             return 1
