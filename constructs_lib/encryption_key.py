@@ -32,7 +32,7 @@ class EncryptionKey(Construct):
             grants, which the default key policy already allows.
         source_prefix: the name prefix of the resources (topics, queues, rules, buses, delivery
             streams, state machines, alarms, log groups) the services act for, e.g.
-            ``MangaAssist-prod``: each service statement then also requires ``aws:SourceArn`` (for
+            ``Orders-prod``: each service statement then also requires ``aws:SourceArn`` (for
             CloudWatch Logs, the log group ARN) to name such a resource. Defaults to none: the
             account alone.
         log_group_patterns: further log group names (``*`` wildcards) CloudWatch Logs may encrypt
