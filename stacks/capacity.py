@@ -221,6 +221,12 @@ class CapacityConfig:
             message_timeout_seconds=timeout,
         )
 
+    @property
+    def needed_message_timeout_seconds(self) -> int:
+        """The timeout the longest reply needs (the derived one, whatever is hand-set)."""
+        write = self.first_frame_p95_seconds + self.max_output_tokens / self.model_tokens_per_second
+        return min(_ceil(write), MAX_MESSAGE_TIMEOUT_SECONDS - STORE_SECONDS) + STORE_SECONDS
+
     def _reply_times(self) -> tuple[float, int, int]:
         """The longest reply's write time, the reply deadline and the message function's timeout.
 
@@ -290,7 +296,12 @@ class CapacityConfig:
         if given is None:
             return
         if isinstance(given, bool) or not isinstance(given, int) or not 1 <= given <= LAMBDA_MAX_TIMEOUT_SECONDS:
-            raise _fail(stage, "capacity.message_timeout_seconds", f"must be a whole number in 1..{LAMBDA_MAX_TIMEOUT_SECONDS}", given)
+            raise _fail(
+                stage,
+                "capacity.message_timeout_seconds",
+                f"must be a whole number in 1..{LAMBDA_MAX_TIMEOUT_SECONDS}",
+                given,
+            )
         if given > MAX_MESSAGE_TIMEOUT_SECONDS:
             rule = (
                 f"must be at most {MAX_MESSAGE_TIMEOUT_SECONDS} s: the sendMessage route invokes the function "
@@ -299,7 +310,7 @@ class CapacityConfig:
             )
             raise _fail(stage, "capacity.message_timeout_seconds", rule, given)
         capped = _ceil(limits.reply_write_seconds) > MAX_MESSAGE_TIMEOUT_SECONDS - STORE_SECONDS
-        needed = min(_ceil(limits.reply_write_seconds), MAX_MESSAGE_TIMEOUT_SECONDS - STORE_SECONDS) + STORE_SECONDS
+        needed = self.needed_message_timeout_seconds
         if given < needed:
             rule = (
                 f"must be at least {needed} s: capacity.max_output_tokens ({self.max_output_tokens}) at "

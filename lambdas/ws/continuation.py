@@ -64,7 +64,8 @@ NOT_READY: Final = error_frame(
     "session_not_ready", "Your chat session is still starting. Please try again in a moment."
 )
 NOT_CONTINUED: Final = error_frame(
-    "continue_failed", "We could not continue the reply because of a problem on our side; nothing was changed. Try again."
+    "continue_failed",
+    "We could not continue the reply because of a problem on our side; nothing was changed. Try again.",
 )
 FORBIDDEN: Final = error_frame(
     "forbidden", "This connection is not signed in as a customer. Reconnect with a customer token."

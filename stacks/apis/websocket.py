@@ -208,7 +208,11 @@ class ChatApi(Construct):
             connect_handler=connect,
             disconnect_handler=self.disconnect_function,
             default_handler=default,
-            routes={SEND_MESSAGE: self.message_function, REWIND: self.message_function, CONTINUE: self.message_function},
+            routes={
+                SEND_MESSAGE: self.message_function,
+                REWIND: self.message_function,
+                CONTINUE: self.message_function,
+            },
             throttle_rate_limit=limits.ws_default_rate,
             throttle_burst_limit=limits.ws_default_burst,
             route_throttles={
