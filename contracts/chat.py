@@ -10,4 +10,6 @@ from typing import Final
 SEND_MESSAGE: Final = "sendMessage"
 #: Take back what followed one of the customer's messages (optionally edited) and answer it again.
 REWIND: Final = "rewind"
-ACTIONS: Final = (SEND_MESSAGE, REWIND)
+#: Ask for the rest of the newest reply, which stopped before the model had finished it.
+CONTINUE: Final = "continue"
+ACTIONS: Final = (SEND_MESSAGE, REWIND, CONTINUE)

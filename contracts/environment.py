@@ -39,6 +39,8 @@ STAGE_VARIABLES: Final[Mapping[str, Variable]] = MappingProxyType(
         "BEDROCK_ATTEMPTS": Variable("bedrock_attempts", 1, 10, 3),
         "BEDROCK_DEADLINE_SECONDS": Variable("bedrock_deadline_seconds", 1, 600, 20),
         "BEDROCK_FALLBACK_MODEL_ID": Variable("bedrock_fallback_model_id"),
+        "REPLY_DEADLINE_SECONDS": Variable("reply_deadline_seconds", 1, 900, 20),
+        "REPLY_MAX_TOKENS": Variable("reply_max_tokens", 1, 64_000, 512),
         "MODEL_CALLS_PER_SECOND": Variable("model_calls_per_second", 1, 1000, 10),
         "MODEL_CALL_BUCKETS": Variable("model_call_buckets", 1, 16, 1),
         "MAX_REASSIGNMENTS": Variable("max_reassignments", 0, 10, 2),

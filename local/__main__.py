@@ -183,6 +183,7 @@ Try:
 More to try (SID: the session's id):
   ask for a human     POST {u.rest}/sessions/$SID/handoff {{"reason","priority"}}: a "queued" frame at once
   edit or ask again   POST {u.rest}/sessions/$SID/rewind {{"turn_number","text"?}} (or the chat action "rewind")
+  the rest of a reply the chat action {{"action": "continue"}} after a final frame with "can_continue": true
   sessions by status  GET {u.rest}/admin/sessions?status=handoff (an admin's token; agents may list handoff)
   workflows, reviews  GET {u.origin}/local/status (export reviews and their approval links)
 """

@@ -13,6 +13,11 @@ None of the derived limits is hand-set in cdk.json: a stage that still names one
 the value its target derives (:func:`refuse_retired_keys`). The hand-set limits that remain (the
 per-connection and per-customer message buckets, the function timeout, the WAF's per-IP rate)
 are checked against the target in :meth:`CapacityConfig.validate`, with the numbers in the message.
+
+The message function's timeout and the reply's deadline derive from the longest reply: the
+first frame's p95 plus ``max_output_tokens`` at the model's measured ``model_tokens_per_second``,
+within what the WebSocket route's synchronous invocation allows (:data:`ROUTE_INTEGRATION_SECONDS`);
+a reply still being written at the deadline stops there and the customer continues it.
 """
 
 from __future__ import annotations
@@ -73,6 +78,20 @@ RETIRED_KEYS: Final = {
     "stream_batching_window_seconds": "stream_batching_window_seconds",
 }
 
+#: API Gateway waits this long for a WebSocket route's integration, whatever its type, and the limit cannot
+#: be raised ("Quotas for configuring and running a WebSocket API in API Gateway", integration timeout).
+#: The message function is the sendMessage route's Lambda proxy integration, invoked synchronously: past
+#: it API Gateway gives up on the invocation and counts an integration error, so the function ends first.
+ROUTE_INTEGRATION_SECONDS: Final = 29
+#: Of those 29 s, a cold start's initialisation, which API Gateway waits for and the function timeout does not count.
+COLD_START_SECONDS: Final = 3
+#: After the deadline: the rest of the reply posted, the reply stored as a turn, the final frame posted.
+STORE_SECONDS: Final = 3
+#: The longest timeout the route allows the message function, and so the longest reply deadline.
+MAX_MESSAGE_TIMEOUT_SECONDS: Final = ROUTE_INTEGRATION_SECONDS - COLD_START_SECONDS
+#: Lambda's own ceiling on a function timeout ("Configure Lambda function timeout": 1..900 s).
+LAMBDA_MAX_TIMEOUT_SECONDS: Final = 900
+
 #: The numeric settings and their ranges.
 _BOUNDS: dict[str, tuple[float, float]] = {
     "concurrent_chats": (1, 1_000_000),
@@ -84,6 +103,8 @@ _BOUNDS: dict[str, tuple[float, float]] = {
     "input_tokens_per_message": (1, 200_000),
     "output_tokens_per_message": (1, 64_000),
     "headroom": (1, 10),
+    "model_tokens_per_second": (1, 1_000),
+    "max_output_tokens": (1, 64_000),
 }
 
 
@@ -132,6 +153,12 @@ class CapacityLimits:
     bedrock_tokens_per_minute: int
     #: Requests a second the stage's throttles admit together, against API Gateway's regional quota.
     api_gateway_requests_per_second: int
+    #: Seconds the longest reply takes: the first frame's p95, then max_output_tokens at the model's rate.
+    reply_write_seconds: float
+    #: How long the model may write a reply (``REPLY_DEADLINE_SECONDS``): the write time, within the route's limit.
+    reply_deadline_seconds: int
+    #: The message function's timeout: the deadline and the time to store the reply (or the hand-set timeout).
+    message_timeout_seconds: int
 
 
 @dataclass(frozen=True)
@@ -151,6 +178,12 @@ class CapacityConfig:
     output_tokens_per_message: int = 160
     #: Every rate is sized for the target times this.
     headroom: float = 1.5
+    #: Output tokens a second of the slower of the stage's models (the primary and its fallback), as measured.
+    model_tokens_per_second: float = 40.0
+    #: The most output tokens of one reply (Bedrock's ``maxTokens``); a longer answer stops there, to be continued.
+    max_output_tokens: int = 800
+    #: The message function's timeout when hand-set (None: derived); refused below what the longest reply needs.
+    message_timeout_seconds: int | None = None
 
     @property
     def limits(self) -> CapacityLimits:
@@ -163,6 +196,7 @@ class CapacityConfig:
         batch, window, parallel, shards, records = self._router(ws_message_rate)
         requests = _ceil(ws_message_rate * 60 * MODEL_CALLS_PER_TURN)
         tokens = requests * (self.input_tokens_per_message + OUTPUT_TOKEN_BURNDOWN * self.output_tokens_per_message)
+        write, deadline, timeout = self._reply_times()
         return CapacityLimits(
             messages_per_second=messages,
             ws_message_rate=ws_message_rate,
@@ -182,7 +216,30 @@ class CapacityConfig:
             bedrock_requests_per_minute=requests,
             bedrock_tokens_per_minute=tokens,
             api_gateway_requests_per_second=rest_rate + 2 * ws_message_rate + 2 * ws_connect_rate,
+            reply_write_seconds=write,
+            reply_deadline_seconds=deadline,
+            message_timeout_seconds=timeout,
         )
+
+    @property
+    def needed_message_timeout_seconds(self) -> int:
+        """The timeout the longest reply needs (the derived one, whatever is hand-set)."""
+        write = self.first_frame_p95_seconds + self.max_output_tokens / self.model_tokens_per_second
+        return min(_ceil(write), MAX_MESSAGE_TIMEOUT_SECONDS - STORE_SECONDS) + STORE_SECONDS
+
+    def _reply_times(self) -> tuple[float, int, int]:
+        """The longest reply's write time, the reply deadline and the message function's timeout.
+
+        Write time: ``first_frame_p95_seconds + max_output_tokens / model_tokens_per_second``. The
+        deadline is that, rounded up, at most :data:`MAX_MESSAGE_TIMEOUT_SECONDS` less
+        :data:`STORE_SECONDS`; the timeout is the deadline plus :data:`STORE_SECONDS`. A hand-set
+        timeout replaces the derived one, and the deadline is it less :data:`STORE_SECONDS`.
+        """
+        write = self.first_frame_p95_seconds + self.max_output_tokens / self.model_tokens_per_second
+        deadline = min(_ceil(write), MAX_MESSAGE_TIMEOUT_SECONDS - STORE_SECONDS)
+        if self.message_timeout_seconds is not None:
+            return write, max(1, self.message_timeout_seconds - STORE_SECONDS), self.message_timeout_seconds
+        return write, deadline, deadline + STORE_SECONDS
 
     @staticmethod
     def _router(ws_message_rate: int) -> tuple[int, int, int, int, float]:
@@ -217,7 +274,7 @@ class CapacityConfig:
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
                 raise _fail(stage, f"capacity.{key}", f"must be a number in {low:g}..{high:g}", value)
-        for key in ("concurrent_chats", "input_tokens_per_message", "output_tokens_per_message"):
+        for key in ("concurrent_chats", "input_tokens_per_message", "output_tokens_per_message", "max_output_tokens"):
             if not isinstance(getattr(self, key), int):
                 raise _fail(stage, f"capacity.{key}", "must be a whole number", getattr(self, key))
         if self.first_frame_p95_seconds > self.reply_p95_seconds:
@@ -231,6 +288,38 @@ class CapacityConfig:
             )
             raise _fail(stage, "capacity.concurrent_chats", rule, self.concurrent_chats)
         self._validate_hand_set(stage, hand_set, limits)
+        self._validate_message_timeout(stage, limits)
+
+    def _validate_message_timeout(self, stage: str, limits: CapacityLimits) -> None:
+        """A hand-set message function timeout: a whole number, room for the longest reply, within the route's limit."""
+        given = self.message_timeout_seconds
+        if given is None:
+            return
+        if isinstance(given, bool) or not isinstance(given, int) or not 1 <= given <= LAMBDA_MAX_TIMEOUT_SECONDS:
+            raise _fail(
+                stage,
+                "capacity.message_timeout_seconds",
+                f"must be a whole number in 1..{LAMBDA_MAX_TIMEOUT_SECONDS}",
+                given,
+            )
+        if given > MAX_MESSAGE_TIMEOUT_SECONDS:
+            rule = (
+                f"must be at most {MAX_MESSAGE_TIMEOUT_SECONDS} s: the sendMessage route invokes the function "
+                f"synchronously and API Gateway waits {ROUTE_INTEGRATION_SECONDS} s for it, a cold start's "
+                f"{COLD_START_SECONDS} s included"
+            )
+            raise _fail(stage, "capacity.message_timeout_seconds", rule, given)
+        capped = _ceil(limits.reply_write_seconds) > MAX_MESSAGE_TIMEOUT_SECONDS - STORE_SECONDS
+        needed = self.needed_message_timeout_seconds
+        if given < needed:
+            rule = (
+                f"must be at least {needed} s: capacity.max_output_tokens ({self.max_output_tokens}) at "
+                f"capacity.model_tokens_per_second ({self.model_tokens_per_second:g}) take "
+                f"{self.max_output_tokens / self.model_tokens_per_second:g} s after the first frame's "
+                f"{self.first_frame_p95_seconds:g} s, and storing the reply {STORE_SECONDS} s"
+                + (" (the route's most; a longer reply stops at the deadline and is continued)" if capped else "")
+            )
+            raise _fail(stage, "capacity.message_timeout_seconds", rule, given)
 
     def _validate_hand_set(self, stage: str, hand_set: Mapping[str, float], limits: CapacityLimits) -> None:
         per_chat = self.messages_per_chat_per_minute

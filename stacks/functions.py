@@ -67,6 +67,8 @@ def stage_environment(config: StageConfig) -> dict[str, str]:
         "CONTEXT_MAX_TOKENS": str(config.context_max_tokens),
         "BEDROCK_ATTEMPTS": str(config.bedrock_attempts),
         "BEDROCK_DEADLINE_SECONDS": str(config.bedrock_deadline_seconds),
+        "REPLY_DEADLINE_SECONDS": str(config.capacity.limits.reply_deadline_seconds),
+        "REPLY_MAX_TOKENS": str(config.capacity.max_output_tokens),
         "MODEL_CALLS_PER_SECOND": str(config.model_resilience.model_calls_per_second),
         "MODEL_CALL_BUCKETS": str(config.model_resilience.model_call_buckets),
         "MAX_REASSIGNMENTS": str(config.handoff_max_reassignments),

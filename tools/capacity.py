@@ -20,6 +20,7 @@ from typing import Any
 from stacks.capacity import (
     ACCOUNT_API_RATE,
     MAX_BATCHING_WINDOW_SECONDS,
+    MAX_MESSAGE_TIMEOUT_SECONDS,
     PARTITION_WRITE_UNITS,
     ROUTED_RECORDS_PER_TURN,
     WRITE_UNITS_PER_TURN,
@@ -87,11 +88,12 @@ def template_limits(templates: Templates) -> dict[str, float]:
         "message function reserved concurrency": _function(templates, MESSAGE_HANDLER)[1][
             "ReservedConcurrentExecutions"
         ],
+        "message function timeout (s)": _function(templates, MESSAGE_HANDLER)[1]["Timeout"],
         "stream router batch size": mapping.get("BatchSize", 100),
         "stream router batching window (s)": mapping.get("MaximumBatchingWindowInSeconds", 0),
         "stream router parallelization factor": mapping.get("ParallelizationFactor", 1),
     }
-    for route in ("$connect", "sendMessage", "rewind"):
+    for route in ("$connect", "sendMessage", "rewind", "continue"):
         found[f"{route} rate"] = routes[route]["ThrottlingRateLimit"]
         found[f"{route} burst"] = routes[route]["ThrottlingBurstLimit"]
     return found
@@ -108,6 +110,7 @@ def checks(target: CapacityConfig, found: Mapping[str, float]) -> list[Check]:
         Check("sendMessage rate", found["sendMessage rate"], messages),
         Check("sendMessage burst", found["sendMessage burst"], messages),
         Check("rewind rate", found["rewind rate"], found["sendMessage rate"], "at most"),
+        Check("continue rate", found["continue rate"], found["sendMessage rate"], "at most"),
         Check("$connect rate", found["$connect rate"], target.connects_per_second),
         Check("$connect burst", found["$connect burst"], target.connects_per_second),
         Check("WebSocket default rate", found["WebSocket default rate"], max(messages, target.connects_per_second)),
@@ -119,6 +122,16 @@ def checks(target: CapacityConfig, found: Mapping[str, float]) -> list[Check]:
             math.ceil(messages * target.reply_p95_seconds),  # Little's law: the target's messages for their p95
         ),
         Check("stream router records/s per shard", routed, messages * ROUTED_RECORDS_PER_TURN / shards),
+        # The longest reply (max_output_tokens at the model's tokens a second), within the route's 29 s.
+        Check(
+            "message function timeout (s)", found["message function timeout (s)"], target.needed_message_timeout_seconds
+        ),
+        Check(
+            "message function timeout (s)",
+            found["message function timeout (s)"],
+            MAX_MESSAGE_TIMEOUT_SECONDS,
+            "at most",
+        ),
         Check(
             "stream router batching window (s)",
             found["stream router batching window (s)"],

@@ -17,6 +17,10 @@ stage's, deployed from its template) as Bedrock screens it (``embedded.services.
 ``{EMAIL}``), and a reply the guardrail blocks is its blocked message with ``stopReason:
 guardrail_intervened``. A guardrail or version that does not exist fails the call as Bedrock does.
 
+A request's ``inferenceConfig.maxTokens`` is honoured as Bedrock honours it: an answer longer than
+that many tokens (:func:`~embedded.services.bedrock_stream.tokens`, about four characters each)
+is cut after them and ends with ``stopReason: max_tokens``, streamed or not.
+
 A test may make a model refuse, as Bedrock does: ``stub.refuse(model_id, "throttled")`` (or
 ``"end_of_life"``, ``"legacy"``: :data:`~embedded.services.bedrock_stream.BEDROCK_REFUSALS`, the
 same codes, statuses and messages) answers every call naming exactly that model id with that
@@ -124,13 +128,15 @@ class BedrockStub:
         """(the request as the model reads it, the reply, its stop reason, the guardrail's id) for ``request``."""
         config = request.get("guardrailConfig")
         if config is None:
-            return request, self.answer(request), "end_turn", None
+            reply, stop = capped(self.answer(request), request)
+            return request, reply, stop, None
         policy = find(self.guardrails, config)
         seen, blocked = screen_request(policy, request)
         if blocked:  # the model is never asked
             return seen, policy.blocked_input, INTERVENED, policy.guardrail_id
-        reply, blocked = policy.screen_output(self.answer(seen))
-        return seen, reply, INTERVENED if blocked else "end_turn", policy.guardrail_id
+        reply, stop = capped(self.answer(seen), request)
+        reply, blocked = policy.screen_output(reply)
+        return seen, reply, INTERVENED if blocked else stop, policy.guardrail_id
 
     def _record(
         self,
@@ -230,6 +236,15 @@ class BedrockStub:
 
         with mock.patch.object(boto3, "client", client):
             yield self
+
+
+def capped(answer: str, request: dict[str, Any]) -> tuple[str, str]:
+    """``(reply, stopReason)``: ``answer``, or its first ``inferenceConfig.maxTokens`` tokens and ``max_tokens``."""
+    limit = (request.get("inferenceConfig") or {}).get("maxTokens")
+    pieces = tokens(answer)
+    if isinstance(limit, int) and not isinstance(limit, bool) and 0 < limit < len(pieces):
+        return "".join(pieces[:limit]), "max_tokens"
+    return answer, "end_turn"
 
 
 def _refusal(refused: GuardrailRefused) -> tuple[AWSResponse, dict[str, Any]]:

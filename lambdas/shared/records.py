@@ -195,7 +195,9 @@ SESSION_SETTABLE_ATTRIBUTES: Final = frozenset(
 class Turn:
     """One chat message: ``SESSION#<id>`` / ``TURN#<number, 10 digits>``.
 
-    ``content`` is text here; the item stores it zlib-compressed as Binary.
+    ``content`` is text here; the item stores it zlib-compressed as Binary. ``stopped``: why an
+    assistant's reply stopped before the model had finished it (``max_tokens``, ``deadline``), so
+    the customer may ask for the rest; None for every other turn (and then not stored).
     """
 
     session_id: str
@@ -204,6 +206,7 @@ class Turn:
     content: str
     created_at: int
     ttl: int
+    stopped: str | None = None
 
     def to_item(self) -> dict[str, Any]:
         return _with_key(
@@ -215,6 +218,7 @@ class Turn:
                 "content": compress(self.content),
                 "created_at": self.created_at,
                 "ttl": self.ttl,
+                **({"stopped": self.stopped} if self.stopped else {}),
             },
         )
 
@@ -228,6 +232,7 @@ class Turn:
             content=decompress(raw) if isinstance(raw, (bytes, bytearray)) else str(raw),
             created_at=_int(item["created_at"]),
             ttl=_int(item["ttl"]),
+            stopped=str(item["stopped"]) if item.get("stopped") else None,
         )
 
 

@@ -10,9 +10,11 @@ The context sent to the model is the latest rolling summary plus the newest turn
 token budget. The reply streams (:func:`lambdas.shared.bedrock.converse_stream` on the one Bedrock
 client), so a customer reads it while it is written. Opening the stream retries throttling,
 timeouts and transient model errors under the shared retry policy, bounded both by a number of
-attempts and by a deadline; when the bound is reached, or the stream breaks midway, or the whole
-reply outlasts the deadline, :class:`ResponderError` is raised and the caller tells the customer
-(the user's turn is stored before any model call, so nothing is lost). A stage may name a Bedrock
+attempts and by a deadline; when the bound is reached, or the stream breaks midway, or the deadline
+passes before any text, :class:`ResponderError` is raised and the caller tells the customer
+(the user's turn is stored before any model call, so nothing is lost). A reply still being written
+at the deadline stops there, ending with ``ReplyEnd("deadline")``; like one the model stopped at its
+output budget (``max_tokens``) it can be continued (:attr:`ReplyEnd.can_continue`). A stage may name a Bedrock
 guardrail that screens the replies (:class:`Guardrail`); a reply it withholds ends with a
 :class:`ReplyEnd` whose ``blocked`` is true, which is an outcome, not an error.
 
@@ -64,6 +66,12 @@ CHARS_PER_TOKEN: Final = 4
 BLOCKED_STOP_REASONS: Final = frozenset({"guardrail_intervened", "content_filtered"})
 
 
+#: Why a reply stopped before the model had finished it: its output budget (Bedrock's stopReason),
+#: or the reply's deadline (ours). Such a reply is kept, and the customer may ask for the rest.
+MAX_TOKENS: Final = "max_tokens"
+DEADLINE: Final = "deadline"
+CONTINUABLE_STOP_REASONS: Final = frozenset({MAX_TOKENS, DEADLINE})
+
 #: What the customer is told, and the transcript keeps, when a reply is withheld: never the
 #: withheld text, nor the guardrail's own wording, which was written for another audience.
 BLOCKED_REPLY: Final = (
@@ -106,6 +114,11 @@ class ReplyEnd:
     def blocked(self) -> bool:
         """The reply was withheld (a guardrail intervened, or the model filtered its content)."""
         return self.stop_reason in BLOCKED_STOP_REASONS
+
+    @property
+    def can_continue(self) -> bool:
+        """The reply stopped before the model had finished it (output budget or deadline): it can be continued."""
+        return self.stop_reason in CONTINUABLE_STOP_REASONS
 
 
 class Responder(Protocol):
@@ -192,8 +205,9 @@ class BedrockResponder:
         temperature: defaults to 0.3.
         attempts: tries on throttling/timeouts, >= 1; defaults to 3.
         deadline_seconds: no retry starts after this long since the first try, and a streamed
-            reply that is still being written then is given up; defaults to 20 (leave room under
-            the Lambda timeout).
+            reply that is still being written then stops there (``ReplyEnd("deadline")``; with
+            no text yet, ResponderError ``timeout``); defaults to 20 (leave room under the Lambda
+            timeout).
         base_delay / max_delay: backoff ``rand() * min(max_delay, base_delay * 2**n)``;
             default to 0.25 and 4.0 seconds.
         sleep, clock, rand: injectable for tests; default to ``time.sleep``, ``time.monotonic``,
@@ -308,13 +322,17 @@ class BedrockResponder:
             )
         except (ClientError, *TIMEOUTS) as err:
             raise _no_reply(err) from None
-        stop_reason = "end_turn"
+        stop_reason, written = "end_turn", False
         try:
             for event in events:
                 if self._clock() - started > self.deadline_seconds:
-                    raise ResponderError("timeout", "the reply was still being written at the deadline")
+                    if not written:
+                        raise ResponderError("timeout", "the reply was still being written at the deadline")
+                    stop_reason = DEADLINE  # what was written is kept; the customer may continue it
+                    break
                 text = event.get("contentBlockDelta", {}).get("delta", {}).get("text")
                 if text:
+                    written = True
                     yield text
                 elif "messageStop" in event:
                     stop_reason = str(event["messageStop"].get("stopReason") or stop_reason)

@@ -55,6 +55,8 @@ class Settings:
     bedrock_attempts: int
     bedrock_deadline_seconds: int
     bedrock_fallback_model_id: str | None
+    reply_deadline_seconds: int
+    reply_max_tokens: int
     model_calls_per_second: int
     model_call_buckets: int
     max_reassignments: int
@@ -138,6 +140,8 @@ def settings() -> Settings:
         bedrock_attempts=_integer("BEDROCK_ATTEMPTS"),
         bedrock_deadline_seconds=_integer("BEDROCK_DEADLINE_SECONDS"),
         bedrock_fallback_model_id=_text("BEDROCK_FALLBACK_MODEL_ID"),
+        reply_deadline_seconds=_integer("REPLY_DEADLINE_SECONDS"),
+        reply_max_tokens=_integer("REPLY_MAX_TOKENS"),
         model_calls_per_second=_integer("MODEL_CALLS_PER_SECOND"),
         model_call_buckets=_integer("MODEL_CALL_BUCKETS"),
         max_reassignments=_integer("MAX_REASSIGNMENTS"),

@@ -90,13 +90,29 @@ def take_model_call() -> int:
 
 @env.once
 def stage_responder() -> Responder:
-    """The stage's responder, as the chat's (Bedrock when ``BEDROCK_MODEL_ID`` is set, else the echo).
+    """The stage's responder for a whole reply (Bedrock when ``BEDROCK_MODEL_ID`` is set, else the echo).
 
     Bedrock replies come from the fallback model when the primary fails (``BEDROCK_FALLBACK_MODEL_ID``)
-    and pass the stage's cap on model calls first (:func:`take_model_call`).
+    and pass the stage's cap on model calls first (:func:`take_model_call`); the model has
+    ``BEDROCK_DEADLINE_SECONDS`` (the function timeout less 10 s).
+    """
+    return _responder(settings().bedrock_deadline_seconds)
+
+
+@env.once
+def chat_responder() -> Responder:
+    """The chat's streamed responder: :func:`stage_responder`, but with the longest reply's budget and deadline.
+
+    A reply has ``REPLY_MAX_TOKENS`` output tokens and ``REPLY_DEADLINE_SECONDS`` (both derived
+    from the stage's capacity target, docs/capacity.md), past which it stops, to be continued.
     """
     config = settings()
-    options: dict[str, Any] = {}
+    return _responder(config.reply_deadline_seconds, max_output_tokens=config.reply_max_tokens)
+
+
+def _responder(deadline_seconds: int, **budget: Any) -> Responder:
+    config = settings()
+    options: dict[str, Any] = dict(budget)
     if config.bedrock_guardrail_id is not None and config.bedrock_guardrail_version is not None:
         options["guardrail"] = Guardrail(config.bedrock_guardrail_id, config.bedrock_guardrail_version)
     return responder_for(
@@ -105,7 +121,7 @@ def stage_responder() -> Responder:
         admit=take_model_call,
         max_context_tokens=config.context_max_tokens,
         attempts=config.bedrock_attempts,
-        deadline_seconds=float(config.bedrock_deadline_seconds),
+        deadline_seconds=float(deadline_seconds),
         **options,
     )
 

@@ -10,6 +10,8 @@ Server -> client, every frame has a ``type``::
     {"type": "welcome", ..., "resumed": true, "turns": [{"turn_number", "role", "text", "created_at"}], ...}
     {"type": "delta", "session_id": ..., "reply_to": 3, "offset": 0, "text": ...}  (the reply, as written)
     {"type": "final", "role": "assistant", "session_id": ..., "reply_to": 3, "turn_number": 4}
+    {"type": "final", ..., "turn_number": 4, "stopped": "max_tokens", "can_continue": true}  (cut short: continue it)
+    {"type": "continuing", "session_id": ..., "reply_to": 3, "turn_number": 4}  (deltas of turn 4's rest follow)
     {"type": "reply_blocked", "session_id": ..., "reply_to": 3, "turn_number": 4, "text": ...}
     {"type": "message", "role": "agent", "session_id": ..., "turn_number": 4, "text": ...}
     {"type": "ack", "session_id": ..., "turn_number": 3, "status": "handoff", "message": ...}
@@ -176,15 +178,27 @@ def delta_frame(*, session_id: str, reply_to: int, offset: int, text: str) -> di
     return {"type": "delta", "session_id": session_id, "reply_to": reply_to, "offset": offset, "text": text}
 
 
-def final_frame(*, session_id: str, reply_to: int, turn_number: int) -> dict[str, Any]:
-    """The reply to turn ``reply_to`` is complete: its deltas, joined, are stored as turn ``turn_number``."""
-    return {
+def final_frame(
+    *, session_id: str, reply_to: int, turn_number: int, stopped: str | None = None, continues: int | None = None
+) -> dict[str, Any]:
+    """The reply to turn ``reply_to`` is complete: its deltas, joined, are stored as turn ``turn_number``.
+
+    ``stopped`` (``max_tokens``, ``deadline``): the reply was cut short, and ``can_continue`` says a
+    ``continue`` frame asks for the rest. ``continues``: this reply is the rest of turn ``continues``.
+    """
+    frame: dict[str, Any] = {
         "type": "final",
         "role": "assistant",
         "session_id": session_id,
         "reply_to": reply_to,
         "turn_number": turn_number,
     }
+    if continues is not None:
+        frame["continues"] = continues
+    if stopped is not None:
+        frame["stopped"] = stopped
+        frame["can_continue"] = True
+    return frame
 
 
 def reply_blocked_frame(*, session_id: str, reply_to: int, turn_number: int, text: str) -> dict[str, Any]:

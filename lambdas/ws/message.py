@@ -22,6 +22,10 @@
    the partial text. 410 Gone from the management API stops the stream and disconnects the
    session.
 
+A reply the model stopped at its output budget (stopReason ``max_tokens``), or that was still being
+written at the reply's deadline, is stored as it is, and its ``final`` frame says ``stopped`` and
+``can_continue``: a ``continue`` frame (:mod:`lambdas.ws.continuation`) asks for the rest.
+
 A ``rewind`` frame goes to :mod:`lambdas.ws.rewind`, whose rewound turn is answered as in step 6;
 a reply is stored only if the chat was not rewound while it was written (``reply_superseded``).
 
@@ -46,8 +50,8 @@ from lambdas.shared.responder import BLOCKED_REPLY, ReplyEnd, Responder, Respond
 from lambdas.shared.store import AcceptedMessage, ChatContext, DynamoSessionStore
 from lambdas.shared.tracing import tracer
 from lambdas.usecases import send_message
-from lambdas.usecases.rewind import stage_responder
-from lambdas.ws import rewind, runtime
+from lambdas.usecases.rewind import chat_responder
+from lambdas.ws import continuation, rewind, runtime
 from lambdas.ws.deltas import DeltaCoalescer
 from lambdas.ws.disconnect import disconnect_connection
 from lambdas.ws.frames import (
@@ -106,8 +110,8 @@ REPLY_SUPERSEDED: Final = error_frame(
 
 
 def responder() -> Responder:
-    """The stage's responder (built once per container by the use case the REST rewind shares)."""
-    return stage_responder()
+    """The chat's streamed responder (built once per container: the longest reply's budget and deadline)."""
+    return chat_responder()
 
 
 Send = Callable[[Mapping[str, Any]], bool]
@@ -127,6 +131,10 @@ def handle_message(store: DynamoSessionStore, model: Responder, ctx: RouteContex
     """Run the message path for one frame; returns the outcome (for logs and tests)."""
     if rewind.wants_rewind(body):
         return rewind.handle_rewind(store, ctx, body, send, lambda accepted: answer(store, model, accepted, send))
+    if continuation.wants_continue(body):
+        return continuation.handle_continue(
+            store, ctx, body, send, lambda accepted, cut: answer(store, model, accepted, send, continues=cut)
+        )
     try:
         message = parse_message(body)
     except FrameError as err:
@@ -152,10 +160,16 @@ def handle_message(store: DynamoSessionStore, model: Responder, ctx: RouteContex
     return answer(store, model, received.accepted, send)
 
 
-def answer(store: DynamoSessionStore, model: Responder, accepted: AcceptedMessage, send: Send) -> str:
-    """Answer a stored message: an ``ack`` in a handoff (the agent answers), else the model's streamed reply."""
+def answer(
+    store: DynamoSessionStore, model: Responder, accepted: AcceptedMessage, send: Send, *, continues: int | None = None
+) -> str:
+    """Answer a stored message: an ``ack`` in a handoff (the agent answers), else the model's streamed reply.
+
+    ``continues``: the reply is the rest of that turn, a reply cut short (no new customer turn was stored).
+    """
     session_id, user_turn = accepted.session.session_id, accepted.turn
-    metrics.add_metric(name="ChatTurns", unit=MetricUnit.Count, value=1)
+    if continues is None:
+        metrics.add_metric(name="ChatTurns", unit=MetricUnit.Count, value=1)
     logger.append_keys(session_id=session_id, turn_number=user_turn.turn_number)
     try:
         if accepted.context is None:  # a handoff, or one waiting for its agent: the agent answers
@@ -166,7 +180,7 @@ def answer(store: DynamoSessionStore, model: Responder, accepted: AcceptedMessag
                 message=WAITING_ACK if accepted.waiting else HANDOFF_ACK,
             )
             return "handoff" if send(frame) else "gone"
-        return stream_reply(store, model, accepted, accepted.context, send)
+        return stream_reply(store, model, accepted, accepted.context, send, continues=continues)
     except (SessionClosed, SessionNotFound):
         send(SESSION_CLOSED)
         return "session_closed"
@@ -182,13 +196,20 @@ def answer(store: DynamoSessionStore, model: Responder, accepted: AcceptedMessag
 
 
 def stream_reply(
-    store: DynamoSessionStore, model: Responder, accepted: AcceptedMessage, context: ChatContext, send: Send
+    store: DynamoSessionStore,
+    model: Responder,
+    accepted: AcceptedMessage,
+    context: ChatContext,
+    send: Send,
+    *,
+    continues: int | None = None,
 ) -> str:
     """Post the model's reply as it is written, then store it and send the final frame; returns the outcome.
 
     Nothing of a reply is stored until the model has finished it: a stream that breaks, or a
     client that leaves (410) while it is written, leaves the customer's turn alone in the
-    transcript. A finished reply is stored even when the client has just left.
+    transcript. A finished reply is stored even when the client has just left; so is one cut
+    short at the model's output budget or the deadline, with why (``stopped``), to be continued.
     """
     session_id, reply_to = accepted.session.session_id, accepted.turn.turn_number
     deltas = DeltaCoalescer()
@@ -236,13 +257,24 @@ def stream_reply(
     # they are still there to see the final frame.
     rest = deltas.rest()
     delivered = rest is None or post(rest)
-    reply_turn = store.turns.add_turn(session_id, Role.ASSISTANT, deltas.text, rewinds=accepted.session.rewinds)
+    stopped = end.stop_reason if end.can_continue else None
+    reply_turn = store.turns.add_turn(
+        session_id, Role.ASSISTANT, deltas.text, rewinds=accepted.session.rewinds, stopped=stopped
+    )
     metrics.add_metric(name="ChatTurns", unit=MetricUnit.Count, value=1)
     if not delivered:
         return "gone"
     metrics.add_metric(name="ReplyPosts", unit=MetricUnit.Count, value=deltas.posts + 1)
-    frame = final_frame(session_id=session_id, reply_to=reply_to, turn_number=reply_turn.turn_number)
-    return "replied" if send(frame) else "gone"
+    frame = final_frame(
+        session_id=session_id,
+        reply_to=reply_to,
+        turn_number=reply_turn.turn_number,
+        stopped=stopped,
+        continues=continues,
+    )
+    if not send(frame):
+        return "gone"
+    return f"replied:{stopped}" if stopped else "replied"
 
 
 def _close(pieces: Iterator[str | ReplyEnd]) -> None:

@@ -18,7 +18,7 @@ from constructs import Construct
 
 from constructs_lib import SecureWebSocketApi, ServiceAlarms
 from constructs_lib.workflow_defaults import WorkflowOptions
-from contracts.chat import REWIND, SEND_MESSAGE
+from contracts.chat import CONTINUE, REWIND, SEND_MESSAGE
 from stacks.config import StageConfig
 from stacks.events_stack import EventsStack
 from stacks.functions import StageFunctions, grant_stage_models, log_retention, service_metric
@@ -175,13 +175,16 @@ class ChatApi(Construct):
         config = self._config
         # Reserved concurrency both guarantees the chat its share and caps it: a burst of messages
         # (each a model call) cannot take the account's concurrency from every other function. It is
-        # what the sendMessage throttle admits times the reply's p95 duration (stacks/capacity.py).
+        # what the sendMessage throttle admits times the reply's p95 duration (stacks/capacity.py). Its
+        # timeout is the longest reply's: the model's deadline and the time to store the reply.
+        limits = config.capacity.limits
         message = functions(
             self,
             MESSAGE_FUNCTION,
             "lambdas.ws.message.handler",
             {**session_env, **guardrail_environment(storage.guardrail)},
-            reserved_concurrent_executions=config.capacity.limits.message_reserved_concurrency,
+            reserved_concurrent_executions=limits.message_reserved_concurrency,
+            timeout=Duration.seconds(limits.message_timeout_seconds),
         ).function
         storage.sessions.grant_read_write_data(message)
         grant_stage_models(message, config, streaming=True, guardrail_id=config.bedrock_guardrail_id)
@@ -205,7 +208,11 @@ class ChatApi(Construct):
             connect_handler=connect,
             disconnect_handler=self.disconnect_function,
             default_handler=default,
-            routes={SEND_MESSAGE: self.message_function, REWIND: self.message_function},
+            routes={
+                SEND_MESSAGE: self.message_function,
+                REWIND: self.message_function,
+                CONTINUE: self.message_function,
+            },
             throttle_rate_limit=limits.ws_default_rate,
             throttle_burst_limit=limits.ws_default_burst,
             route_throttles={
@@ -214,6 +221,7 @@ class ChatApi(Construct):
                 ),
                 SEND_MESSAGE: message_throttle,
                 REWIND: message_throttle,
+                CONTINUE: message_throttle,
             },
             access_log_group_props=logs.LogGroupProps(
                 retention=log_retention(config.log_retention_days),

@@ -92,3 +92,36 @@ def test_other_services_are_untouched() -> None:
         assert sqs.list_queues()["QueueUrls"] == [url]
     # And after the block boto3.client is the original again
     assert getattr(boto3.client, "__module__", "") == "boto3"
+
+
+def test_a_reply_longer_than_max_tokens_stops_there_with_stop_reason_max_tokens() -> None:
+    # Given a stub whose answer is longer than the responder's output budget of 4 tokens ("Volu", "me", " 3", " of")
+    stub = BedrockStub(answer=lambda request: "Volume 3 of Frieren came out in March.")
+    with mock_aws(), stub.installed():
+        responder = BedrockResponder(MODEL, max_output_tokens=4, sleep=lambda _: None)
+        # When it streams the reply
+        pieces = list(responder.stream([_turn(1, Role.USER, "volume 3?")]))
+        # And when the same budget is asked of Converse
+        client = boto3.client("bedrock-runtime", region_name="us-east-1")
+        whole = client.converse(
+            modelId=MODEL,
+            messages=[{"role": "user", "content": [{"text": "volume 3?"}]}],
+            inferenceConfig={"maxTokens": 4},
+        )
+    # Then both stop after four tokens, saying so as Bedrock does
+    assert pieces[-1] == ReplyEnd("max_tokens")
+    assert "".join(p for p in pieces if isinstance(p, str)) == "Volume 3 of"
+    assert whole["stopReason"] == "max_tokens"
+    assert whole["output"]["message"]["content"][0]["text"] == "Volume 3 of"
+    assert [(call.stop_reason, call.tokens) for call in stub.calls] == [("max_tokens", 4), ("max_tokens", 0)]
+
+
+def test_a_reply_within_max_tokens_ends_its_turn() -> None:
+    # Given a budget exactly the answer's length (five tokens: "Volu", "me", " 3", " is", " out.")
+    stub = BedrockStub(answer=lambda request: "Volume 3 is out.")
+    with mock_aws(), stub.installed():
+        responder = BedrockResponder(MODEL, max_output_tokens=5, sleep=lambda _: None)
+        pieces = list(responder.stream([_turn(1, Role.USER, "volume 3?")]))
+    # Then the whole answer comes, ending its turn
+    assert pieces[-1] == ReplyEnd("end_turn")
+    assert "".join(p for p in pieces if isinstance(p, str)) == "Volume 3 is out."

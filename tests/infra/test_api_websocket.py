@@ -84,6 +84,7 @@ def test_routes_and_their_lambda_integrations(any_stage: SynthesizedStage) -> No
         "$default": "lambdas.ws.default.handler",
         "sendMessage": "lambdas.ws.message.handler",
         "rewind": "lambdas.ws.message.handler",  # the Message Lambda hands rewind frames to lambdas.ws.rewind
+        "continue": "lambdas.ws.message.handler",  # and continue frames to lambdas.ws.continuation
     }
     routes = {
         r["Properties"]["RouteKey"]: r["Properties"] for r in resources(template, "AWS::ApiGatewayV2::Route").values()

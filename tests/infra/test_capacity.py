@@ -19,7 +19,7 @@ import pytest
 from embedded.synth import SynthesizedStage, stage_config
 from stacks.capacity import CapacityConfig, router_batch_seconds
 from stacks.config import ConfigError, load_stage_config, with_overrides
-from tools.capacity import checks, render, template_limits
+from tools.capacity import MESSAGE_HANDLER, _function, checks, render, template_limits
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -66,7 +66,7 @@ def test_prod_is_sized_for_ten_thousand_chats_and_dev_for_a_small_team(
 def test_a_limit_below_the_target_is_reported_with_the_numbers(prod: SynthesizedStage) -> None:
     target = stage_config("prod").capacity
     # prod's old hand-set values: 25 messages a second for ~750 chats, 100 concurrent replies
-    found = {**template_limits(prod.templates), "sendMessage rate": 25, "rewind rate": 25}
+    found = {**template_limits(prod.templates), "sendMessage rate": 25, "rewind rate": 25, "continue rate": 25}
     found["message function reserved concurrency"] = 100
     failing = {check.limit: check for check in checks(target, found) if not check.ok}
     assert set(failing) == {"sendMessage rate", "message function reserved concurrency"}
@@ -75,6 +75,62 @@ def test_a_limit_below_the_target_is_reported_with_the_numbers(prod: Synthesized
     text, holds = render("prod", target, found)
     assert not holds
     assert "| sendMessage rate | 25 | at least 333.3 | BELOW (at least 333.3) |" in text
+
+
+@pytest.mark.parametrize("name", ["dev", "prod"])
+def test_the_message_timeout_and_reply_deadline_derive_from_the_models_rate_and_the_reply_budget(
+    name: str, request: pytest.FixtureRequest
+) -> None:
+    stage: SynthesizedStage = request.getfixturevalue(name)
+    limits = stage_config(name).capacity.limits
+    # 800 output tokens at 40 tokens a second after a first frame at 2 s: 22 s; 3 s more to store the reply
+    assert (limits.reply_write_seconds, limits.reply_deadline_seconds, limits.message_timeout_seconds) == (22, 22, 25)
+    _, function = _function(stage.templates, MESSAGE_HANDLER)
+    assert function["Timeout"] == 25
+    variables = function["Environment"]["Variables"]
+    assert (variables["REPLY_DEADLINE_SECONDS"], variables["REPLY_MAX_TOKENS"]) == ("22", "800")
+    assert template_limits(stage.templates)["continue rate"] == template_limits(stage.templates)["sendMessage rate"]
+
+
+def test_a_slower_model_stops_at_the_routes_limit_and_is_continued() -> None:
+    # 1,024 tokens at 20 a second would take 53.2 s: the sendMessage route waits 29 s, a cold start's 3 s included
+    slow = dataclasses.replace(stage_config("prod").capacity, model_tokens_per_second=20, max_output_tokens=1024)
+    limits = with_overrides(stage_config("prod"), capacity=slow).capacity.limits
+    assert (round(limits.reply_write_seconds, 1), limits.reply_deadline_seconds) == (53.2, 23)
+    assert limits.message_timeout_seconds == 26
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            {"message_timeout_seconds": 15},
+            r"capacity.message_timeout_seconds must be at least 25 s: capacity.max_output_tokens \(800\) at "
+            r"capacity.model_tokens_per_second \(40\) take 20 s after the first frame's 2 s, and storing the reply "
+            r"3 s \(given 15\)",
+        ),
+        (
+            {"message_timeout_seconds": 20, "model_tokens_per_second": 10},
+            r"must be at least 26 s: .* take 80 s .* \(the route's most; a longer reply stops at the deadline",
+        ),
+        ({"message_timeout_seconds": 60}, r"message_timeout_seconds must be at most 26 s: .* waits 29 s"),
+        ({"message_timeout_seconds": 901}, r"message_timeout_seconds must be a whole number in 1..900"),
+        ({"model_tokens_per_second": 0}, r"capacity.model_tokens_per_second must be a number in 1..1000"),
+        ({"max_output_tokens": 80.5}, r"capacity.max_output_tokens must be a whole number"),
+    ],
+)
+def test_a_hand_set_message_timeout_too_short_for_the_longest_reply_fails_naming_what_it_needs(
+    change: dict[str, Any], message: str
+) -> None:
+    target = dataclasses.replace(stage_config("prod").capacity, **change)
+    with pytest.raises(ConfigError, match=message):
+        with_overrides(stage_config("prod"), capacity=target)
+
+
+def test_a_hand_set_message_timeout_with_room_for_the_longest_reply_sets_the_deadline() -> None:
+    target = dataclasses.replace(stage_config("prod").capacity, message_timeout_seconds=26)
+    limits = with_overrides(stage_config("prod"), capacity=target).capacity.limits
+    assert (limits.message_timeout_seconds, limits.reply_deadline_seconds) == (26, 23)
 
 
 def test_the_bedrock_need_is_a_named_figure_of_the_target() -> None:

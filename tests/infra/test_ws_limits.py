@@ -32,6 +32,8 @@ def test_connect_and_send_message_have_their_own_throttles_from_the_stage_settin
         "sendMessage": {"ThrottlingRateLimit": limits.ws_message_rate, "ThrottlingBurstLimit": limits.ws_message_burst},
         # A rewind is answered by the model like a message, so it is held to the message route's limit
         "rewind": {"ThrottlingRateLimit": limits.ws_message_rate, "ThrottlingBurstLimit": limits.ws_message_burst},
+        # So is a continue: the rest of a reply cut short
+        "continue": {"ThrottlingRateLimit": limits.ws_message_rate, "ThrottlingBurstLimit": limits.ws_message_burst},
     }
     # Each route's limit is below the stage's, so neither route can use up the other's share
     default = properties["DefaultRouteSettings"]
@@ -58,7 +60,7 @@ def test_the_stage_waits_for_the_routes_it_throttles(any_stage: SynthesizedStage
         res["Properties"]["RouteKey"]: lid for lid, res in resources(template, "AWS::ApiGatewayV2::Route").items()
     }
     depends = only_stage(any_stage).get("DependsOn", [])
-    assert {routes["$connect"], routes["sendMessage"], routes["rewind"]} <= set(depends)
+    assert {routes["$connect"], routes["sendMessage"], routes["rewind"], routes["continue"]} <= set(depends)
 
 
 @pytest.mark.parametrize(("name", "reserved"), [("dev", 20), ("prod", 2000)])

@@ -1,6 +1,7 @@
 """``make local``'s two pages in headless Chromium: what a customer and an agent see.
 
-The customer signs in on the chat page, chats (the reply streams in), asks for a human; the
+The customer signs in on the chat page, chats (the reply streams in; one cut at the reply budget
+is continued with the page's Continue button), asks for a human; the
 agent signs in on the console, goes available, accepts the waiting handoff and replies; the
 customer sees the handoff notice and the agent's reply. Chromium is the distribution's
 (``make browser`` installs it with apt); without one the test is skipped and says why.
@@ -72,6 +73,16 @@ def test_customer_and_agent_pages(server: LocalProcess, browser_path: str) -> No
             reply = customer.locator(".msg.assistant.done").last
             expect(reply).to_contain_text("[local responder] You said: Where is volume 3 of Frieren?", timeout=20_000)
             assert int(reply.get_attribute("data-deltas") or 0) >= 3, "the reply did not arrive in pieces"
+
+            # A long question: the reply stops at the stage's reply budget, and the page offers the rest.
+            customer.fill("#text", " ".join(f"Is volume {n} of Frieren out?" for n in range(1, 120))[:3900])
+            customer.click("#send")
+            more = customer.locator(".msg.assistant.done button.continue")
+            expect(more).to_have_count(1, timeout=60_000)
+            more.click()
+            expect(more).to_have_count(0)
+            expect(customer.locator(".msg.assistant.done")).to_have_count(3, timeout=60_000)
+            expect(customer.locator(".msg.assistant.done").last).to_contain_text("Continue it exactly where it stopped")
 
             # The customer asks for a human: no agent is available, so the request waits, and the
             # page says so at once: the queued notice, the session shown in handoff

@@ -262,18 +262,41 @@ def test_a_stream_that_breaks_midway_raises_interrupted_after_its_text_and_is_ne
     assert answers.streams[0].closed
 
 
-def test_a_reply_still_written_at_the_deadline_is_given_up() -> None:
+def test_a_reply_still_written_at_the_deadline_stops_there_and_can_be_continued() -> None:
     now = [0.0]
 
     def clock() -> float:
-        now[0] += 4.0  # every event takes 4 s
+        now[0] += 3.0  # every reading of the clock is 3 s on: the first word comes 9 s in, the second 12 s in
         return now[0]
 
     responder, answers, _ = streaming(reply_events("one two three four five six"), clock=clock, deadline_seconds=10)
+    pieces = list(responder.stream([turn(1, "user", "hi")]))
+    assert pieces == ["one", ReplyEnd("deadline")]
+    assert pieces[-1].can_continue  # type: ignore[union-attr]
+    assert answers.streams[0].closed
+
+
+def test_a_reply_with_no_text_by_the_deadline_is_given_up() -> None:
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += 6.0  # every reading of the clock is 6 s on: the first event comes 12 s in, past the deadline
+        return now[0]
+
+    responder, answers, _ = streaming(reply_events("one two"), clock=clock, deadline_seconds=10)
     with pytest.raises(ResponderError) as raised:
         list(responder.stream([turn(1, "user", "hi")]))
     assert raised.value.reason == "timeout"
     assert answers.streams[0].closed
+
+
+def test_only_a_reply_cut_at_its_budget_or_deadline_can_be_continued() -> None:
+    assert [ReplyEnd(r).can_continue for r in ("max_tokens", "deadline", "end_turn", "guardrail_intervened")] == [
+        True,
+        True,
+        False,
+        False,
+    ]
 
 
 def test_closing_the_stream_early_releases_the_models_stream() -> None:

@@ -16,7 +16,7 @@ from embedded.round_trips import RoundTrips
 from embedded.services.bedrock_stream import Refusal, StreamAnswers, reply_events, stream_error
 from embedded.services.bedrock_stream import tokens as model_tokens
 from lambdas.shared import aws, connections, env
-from lambdas.shared.records import SessionStatus, Summary, Turn
+from lambdas.shared.records import Role, SessionStatus, Summary, Turn
 from lambdas.shared.responder import (
     BedrockResponder,
     CappedResponder,
@@ -587,3 +587,44 @@ def test_a_full_model_call_cap_answers_busy_with_the_wait_and_keeps_the_turn(
         "message": "Your message is saved, but the assistant is busy right now. Ask again in 1 seconds.",
     }
     assert calls == [0, 1]
+
+
+def test_the_chats_replies_have_the_longest_replys_budget_and_deadline(
+    ws: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a stage whose capacity target derives a 23 s reply deadline and a budget of 1,024 output tokens
+    for name, value in {
+        "BEDROCK_MODEL_ID": "anthropic.claude-3-haiku-20240307-v1:0",
+        "BEDROCK_DEADLINE_SECONDS": "20",
+        "REPLY_DEADLINE_SECONDS": "23",
+        "REPLY_MAX_TOKENS": "1024",
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("BEDROCK_FALLBACK_MODEL_ID", raising=False)
+    env.reset()
+    model = message.responder()
+    # Then the chat's responder has them, and asks the model for at most that many tokens
+    assert isinstance(model, CappedResponder)
+    assert isinstance(model.inner, BedrockResponder)
+    assert (model.inner.deadline_seconds, model.inner.max_output_tokens) == (23.0, 1024)
+    assert model.inner.request([Turn("s", 1, Role.USER, "hi", 0, 0)])["inferenceConfig"]["maxTokens"] == 1024
+
+
+def test_a_reply_the_model_stops_at_max_tokens_is_stored_and_its_final_frame_says_it_can_continue(
+    ws: DynamoSessionStore, bedrock: Any
+) -> None:
+    # Given a model that stops at its output budget
+    session_id = onboarded()
+    StreamAnswers(bedrock, reply_events(LONG_REPLY, stop_reason="max_tokens"))
+    # When the customer writes
+    send("Recommend a shonen series")
+    # Then the reply so far is stored, marked as stopped there, and the final frame offers to continue
+    stored = ws.turns.list_turns(session_id).items[-1]
+    assert (stored.content, stored.stopped) == (LONG_REPLY, "max_tokens")
+    final = sent_frames(CONN)[-1]
+    assert (final["type"], final["turn_number"], final["stopped"], final["can_continue"]) == (
+        "final",
+        stored.turn_number,
+        "max_tokens",
+        True,
+    )

@@ -1,0 +1,162 @@
+"""``continue``: the customer asks for the rest of a reply that stopped before the model had finished it.
+
+Client frame::
+
+    {"action": "continue"}
+
+A reply stops early at the model's output budget (Bedrock's stopReason ``max_tokens``) or at the
+reply's deadline. It is stored as it is, and its ``final`` frame says so: ``"stopped":
+"max_tokens"`` (or ``"deadline"``) and ``"can_continue": true``. The Message Lambda hands a
+``continue`` frame here:
+
+1. The frame is validated, the caller must be a customer, and the message path's admission applies
+   (the connection names the session; the same rate buckets, since a continuation calls the model).
+2. The session must accept turns and have no agent (nor one waiting to take it), and its newest
+   turn must be a reply that stopped early. Refused with an error frame, nothing changed:
+   ``nothing_to_continue``, ``session_in_handoff``, ``session_closed``, ``session_not_ready``.
+3. A ``continuing`` frame names the reply to continue; the model gets the transcript and an
+   instruction to go on from where the reply stopped (the instruction is not stored), and the
+   rest streams like any reply: ``delta`` frames, then ``final`` with ``continues`` (the cut
+   reply's turn number). It is stored as the next turn; it may stop early again, and be continued.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from aws_lambda_powertools import Logger
+from botocore.exceptions import BotoCoreError, ClientError
+
+from contracts.chat import CONTINUE
+from lambdas.shared import keys
+from lambdas.shared.logs import masked_formatter
+from lambdas.shared.records import TURN_ACCEPTING, Role, Session, SessionStatus, Turn
+from lambdas.shared.settings import settings
+from lambdas.shared.store import AcceptedMessage, ChatContext, DynamoSessionStore
+from lambdas.shared.store.handoffs import WAITING_STATUSES
+from lambdas.usecases import send_message
+from lambdas.ws.frames import FrameError, RouteContext, error_frame, rate_limited_frame, read_frame
+
+logger = Logger(logger_formatter=masked_formatter())
+
+Send = Callable[[Mapping[str, Any]], bool]
+#: Streams the rest of the cut reply (its turn number second) and returns the outcome.
+Answer = Callable[[AcceptedMessage, int], str]
+
+#: What the model is asked after the transcript; the customer's turns are untouched by it.
+CONTINUE_PROMPT: Final = (
+    "Your previous answer was cut off. Continue it exactly where it stopped, without repeating any of it "
+    "and without starting over."
+)
+
+NOTHING_TO_CONTINUE: Final = error_frame(
+    "nothing_to_continue",
+    "There is no reply to continue: the latest reply was complete. Send a new message instead; nothing was changed.",
+)
+IN_HANDOFF: Final = error_frame(
+    "session_in_handoff",
+    "A support agent is handling this chat, so the assistant cannot continue its reply; nothing was changed.",
+)
+SESSION_CLOSED: Final = error_frame("session_closed", "This chat session has ended. Reconnect to start a new one.")
+NOT_READY: Final = error_frame(
+    "session_not_ready", "Your chat session is still starting. Please try again in a moment."
+)
+NOT_CONTINUED: Final = error_frame(
+    "continue_failed",
+    "We could not continue the reply because of a problem on our side; nothing was changed. Try again.",
+)
+FORBIDDEN: Final = error_frame(
+    "forbidden", "This connection is not signed in as a customer. Reconnect with a customer token."
+)
+
+
+class Refused(Exception):
+    """A continue that changes nothing: ``frame`` says why, ``outcome`` names it."""
+
+    def __init__(self, frame: Mapping[str, Any], outcome: str) -> None:
+        super().__init__(outcome)
+        self.frame = frame
+        self.outcome = outcome
+
+
+@dataclass(frozen=True)
+class CutReply:
+    """The newest turn, a reply cut short; ``accepted`` is what the rest is answered from."""
+
+    turn: Turn
+    accepted: AcceptedMessage
+
+
+def wants_continue(body: str | None) -> bool:
+    """Whether a frame asks to continue (a malformed frame does not: the message path reports it)."""
+    try:
+        return read_frame(body).get("action") == CONTINUE
+    except FrameError:
+        return False
+
+
+def continuing_frame(cut: CutReply) -> dict[str, Any]:
+    """The rest of reply ``turn_number`` (to the customer's turn ``reply_to``) follows, as deltas then ``final``."""
+    return {
+        "type": "continuing",
+        "session_id": cut.turn.session_id,
+        "reply_to": cut.accepted.turn.turn_number,
+        "turn_number": cut.turn.turn_number,
+    }
+
+
+def handle_continue(store: DynamoSessionStore, ctx: RouteContext, body: str | None, send: Send, answer: Answer) -> str:
+    """Run a continue frame (see the module docstring); returns the outcome (for logs and tests)."""
+    try:
+        read_frame(body)
+    except FrameError as err:
+        send(error_frame(err.code, str(err)))
+        return f"refused:{err.code}"
+    if ctx.customer_id is None:
+        send(FORBIDDEN)
+        return "refused:forbidden"
+    try:
+        cut = _cut_reply(store, ctx.connection_id, ctx.customer_id)
+    except Refused as refused:
+        send(refused.frame)
+        return refused.outcome
+    except (ClientError, BotoCoreError):
+        logger.exception("continue not read")
+        send(NOT_CONTINUED)
+        return "continue_failed"
+    logger.info("continuing", extra={"session_id": cut.turn.session_id, "turn_number": cut.turn.turn_number})
+    if not send(continuing_frame(cut)):
+        return "gone"
+    return answer(cut.accepted, cut.turn.turn_number)
+
+
+def _cut_reply(store: DynamoSessionStore, connection_id: str, customer_id: str) -> CutReply:
+    """The session's newest turn if it is a reply cut short, with the context to continue it; else Refused."""
+    gate = send_message.admit(store, connection_id, customer_id)
+    if gate.connection is None:
+        raise Refused(NOT_READY, send_message.NOT_READY)
+    if not gate.admission.admitted:
+        raise Refused(rate_limited_frame(gate.admission.retry_after_seconds), send_message.RATE_LIMITED)
+    session = store.sessions.get_session(gate.connection.session_id)
+    if session is None or session.customer_id != customer_id or session.status not in TURN_ACCEPTING:
+        raise Refused(SESSION_CLOSED, "refused:session_closed")
+    if session.status == SessionStatus.HANDOFF or _agent_waits(store, session):
+        raise Refused(IN_HANDOFF, "refused:session_in_handoff")
+    turns = store.turns.turns_before(session.session_id, session.turn_count + 1, limit=settings().context_turns)
+    last = turns[-1] if turns else None
+    question = next((t for t in reversed(turns) if t.role == Role.USER), None)
+    if last is None or last.role != Role.ASSISTANT or not last.stopped or question is None:
+        raise Refused(NOTHING_TO_CONTINUE, "refused:nothing_to_continue")
+    ask = Turn(session.session_id, last.turn_number + 1, Role.USER, CONTINUE_PROMPT, last.created_at, last.ttl)
+    context = ChatContext([*turns, ask], store.turns.latest_summary(session.session_id))
+    return CutReply(last, AcceptedMessage(session, question, context))
+
+
+def _agent_waits(store: DynamoSessionStore, session: Session) -> bool:
+    """Whether the session's handoff still waits for its agent (who will answer, not the model)."""
+    if session.current_handoff_id is None:
+        return False
+    handoff = store.table.get(keys.handoff_key(session.session_id, session.current_handoff_id))
+    return handoff is not None and handoff.get("status") in WAITING_STATUSES
