@@ -41,8 +41,10 @@ from lambdas.shared.errors import AgentNotFound
 from lambdas.shared.logs import masked_formatter
 from lambdas.shared.records import Agent
 from lambdas.shared.settings import store as store
+from lambdas.shared.store import preload
 from lambdas.shared.tracing import tracer
 
+preload("agents")  # used by its invocations: loaded at init, not by the first one
 logger = Logger(logger_formatter=masked_formatter())
 
 

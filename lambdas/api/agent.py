@@ -75,12 +75,13 @@ from lambdas.shared.errors import (
 from lambdas.shared.logs import masked_formatter
 from lambdas.shared.records import AgentStatus, Handoff, HandoffStatus, Role, Session, SessionStatus
 from lambdas.shared.settings import store as store
-from lambdas.shared.store import WAITING_FOR_AGENT, WAITING_FOR_REPLY, HandoffClosed
+from lambdas.shared.store import WAITING_FOR_AGENT, WAITING_FOR_REPLY, HandoffClosed, preload
 from lambdas.shared.text import hidden_character
 from lambdas.shared.tracing import tracer
 from lambdas.usecases.close_handoff import close_handoff
 from lambdas.ws import frames
 
+preload("agents")  # used by its invocations: loaded at init, not by the first one
 logger = Logger(logger_formatter=masked_formatter())
 
 AGENT_ROLE: Final = "agent"

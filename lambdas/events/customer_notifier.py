@@ -49,9 +49,10 @@ from lambdas.shared.logs import masked_formatter
 from lambdas.shared.records import TURN_ACCEPTING, HandoffStatus, Role, SessionStatus
 from lambdas.shared.settings import optional_resource
 from lambdas.shared.settings import store as store
-from lambdas.shared.store import DynamoSessionStore
+from lambdas.shared.store import DynamoSessionStore, preload
 from lambdas.shared.tracing import tracer
 
+preload("handoffs", "inbox", "sessions")  # used by its invocations: loaded at init, not by the first one
 logger = Logger(logger_formatter=masked_formatter())
 processor = BatchProcessor(event_type=EventType.SQS)
 

@@ -25,8 +25,10 @@ from lambdas.events.messages import EVENT_HANDOFF_WAITING, InvalidMessage, parse
 from lambdas.shared import keys
 from lambdas.shared.logs import masked_formatter
 from lambdas.shared.settings import store as store
+from lambdas.shared.store import preload
 from lambdas.shared.tracing import tracer
 
+preload("inbox")  # used by its invocations: loaded at init, not by the first one
 logger = Logger(logger_formatter=masked_formatter())
 processor = BatchProcessor(event_type=EventType.SQS)
 

@@ -34,9 +34,10 @@ from lambdas.shared import aws, keys
 from lambdas.shared.logs import masked_formatter
 from lambdas.shared.settings import resource
 from lambdas.shared.settings import store as store
-from lambdas.shared.store import InboxWrite
+from lambdas.shared.store import InboxWrite, preload
 from lambdas.shared.tracing import tracer
 
+preload("handoffs")  # used by its invocations: loaded at init, not by the first one
 logger = Logger(logger_formatter=masked_formatter())
 processor = BatchProcessor(event_type=EventType.SQS)
 

@@ -17,7 +17,9 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from lambdas.shared.logs import masked_formatter
 from lambdas.shared.records import SessionStatus
 from lambdas.shared.settings import store as store
+from lambdas.shared.store import preload
 
+preload("sessions")  # used by its invocations: loaded at init, not by the first one
 logger = Logger(logger_formatter=masked_formatter())
 metrics = Metrics()
 

@@ -50,8 +50,10 @@ from lambdas.shared.schema import SORT_KEY
 from lambdas.shared.serialize import public
 from lambdas.shared.settings import resource, settings
 from lambdas.shared.settings import store as store
+from lambdas.shared.store import preload
 from lambdas.shared.tracing import tracer
 
+preload("sessions")  # used by its invocations: loaded at init, not by the first one
 logger = Logger(logger_formatter=masked_formatter())
 
 COUNTERS: Final = ("sessions_seen", "sessions_archived", "sessions_failed", "items_deleted")

@@ -78,11 +78,19 @@ from lambdas.shared.logs import masked_formatter
 from lambdas.shared.records import HandoffStatus, SessionStatus
 from lambdas.shared.settings import resource, settings
 from lambdas.shared.settings import store as store
-from lambdas.shared.store import WAITING_FOR_AGENT, WAITING_FOR_REPLY, AgentActive, HandoffConflict, SessionNotActive
+from lambdas.shared.store import (
+    WAITING_FOR_AGENT,
+    WAITING_FOR_REPLY,
+    AgentActive,
+    HandoffConflict,
+    SessionNotActive,
+    preload,
+)
 from lambdas.shared.store.inbox import InboxItem
 from lambdas.shared.tracing import tracer
 from lambdas.usecases import assign_agent
 
+preload("agents")  # used by its invocations: loaded at init, not by the first one
 logger = Logger(logger_formatter=masked_formatter())
 
 #: How many candidates one reservation tries when concurrent handoffs take the first ones.

@@ -76,6 +76,10 @@ class HandoffStatus(StrEnum):
     FAILED = "failed"
 
 
+#: The statuses of a handoff that waits for someone to take it (an agent, or a manager).
+WAITING_STATUSES: Final = (HandoffStatus.QUEUED, HandoffStatus.ESCALATED)
+
+
 class AgentStatus(StrEnum):
     AVAILABLE = "available"
     BUSY = "busy"

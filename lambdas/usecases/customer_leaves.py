@@ -32,9 +32,9 @@ from lambdas.shared.errors import (
     SessionNotFound,
 )
 from lambdas.shared.logs import masked_formatter
-from lambdas.shared.records import TURN_ACCEPTING, Handoff, HandoffStatus, Session, SessionStatus
+from lambdas.shared.records import TURN_ACCEPTING, WAITING_STATUSES, Handoff, HandoffStatus, Session, SessionStatus
 from lambdas.shared.store import DynamoSessionStore
-from lambdas.shared.store.handoffs import WAITING_STATUSES, HandoffClosed
+from lambdas.shared.store.handoffs import HandoffClosed
 from lambdas.shared.store.table import Cancelled, Transaction, read_modify_write, require_id
 from lambdas.usecases.close_handoff import MAX_CLOSE_READS, close_handoff, require_resolution
 

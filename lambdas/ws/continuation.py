@@ -32,10 +32,9 @@ from botocore.exceptions import BotoCoreError, ClientError
 from contracts.chat import CONTINUE
 from lambdas.shared import keys
 from lambdas.shared.logs import masked_formatter
-from lambdas.shared.records import TURN_ACCEPTING, Role, Session, SessionStatus, Turn
+from lambdas.shared.records import TURN_ACCEPTING, WAITING_STATUSES, Role, Session, SessionStatus, Turn
 from lambdas.shared.settings import settings
 from lambdas.shared.store import AcceptedMessage, ChatContext, DynamoSessionStore
-from lambdas.shared.store.handoffs import WAITING_STATUSES
 from lambdas.usecases import send_message
 from lambdas.ws.frames import FrameError, RouteContext, error_frame, rate_limited_frame, read_frame
 

@@ -31,7 +31,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any, Final
 
-from contracts.chat import ACTIONS, SEND_MESSAGE
+from contracts.chat import ACTIONS, REWIND, SEND_MESSAGE
 from lambdas.shared.text import hidden_character
 
 MAX_TEXT_CHARS: Final = 4000
@@ -124,6 +124,14 @@ def read_frame(body: str | None) -> dict[str, Any]:
     if action not in ACTIONS:
         raise FrameError("unknown_action", unknown_action_frame(action)["message"])
     return frame
+
+
+def wants_rewind(body: str | None) -> bool:
+    """Whether a frame asks for a rewind (a malformed frame does not: the message path reports it)."""
+    try:
+        return read_frame(body).get("action") == REWIND
+    except FrameError:
+        return False
 
 
 def checked_text(text: object) -> str:

@@ -51,9 +51,8 @@ from lambdas.shared.store import AcceptedMessage, ChatContext, DynamoSessionStor
 from lambdas.shared.tracing import tracer
 from lambdas.usecases import send_message
 from lambdas.usecases.rewind import chat_responder
-from lambdas.ws import continuation, rewind, runtime
+from lambdas.ws import continuation, runtime
 from lambdas.ws.deltas import DeltaCoalescer
-from lambdas.ws.disconnect import disconnect_connection
 from lambdas.ws.frames import (
     FrameError,
     RouteContext,
@@ -67,6 +66,7 @@ from lambdas.ws.frames import (
     rate_limited_frame,
     reply_blocked_frame,
     route_context,
+    wants_rewind,
 )
 
 logger = Logger(logger_formatter=masked_formatter())
@@ -129,7 +129,9 @@ REFUSALS: Final = {
 
 def handle_message(store: DynamoSessionStore, model: Responder, ctx: RouteContext, body: str | None, send: Send) -> str:
     """Run the message path for one frame; returns the outcome (for logs and tests)."""
-    if rewind.wants_rewind(body):
+    if wants_rewind(body):
+        from lambdas.ws import rewind  # an edit of the chat is rare: its module loads with the first one
+
         return rewind.handle_rewind(store, ctx, body, send, lambda accepted: answer(store, model, accepted, send))
     if continuation.wants_continue(body):
         return continuation.handle_continue(
@@ -290,6 +292,9 @@ def sender(store: DynamoSessionStore, ctx: RouteContext) -> Send:
     def send(frame: Mapping[str, Any]) -> bool:
         if post_to_connection(endpoint, ctx.connection_id, frame):
             return True
+        # Imported here: a client gone mid-chat is rare, and the disconnect loads the handoff workflow's code.
+        from lambdas.ws.disconnect import disconnect_connection
+
         outcome = disconnect_connection(store, ctx.connection_id)
         logger.info("connection gone", extra={"connection_id": ctx.connection_id, "outcome": outcome})
         return False

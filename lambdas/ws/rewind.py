@@ -29,7 +29,6 @@ from typing import Any, Final
 from aws_lambda_powertools import Logger
 from botocore.exceptions import BotoCoreError, ClientError
 
-from contracts.chat import REWIND
 from lambdas.shared import idempotency
 from lambdas.shared.errors import (
     InvalidInput,
@@ -77,14 +76,6 @@ REFUSALS: Final[Mapping[str, Mapping[str, Any]]] = {
     ),
     send_message.NOT_SAVED: NOT_REWOUND,
 }
-
-
-def wants_rewind(body: str | None) -> bool:
-    """Whether a frame asks for a rewind (a malformed frame does not: the message path reports it)."""
-    try:
-        return read_frame(body).get("action") == REWIND
-    except FrameError:
-        return False
 
 
 def parse_rewind(body: str | None) -> tuple[int, str | None, str | None]:

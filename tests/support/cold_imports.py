@@ -42,10 +42,24 @@ HEAVY: Final = (
     "jwt",
     "cryptography",
     "lambdas.shared.tokens",  # PyJWT and cryptography: the two authorizers only
-    "lambdas.shared.store",  # the data-access layer, every aggregate of it
+    "lambdas.shared.store",  # the data-access layer: its core and the chat's repositories
+    # The repositories the store builds on first use: a function loads one at import only when its
+    # invocations use it (``preload``), and the chat's functions load none they do not need.
+    "lambdas.shared.store.sessions",
+    "lambdas.shared.store.handoffs",
+    "lambdas.shared.store.agents",
+    "lambdas.shared.store.inbox",
+    # Loaded by the Message Lambda only when a client is gone (410) or edits the chat.
+    "lambdas.ws.disconnect",
+    "lambdas.ws.rewind",
 )
 
 _TRACED: Final = frozenset({"boto3", "lambdas.shared.store", "aws_xray_sdk"})
+_SESSIONS: Final = frozenset({"lambdas.shared.store.sessions"})
+#: The handoffs repository loads the sessions and inbox ones it writes through.
+_HANDOFFS: Final = _SESSIONS | {"lambdas.shared.store.handoffs", "lambdas.shared.store.inbox"}
+_AGENTS: Final = frozenset({"lambdas.shared.store.agents"})
+_INBOX: Final = frozenset({"lambdas.shared.store.inbox"})
 _ROUTES: Final = _TRACED | {"aws_lambda_powertools.event_handler", "fastjsonschema"}
 _BATCHES: Final = _TRACED | {"aws_lambda_powertools.utilities.batch"}
 _NOTIFIES: Final = _BATCHES | {"aws_lambda_powertools.utilities.idempotency"}
@@ -54,32 +68,35 @@ _VERIFIES: Final = frozenset({"jwt", "cryptography", "lambdas.shared.tokens"})
 #: Per handler module, the heavy modules its import may load.
 ALLOWED: Final[Mapping[str, frozenset[str]]] = MappingProxyType(
     {
-        "lambdas.api.admin_agents": _ROUTES,
-        "lambdas.api.agent": _ROUTES,
+        "lambdas.api.admin_agents": _ROUTES | _AGENTS,
+        "lambdas.api.agent": _ROUTES | _HANDOFFS | _AGENTS,
         "lambdas.api.authorizer": _VERIFIES,
-        "lambdas.api.customers": _ROUTES,
-        "lambdas.api.rest": _ROUTES,
+        "lambdas.api.customers": _ROUTES | _HANDOFFS,
+        "lambdas.api.rest": _ROUTES | _HANDOFFS,
         "lambdas.events.audit_lock": _TRACED,
-        "lambdas.events.customer_notifier": _NOTIFIES,
-        "lambdas.events.dashboard": _BATCHES,
-        "lambdas.events.escalation": _BATCHES,
+        "lambdas.events.customer_notifier": _NOTIFIES | _HANDOFFS,
+        "lambdas.events.dashboard": _BATCHES | _INBOX,
+        "lambdas.events.escalation": _BATCHES | _HANDOFFS,
         "lambdas.events.handoff_metrics": frozenset(),
         "lambdas.events.metrics": frozenset(),
         "lambdas.events.router": _BATCHES,
-        "lambdas.events.sessions_gauge": frozenset({"boto3", "lambdas.shared.store"}),
+        "lambdas.events.sessions_gauge": frozenset({"boto3", "lambdas.shared.store"}) | _SESSIONS,
         "lambdas.events.summary": _TRACED,
-        "lambdas.orchestration.cleanup_worker": _TRACED,
-        "lambdas.orchestration.erasure": _TRACED,
+        "lambdas.orchestration.cleanup_worker": _TRACED | _SESSIONS,
+        "lambdas.orchestration.erasure": _TRACED | _HANDOFFS,
         "lambdas.orchestration.export_notifier": _NOTIFIES,
         # Scores facts it is handed: no AWS client, no store.
         "lambdas.orchestration.export_risk": frozenset({"aws_xray_sdk"}),
-        "lambdas.orchestration.handoff": _BATCHES,
+        "lambdas.orchestration.handoff": _BATCHES | _HANDOFFS | _AGENTS,
         "lambdas.ws.authorizer": _VERIFIES,
+        # A new chat needs no session read: the sessions repository loads with a resume's first one.
         "lambdas.ws.connect": _TRACED,
         "lambdas.ws.default": frozenset(),
-        "lambdas.ws.disconnect": _TRACED,
+        # The customer leaves: the session and a handoff in progress (lambdas.usecases.customer_leaves).
+        "lambdas.ws.disconnect": _TRACED | _HANDOFFS | {"lambdas.ws.disconnect"},
+        # The chat's turns, connections and rate limits only.
         "lambdas.ws.message": _TRACED,
-        "lambdas.ws.onboarding": _TRACED,
+        "lambdas.ws.onboarding": _TRACED | _HANDOFFS | {"lambdas.ws.disconnect"},
         "gate_runtime.decide": frozenset({"boto3"}),
         "gate_runtime.request": frozenset({"boto3"}),
     }

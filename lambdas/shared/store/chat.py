@@ -43,11 +43,10 @@ from lambdas.shared.errors import (
     SessionInHandoff,
     SessionNotFound,
 )
-from lambdas.shared.records import Connection, Role, Session, SessionStatus, Summary, Turn
+from lambdas.shared.records import WAITING_STATUSES, Connection, Role, Session, SessionStatus, Summary, Turn
 from lambdas.shared.schema import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE
 from lambdas.shared.store.connections import Connections
 from lambdas.shared.store.expressions import Expr, Update
-from lambdas.shared.store.handoffs import WAITING_STATUSES
 from lambdas.shared.store.limits import CONNECTION_SCOPE, CUSTOMER_SCOPE, Admission, Limits
 from lambdas.shared.store.table import (
     MAX_PAGE_SIZE,

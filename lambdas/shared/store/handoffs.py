@@ -25,7 +25,7 @@ from typing import Any, Final
 from contracts.priorities import DEFAULT_PRIORITY, PRIORITIES, is_priority
 from lambdas.shared import keys
 from lambdas.shared.errors import Conflict, HandoffNotFound, InvalidInput, SessionNotFound
-from lambdas.shared.records import Handoff, HandoffStatus, Session, SessionStatus
+from lambdas.shared.records import WAITING_STATUSES, Handoff, HandoffStatus, Session, SessionStatus
 from lambdas.shared.schema import PARTITION_KEY
 from lambdas.shared.store.expressions import Expr, Update
 from lambdas.shared.store.inbox import delete_items, untrue_after
@@ -45,8 +45,6 @@ WAITING_FOR_REPLY: Final = "reply"
 _WAITING: Final = frozenset({WAITING_FOR_AGENT, WAITING_FOR_REPLY})
 #: Statuses from which a handoff record may (again) become ``assigned``.
 ASSIGNABLE: Final = (HandoffStatus.QUEUED, HandoffStatus.ESCALATED)
-#: The statuses of a handoff that waits for someone to take it (an agent, or a manager).
-WAITING_STATUSES: Final = (HandoffStatus.QUEUED, HandoffStatus.ESCALATED)
 #: The handoff attribute naming the agent a re-queued handoff was taken from.
 PREVIOUS_AGENT: Final = "previous_agent_id"
 #: How often a status change re-reads a handoff whose agent changed between the read and the write.
