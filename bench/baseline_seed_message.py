@@ -8,7 +8,7 @@ same stage:
 2. Each turn is its own PutItem, and the session item is put back whole with the new count: two
    writes per turn, nothing batched.
 3. Two Queries: the newest turns, the latest summary. One model call (the app's responder, so
-   prompt and tokens match), the reply stored as in 2, then posted as one frame.
+   prompt and tokens match), read to its end, the reply stored as in 2, then posted as one frame.
 
 It has no rate limits (the app takes one token per message from two buckets) and reports no
 errors to the customer; both favour it in the count. Items have the app's shapes (the record
@@ -59,7 +59,10 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         os.environ["BEDROCK_MODEL_ID"], max_context_tokens=int(os.environ.get("CONTEXT_MAX_TOKENS", "3000"))
     )
     turns = [Turn.from_item(_plain(item)) for item in reversed(newest)]
-    reply = model.reply(turns, summary=Summary.from_item(latest[0]) if latest else None)
+    # The whole reply, then one frame. ConverseStream read to its end, as the stage's function is
+    # allowed to call the model only so (a Converse would be refused).
+    pieces = model.stream(turns, summary=Summary.from_item(latest[0]) if latest else None)
+    reply = "".join(piece for piece in pieces if isinstance(piece, str))
     number = _append(table, meta, Role.ASSISTANT, reply)
     endpoint = f"https://{request['domainName']}/{request['stage']}"
     frame = message_frame(role=str(Role.ASSISTANT), session_id=session_id, turn_number=number, text=reply)

@@ -11,6 +11,14 @@ owners, so the router reports exactly those records in ``batchItemFailures``.
 A whole call that raises (throttling, 5xx) is retried the same way, on single-attempt clients so
 botocore does not multiply the calls; an error that a retry cannot fix (validation, access
 denied) fails the chunk at once.
+
+Firehose bills every record rounded up to the next 5 KB ("Amazon Data Firehose pricing": a 3 KB
+record is billed as 5 KB, and the rounding is per record, not per call), and a router line is
+well under 1 KB. A :class:`FirehoseWriter` that ``pack``s puts consecutive lines into one record,
+up to :data:`FIREHOSE_MAX_RECORD_BYTES`: a stream into S3 writes its records' bytes one after the
+other, so the objects hold the same newline-delimited lines either way, and Athena's JSON SerDe
+reads them one line at a time. A record is delivered or failed whole, so every line of a record
+that finally failed is reported (its owners retry; readers de-duplicate on ``event_id``).
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ __all__ = [
     "EVENTS_MAX_ENTRIES",
     "FIREHOSE_MAX_BYTES",
     "FIREHOSE_MAX_RECORDS",
+    "FIREHOSE_MAX_RECORD_BYTES",
     "SNS_MAX_BYTES",
     "SNS_MAX_ENTRIES",
     "AsyncInvoker",
@@ -36,11 +45,14 @@ __all__ = [
     "FirehoseWriter",
     "TopicWriter",
     "chunked",
+    "packed",
     "send_with_retries",
 ]
 
 FIREHOSE_MAX_RECORDS: Final = 500
 FIREHOSE_MAX_BYTES: Final = 4 * 1024 * 1024
+#: Firehose's largest record, before base64 encoding: 1,000 KiB.
+FIREHOSE_MAX_RECORD_BYTES: Final = 1000 * 1024
 EVENTS_MAX_ENTRIES: Final = 10
 EVENTS_MAX_BYTES: Final = 256 * 1024
 SNS_MAX_ENTRIES: Final = 10
@@ -63,21 +75,50 @@ def chunked(entries: Sequence[Entry[T]], *, max_count: int, max_bytes: int) -> I
         yield chunk
 
 
+def packed(lines: Sequence[tuple[str, bytes]], *, max_bytes: int) -> list[tuple[set[str], bytes]]:
+    """Consecutive ``(owner, line)`` pairs joined into records of at most ``max_bytes``, with their owners.
+
+    The lines keep their order; a line longer than ``max_bytes`` is a record of its own.
+    """
+    records: list[tuple[set[str], bytes]] = []
+    owners: set[str] = set()
+    parts: list[bytes] = []
+    size = 0
+    for owner, line in lines:
+        if parts and size + len(line) > max_bytes:
+            records.append((owners, b"".join(parts)))
+            owners, parts, size = set(), [], 0
+        owners.add(owner)
+        parts.append(line)
+        size += len(line)
+    if parts:
+        records.append((owners, b"".join(parts)))
+    return records
+
+
 @dataclass
 class FirehoseWriter:
-    """PutRecordBatch of newline-delimited JSON records, 500 records / 4 MiB per call."""
+    """PutRecordBatch of newline-delimited JSON lines, 500 records / 4 MiB per call.
+
+    ``pack``: several lines to a record, up to :data:`FIREHOSE_MAX_RECORD_BYTES` (see the module
+    docstring), for a stream into S3. Defaults to one line per record, which a destination that
+    takes a record as one document (OpenSearch) needs.
+    """
 
     client: Any
     stream_name: str
     backoff: Backoff = field(default_factory=Backoff)
+    pack: bool = False
 
     def write(self, entries: Sequence[Entry[dict[str, Any]]]) -> set[str]:
-        """Deliver every entry; returns the owners of entries that finally failed."""
-        records = [Entry(e.owner, {"Data": _ndjson(e.payload)}, 0) for e in entries]
-        records = [Entry(r.owner, r.payload, len(r.payload["Data"])) for r in records]
+        """Deliver every entry; returns the owners of entries whose record finally failed."""
+        lines = [(e.owner, _ndjson(e.payload)) for e in entries]
+        groups = packed(lines, max_bytes=FIREHOSE_MAX_RECORD_BYTES) if self.pack else [({o}, line) for o, line in lines]
+        records = [Entry(str(n), {"Data": data}, len(data)) for n, (_, data) in enumerate(groups)]
         failed: set[str] = set()
         for chunk in chunked(records, max_count=FIREHOSE_MAX_RECORDS, max_bytes=FIREHOSE_MAX_BYTES):
-            failed.update(e.owner for e in send_with_retries(chunk, self._send, self.backoff))
+            for record in send_with_retries(chunk, self._send, self.backoff):
+                failed |= groups[int(record.owner)][0]
         return failed
 
     def _send(self, records: list[dict[str, Any]]) -> list[bool]:

@@ -11,10 +11,12 @@ How a batch is processed, and why the response is assembled here:
 2. After the loop the outgoing entries of all good records are flushed together: ONE Firehose
    PutRecordBatch per 500 records / 4 MiB, PutEvents and SNS PublishBatch in chunks of 10, one
    async Invoke per summary trigger (every N-th turn only), and the audit lines the same way as
-   analytics, to the audit trail's own delivery stream (into the Object Lock bucket). Where the
-   stage has a search collection (``SEARCH_STREAM_NAME`` set), the analytics lines also go, in one
-   more PutRecordBatch, to its delivery stream. Each writer retries only the entries the service
-   reported failed, bounded and jittered.
+   analytics, to the audit trail's own delivery stream (into the Object Lock bucket). The
+   analytics and audit lines are packed several to a Firehose record, which Firehose bills at
+   5 KB at least (:mod:`lambdas.events.delivery`). Where the stage has a search collection
+   (``SEARCH_STREAM_NAME`` set), the analytics lines also go, in one more PutRecordBatch, one
+   line a record (a document each), to its delivery stream. Each writer retries only the
+   entries the service reported failed, bounded and jittered.
 3. A record whose entries finally failed is added to the processor's ``batchItemFailures``.
    Calling the services per record inside the handler would keep Powertools' response as is,
    but would cost one call per record per service (195 calls instead of 12 for a 100-record
@@ -25,7 +27,10 @@ Idempotency: every entry carries ``event_id`` (the stream eventID) and summaries
 conditional writes; a replayed batch therefore changes nothing that is keyed. Firehose delivers
 at least once, so a replay can repeat analytics and audit lines: they carry the same
 ``event_id`` (and the record's sequence number), and readers de-duplicate on it.
-Every change is also logged as one structured JSON line (``stream change``, key ``audit``).
+Every change is also logged: one structured JSON line per batch (``stream changes``, key
+``audit``: the audit records the audit stream got, in stream order, at most
+:data:`AUDIT_LOG_RECORDS` to a line), which says each change once without repeating a line's
+fixed fields per change.
 
 Analytics lines carry a customer's pseudonym, never the id: HMAC-SHA256 under the stage's
 pseudonym key, the secret ``PSEUDONYM_SECRET_ARN`` names, read once per container.
@@ -59,6 +64,10 @@ from lambdas.shared.settings import settings as stage_settings
 from lambdas.shared.tracing import tracer
 
 logger = Logger(logger_formatter=masked_formatter())
+
+#: Audit records per ``stream changes`` log line: about 500 bytes each, well under CloudWatch
+#: Logs' 256 KB event size.
+AUDIT_LOG_RECORDS = 100
 
 #: The variable naming the stage's pseudonym secret (``stacks/pseudonyms.py``).
 PSEUDONYM_KEY_VARIABLE = "PSEUDONYM_SECRET_ARN"
@@ -105,8 +114,8 @@ class Sinks:
         b = backoff or Backoff()
         firehose = client("firehose")
         return cls(
-            analytics=FirehoseWriter(firehose, s.analytics_stream, b),
-            audit=FirehoseWriter(firehose, s.audit_stream, b),
+            analytics=FirehoseWriter(firehose, s.analytics_stream, b, pack=True),
+            audit=FirehoseWriter(firehose, s.audit_stream, b, pack=True),
             bus=EventBusWriter(client("events"), b),
             topic=TopicWriter(client("sns"), s.handoff_topic_arn, b),
             summaries=AsyncInvoker(client("lambda"), s.summary_function, b),
@@ -143,8 +152,13 @@ class RouterBatch:
             record, summary_interval=self.summary_interval, bus_name=self.bus_name, pseudonymise=self.pseudonymise
         )
         self.routed.append(actions)
-        logger.info("stream change", extra={"audit": actions.audit})
         return actions.change.sequence_number
+
+    def log_changes(self) -> None:
+        """The batch's audit records as ``stream changes`` log lines, :data:`AUDIT_LOG_RECORDS` at most to a line."""
+        for start in range(0, len(self.routed), AUDIT_LOG_RECORDS):
+            chunk = self.routed[start : start + AUDIT_LOG_RECORDS]
+            logger.info("stream changes", extra={"audit": [a.audit for a in chunk]})
 
     def flush(self, out: Sinks) -> set[str]:
         """Send everything; the sequence numbers of records with a finally failed entry."""
@@ -177,6 +191,7 @@ def route(
         event=event, record_handler=batch.record_handler, processor=processor, context=context
     )
     failed = {f["itemIdentifier"] for f in response.get("batchItemFailures", [])}
+    batch.log_changes()
     delivery_failed = batch.flush(out)
     if delivery_failed:
         logger.warning("downstream delivery failed", extra={"sequence_numbers": sorted(delivery_failed)})

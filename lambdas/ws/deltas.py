@@ -10,15 +10,20 @@ a call, a frame and a client repaint for every few characters. :class:`DeltaCoal
    - holds :data:`MAX_CHARS` characters (a long sentence still moves), or
    - ends a sentence (``.``, ``!``, ``?``, an ellipsis, their Japanese full-width forms, or a
      line break, then any closing quotes or brackets) and holds at least
-     :data:`MIN_SENTENCE_CHARS` (so "e.g." or "vol. 3" is not a frame of its own), or
+     :data:`MIN_SENTENCE_CHARS` (a frame holds a sentence or two, and "e.g." or "vol. 3" is
+     never a frame's end), or
    - began :data:`MAX_WAIT_SECONDS` ago or more (no text waits longer while the model writes).
 
    The rules are checked when text arrives (there is no timer): text buffered when the model
    pauses goes out with the next text or at the end.
 3. The end of the reply posts what is left.
 
-A reply of N tokens at a model's 30-100 tokens a second costs about one post per sentence, some
-N/15 posts plus the final frame, against N one post per token would.
+Why frames this size: API Gateway bills a WebSocket message per 32 KB ("Amazon API Gateway
+pricing"), so a frame of 4 characters costs what one of 400 does, and a model writes 10-20 times
+faster than a customer reads (some 100-500 characters a second against 20-30): after the first
+words, a frame every 200 characters or every second keeps the text well ahead of the reader. A
+reply of N tokens costs some N/50 posts plus the final frame (a 150-token reply: 3 and the
+final), against N one post per token would.
 """
 
 from __future__ import annotations
@@ -28,9 +33,9 @@ import time
 from collections.abc import Callable
 from typing import Final
 
-MAX_CHARS: Final = 160
-MIN_SENTENCE_CHARS: Final = 24
-MAX_WAIT_SECONDS: Final = 0.25
+MAX_CHARS: Final = 480
+MIN_SENTENCE_CHARS: Final = 200
+MAX_WAIT_SECONDS: Final = 1.0
 _SENTENCE_END: Final = re.compile("([.!?\u2026\u3002\uff01\uff1f]|\n)[\"')\\]\u2019\u201d\u300d\u300f]*\\s*$")
 
 

@@ -79,7 +79,7 @@ def test_no_log_line_and_no_object_outside_the_conversation_holds_personal_data(
     lines = list(log_lines(told.stage))
     objects = list(bucket_objects(told.stage, exempt_buckets=[archive]))
     # Then the scan read what the story left (the router's lines, the delivered records) ...
-    assert any('"stream change"' in text for _, text in lines)
+    assert any('"stream changes"' in text for _, text in lines)
     assert any("customer_pseudonym" in text for _, text in objects)
     # ... and finds the contact details where the conversation is kept on purpose (the archive) ...
     # (as it was before the story's last step erased alice, whose conversation it is)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -10,11 +11,13 @@ from botocore.exceptions import ClientError, EndpointConnectionError
 from lambdas.events.delivery import (
     EVENTS_MAX_ENTRIES,
     FIREHOSE_MAX_BYTES,
+    FIREHOSE_MAX_RECORD_BYTES,
     FIREHOSE_MAX_RECORDS,
     Backoff,
     Entry,
     FirehoseWriter,
     chunked,
+    packed,
     send_with_retries,
 )
 
@@ -135,3 +138,47 @@ def test_firehose_records_are_newline_delimited_json_in_one_call_per_500() -> No
     assert failed == set()
     assert [len(r["Records"]) for r in fake.requests] == [500, 1]
     assert fake.requests[0]["Records"][0]["Data"] == b'{"n":0}\n'
+
+
+def test_packed_lines_keep_their_order_and_fill_records_up_to_the_cap() -> None:
+    lines = [("a", b"1234\n"), ("b", b"56\n"), ("c", b"789\n"), ("d", b"0123456789\n")]
+    records = packed(lines, max_bytes=10)
+    # Then "1234\n56\n" (8 bytes) takes no more; a line longer than the cap is a record of its own
+    assert records == [({"a", "b"}, b"1234\n56\n"), ({"c"}, b"789\n"), ({"d"}, b"0123456789\n")]
+    assert b"".join(data for _, data in records) == b"".join(line for _, line in lines)
+
+
+class RejectFirst(FakeFirehose):
+    """Rejects the first record of every call (``ServiceUnavailableException``)."""
+
+    def put_record_batch(self, **kwargs: Any) -> dict[str, Any]:
+        self.requests.append(kwargs)
+        responses = [{"RecordId": "x"} for _ in kwargs["Records"]]
+        responses[0] = {"ErrorCode": "ServiceUnavailableException", "ErrorMessage": "injected"}
+        return {"FailedPutCount": 1, "RequestResponses": responses}
+
+
+def test_a_packing_writer_puts_many_lines_in_one_record_that_a_reader_splits_back() -> None:
+    fake = FakeFirehose()
+    writer = FirehoseWriter(fake, "stream", Backoff(sleep=lambda _: None), pack=True)
+    assert writer.write([Entry(str(n), {"n": n}, 0) for n in range(501)]) == set()
+    # Then 501 lines are ONE record (Firehose bills each record at 5 KB at least) ...
+    (request,) = fake.requests
+    (record,) = request["Records"]
+    # ... which holds every line, in order, one JSON document per line
+    assert [json.loads(line) for line in record["Data"].splitlines()] == [{"n": n} for n in range(501)]
+
+
+def test_a_packed_record_that_keeps_failing_reports_the_owner_of_every_line_it_holds() -> None:
+    # Given three lines of 400 KiB: two fit in one 1,000 KiB record, the third is another
+    fake = RejectFirst()
+    writer = FirehoseWriter(fake, "stream", Backoff(attempts=3, sleep=lambda _: None), pack=True)
+    entries = [Entry(owner, {"pad": "x" * 400 * 1024}, 0) for owner in ("a", "b", "c")]
+    # When the first record is rejected on every attempt
+    failed = writer.write(entries)
+    # Then both owners of that record are reported, the other record went through at once, and
+    # only the rejected record was resent
+    assert failed == {"a", "b"}
+    assert [len(r["Records"]) for r in fake.requests] == [2, 1, 1]
+    assert FIREHOSE_MAX_RECORD_BYTES == 1000 * 1024
+    assert all(len(r["Data"]) <= FIREHOSE_MAX_RECORD_BYTES for call in fake.requests for r in call["Records"])

@@ -498,36 +498,70 @@ def test_a_poison_record_is_reported_alone(downstream: Downstream, records: Stre
 
 
 def _event_id_in_data(event_ids: set[str]) -> Callable[[dict], bool]:
-    return lambda entry: json.loads(entry["Data"])["event_id"] in event_ids
+    """A Firehose record holding the line of one of ``event_ids`` (a record packs several lines)."""
+    return lambda entry: any(json.loads(line)["event_id"] in event_ids for line in entry["Data"].splitlines())
 
 
-def test_firehose_partial_failure_retries_only_the_failed_records(
+def test_the_analytics_and_audit_lines_of_a_batch_are_packed_into_one_firehose_record_each(
     downstream: Downstream, records: StreamRecords
 ) -> None:
-    # Given Firehose rejects two of five records on the first call
+    # Given five changes, and what the router sends to Firehose
+    batch = [records.insert(turn_item(n)) for n in range(1, 6)]
+    sent: list[dict[str, Any]] = []
+
+    def watch(client: Any) -> Any:
+        client.meta.events.register(
+            "provide-client-params.firehose.PutRecordBatch", lambda params, **_: sent.append(params)
+        )
+        return client
+
+    downstream.wrap["firehose"] = watch
+    # When routed
+    assert failures(downstream.route(batch_event(*batch))) == []
+    # Then each stream got ONE record holding the five lines, one JSON line per change
+    assert [(c["DeliveryStreamName"], len(c["Records"])) for c in sent] == [
+        ("analytics-stream", 1),
+        ("audit-stream", 1),
+    ]
+    for call in sent:
+        (record,) = call["Records"]
+        assert [json.loads(line)["event_id"] for line in record["Data"].splitlines()] == [r["eventID"] for r in batch]
+    # And the objects Firehose writes hold every line, as a reader reads them line by line
+    assert [line["event_id"] for line in downstream.analytics_lines()] == [r["eventID"] for r in batch]
+    assert [line["event_id"] for line in downstream.audit_lines()] == [r["eventID"] for r in batch]
+
+
+def test_a_firehose_record_rejected_once_is_resent_whole_and_nothing_is_reported(
+    downstream: Downstream, records: StreamRecords
+) -> None:
+    # Given Firehose rejects, on the first call, the record that packs two of five changes' lines
     batch = [records.insert(turn_item(n)) for n in range(1, 6)]
     flaky = {batch[1]["eventID"], batch[3]["eventID"]}
-    downstream.wrap["firehose"] = lambda c: InjectFailures(
-        c, "put_record_batch", _event_id_in_data(flaky), times=1, stream="analytics-stream"
-    )
+    injected: list[InjectFailures] = []
+
+    def wrap(client: Any) -> InjectFailures:
+        injected.append(
+            InjectFailures(client, "put_record_batch", _event_id_in_data(flaky), times=1, stream="analytics-stream")
+        )
+        return injected[-1]
+
+    downstream.wrap["firehose"] = wrap
     # When routed
     response = downstream.route(batch_event(*batch))
-    # Then the second analytics call carried only the two, everything arrived once, nothing is
-    # reported (the third PutRecordBatch is the audit stream's)
+    # Then the second analytics call resent the record (all five lines), everything arrived once,
+    # nothing is reported (the rejected call never reached Firehose; the other is the audit stream's)
     assert failures(response) == []
-    assert downstream.counter.calls["firehose.PutRecordBatch"] == 3
-    deliveries = [{line["event_id"] for line in lines} for _, lines in downstream.objects("analytics")]
-    assert len(deliveries) == 2
-    assert flaky in deliveries, "the retry carried exactly the two failed records"
-    lines = downstream.analytics_lines()
-    assert sorted(line["event_id"] for line in lines) == sorted(r["eventID"] for r in batch)
+    assert injected[0].calls == 2
+    assert downstream.counter.calls["firehose.PutRecordBatch"] == 2
+    deliveries = [[line["event_id"] for line in lines] for _, lines in downstream.objects("analytics")]
+    assert deliveries == [[r["eventID"] for r in batch]]
     assert downstream.sleeps == [0.05]  # one jittered backoff (rand=1.0: the cap of retry 0)
 
 
-def test_firehose_records_that_keep_failing_are_the_ones_reported(
+def test_firehose_records_that_keep_failing_report_every_change_they_hold(
     downstream: Downstream, records: StreamRecords
 ) -> None:
-    # Given Firehose rejects one record on every attempt
+    # Given Firehose rejects, on every attempt, the record holding one change's line
     batch = [records.insert(turn_item(n)) for n in range(1, 6)]
     stuck = batch[2]
     injected: list[InjectFailures] = []
@@ -543,8 +577,9 @@ def test_firehose_records_that_keep_failing_are_the_ones_reported(
     downstream.wrap["firehose"] = wrap
     # When routed
     response = downstream.route(batch_event(*batch))
-    # Then exactly that record is reported, after the bounded number of attempts
-    assert failures(response) == [sequence_of(stuck)]
+    # Then every change packed into that record is reported (a record fails whole), after the
+    # bounded number of attempts
+    assert failures(response) == [sequence_of(r) for r in batch]
     assert injected[0].calls == 3
     assert len(downstream.sleeps) == 2
 
@@ -650,7 +685,8 @@ def test_records_from_the_tables_own_stream_route_end_to_end(downstream: Downstr
 def test_a_record_the_audit_stream_keeps_refusing_is_reported_even_though_analytics_has_it(
     downstream: Downstream, records: StreamRecords
 ) -> None:
-    # Given the audit stream rejects one record on every attempt, analytics takes everything
+    # Given the audit stream rejects the record of the batch's lines on every attempt, analytics
+    # takes everything
     batch = [records.insert(turn_item(n)) for n in range(1, 4)]
     stuck = batch[1]
     downstream.wrap["firehose"] = lambda c: InjectFailures(
@@ -658,31 +694,47 @@ def test_a_record_the_audit_stream_keeps_refusing_is_reported_even_though_analyt
     )
     # When routed
     response = downstream.route(batch_event(*batch))
-    # Then that record is reported (its retry re-sends it everywhere, never skipping the audit),
-    # and the others reached the audit trail
-    assert failures(response) == [sequence_of(stuck)]
-    assert {line["event_id"] for line in downstream.audit_lines()} == {batch[0]["eventID"], batch[2]["eventID"]}
+    # Then the changes of that record are reported (their retry re-sends them everywhere, never
+    # skipping the audit), and nothing of it reached the audit trail
+    assert failures(response) == [sequence_of(r) for r in batch]
+    assert downstream.audit_lines() == []
     assert len(downstream.analytics_lines()) == 3
 
 
-def test_every_change_is_also_one_structured_log_line(downstream: Downstream, records: StreamRecords) -> None:
-    # Given the router's log, formatted as in Lambda (Powertools' JSON formatter)
+def _logged_changes(downstream: Downstream, batch: list[dict]) -> list[list[dict]]:
+    """The ``audit`` lists of the ``stream changes`` lines routing ``batch`` logged (Powertools' JSON formatter)."""
     out = io.StringIO()
     handler = logging.StreamHandler(out)
     handler.setFormatter(router.logger.registered_formatter)
     router.logger.addHandler(handler)
-    # And a batch of two changes, one of them a TTL removal
-    batch = [records.insert(turn_item(1)), records.remove(turn_item(2), ttl=True)]
     try:
-        # When routed
         assert failures(downstream.route(batch_event(*batch))) == []
     finally:
         router.logger.removeHandler(handler)
-    # Then the log holds one JSON line per change, the same audit record the audit stream got
     logged = [json.loads(line) for line in out.getvalue().splitlines()]
-    changes = [entry["audit"] for entry in logged if entry["message"] == "stream change"]
-    assert changes == downstream.audit_lines()
-    assert changes[1]["change"] == "expired"
+    return [entry["audit"] for entry in logged if entry["message"] == "stream changes"]
+
+
+def test_every_change_is_also_logged_in_one_structured_line_per_batch(
+    downstream: Downstream, records: StreamRecords
+) -> None:
+    # Given a batch of two changes, one of them a TTL removal
+    batch = [records.insert(turn_item(1)), records.remove(turn_item(2), ttl=True)]
+    # When routed
+    lines = _logged_changes(downstream, batch)
+    # Then the log holds one JSON line for the batch, with the same audit records the audit stream got
+    assert len(lines) == 1
+    assert lines[0] == downstream.audit_lines()
+    assert lines[0][1]["change"] == "expired"
+
+
+def test_a_batch_of_250_changes_is_logged_in_lines_of_at_most_100(
+    downstream: Downstream, records: StreamRecords
+) -> None:
+    batch = [records.insert(turn_item(n)) for n in range(1, 251)]
+    lines = _logged_changes(downstream, batch)
+    assert [len(line) for line in lines] == [100, 100, 50]
+    assert [change for line in lines for change in line] == downstream.audit_lines()
 
 
 # -- the search collection's stream -------------------------------------------------------------

@@ -119,6 +119,25 @@ def test_a_logger_line_masks_its_message_extras_and_appended_keys() -> None:
     assert line["level"] == "INFO"
 
 
+def test_a_line_leaves_out_the_functions_name_arn_and_memory_but_keeps_the_request_and_cold_start() -> None:
+    # Given a handler's line, with the Lambda context Powertools injects into every line
+    class Context:
+        function_name = "MangaAssist-dev-Api-ChatApiWsMessage"
+        memory_limit_in_mb = 256
+        invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:MangaAssist-dev-Api-ChatApiWsMessage"
+        aws_request_id = "f2f11c27-419b-4714-9ecc-acf98bd6c35f"
+
+    def emit(logger: Logger) -> None:
+        logger.inject_lambda_context(lambda event, context: logger.info("message handled"))({}, Context())
+
+    line = logged(emit)
+    # Then what the log group and Lambda's REPORT line already say is not repeated on the line
+    assert not {"function_name", "function_arn", "function_memory_size"} & set(line)
+    assert line["function_request_id"] == "f2f11c27-419b-4714-9ecc-acf98bd6c35f"
+    assert "cold_start" in line
+    assert line["message"] == "message handled"
+
+
 def test_an_exceptions_message_and_traceback_are_masked() -> None:
     def emit(logger: Logger) -> None:
         try:

@@ -48,6 +48,25 @@ def test_a_whole_reply_posts_per_sentence_far_fewer_times_than_tokens_and_loses_
     assert all(b.rstrip().endswith((".", "!", "?")) for b in batches[1:])
 
 
+def test_a_reply_written_at_once_is_its_first_words_then_a_frame_per_two_sentences() -> None:
+    # Given a reply of 548 characters in six sentences, its tokens arriving all at once
+    reply = (
+        "Good news: the collector's edition of volume 3 is in stock, with the slipcase and the art "
+        "card. Orders placed before 2 pm usually ship the same day, so Osaka by the weekend is likely "
+        "but not guaranteed; the checkout page shows the delivery estimate for your address. If you "
+        "enjoyed the quiet, reflective tone, you might also like Mushishi (episodic, gentle, complete "
+        "in 10 volumes) or Yokohama Kaidashi Kikou. Would you like me to check which of those are in "
+        "stock in a collector's or deluxe edition, or compare prices between the editions for you?"
+    )
+    clock = FakeClock()
+    batches = posts(DeltaCoalescer(clock=clock), tokens(reply), clock, step=0.0)
+    # Then the first token goes out alone, and the rest in two frames of two sentences or so,
+    # each at least 200 characters and ending a sentence: 3 posts for 146 tokens
+    assert "".join(batches) == reply
+    assert [len(b) for b in batches] == [4, 262, 282]
+    assert all(b.rstrip().endswith((".", "?")) for b in batches[1:])
+
+
 def test_a_long_sentence_is_cut_at_the_character_cap() -> None:
     clock = FakeClock()
     sentence = "x" * 3 + " word" * 200
@@ -74,7 +93,7 @@ def test_a_slow_model_posts_whatever_waited_the_maximum() -> None:
 
 def test_a_short_sentence_end_is_not_posted_on_its_own() -> None:
     clock = FakeClock()
-    coalescer = DeltaCoalescer(clock=clock)
+    coalescer = DeltaCoalescer(clock=clock, min_sentence_chars=24)
     coalescer.add("See")
     assert coalescer.add(" vol.") is None  # too short to be worth a frame
     assert coalescer.add(" 3, which is out now in every edition.") == " vol. 3, which is out now in every edition."
