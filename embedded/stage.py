@@ -22,7 +22,7 @@ from typing import Any
 import boto3
 from moto import mock_aws
 
-from embedded import moto_gaps, payloads, throttles
+from embedded import models, moto_gaps, payloads, throttles
 from embedded.clock import Clock
 from embedded.cloudformation.assembly import StackTemplate, load_assembly
 from embedded.cloudformation.deploy import DeployedStack, DeploymentError, deploy_stack
@@ -345,6 +345,7 @@ def embedded_stage(
     clock = clock or Clock()
     bedrock = bedrock or BedrockStub()
     templates = load_assembly(source) if isinstance(source, Path) else list(source)
+    models.install()  # every session moto and the functions start parses botocore's models once, for the process
     with ExitStack() as stack:
         config = MOTO_CONFIG
         if passthrough_urls:

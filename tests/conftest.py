@@ -26,9 +26,10 @@ for _key, _value in {
     os.environ[_key] = _value
 os.environ.pop("AWS_PROFILE", None)
 
-from embedded import network  # noqa: E402 - after the settings above, before any test's imports
+from embedded import models, network  # noqa: E402 - after the settings above, before any test's imports
 
 network.install()
+models.install()
 
 
 def _work_unit(nodeid: str) -> str:

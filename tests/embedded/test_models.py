@@ -1,0 +1,72 @@
+"""botocore's models are parsed once per process, while every session keeps its own state."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from unittest import mock
+
+import boto3
+import pytest
+from botocore import loaders
+from moto import mock_aws
+
+from embedded import models
+
+
+@pytest.fixture
+def fresh() -> Iterator[None]:
+    """The shared loaders emptied, and the suite's own installation put back afterwards."""
+    was_installed = models.installed()
+    models.uninstall()
+    yield
+    models.uninstall()
+    if was_installed:
+        models.install()
+
+
+_real_load_file = loaders.JSONFileLoader.load_file
+
+
+def _files_parsed(make_clients: int) -> int:
+    """How many JSON files botocore parsed while ``make_clients`` mocks each made a client and a call."""
+    with mock.patch.object(
+        loaders.JSONFileLoader, "load_file", autospec=True, side_effect=_real_load_file
+    ) as load_file:
+        for _ in range(make_clients):
+            with mock_aws():
+                boto3.client("dynamodb", region_name="us-east-1").list_tables()
+        return int(load_file.call_count)
+
+
+def test_without_it_every_mock_parses_the_models_again(fresh: None) -> None:
+    assert _files_parsed(3) >= 3 * _files_parsed(1) > 0
+
+
+def test_with_it_a_second_mock_parses_nothing(fresh: None) -> None:
+    models.install()
+    first = _files_parsed(1)
+    assert first > 0
+    assert _files_parsed(3) == 0
+
+
+def test_sessions_share_the_loader_and_nothing_else(fresh: None) -> None:
+    models.install()
+    one, two = boto3.session.Session(), boto3.session.Session()
+    assert one._session.get_component("data_loader") is two._session.get_component("data_loader")
+    assert one._session is not two._session
+    client_one = one.client("dynamodb", region_name="us-east-1", aws_access_key_id="a", aws_secret_access_key="b")
+    client_two = two.client("dynamodb", region_name="eu-west-1", aws_access_key_id="c", aws_secret_access_key="d")
+    assert client_one.meta.region_name == "us-east-1"
+    assert client_two.meta.region_name == "eu-west-1"
+    assert client_one._request_signer._credentials.access_key == "a"
+    assert client_two._request_signer._credentials.access_key == "c"
+
+
+def test_install_is_idempotent_and_uninstall_restores_a_loader_per_session(fresh: None) -> None:
+    models.install()
+    models.install()
+    assert models.installed()
+    models.uninstall()
+    assert not models.installed()
+    one, two = boto3.session.Session(), boto3.session.Session()
+    assert one._session.get_component("data_loader") is not two._session.get_component("data_loader")
