@@ -192,10 +192,24 @@ SESSION_SETTABLE_ATTRIBUTES: Final = frozenset(
 
 
 @dataclass(frozen=True)
+class TokenUsage:
+    """The tokens a model call used, as the model reported them (ConverseStream's ``metadata.usage``)."""
+
+    input_tokens: int
+    output_tokens: int
+
+    @property
+    def total(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+@dataclass(frozen=True)
 class Turn:
     """One chat message: ``SESSION#<id>`` / ``TURN#<number, 10 digits>``.
 
-    ``content`` is text here; the item stores it zlib-compressed as Binary.
+    ``content`` is text here; the item stores it zlib-compressed as Binary. ``usage``: on an
+    assistant turn the model wrote, the tokens its call used (``input_tokens``/``output_tokens`` on
+    the item); None on every other turn.
     """
 
     session_id: str
@@ -204,8 +218,12 @@ class Turn:
     content: str
     created_at: int
     ttl: int
+    usage: TokenUsage | None = None
 
     def to_item(self) -> dict[str, Any]:
+        tokens = {}
+        if self.usage is not None:
+            tokens = {"input_tokens": self.usage.input_tokens, "output_tokens": self.usage.output_tokens}
         return _with_key(
             keys.turn_key(self.session_id, self.turn_number),
             {
@@ -215,12 +233,16 @@ class Turn:
                 "content": compress(self.content),
                 "created_at": self.created_at,
                 "ttl": self.ttl,
+                **tokens,
             },
         )
 
     @classmethod
     def from_item(cls, item: Mapping[str, Any]) -> Turn:
         raw = item.get("content", b"")
+        usage = None
+        if "input_tokens" in item and "output_tokens" in item:
+            usage = TokenUsage(_int(item["input_tokens"]), _int(item["output_tokens"]))
         return cls(
             session_id=str(item["session_id"]),
             turn_number=_int(item["turn_number"]),
@@ -228,6 +250,7 @@ class Turn:
             content=decompress(raw) if isinstance(raw, (bytes, bytearray)) else str(raw),
             created_at=_int(item["created_at"]),
             ttl=_int(item["ttl"]),
+            usage=usage,
         )
 
 

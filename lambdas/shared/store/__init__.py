@@ -17,7 +17,8 @@ through): ``store.sessions`` (:mod:`.sessions`: META, the status machine, the cl
 session partition), ``store.turns`` (:mod:`.turns`: turns and summaries), ``store.handoffs``
 (:mod:`.handoffs`: handoff records, the current handoff, callback tokens), ``store.agents``
 (:mod:`.agents`), ``store.inbox`` (:mod:`.inbox`), ``store.connections`` (:mod:`.connections`),
-``store.limits`` (:mod:`.limits`: the chat's rate buckets and connection slots) and ``store.chat``
+``store.limits`` (:mod:`.limits`: the chat's rate buckets and connection slots), ``store.budgets``
+(:mod:`.budgets`: a customer's daily token budgets and sent messages) and ``store.chat``
 (:mod:`.chat`: a customer's message before the model is called, over turns, connections and
 limits). Writes that span aggregates are use cases (:mod:`lambdas.usecases`). Review records
 belong to the approval gate, which keeps them itself.
@@ -28,7 +29,8 @@ from __future__ import annotations
 from typing import Any
 
 from lambdas.shared.store.agents import MAX_AGENT_SKILLS, Agents
-from lambdas.shared.store.chat import AcceptedMessage, Chat, ChatContext, MessageAdmission, Rate, Rewound
+from lambdas.shared.store.budgets import BudgetCheck, Budgets, SentMessage
+from lambdas.shared.store.chat import AcceptedMessage, Chat, ChatContext, MessageAdmission, Rate, Rewound, SentBefore
 from lambdas.shared.store.connections import Connections
 from lambdas.shared.store.handoffs import (
     WAITING_FOR_AGENT,
@@ -71,6 +73,8 @@ __all__ = [
     "AcceptedMessage",
     "Admission",
     "AgentActive",
+    "BudgetCheck",
+    "Budgets",
     "ChatContext",
     "DynamoSessionStore",
     "HandoffClosed",
@@ -81,6 +85,8 @@ __all__ = [
     "Page",
     "Rate",
     "Rewound",
+    "SentBefore",
+    "SentMessage",
     "SessionNotActive",
     "TableCore",
 ]
@@ -101,4 +107,7 @@ class DynamoSessionStore:
         self.inbox = Inbox(self.table)
         self.connections = Connections(self.table)
         self.limits = Limits(self.table)
-        self.chat = Chat(self.table, turns=self.turns, connections=self.connections, limits=self.limits)
+        self.budgets = Budgets(self.table)
+        self.chat = Chat(
+            self.table, turns=self.turns, connections=self.connections, limits=self.limits, budgets=self.budgets
+        )

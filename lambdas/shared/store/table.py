@@ -48,6 +48,7 @@ A = TypeVar("A")
 B = TypeVar("B")
 C = TypeVar("C")
 D = TypeVar("D")
+E = TypeVar("E")
 
 MAX_PAGE_SIZE: Final = 100
 MAX_ITEMS_PAGE_SIZE: Final = 1000
@@ -337,6 +338,17 @@ class TableCore:
     def together(
         self, first: Callable[[], A], second: Callable[[], B], third: Callable[[], C], fourth: Callable[[], D], /
     ) -> tuple[A, B, C, D]: ...
+
+    @overload
+    def together(
+        self,
+        first: Callable[[], A],
+        second: Callable[[], B],
+        third: Callable[[], C],
+        fourth: Callable[[], D],
+        fifth: Callable[[], E],
+        /,
+    ) -> tuple[A, B, C, D, E]: ...
 
     def together(self, *calls: Callable[[], Any]) -> tuple[Any, ...]:
         """Run independent calls at once and return their results in order: one round trip of wall time.

@@ -21,7 +21,7 @@ from lambdas.shared.errors import (
     SessionClosed,
     SessionNotFound,
 )
-from lambdas.shared.records import TURN_ACCEPTING, Role, Session, Summary, Turn, compress
+from lambdas.shared.records import TURN_ACCEPTING, Role, Session, Summary, TokenUsage, Turn, compress
 from lambdas.shared.schema import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE
 from lambdas.shared.serialize import unmarshal_item
 from lambdas.shared.store.expressions import Expr, Update
@@ -53,19 +53,27 @@ def checked_turn(role: Role | str, content: str) -> Role:
 class Turns(Aggregate):
     """Turn and summary operations."""
 
-    def add_turn(self, session_id: str, role: Role | str, content: str, *, rewinds: int | None = None) -> Turn:
+    def add_turn(
+        self,
+        session_id: str,
+        role: Role | str,
+        content: str,
+        *,
+        rewinds: int | None = None,
+        usage: TokenUsage | None = None,
+    ) -> Turn:
         """Append a turn: :meth:`reserve_turn` then :meth:`put_turn`, two writes, no transaction.
 
         The number comes from the session's atomic counter, so numbers are unique under any
         concurrency; if the process dies between the two writes, the number is burnt: a gap,
         never a duplicate. Raises InvalidInput before any write, SessionNotFound or
         SessionClosed (status not active/handoff) with nothing written. ``rewinds``: see
-        :meth:`reserve_turn`.
+        :meth:`reserve_turn`. ``usage``: the model's tokens, on a reply it wrote.
         """
         require_id(session_id, "session_id")
         checked_turn(role, content)
         session = self.reserve_turn(session_id, rewinds=rewinds)
-        return self.put_turn(session_id, session.turn_count, role, content)
+        return self.put_turn(session_id, session.turn_count, role, content, usage=usage)
 
     def reserve_turn(self, session_id: str, *, customer_id: str | None = None, rewinds: int | None = None) -> Session:
         """Take the next turn number of a session that accepts turns; returns the session after the write.
@@ -118,7 +126,9 @@ class Turns(Aggregate):
         )
         return Session.from_item(item)
 
-    def put_turn(self, session_id: str, turn_number: int, role: Role | str, content: str) -> Turn:
+    def put_turn(
+        self, session_id: str, turn_number: int, role: Role | str, content: str, *, usage: TokenUsage | None = None
+    ) -> Turn:
         """Store turn ``turn_number`` (a number :meth:`reserve_turn` handed out), content zlib-compressed.
 
         One conditional PutItem that never overwrites: Conflict when the number is taken by
@@ -137,6 +147,7 @@ class Turns(Aggregate):
             content=content,
             created_at=now,
             ttl=now + self.table.ttl_seconds,
+            usage=usage,
         )
         try:
             self.table.put_new(turn.to_item())

@@ -15,7 +15,7 @@ from embedded.events import authorizer_context, ws_event
 from embedded.round_trips import RoundTrips
 from embedded.services.bedrock_stream import Refusal, StreamAnswers, reply_events, stream_error
 from embedded.services.bedrock_stream import tokens as model_tokens
-from lambdas.shared import aws, connections, env
+from lambdas.shared import connections, env
 from lambdas.shared.records import SessionStatus, Summary, Turn
 from lambdas.shared.responder import (
     BedrockResponder,
@@ -70,21 +70,27 @@ class TimedResponder:
         yield ReplyEnd("end_turn")
 
 
+@pytest.mark.parametrize("with_id", [False, True], ids=["without_client_message_id", "with_client_message_id"])
 def test_a_message_waits_three_round_trips_before_the_model_and_four_in_a_burst(
-    ws: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
+    ws: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch, with_id: bool
 ) -> None:
-    # Given a chatting customer, and 20 ms of network time per DynamoDB call
+    # Given a chatting customer, and 20 ms of network time per AWS call of any client
     onboarded()
     model = TimedResponder()
     monkeypatch.setattr(message, "responder", lambda: model)
-    # When she writes once, then again at once (her buckets are then in a burst)
-    with RoundTrips(aws.client("dynamodb"), latency=0.02) as first:
-        send("Is Frieren volume 3 out?")
-    with RoundTrips(aws.client("dynamodb"), latency=0.02) as second:
-        send("And volume 4?")
-    # Then the model was called after 3 round trips (7 calls), then after 4 (the burst write of each bucket)
+    # When she writes once, then again at once (her buckets are then in a burst), as the chat page
+    # does (with a client_message_id) or without one
+    with RoundTrips.everywhere(latency=0.02) as first:
+        send_with_id("Is Frieren volume 3 out?", "m-1") if with_id else send("Is Frieren volume 3 out?")
+    with RoundTrips.everywhere(latency=0.02) as second:
+        send_with_id("And volume 4?", "m-2") if with_id else send("And volume 4?")
+    # Then the model was called after 3 round trips, then after 4 (the burst write of each bucket):
+    # the connection, both buckets, the budget (and the sent record) at once; the turn number; the
+    # turn (with its sent record: one transaction) and the context reads at once
     assert first.sequential(before=model.called_at[0]) == 3
-    assert len(first.operations(before=model.called_at[0])) == 7
+    before_model = first.operations(before=model.called_at[0])
+    assert len(before_model) == (9 if with_id else 8)
+    assert ("TransactWriteItems" in before_model) is with_id
     assert second.sequential(before=model.called_at[1]) == 4
     assert [f["type"] for f in sent_frames(CONN)] == ["delta", "final", "delta", "final"]
 
