@@ -66,7 +66,7 @@ STATUS_TIMESTAMP: Final[Mapping[SessionStatus, str]] = {
     SessionStatus.ARCHIVED: "archived_at",
 }
 
-#: Calls one operation may have in flight besides the caller's own (the message path needs two).
+#: Calls one operation may have in flight besides the caller's own (the message admission needs four).
 MAX_CONCURRENT_CALLS: Final = 4
 
 CONDITION_FAILED: Final = "ConditionalCheckFailedException"

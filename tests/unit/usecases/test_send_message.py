@@ -86,7 +86,8 @@ def test_a_resend_is_a_duplicate_without_a_new_turn_number_or_write(store: Dynam
     receive(store, "hello", key="m-1")
     # the turn counter did not move: the resend was answered from the admission's read
     after = store.sessions.get_session(chat)
-    assert counted is not None and after is not None
+    assert counted is not None
+    assert after is not None
     assert after.turn_count == counted.turn_count == first.turn_number
 
 
