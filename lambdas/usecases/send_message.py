@@ -27,6 +27,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from lambdas.shared.errors import SessionClosed, SessionNotFound
 from lambdas.shared.logs import masked_formatter
+from lambdas.shared.records import TokenUsage
 from lambdas.shared.settings import settings
 from lambdas.shared.store import AcceptedMessage, DynamoSessionStore, MessageAdmission, Rate, SentBefore, SentMessage
 
@@ -82,6 +83,16 @@ def resent(sent: SentMessage, session_id: str, text: str) -> Received:
     if sent.same(session_id, text):
         return Received(DUPLICATE, session_id=session_id, turn_number=sent.turn_number)
     return Received(CLIENT_MESSAGE_ID_REUSED, session_id=session_id)
+
+
+def spend(store: DynamoSessionStore, customer_id: str, usage: TokenUsage | None) -> None:
+    """Add a stored reply's tokens to its customer's budget of the day; a failure is logged, the reply stands."""
+    if usage is None:
+        return
+    try:
+        store.budgets.spend_tokens(customer_id, usage)
+    except (ClientError, BotoCoreError):
+        logger.exception("reply tokens not added to the customer's budget")
 
 
 def receive(

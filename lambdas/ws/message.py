@@ -39,13 +39,12 @@ from typing import Any, Final
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
-from botocore.exceptions import BotoCoreError, ClientError
 
 from lambdas.shared import idempotency
 from lambdas.shared.connections import DeliveryError, management_endpoint, post_to_connection
 from lambdas.shared.errors import SessionChanged, SessionClosed, SessionNotFound
 from lambdas.shared.logs import masked_formatter
-from lambdas.shared.records import Role, SessionStatus, TokenUsage
+from lambdas.shared.records import Role, SessionStatus
 from lambdas.shared.responder import BLOCKED_REPLY, ReplyEnd, Responder, ResponderError
 from lambdas.shared.store import AcceptedMessage, ChatContext, DynamoSessionStore
 from lambdas.shared.tracing import tracer
@@ -230,7 +229,7 @@ def stream_reply(
         notice = store.turns.add_turn(
             session_id, Role.ASSISTANT, BLOCKED_REPLY, rewinds=accepted.session.rewinds, usage=end.usage
         )
-        spend(store, accepted, end.usage)
+        send_message.spend(store, accepted.session.customer_id, end.usage)
         metrics.add_metric(name="ChatTurns", unit=MetricUnit.Count, value=1)
         frame = reply_blocked_frame(
             session_id=session_id, reply_to=reply_to, turn_number=notice.turn_number, text=BLOCKED_REPLY
@@ -246,23 +245,13 @@ def stream_reply(
     reply_turn = store.turns.add_turn(
         session_id, Role.ASSISTANT, deltas.text, rewinds=accepted.session.rewinds, usage=end.usage
     )
-    spend(store, accepted, end.usage)
+    send_message.spend(store, accepted.session.customer_id, end.usage)
     metrics.add_metric(name="ChatTurns", unit=MetricUnit.Count, value=1)
     if not delivered:
         return "gone"
     metrics.add_metric(name="ReplyPosts", unit=MetricUnit.Count, value=deltas.posts + 1)
     frame = final_frame(session_id=session_id, reply_to=reply_to, turn_number=reply_turn.turn_number)
     return "replied" if send(frame) else "gone"
-
-
-def spend(store: DynamoSessionStore, accepted: AcceptedMessage, usage: TokenUsage | None) -> None:
-    """Add a stored reply's tokens to its customer's budget of the day; a failure is logged, the reply stands."""
-    if usage is None:
-        return
-    try:
-        store.budgets.spend_tokens(accepted.session.customer_id, usage)
-    except (ClientError, BotoCoreError):
-        logger.exception("reply tokens not added to the customer's budget")
 
 
 def _close(pieces: Iterator[str | ReplyEnd]) -> None:
