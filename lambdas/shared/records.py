@@ -207,9 +207,9 @@ class TokenUsage:
 class Turn:
     """One chat message: ``SESSION#<id>`` / ``TURN#<number, 10 digits>``.
 
-    ``content`` is text here; the item stores it zlib-compressed as Binary. ``usage``: on an
-    assistant turn the model wrote, the tokens its call used (``input_tokens``/``output_tokens`` on
-    the item); None on every other turn.
+    ``content`` is text here; the item stores it zlib-compressed as Binary. ``input_tokens`` /
+    ``output_tokens``: on an assistant turn the model wrote, the tokens its call used (:attr:`usage`);
+    None on every other turn.
     """
 
     session_id: str
@@ -218,12 +218,21 @@ class Turn:
     content: str
     created_at: int
     ttl: int
-    usage: TokenUsage | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+
+    @property
+    def usage(self) -> TokenUsage | None:
+        """The tokens the model's call used for this turn, when it wrote it and reported them."""
+        if self.input_tokens is None or self.output_tokens is None:
+            return None
+        return TokenUsage(self.input_tokens, self.output_tokens)
 
     def to_item(self) -> dict[str, Any]:
+        usage = self.usage
         tokens = {}
-        if self.usage is not None:
-            tokens = {"input_tokens": self.usage.input_tokens, "output_tokens": self.usage.output_tokens}
+        if usage is not None:
+            tokens = {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}
         return _with_key(
             keys.turn_key(self.session_id, self.turn_number),
             {
@@ -240,9 +249,6 @@ class Turn:
     @classmethod
     def from_item(cls, item: Mapping[str, Any]) -> Turn:
         raw = item.get("content", b"")
-        usage = None
-        if "input_tokens" in item and "output_tokens" in item:
-            usage = TokenUsage(_int(item["input_tokens"]), _int(item["output_tokens"]))
         return cls(
             session_id=str(item["session_id"]),
             turn_number=_int(item["turn_number"]),
@@ -250,7 +256,8 @@ class Turn:
             content=decompress(raw) if isinstance(raw, (bytes, bytearray)) else str(raw),
             created_at=_int(item["created_at"]),
             ttl=_int(item["ttl"]),
-            usage=usage,
+            input_tokens=_opt_int(item.get("input_tokens")),
+            output_tokens=_opt_int(item.get("output_tokens")),
         )
 
 

@@ -147,7 +147,8 @@ class Turns(Aggregate):
             content=content,
             created_at=now,
             ttl=now + self.table.ttl_seconds,
-            usage=usage,
+            input_tokens=None if usage is None else usage.input_tokens,
+            output_tokens=None if usage is None else usage.output_tokens,
         )
         try:
             self.table.put_new(turn.to_item())
