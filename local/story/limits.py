@@ -124,6 +124,9 @@ class LimitSteps(StoryParts):
         )
         expect(len(self.stage.bedrock.calls) == calls_before, "the model was called over the budget")
         expect(self._user_texts(session_id) == ["Is Frieren volume 3 out?"], "a refused message was stored")
+        # The table's stream carries her stored turns on (analytics, audit); the budget's item stays out of it
+        moved = self.stage.settle(timeout=30, wait_executions=False)
+        step.calls.append(f"stream pump: {moved} invocations")
         step.changes.append(
             f"gina: 1 reply ({used.input_tokens} input + {used.output_tokens} output tokens on its "
             f"turn), then token_budget_exhausted until {frames[0]['resets_at']}; nothing stored"
