@@ -18,8 +18,10 @@ window; bench/cost.py prices it with bench/prices.py and scales it to 1,000 turn
 
 Nothing per message is written down here: counts come from what the code does, so they follow
 the message path when it changes. The model answers through the harness's Bedrock stub with
-replies of a realistic length (:data:`REPLY`, :data:`SUMMARY_TEXT`); tokens are counted from the
-requests and answers by the app's own rule (4 characters a token).
+replies of a realistic length (:data:`REPLY`, :data:`SUMMARY_TEXT`). The chat replies' tokens are
+the usage the message function stored on each assistant turn (what the model reported; the stub
+reports as Bedrock does); the summaries' and the seed-shaped design's, which store none, are
+counted from the requests and answers by the app's own rule (4 characters a token).
 
 Left out, the same for both designs: what a session costs once (sign-in, creating it, $connect
 and its authorizer, the onboarding workflow, $disconnect, cleanup), cold starts, DynamoDB storage
@@ -57,9 +59,11 @@ THINK_SECONDS: Final = 30
 PLATFORM_LOG_BYTES: Final = 600
 WEBSOCKET_CHUNK: Final = 32 * KB
 
+#: The function that answers the chat: its replies' tokens come from the turns it stores.
+MESSAGE_HANDLER: Final = "lambdas.ws.message.handler"
 #: The seed-shaped design: the app's handler -> the baseline that runs in its place.
 SEED_SHAPED: Final = {
-    "lambdas.ws.message.handler": "bench.baseline_seed_message.handler",
+    MESSAGE_HANDLER: "bench.baseline_seed_message.handler",
     "lambdas.events.router.handler": "bench.baseline_router.handler",
     "lambdas.events.summary.handler": "bench.baseline_summary.handler",
 }
@@ -204,7 +208,7 @@ def measure_design(assembly: Path, design: str) -> Usage:
     usage = Usage(design)
     meter = Meter(usage)
     with quiet.function_logs(quiet.Sink(meter.log)), embedded_stage(assembly) as stage, meter.installed():
-        stage.bedrock.answer = meter.answering(_answer)
+        stage.bedrock.answer = _message_tokens_from_turns(meter.answering(_answer), usage, design)
         usage.model_id = stage.function("lambdas.ws.message.handler").environment.get("BEDROCK_MODEL_ID", "")
         directory = Directory.of(stage)
         ws = stage.websocket
@@ -242,9 +246,34 @@ def measure_design(assembly: Path, design: str) -> Usage:
                 raise RuntimeError(
                     f"{design}: {len(replies)} replies to {TURNS_PER_SESSION} messages; failed calls: {failed[:3]}"
                 )
+            if design == DESIGNS[0]:
+                _add_recorded_usage(usage, stage, created.json()["session_id"])
             ws.disconnect(connection)
             stage.settle()
     return usage
+
+
+def _message_tokens_from_turns(counted: Any, usage: Usage, design: str) -> Any:
+    """The meter's answer function, leaving this design's chat replies' tokens to :func:`_add_recorded_usage`."""
+
+    def answer(request: dict[str, Any]) -> str:
+        tokens, calls = (usage.input_tokens, usage.output_tokens), usage.model_calls[MESSAGE_HANDLER]
+        reply: str = counted(request)
+        if design == DESIGNS[0] and usage.model_calls[MESSAGE_HANDLER] > calls:
+            usage.input_tokens, usage.output_tokens = tokens
+        return reply
+
+    return answer
+
+
+def _add_recorded_usage(usage: Usage, stage: Any, session_id: str) -> None:
+    """Add the tokens the session's stored replies record (the model's reported usage) to ``usage``."""
+    from local.story.chat import store_of
+
+    for turn in store_of(stage).turns.list_turns(session_id, limit=100).items:
+        if turn.usage is not None:
+            usage.input_tokens += turn.usage.input_tokens
+            usage.output_tokens += turn.usage.output_tokens
 
 
 #: What the functions find in a Lambda's environment and moto needs: fake credentials, the region.

@@ -4,13 +4,15 @@ Run with ``python -m bench.message_path``. The message Lambda's own ``handle_mes
 one-call-after-another design it replaced (bench/baseline_message.py) answer the same messages
 in the same run, on moto in this process, each on its own connection and customer.
 
-Every DynamoDB and management API call is seen by botocore hooks (embedded/round_trips.py)
-that also add :data:`LATENCY` of simulated network time to each: on moto a call takes
+Every AWS call of any botocore client is seen (``RoundTrips.everywhere`` in
+embedded/round_trips.py: the store's DynamoDB client, the management API's, and any client a
+library creates for itself), and each gets :data:`LATENCY` of simulated network time: on moto a call takes
 microseconds, so without it calls made at once would seldom overlap. A call that starts after
 another ended waited for it; calls made at once (the message path runs independent ones on a
 thread pool) overlap, and count as one sequential round trip. Two cases, since the rate buckets
 cost one write when idle and two in a burst: a person typing (messages a minute apart), and a
-burst (the next message at once).
+burst (the next message at once). Ours is measured twice: as the chat page sends a message (with a
+``client_message_id``, which makes a resend harmless) and without one.
 """
 
 from __future__ import annotations
@@ -100,14 +102,12 @@ def _chatting(store: DynamoSessionStore, customer_id: str, connection_id: str) -
     return session_id
 
 
-def _measure(
-    answer: Callable[[str], str], clients: Sequence[Any], model: TimedEcho, clock: FakeClock, gap: float
-) -> dict[str, float]:
-    """Median round trips and calls before the model, calls in all, and ms to the model call."""
+def _measure(answer: Callable[[str], str], model: TimedEcho, clock: FakeClock, gap: float) -> dict[str, float]:
+    """Median round trips and calls before the model, calls in all, and ms to the model call (every client counted)."""
     rounds, before, total, millis = [], [], [], []
     for n in range(RUNS):
         clock.advance(gap)
-        with RoundTrips(*clients, latency=LATENCY) as trips:
+        with RoundTrips.everywhere(latency=LATENCY) as trips:
             start = time.perf_counter()
             outcome = answer(f"message {n}: is volume 3 of Frieren out?")
         if outcome != "replied":
@@ -163,27 +163,30 @@ class ChatBench:
 
 def measure() -> dict[str, dict[str, dict[str, float]]]:
     """Both designs on both cases: {design: {case: figures}}."""
-    results: dict[str, dict[str, dict[str, float]]] = {"ours": {}, "baseline": {}}
+    results: dict[str, dict[str, dict[str, float]]] = {"ours": {}, "ours_id": {}, "baseline": {}}
     with _aws():
         bench = ChatBench.create()
         store, clock, send_to = bench.store, bench.clock, bench.send_to
         model = TimedEcho()
 
         for case, gap in CASES.items():
-            ours_conn, base_conn = f"ours-{case}", f"base-{case}"
+            ours_conn, id_conn, base_conn = f"ours-{case}", f"ours-id-{case}", f"base-{case}"
             _chatting(store, f"alice-{case}", ours_conn)
+            _chatting(store, f"carol-{case}", id_conn)
             _chatting(store, f"bob-{case}", base_conn)
-            ctx = route_context(
-                ws_event(
-                    "sendMessage",
-                    connection_id=ours_conn,
-                    authorizer=authorizer_context(f"alice-{case}", customer_id=f"alice-{case}", role="customer"),
-                )
-            )
 
-            def ours(text: str, ctx: Any = ctx, connection_id: str = ours_conn) -> str:
+            def ours(text: str, customer: str = f"alice-{case}", connection_id: str = ours_conn) -> str:
                 body = json.dumps({"action": "sendMessage", "text": text})
-                return message.handle_message(store, model, ctx, body, send_to(connection_id))
+                return message.handle_message(
+                    store, model, _context(customer, connection_id), body, send_to(connection_id)
+                )
+
+            def ours_id(text: str, customer: str = f"carol-{case}", connection_id: str = id_conn) -> str:
+                client_message_id = "m-" + text.split(":")[0].replace(" ", "-")  # one per message of the run
+                body = json.dumps({"action": "sendMessage", "text": text, "client_message_id": client_message_id})
+                return message.handle_message(
+                    store, model, _context(customer, connection_id), body, send_to(connection_id)
+                )
 
             def baseline(text: str, case: str = case, connection_id: str = base_conn) -> str:
                 return baseline_message.handle_message(
@@ -199,9 +202,16 @@ def measure() -> dict[str, dict[str, dict[str, float]]]:
                     clock=clock,
                 )
 
-            results["ours"][case] = _measure(ours, (bench.ddb, bench.management), model, clock, gap)
-            results["baseline"][case] = _measure(baseline, (bench.ddb, bench.management), model, clock, gap)
+            results["ours"][case] = _measure(ours, model, clock, gap)
+            results["ours_id"][case] = _measure(ours_id, model, clock, gap)
+            results["baseline"][case] = _measure(baseline, model, clock, gap)
     return results
+
+
+def _context(customer_id: str, connection_id: str) -> Any:
+    """The route context of a customer's ``sendMessage`` on ``connection_id``."""
+    authorizer = authorizer_context(customer_id, customer_id=customer_id, role="customer")
+    return route_context(ws_event("sendMessage", connection_id=connection_id, authorizer=authorizer))
 
 
 def _pair(figures: Mapping[str, Mapping[str, float]], key: str, unit: str = "") -> str:
@@ -211,13 +221,15 @@ def _pair(figures: Mapping[str, Mapping[str, float]], key: str, unit: str = "") 
 def run() -> list[dict[str, Any]]:
     """The rows `make bench` prints (keys of bench.__main__.Row)."""
     result = measure()
-    ours, base = result["ours"], result["baseline"]
+    ours, keyed, base = result["ours"], result["ours_id"], result["baseline"]
     cases = " / ".join(CASES)
-    worst = max(ours[case]["rounds"] for case in CASES)
+    worst = max(figures[case]["rounds"] for figures in (ours, keyed) for case in CASES)
     return [
         {
-            "what": f"chat message: sequential AWS round trips before the model call ({cases}; calls at once count 1)",
-            "this": f"{_pair(ours, 'rounds')} ({_pair(ours, 'calls_before_model')} calls)",
+            "what": f"chat message: sequential AWS round trips before the model call ({cases}; calls at once count 1; "
+            "every client counted)",
+            "this": f"{_pair(keyed, 'rounds')} ({_pair(keyed, 'calls_before_model')} calls) with client_message_id, "
+            f"{_pair(ours, 'rounds')} ({_pair(ours, 'calls_before_model')} calls) without",
             "baseline": f"{_pair(base, 'rounds')} ({_pair(base, 'calls_before_model')} calls) (one call after another)",
             "target": f"<= {TARGET_ROUND_TRIPS}",
             "met": worst <= TARGET_ROUND_TRIPS,
@@ -225,7 +237,7 @@ def run() -> list[dict[str, Any]]:
         },
         {
             "what": f"chat message: AWS calls in all, reply stored and posted ({cases})",
-            "this": _pair(ours, "calls"),
+            "this": f"{_pair(keyed, 'calls')} with client_message_id, {_pair(ours, 'calls')} without",
             "baseline": _pair(base, "calls"),
             "target": "",
             "met": None,
@@ -233,7 +245,8 @@ def run() -> list[dict[str, Any]]:
         },
         {
             "what": f"chat message: time to the model call, {LATENCY * 1000:g} ms per AWS call + moto's own ({cases})",
-            "this": _pair(ours, "ms_to_model", " ms"),
+            "this": f"{_pair(keyed, 'ms_to_model', ' ms')} with client_message_id, "
+            f"{_pair(ours, 'ms_to_model', ' ms')} without",
             "baseline": _pair(base, "ms_to_model", " ms"),
             "target": "",
             "met": None,

@@ -52,6 +52,7 @@ STAGE_VARIABLES: Final[Mapping[str, Variable]] = MappingProxyType(
         "CHAT_CUSTOMER_MESSAGES_PER_MINUTE": Variable("chat_customer_messages_per_minute", 1, 600, 30),
         "CHAT_CUSTOMER_BURST": Variable("chat_customer_burst", 1, 100, 20),
         "CHAT_MAX_CONNECTIONS_PER_CUSTOMER": Variable("chat_max_connections_per_customer", 1, 100, 3),
+        "CHAT_DAILY_TOKEN_BUDGET": Variable("chat_daily_token_budget", 1, 1_000_000_000, 200_000),
         "MANAGER_SKILL": Variable("manager_skill", default="manager"),
         "ARCHIVE_PREFIX": Variable("archive_prefix", default="sessions"),
         "AUDIT_LOCK_MODE": Variable("audit_lock_mode"),

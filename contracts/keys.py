@@ -18,6 +18,10 @@ CONNECTION_PREFIX: Final = "CONN#"
 LIMIT_PREFIX: Final = "LIMIT#"
 RATE_SK: Final = "RATE"
 SLOTS_SK: Final = "CONNECTIONS"
+#: A customer's token budget of one UTC day: ``LIMIT#customer#<id>`` / ``TOKENS#<YYYY-MM-DD>``.
+TOKENS_PREFIX: Final = "TOKENS#"
+#: A message the customer sent with a ``client_message_id``: ``LIMIT#customer#<id>`` / ``SENT#<client_message_id>``.
+SENT_PREFIX: Final = "SENT#"
 
 META_SK: Final = "META"
 TURN_PREFIX: Final = "TURN#"

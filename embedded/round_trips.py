@@ -7,6 +7,10 @@ Usage::
     trips.operations()    # ["UpdateItem", "PutItem", "Query", "Query"]
     trips.sequential()    # 2: the UpdateItem, then the other three at once
 
+``RoundTrips.everywhere(latency=...)`` counts the calls of every botocore client instead, those
+created inside the code under test included (Powertools' own DynamoDB client, say): it wraps
+``BaseClient._make_api_call`` while active, so no client can be left out by mistake.
+
 A ``before-call`` hook notes when each call starts (and, given ``latency``, waits that long first,
 as a network would: on moto a call takes microseconds, so without it calls made at once would
 rarely overlap), an ``after-call`` hook when it ends. Calls made at once overlap in time; a call
@@ -22,6 +26,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
+from unittest import mock
+
+from botocore.client import BaseClient
 
 
 @dataclass
@@ -45,7 +52,20 @@ class RoundTrips:
         self._lock = threading.Lock()
         self._open: dict[int, Call] = {}
 
+    @classmethod
+    def everywhere(cls, *, latency: float = 0.0, clock: Callable[[], float] = time.perf_counter) -> RoundTrips:
+        """Count the calls of every botocore client while active (see the module docstring)."""
+        trips = cls(latency=latency, clock=clock)
+        trips._everywhere = True
+        return trips
+
+    _everywhere = False
+    _patch: Any = None
+
     def __enter__(self) -> RoundTrips:
+        if self._everywhere:
+            self._patch = mock.patch.object(BaseClient, "_make_api_call", self._wrap(BaseClient._make_api_call))
+            self._patch.start()
         for client in self._clients:
             client.meta.events.register("before-call", self._before)
             client.meta.events.register("after-call", self._after)
@@ -54,9 +74,29 @@ class RoundTrips:
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
+        if self._patch is not None:
+            self._patch.stop()
+            self._patch = None
         for client in self._clients:
             client.meta.events.unregister("before-call", self._before)
             client.meta.events.unregister("after-call", self._after)
+
+    def _wrap(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        """``_make_api_call`` that records each call (and waits ``latency`` first, as a network would)."""
+        trips = self
+
+        def recorded(client: Any, operation: str, params: Any) -> Any:
+            call = Call(client.meta.service_model.service_name, operation, trips._clock())
+            with trips._lock:
+                trips.calls.append(call)
+            if trips._latency:
+                time.sleep(trips._latency)
+            try:
+                return original(client, operation, params)
+            finally:
+                call.end = trips._clock()
+
+        return recorded
 
     def _before(self, model: Any, **_: Any) -> None:
         call = Call(model.service_model.service_name, model.name, self._clock())

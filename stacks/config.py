@@ -29,6 +29,7 @@ from stacks.models import RetiredModel as RetiredModel
 from stacks.models import foundation_model_of as foundation_model_of
 from stacks.models import model_id_problem
 from stacks.search_config import AnalyticsSearchConfig, analytics_search
+from stacks.token_budget import TokenBudgetConfig, token_budget
 
 RemovalMode = Literal["destroy", "retain"]
 ObjectLockMode = Literal["governance", "compliance"]
@@ -198,6 +199,8 @@ class StageConfig:
     chat_customer_burst: int = 20
     # Live WebSocket connections one customer may hold, checked at $connect.
     chat_max_connections_per_customer: int = 3
+    # Model tokens one customer may spend in a UTC day (stacks/token_budget.py).
+    token_budget: TokenBudgetConfig = field(default_factory=TokenBudgetConfig)
     # The load the stage is built for: every throttle, the message function's reserved concurrency and
     # the stream router's batching derive from it (stacks/capacity.py, docs/capacity.md).
     capacity: CapacityConfig = field(default_factory=CapacityConfig)
@@ -487,6 +490,7 @@ def _validate_model(c: StageConfig) -> None:
         if problem is not None:
             raise _fail(c.name, "bedrock_model_id", problem, c.bedrock_model_id)
     c.model_resilience.validate(c.name, c.bedrock_model_id)
+    c.token_budget.validate(c.name)
 
 
 def _validate_guardrail(c: StageConfig) -> None:
@@ -546,6 +550,8 @@ def load_stage_config(stages: Any, name: str) -> StageConfig:
         values["model_resilience"] = model_resilience(name, values["model_resilience"])
     if "backup" in values:
         values["backup"] = backup(name, values["backup"])
+    if "token_budget" in values:
+        values["token_budget"] = token_budget(name, values["token_budget"])
     if "tags" in values and not (
         isinstance(values["tags"], dict) and all(isinstance(v, str) for v in values["tags"].values())
     ):

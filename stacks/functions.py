@@ -80,6 +80,7 @@ def stage_environment(config: StageConfig) -> dict[str, str]:
         "CHAT_CUSTOMER_MESSAGES_PER_MINUTE": str(config.chat_customer_messages_per_minute),
         "CHAT_CUSTOMER_BURST": str(config.chat_customer_burst),
         "CHAT_MAX_CONNECTIONS_PER_CUSTOMER": str(config.chat_max_connections_per_customer),
+        "CHAT_DAILY_TOKEN_BUDGET": str(config.token_budget.daily_tokens_per_customer),
         "MANAGER_SKILL": config.manager_skill,
         "ARCHIVE_PREFIX": config.archive_prefix,
         "AUDIT_LOCK_MODE": config.audit_object_lock_mode.upper(),

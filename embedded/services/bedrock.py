@@ -7,7 +7,9 @@ hook answers them with ``stub.answer(request)`` (``request`` as the caller passe
 ``modelId``, ``system``, ``messages``, ...). Converse gets it wrapped in a complete response
 (validated against the output shape, as botocore's Stubber does); ConverseStream gets a botocore
 EventStream of the answer split into token-sized deltas (``embedded.services.bedrock_stream``:
-encoded in AWS's event-stream framing and decoded by botocore's own parser). Every call of
+encoded in AWS's event-stream framing and decoded by botocore's own parser), ending, as Bedrock's
+does, in a ``metadata`` event whose ``usage`` counts the tokens read (:func:`input_tokens`, the
+same count Converse reports) and written (one per delta). Every call of
 either is recorded in ``stub.calls`` (``streamed`` tells them apart). Other services and other
 operations are untouched (moto still serves them).
 
@@ -67,6 +69,7 @@ class ConverseCall:
     reply: str
     streamed: bool = False  # ConverseStream (True) or Converse
     tokens: int = 0  # the deltas a streamed reply was split into
+    input_tokens: int = 0  # the tokens the call reported it read (its usage's inputTokens)
     stop_reason: str = "end_turn"  # guardrail_intervened: the guardrail blocked the input or the reply
     guardrail: str | None = None  # the guardrail that screened the call (its id)
 
@@ -74,6 +77,13 @@ class ConverseCall:
     def prompt(self) -> str:
         """The text of the last user message."""
         return next((text for role, text in reversed(self.messages) if role == "user"), "")
+
+
+def input_tokens(request: dict[str, Any]) -> int:
+    """The input tokens the stub reports for ``request``: one per 4 characters of its system and message text, + 1."""
+    texts = [str(block.get("text", "")) for block in request.get("system") or []]
+    texts += [str(block.get("text", "")) for m in request.get("messages") or [] for block in m.get("content") or []]
+    return sum(len(text) for text in texts) // 4 + 1
 
 
 def echo_answer(request: dict[str, Any]) -> str:
@@ -147,6 +157,7 @@ class BedrockStub:
         token_count: int = 0,
         stop_reason: str = "end_turn",
         guardrail: str | None = None,
+        read: int = 0,
     ) -> ConverseCall:
         messages = tuple(
             (str(m.get("role")), "".join(str(b.get("text", "")) for b in m.get("content", [])))
@@ -160,6 +171,7 @@ class BedrockStub:
             reply=reply,
             streamed=streamed,
             tokens=token_count,
+            input_tokens=read,
             stop_reason=stop_reason,
             guardrail=guardrail,
         )
@@ -170,25 +182,22 @@ class BedrockStub:
     def respond_stream(self, client: Any, request: dict[str, Any]) -> dict[str, Any]:
         """The ConverseStream response to ``request`` (recorded): the answer as token-sized deltas."""
         seen, reply, stop, guardrail = self._reply(request)
-        self._record(seen, reply, streamed=True, token_count=len(tokens(reply)), stop_reason=stop, guardrail=guardrail)
-        stream = event_stream(client, reply_events(reply, stop_reason=stop), pacing=self.pacing)
+        read = input_tokens(seen)
+        self._record(
+            seen, reply, streamed=True, token_count=len(tokens(reply)), stop_reason=stop, guardrail=guardrail, read=read
+        )
+        stream = event_stream(client, reply_events(reply, stop_reason=stop, input_tokens=read), pacing=self.pacing)
         return {"stream": stream, "ResponseMetadata": {"HTTPStatusCode": 200}}
 
     def respond(self, request: dict[str, Any]) -> dict[str, Any]:
         """The Converse response to ``request`` (recorded)."""
         seen, reply, stop, guardrail = self._reply(request)
-        call = self._record(seen, reply, streamed=False, stop_reason=stop, guardrail=guardrail)
-        messages = call.messages
-        prompt_chars = sum(len(text) for _, text in messages) + sum(len(text) for text in call.system)
-        input_tokens, output_tokens = prompt_chars // 4 + 1, len(reply) // 4 + 1
+        read, written = input_tokens(seen), len(reply) // 4 + 1
+        self._record(seen, reply, streamed=False, stop_reason=stop, guardrail=guardrail, read=read)
         return {
             "output": {"message": {"role": "assistant", "content": [{"text": reply}]}},
             "stopReason": stop,
-            "usage": {
-                "inputTokens": input_tokens,
-                "outputTokens": output_tokens,
-                "totalTokens": input_tokens + output_tokens,
-            },
+            "usage": {"inputTokens": read, "outputTokens": written, "totalTokens": read + written},
             "metrics": {"latencyMs": 1},
         }
 

@@ -37,9 +37,13 @@ def tokens(text: str) -> list[str]:
 
 
 def reply_events(
-    text: str, *, stop_reason: str = "end_turn", pieces: Sequence[str] | None = None
+    text: str, *, stop_reason: str = "end_turn", pieces: Sequence[str] | None = None, input_tokens: int = 10
 ) -> list[dict[str, Any]]:
-    """The events of a ConverseStream that answers ``text`` (split into :func:`tokens` unless ``pieces``)."""
+    """The events of a ConverseStream that answers ``text`` (split into :func:`tokens` unless ``pieces``).
+
+    The last event is Bedrock's ``metadata``: ``usage`` counts ``input_tokens`` read and one output
+    token per delta.
+    """
     deltas = [
         {"contentBlockDelta": {"delta": {"text": piece}, "contentBlockIndex": 0}}
         for piece in (tokens(text) if pieces is None else pieces)
@@ -52,7 +56,11 @@ def reply_events(
         {"messageStop": {"stopReason": stop_reason}},
         {
             "metadata": {
-                "usage": {"inputTokens": 10, "outputTokens": output_tokens, "totalTokens": 10 + output_tokens},
+                "usage": {
+                    "inputTokens": input_tokens,
+                    "outputTokens": output_tokens,
+                    "totalTokens": input_tokens + output_tokens,
+                },
                 "metrics": {"latencyMs": 1},
             }
         },

@@ -26,11 +26,13 @@ from contracts.keys import NUMBER_WIDTH as NUMBER_WIDTH
 from contracts.keys import QUEUE_PREFIX as QUEUE_PREFIX
 from contracts.keys import RATE_SK as RATE_SK
 from contracts.keys import REVIEW_PREFIX as REVIEW_PREFIX
+from contracts.keys import SENT_PREFIX as SENT_PREFIX
 from contracts.keys import SESSION_PREFIX as SESSION_PREFIX
 from contracts.keys import SKILL_PREFIX as SKILL_PREFIX
 from contracts.keys import SLOTS_SK as SLOTS_SK
 from contracts.keys import STATUS_PREFIX as STATUS_PREFIX
 from contracts.keys import SUMMARY_PREFIX as SUMMARY_PREFIX
+from contracts.keys import TOKENS_PREFIX as TOKENS_PREFIX
 from contracts.keys import TURN_PREFIX as TURN_PREFIX
 from contracts.keys import WAITING_INBOX as WAITING_INBOX
 from contracts.priorities import rank
@@ -162,6 +164,16 @@ def rate_bucket_key(scope: str, subject: str) -> Key:
 def connection_slots_key(customer_id: str) -> Key:
     """Key of a customer's live-connection slots: ``LIMIT#customer#<id>`` / ``CONNECTIONS``."""
     return key(f"{LIMIT_PREFIX}customer#{customer_id}", SLOTS_SK)
+
+
+def token_budget_key(customer_id: str, day: str) -> Key:
+    """Key of a customer's token budget of one UTC day: ``LIMIT#customer#<id>`` / ``TOKENS#<YYYY-MM-DD>``."""
+    return key(f"{LIMIT_PREFIX}customer#{customer_id}", f"{TOKENS_PREFIX}{day}")
+
+
+def sent_message_key(customer_id: str, client_message_id: str) -> Key:
+    """Key of a message sent with a ``client_message_id``: ``LIMIT#customer#<id>`` / ``SENT#<client_message_id>``."""
+    return key(f"{LIMIT_PREFIX}customer#{customer_id}", f"{SENT_PREFIX}{client_message_id}")
 
 
 def cleanup_shard(session_id: str, shards: int) -> str:

@@ -196,12 +196,26 @@ SESSION_SETTABLE_ATTRIBUTES: Final = frozenset(
 
 
 @dataclass(frozen=True)
+class TokenUsage:
+    """The tokens a model call used, as the model reported them (ConverseStream's ``metadata.usage``)."""
+
+    input_tokens: int
+    output_tokens: int
+
+    @property
+    def total(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+@dataclass(frozen=True)
 class Turn:
     """One chat message: ``SESSION#<id>`` / ``TURN#<number, 10 digits>``.
 
     ``content`` is text here; the item stores it zlib-compressed as Binary. ``stopped``: why an
     assistant's reply stopped before the model had finished it (``max_tokens``, ``deadline``), so
     the customer may ask for the rest; None for every other turn (and then not stored).
+    ``input_tokens`` / ``output_tokens``: on an assistant turn the model wrote, the tokens its call
+    used (:attr:`usage`); None on every other turn.
     """
 
     session_id: str
@@ -211,8 +225,21 @@ class Turn:
     created_at: int
     ttl: int
     stopped: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+
+    @property
+    def usage(self) -> TokenUsage | None:
+        """The tokens the model's call used for this turn, when it wrote it and reported them."""
+        if self.input_tokens is None or self.output_tokens is None:
+            return None
+        return TokenUsage(self.input_tokens, self.output_tokens)
 
     def to_item(self) -> dict[str, Any]:
+        usage = self.usage
+        tokens = {}
+        if usage is not None:
+            tokens = {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}
         return _with_key(
             keys.turn_key(self.session_id, self.turn_number),
             {
@@ -223,6 +250,7 @@ class Turn:
                 "created_at": self.created_at,
                 "ttl": self.ttl,
                 **({"stopped": self.stopped} if self.stopped else {}),
+                **tokens,
             },
         )
 
@@ -237,6 +265,8 @@ class Turn:
             created_at=_int(item["created_at"]),
             ttl=_int(item["ttl"]),
             stopped=str(item["stopped"]) if item.get("stopped") else None,
+            input_tokens=_opt_int(item.get("input_tokens")),
+            output_tokens=_opt_int(item.get("output_tokens")),
         )
 
 

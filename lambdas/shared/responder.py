@@ -46,7 +46,7 @@ from lambdas.shared.bedrock import (
     is_transient,
     response_text,
 )
-from lambdas.shared.records import Role, Summary, Turn
+from lambdas.shared.records import Role, Summary, TokenUsage, Turn
 from lambdas.shared.retry import Backoff, error_code
 
 SYSTEM_PROMPT: Final = (
@@ -106,9 +106,14 @@ class Guardrail:
 
 @dataclass(frozen=True)
 class ReplyEnd:
-    """How a streamed reply ended: the model's ``stopReason`` (``end_turn``, ``max_tokens``, ...)."""
+    """How a streamed reply ended: the model's ``stopReason`` (``end_turn``, ``max_tokens``, ...).
+
+    ``usage``: the tokens the call used, from the stream's ``metadata`` event; None when the
+    responder calls no model (the echo responder) or the model reported none.
+    """
 
     stop_reason: str
+    usage: TokenUsage | None = None
 
     @property
     def blocked(self) -> bool:
@@ -322,7 +327,7 @@ class BedrockResponder:
             )
         except (ClientError, *TIMEOUTS) as err:
             raise _no_reply(err) from None
-        stop_reason, written = "end_turn", False
+        stop_reason, written, usage = "end_turn", False, None
         try:
             for event in events:
                 if self._clock() - started > self.deadline_seconds:
@@ -336,12 +341,25 @@ class BedrockResponder:
                     yield text
                 elif "messageStop" in event:
                     stop_reason = str(event["messageStop"].get("stopReason") or stop_reason)
+                elif "metadata" in event:
+                    usage = reported_usage(event["metadata"]) or usage
         except (ClientError, BotoCoreError) as err:
             cause = error_code(err) or type(err).__name__
             raise ResponderError("interrupted", f"the reply stream broke off ({cause})") from None
         finally:
             events.close()
-        yield ReplyEnd(stop_reason)
+        yield ReplyEnd(stop_reason, usage)
+
+
+def reported_usage(metadata: Any) -> TokenUsage | None:
+    """The ``usage`` of a ConverseStream ``metadata`` event (``inputTokens``, ``outputTokens``), or None."""
+    usage = metadata.get("usage") if isinstance(metadata, dict) else None
+    if not isinstance(usage, dict):
+        return None
+    counts = usage.get("inputTokens"), usage.get("outputTokens")
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counts):
+        return None
+    return TokenUsage(int(counts[0] or 0), int(counts[1] or 0))
 
 
 def _no_reply(err: Exception) -> ResponderError:

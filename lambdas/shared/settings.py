@@ -68,6 +68,7 @@ class Settings:
     chat_customer_messages_per_minute: int
     chat_customer_burst: int
     chat_max_connections_per_customer: int
+    chat_daily_token_budget: int
     manager_skill: str
     archive_prefix: str
     audit_lock_mode: str | None
@@ -153,6 +154,7 @@ def settings() -> Settings:
         chat_customer_messages_per_minute=_integer("CHAT_CUSTOMER_MESSAGES_PER_MINUTE"),
         chat_customer_burst=_integer("CHAT_CUSTOMER_BURST"),
         chat_max_connections_per_customer=_integer("CHAT_MAX_CONNECTIONS_PER_CUSTOMER"),
+        chat_daily_token_budget=_integer("CHAT_DAILY_TOKEN_BUDGET"),
         manager_skill=_text("MANAGER_SKILL") or "manager",
         archive_prefix=_text("ARCHIVE_PREFIX") or "sessions",
         audit_lock_mode=_text("AUDIT_LOCK_MODE"),

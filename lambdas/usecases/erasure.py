@@ -2,8 +2,9 @@
 
 A customer's data in the table is found from two starting points: their sessions (the
 ``CUSTOMER_SESSIONS`` index of session META items) and one Scan that finds everything else that
-names them (connections, rate buckets and connection slots, idempotency records whose stored answer
-holds their id, inbox items of their sessions' handoffs). The Scan reads the whole table once per
+names them (connections, rate buckets and connection slots, daily token budgets, records of
+messages sent with a ``client_message_id``, idempotency records whose stored answer holds their id,
+inbox items of their sessions' handoffs). The Scan reads the whole table once per
 erasure; an erasure is rare and the Scan is paged, so it costs read units, never correctness.
 
 A running handoff ends first, as when the customer deletes the session (its agent released, a
@@ -35,6 +36,8 @@ KINDS: Final = (
     "inbox_items",
     "connections",
     "rate_buckets",
+    "token_budgets",
+    "sent_messages",
     "idempotency_records",
     "other_items",
 )
@@ -79,7 +82,9 @@ def kind_of(item: Mapping[str, Any]) -> str:
     if pk.startswith(keys.CONNECTION_PREFIX):
         return "connections"
     if pk.startswith(keys.LIMIT_PREFIX):
-        return "rate_buckets"
+        if sk.startswith(keys.TOKENS_PREFIX):
+            return "token_budgets"
+        return "sent_messages" if sk.startswith(keys.SENT_PREFIX) else "rate_buckets"
     if "idempotency_status" in item:
         return "idempotency_records"
     return "other_items"

@@ -24,6 +24,7 @@ from lambdas.shared.responder import BLOCKED_REPLY, Guardrail, ReplyEnd, Respond
 from lambdas.shared.settings import settings
 from lambdas.shared.settings import store as stage_store
 from lambdas.shared.store import DynamoSessionStore, Rewound
+from lambdas.usecases import send_message
 
 logger = Logger(logger_formatter=masked_formatter())
 
@@ -147,5 +148,6 @@ def whole_reply(store: DynamoSessionStore, model: Responder, rewound: Rewound) -
     if not text.strip():
         return None
     session_id = rewound.session.session_id
-    turn = store.turns.add_turn(session_id, Role.ASSISTANT, text, rewinds=rewound.session.rewinds)
+    turn = store.turns.add_turn(session_id, Role.ASSISTANT, text, rewinds=rewound.session.rewinds, usage=end.usage)
+    send_message.spend(store, rewound.session.customer_id, end.usage)
     return {"turn_number": turn.turn_number, "text": text, "blocked": end.blocked}

@@ -17,6 +17,8 @@ Server -> client, every frame has a ``type``::
     {"type": "ack", "session_id": ..., "turn_number": 3, "status": "handoff", "message": ...}
     {"type": "error", "code": "invalid_frame", "message": "..."}
     {"type": "error", "code": "rate_limited", "message": ..., "retry_after_seconds": 6}
+    {"type": "error", "code": "token_budget_exhausted", "message": ..., "retry_after_seconds": 3600,
+     "resets_at": "2026-11-29T00:00:00Z"}
 
 Error frames have ``type``, ``code`` and ``message`` (a refused message also says when to send it
 again, ``retry_after_seconds``); the message says what to fix and never carries internals (no AWS
@@ -74,6 +76,19 @@ def rate_limited_frame(retry_after_seconds: int) -> dict[str, Any]:
             f"Send it again in {retry_after_seconds} seconds.",
         ),
         "retry_after_seconds": retry_after_seconds,
+    }
+
+
+def token_budget_frame(retry_after_seconds: int, resets_at: str) -> dict[str, Any]:
+    """A message refused by the customer's daily token budget: not stored, not answered; send it after ``resets_at``."""
+    return {
+        **error_frame(
+            "token_budget_exhausted",
+            "You have used today's chat allowance, so this message was not sent. "
+            f"Send it again after {resets_at} (midnight UTC), when the allowance resets.",
+        ),
+        "retry_after_seconds": retry_after_seconds,
+        "resets_at": resets_at,
     }
 
 

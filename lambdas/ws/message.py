@@ -7,8 +7,10 @@
 3. Admission and acceptance, three round trips (the use case
    :mod:`lambdas.usecases.send_message`): the connection must exist and name that customer, both
    rate buckets must admit (else a ``rate_limited`` frame with ``retry_after_seconds``; nothing is
-   stored and nothing reaches the model), and the turn is stored by a conditional write on a
-   session that accepts turns, while the model's context is read.
+   stored and nothing reaches the model), the customer's model tokens of the UTC day must be
+   below the stage's budget (else a ``token_budget_exhausted`` frame with ``resets_at``, alike),
+   and the turn is stored by a conditional write on a session that accepts turns, while the
+   model's context is read.
 5. Session in ``handoff``, or waiting for an agent (its handoff queued or escalated): no model
    call. The turn is in the table, where the agent console reads a session's turns
    (``GET /sessions/{id}/turns``) and which the stream carries on; the customer gets an ``ack``
@@ -16,7 +18,8 @@
 6. Otherwise the :class:`~lambdas.shared.responder.Responder` (Bedrock or echo, per stage) answers
    from that context, and the reply is posted as it is written: ``delta`` frames, batched by
    :class:`~lambdas.ws.deltas.DeltaCoalescer` (far fewer posts than tokens). When the reply is
-   complete it is stored once, as the next turn, and a ``final`` frame names that turn. A reply
+   complete it is stored once, as the next turn (with the tokens the model reported, which are
+   added to the customer's budget of the day), and a ``final`` frame names that turn. A reply
    the stage's guardrail withholds is stored and sent as a fixed notice (``reply_blocked``).
    A stream that breaks midway gets a ``reply_interrupted`` error frame and stores nothing of
    the partial text. 410 Gone from the management API stops the stream and disconnects the
@@ -66,6 +69,7 @@ from lambdas.ws.frames import (
     rate_limited_frame,
     reply_blocked_frame,
     route_context,
+    token_budget_frame,
     wants_rewind,
 )
 
@@ -84,9 +88,6 @@ SESSION_CLOSED: Final = error_frame("session_closed", "This chat session has end
 CLIENT_MESSAGE_ID_REUSED: Final = error_frame(
     "client_message_id_reused",
     "This client_message_id was sent before with other text; nothing was stored. Use a new id for a new message.",
-)
-CLIENT_MESSAGE_ID_BUSY: Final = error_frame(
-    "client_message_id_busy", "This message is still being stored; wait for its reply before sending it again."
 )
 NOT_SAVED: Final = error_frame(
     "message_not_saved", "We could not save your message because of a problem on our side. Please send it again."
@@ -123,7 +124,6 @@ REFUSALS: Final = {
     send_message.SESSION_CLOSED: SESSION_CLOSED,
     send_message.NOT_SAVED: NOT_SAVED,
     send_message.CLIENT_MESSAGE_ID_REUSED: CLIENT_MESSAGE_ID_REUSED,
-    send_message.CLIENT_MESSAGE_ID_BUSY: CLIENT_MESSAGE_ID_BUSY,
 }
 
 
@@ -148,6 +148,9 @@ def handle_message(store: DynamoSessionStore, model: Responder, ctx: RouteContex
     received = send_message.receive(store, ctx.connection_id, ctx.customer_id, message.text, message.client_message_id)
     if received.outcome == send_message.RATE_LIMITED:
         send(rate_limited_frame(received.retry_after_seconds))
+        return received.outcome
+    if received.outcome == send_message.OVER_BUDGET:
+        send(token_budget_frame(received.retry_after_seconds, str(received.resets_at)))
         return received.outcome
     if received.outcome == send_message.DUPLICATE:
         frame = duplicate_frame(
@@ -246,7 +249,10 @@ def stream_reply(
         _close(pieces)
     if end.blocked:
         logger.info("reply withheld", extra={"stop_reason": end.stop_reason, "posted": deltas.posts})
-        notice = store.turns.add_turn(session_id, Role.ASSISTANT, BLOCKED_REPLY, rewinds=accepted.session.rewinds)
+        notice = store.turns.add_turn(
+            session_id, Role.ASSISTANT, BLOCKED_REPLY, rewinds=accepted.session.rewinds, usage=end.usage
+        )
+        send_message.spend(store, accepted.session.customer_id, end.usage)
         metrics.add_metric(name="ChatTurns", unit=MetricUnit.Count, value=1)
         frame = reply_blocked_frame(
             session_id=session_id, reply_to=reply_to, turn_number=notice.turn_number, text=BLOCKED_REPLY
@@ -261,8 +267,9 @@ def stream_reply(
     delivered = rest is None or post(rest)
     stopped = end.stop_reason if end.can_continue else None
     reply_turn = store.turns.add_turn(
-        session_id, Role.ASSISTANT, deltas.text, rewinds=accepted.session.rewinds, stopped=stopped
+        session_id, Role.ASSISTANT, deltas.text, rewinds=accepted.session.rewinds, stopped=stopped, usage=end.usage
     )
+    send_message.spend(store, accepted.session.customer_id, end.usage)
     metrics.add_metric(name="ChatTurns", unit=MetricUnit.Count, value=1)
     if not delivered:
         return "gone"

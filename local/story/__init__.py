@@ -188,6 +188,7 @@ STEPS: tuple[str, ...] = (
     "customer_rewinds",
     "customer_gives_contact_details",
     "erasure_leaves_no_trace",
+    "spent_budget_is_refused_until_midnight",
 )
 
 

@@ -1,4 +1,5 @@
-"""The story's rate-limit step: one customer's burst is refused with a frame, another customer is answered.
+"""The story's limit steps: one customer's burst is refused with a frame while another is answered, and a
+customer who has spent the day's token budget is told when it resets.
 
 A mixin of :class:`local.story.Story`, which provides the stage, the config, the tokens and
 the step plumbing declared here.
@@ -10,8 +11,8 @@ import math
 import time
 from typing import Any
 
-from lambdas.shared.records import Role
-from local.story.base import Step, StoryParts, expect, streamed_replies
+from lambdas.shared.records import Role, TokenUsage
+from local.story.base import Step, StoryParts, expect, streamed_replies, token_subject
 
 #: Messages one connection sends as fast as the client can: well over any stage's burst.
 BURST = 30
@@ -88,6 +89,47 @@ class LimitSteps(StoryParts):
         step.changes.append(
             f"carol: {len(answered)} replies, {len(refused)} rate_limited frames (retry_after_seconds up to "
             f"{retry}); {len(answered)} user turns stored; dave: 1 reply"
+        )
+        self.done(step, started)
+
+    def spent_budget_is_refused_until_midnight(self) -> None:
+        budget = self.config.token_budget.daily_tokens_per_customer
+        started, step = (
+            time.monotonic(),
+            self.step(
+                f"A customer's replies count the model's tokens against the day's budget ({budget:,}); "
+                "once it is spent, a message is refused with when it resets, and nothing reaches the model"
+            ),
+        )
+        ws, store = self.stage.websocket, self.store()
+        gina, session_id = self._customer_connection(step, "gina")
+        customer_id = token_subject(self.tokens["gina"])
+        ws.send(gina, {"action": "sendMessage", "text": "Is Frieren volume 3 out?", "client_message_id": "m-1"})
+        reply = store.turns.list_turns(session_id, limit=100).items[-1]
+        usage = reply.usage
+        expect(reply.role == Role.ASSISTANT and usage is not None, f"the reply holds no usage: {reply}")
+        step.calls.append("sendMessage as gina (client_message_id m-1)")
+        used = TokenUsage(0, 0) if usage is None else usage
+        # The rest of the day's budget goes on replies elsewhere (written to her day's item directly)
+        store.budgets.spend_tokens(customer_id, TokenUsage(budget - used.total, 0))
+        before, calls_before = len(ws.frames(gina)), len(self.stage.bedrock.calls)
+        ws.send(gina, {"action": "sendMessage", "text": "And volume 4?", "client_message_id": "m-2"})
+        step.calls.append("sendMessage as gina (client_message_id m-2), her budget spent")
+        frames = ws.frames(gina)[before:]
+        expect(
+            [f.get("code") for f in frames] == ["token_budget_exhausted"]
+            and str(frames[0].get("resets_at", "")).endswith("T00:00:00Z")
+            and int(frames[0].get("retry_after_seconds", 0)) >= 1,
+            f"gina was not told her budget is spent and when it resets: {frames}",
+        )
+        expect(len(self.stage.bedrock.calls) == calls_before, "the model was called over the budget")
+        expect(self._user_texts(session_id) == ["Is Frieren volume 3 out?"], "a refused message was stored")
+        # The table's stream carries her stored turns on (analytics, audit); the budget's item stays out of it
+        moved = self.stage.settle(timeout=30, wait_executions=False)
+        step.calls.append(f"stream pump: {moved} invocations")
+        step.changes.append(
+            f"gina: 1 reply ({used.input_tokens} input + {used.output_tokens} output tokens on its "
+            f"turn), then token_budget_exhausted until {frames[0]['resets_at']}; nothing stored"
         )
         self.done(step, started)
 

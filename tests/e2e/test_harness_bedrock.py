@@ -12,7 +12,7 @@ from moto import mock_aws
 from embedded.services.bedrock import BedrockStub
 from lambdas.shared import env
 from lambdas.shared.bedrock import bedrock_client, converse_text
-from lambdas.shared.records import Role, Turn
+from lambdas.shared.records import Role, TokenUsage, Turn
 from lambdas.shared.responder import BedrockResponder, ReplyEnd
 
 MODEL = "anthropic.claude-3-haiku-20240307-v1:0"
@@ -66,9 +66,27 @@ def test_converse_stream_answers_in_token_sized_deltas_and_is_recorded() -> None
     assert "".join(texts) == "Volume 3 of Frieren came out in March."
     assert len(texts) >= 9
     assert all(len(t.strip()) <= 4 for t in texts)
-    assert pieces[-1] == ReplyEnd("end_turn")
     (call,) = stub.calls
     assert (call.streamed, call.tokens, call.prompt) == (True, len(texts), "volume 3?")
+    # And the stream ends, as Bedrock's does, with the usage: the tokens read and one per delta written
+    assert pieces[-1] == ReplyEnd("end_turn", TokenUsage(call.input_tokens, len(texts)))
+
+
+def test_the_usage_a_stream_reports_grows_with_what_the_model_reads_as_converse_reports_it() -> None:
+    stub = BedrockStub(answer=lambda request: "Yes.")
+    with mock_aws(), stub.installed():
+        responder = BedrockResponder(MODEL, sleep=lambda _: None)
+        short = list(responder.stream([_turn(1, Role.USER, "volume 3?")]))[-1]
+        long = list(responder.stream([_turn(1, Role.USER, "volume 3?" * 100)]))[-1]
+        converse = bedrock_client().converse(**responder.request([_turn(1, Role.USER, "volume 3?" * 100)]))
+    assert isinstance(short, ReplyEnd)
+    assert isinstance(long, ReplyEnd)
+    assert short.usage is not None
+    assert long.usage is not None
+    # one token per 4 characters more (the prompt around the message is the same)
+    assert abs((long.usage.input_tokens - short.usage.input_tokens) - 99 * len("volume 3?") / 4) <= 1
+    assert converse["usage"]["inputTokens"] == long.usage.input_tokens
+    assert [c.input_tokens for c in stub.calls] == [short.usage.input_tokens, *[long.usage.input_tokens] * 2]
 
 
 def test_an_invalid_request_is_rejected_like_the_real_client_does() -> None:

@@ -17,7 +17,8 @@ through): ``store.sessions`` (:mod:`.sessions`: META, the status machine, the cl
 session partition), ``store.turns`` (:mod:`.turns`: turns and summaries), ``store.handoffs``
 (:mod:`.handoffs`: handoff records, the current handoff, callback tokens), ``store.agents``
 (:mod:`.agents`), ``store.inbox`` (:mod:`.inbox`), ``store.connections`` (:mod:`.connections`),
-``store.limits`` (:mod:`.limits`: the chat's rate buckets and connection slots) and ``store.chat``
+``store.limits`` (:mod:`.limits`: the chat's rate buckets and connection slots), ``store.budgets``
+(:mod:`.budgets`: a customer's daily token budgets and sent messages) and ``store.chat``
 (:mod:`.chat`: a customer's message before the model is called, over turns, connections and
 limits). Writes that span aggregates are use cases (:mod:`lambdas.usecases`). Review records
 belong to the approval gate, which keeps them itself.
@@ -29,7 +30,8 @@ import importlib
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Final
 
-from lambdas.shared.store.chat import AcceptedMessage, Chat, ChatContext, MessageAdmission, Rate, Rewound
+from lambdas.shared.store.budgets import BudgetCheck, Budgets, SentMessage
+from lambdas.shared.store.chat import AcceptedMessage, Chat, ChatContext, MessageAdmission, Rate, Rewound, SentBefore
 from lambdas.shared.store.connections import Connections
 from lambdas.shared.store.limits import ADMITTED, Admission, Limits
 from lambdas.shared.store.table import (
@@ -120,6 +122,8 @@ __all__ = [
     "AcceptedMessage",
     "Admission",
     "AgentActive",
+    "BudgetCheck",
+    "Budgets",
     "ChatContext",
     "DynamoSessionStore",
     "HandoffClosed",
@@ -130,6 +134,8 @@ __all__ = [
     "Page",
     "Rate",
     "Rewound",
+    "SentBefore",
+    "SentMessage",
     "SessionNotActive",
     "TableCore",
     "preload",
@@ -150,7 +156,10 @@ class DynamoSessionStore:
         self.turns = Turns(self.table)
         self.connections = Connections(self.table)
         self.limits = Limits(self.table)
-        self.chat = Chat(self.table, turns=self.turns, connections=self.connections, limits=self.limits)
+        self.budgets = Budgets(self.table)
+        self.chat = Chat(
+            self.table, turns=self.turns, connections=self.connections, limits=self.limits, budgets=self.budgets
+        )
 
     @cached_property
     def sessions(self) -> Sessions:

@@ -5,13 +5,16 @@ that each do their independent calls at once (a round trip of wall time each, ho
 calls):
 
 1. :meth:`Chat.admit_message`, one round trip (two during a burst): the connection record
-   (``GetItem CONN#``) and a token from each of the two rate buckets, the connection's and the
-   customer's (:mod:`.limits`), all at once.
+   (``GetItem CONN#``), a token from each of the two rate buckets, the connection's and the
+   customer's (:mod:`.limits`), the token budget's conditional write and, for a message with a
+   ``client_message_id``, the record of a message sent before under it (:mod:`.budgets`), all at
+   once.
 2. :meth:`Chat.accept_message`, two round trips: the turn number is reserved on the session's
    META by the one conditional UpdateItem that also checks that the session accepts turns and
    is the customer's, and returns the session (so it is never read apart); then, at once, the
-   PutItem of the turn and the two Queries of the model's context (the newest turns before it,
-   and the latest summary).
+   PutItem of the turn (a transaction with its sent record, for a message with a
+   ``client_message_id``) and the two Queries of the model's context (the newest turns before
+   it, and the latest summary).
 
 A customer who edits a message or asks for another answer rewinds the session first
 (:meth:`Chat.rewind`): one conditional transaction removes what came after that turn, and the
@@ -45,6 +48,7 @@ from lambdas.shared.errors import (
 )
 from lambdas.shared.records import WAITING_STATUSES, Connection, Role, Session, SessionStatus, Summary, Turn
 from lambdas.shared.schema import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE
+from lambdas.shared.store.budgets import BudgetCheck, Budgets, SentMessage, text_digest
 from lambdas.shared.store.connections import Connections
 from lambdas.shared.store.expressions import Expr, Update
 from lambdas.shared.store.limits import CONNECTION_SCOPE, CUSTOMER_SCOPE, Admission, Limits
@@ -79,11 +83,15 @@ class MessageAdmission:
     ``connection``: the caller's connection record when it exists and names the customer; None
     when the chat is not ready for this caller (onboarding has not recorded the connection, or
     it is another customer's). ``admission``: the rate limits' decision, the connection's bucket
-    first (its refusal is the one reported when both refuse).
+    first (its refusal is the one reported when both refuse). ``budget``: the token budget's
+    decision (None when none was checked). ``sent``: the message sent before under the
+    ``client_message_id``, when there is one.
     """
 
     connection: Connection | None
     admission: Admission
+    budget: BudgetCheck | None = None
+    sent: SentMessage | None = None
 
     @property
     def admitted(self) -> bool:
@@ -131,19 +139,42 @@ class Rewound:
     context: ChatContext
 
 
+class SentBefore(Exception):
+    """Another send of this ``client_message_id`` stored its turn first (the two raced): ``sent`` names it."""
+
+    def __init__(self, sent: SentMessage | None) -> None:
+        super().__init__("a message with this client_message_id was stored meanwhile")
+        self.sent = sent
+
+
 class Chat:
     """The message path's two operations (see the module docstring), over the turns, connections and limits."""
 
-    def __init__(self, table: TableCore, *, turns: Turns, connections: Connections, limits: Limits) -> None:
+    def __init__(
+        self, table: TableCore, *, turns: Turns, connections: Connections, limits: Limits, budgets: Budgets
+    ) -> None:
         self.table = table
         self.turns = turns
         self.connections = connections
         self.limits = limits
+        self.budgets = budgets
 
     def admit_message(
-        self, connection_id: str, customer_id: str, *, per_connection: Rate, per_customer: Rate
+        self,
+        connection_id: str,
+        customer_id: str,
+        *,
+        per_connection: Rate,
+        per_customer: Rate,
+        token_budget: int | None = None,
+        client_message_id: str | None = None,
     ) -> MessageAdmission:
-        """Find the caller's connection and take a token from both of its buckets, in one round trip.
+        """Find the caller's connection, take a token from both of its buckets and check the rest, in one round trip.
+
+        With ``token_budget`` the customer's tokens of the day are checked by the budget's
+        conditional write; with ``client_message_id`` the record of a message sent before under it
+        is read. Both run at once with the rest; a message a limit refuses keeps its place in the
+        others (the strict side, as below).
 
         A refused message keeps exactly the tokens the sequential order (connection record, then
         the connection's bucket, then the customer's) would have taken: a message that is not
@@ -156,7 +187,7 @@ class Chat:
         """
         require_id(connection_id, "connection_id")
         require_id(customer_id, "customer_id")
-        connection, by_connection, by_customer = self.table.together(
+        connection, by_connection, by_customer, budget, sent = self.table.together(
             lambda: self.connections.get_connection(connection_id),
             lambda: self.limits.take_message_token(
                 CONNECTION_SCOPE, connection_id, per_minute=per_connection.per_minute, burst=per_connection.burst
@@ -164,6 +195,8 @@ class Chat:
             lambda: self.limits.take_message_token(
                 CUSTOMER_SCOPE, customer_id, per_minute=per_customer.per_minute, burst=per_customer.burst
             ),
+            lambda: self.budgets.check_tokens(customer_id, budget=token_budget) if token_budget is not None else None,
+            lambda: self.budgets.sent_message(customer_id, client_message_id) if client_message_id else None,
         )
         if connection is not None and connection.customer_id != customer_id:
             connection = None
@@ -181,7 +214,8 @@ class Chat:
                 )
             )
         self._give_back(give_back)
-        return MessageAdmission(connection, by_connection if not by_connection.admitted else by_customer)
+        rate = by_connection if not by_connection.admitted else by_customer
+        return MessageAdmission(connection, rate, budget, sent)
 
     def _give_back(self, calls: list[Callable[[], None]]) -> None:
         """Return the tokens at once; one that cannot be returned stays spent (stricter, never looser)."""
@@ -191,7 +225,9 @@ class Chat:
         elif guarded:
             guarded[0]()
 
-    def accept_message(self, session_id: str, customer_id: str, text: str, *, context_turns: int) -> AcceptedMessage:
+    def accept_message(
+        self, session_id: str, customer_id: str, text: str, *, context_turns: int, client_message_id: str | None = None
+    ) -> AcceptedMessage:
         """Store the customer's message as the session's next turn and read the model's context: two round trips.
 
         1. :meth:`.Turns.reserve_turn` with ``customer_id``: refuses (SessionNotFound, SessionClosed)
@@ -203,6 +239,8 @@ class Chat:
            context read alongside is dropped (a read, never a round trip more).
 
         ``context_turns``: 1..101, how many turns the model sees, this message included.
+        ``client_message_id``: the turn is written with its sent record in one transaction
+        (:meth:`_store_turn`); SentBefore when another send of it won.
         Raises InvalidInput before anything is written; when the PutItem fails its error is
         raised (the number is burnt: a gap, never a duplicate) and the reads are discarded.
         """
@@ -212,10 +250,10 @@ class Chat:
         session = self.turns.reserve_turn(session_id, customer_id=customer_id)
         number = session.turn_count
         if session.status == SessionStatus.HANDOFF:
-            return AcceptedMessage(session, self.turns.put_turn(session_id, number, Role.USER, text), None)
+            return AcceptedMessage(session, self._store_turn(session, text, customer_id, client_message_id), None)
         handoff_id = session.current_handoff_id
         turn, earlier, summary, handoff = self.table.together(
-            lambda: self.turns.put_turn(session_id, number, Role.USER, text),
+            lambda: self._store_turn(session, text, customer_id, client_message_id),
             lambda: self.turns.turns_before(session_id, number, limit=context_turns - 1) if context_turns > 1 else [],
             lambda: self.turns.latest_summary(session_id),
             lambda: self.table.get(keys.handoff_key(session_id, handoff_id)) if handoff_id else None,
@@ -223,6 +261,30 @@ class Chat:
         if handoff is not None and handoff.get("status") in WAITING_STATUSES:
             return AcceptedMessage(session, turn, None, waiting=True)
         return AcceptedMessage(session, turn, ChatContext([*earlier, turn], summary))
+
+    def _store_turn(self, session: Session, text: str, customer_id: str, client_message_id: str | None) -> Turn:
+        """The customer's turn numbered ``session.turn_count``: one PutItem, or with ``client_message_id`` one
+        transaction of that Put and the message's sent record (:meth:`.Budgets.sent_in`).
+
+        The transaction is refused when a live record of this session holds the id: another send
+        of the message won the race, and SentBefore names what it stored (one read, only then).
+        The number this send reserved is burnt (a gap, never a duplicate).
+        """
+        session_id, number = session.session_id, session.turn_count
+        if not client_message_id:
+            return self.turns.put_turn(session_id, number, Role.USER, text)
+        now = self.table.now()
+        turn = Turn(session_id, number, Role.USER, text, now, now + self.table.ttl_seconds)
+        tx = Transaction(self.table.table_name)
+        self.turns.put_in(tx, turn)
+        self.budgets.sent_in(tx, customer_id, client_message_id, SentMessage(session_id, number, text_digest(text)))
+        try:
+            self.table.commit(tx)
+        except Cancelled as cancelled:
+            if "sent" not in cancelled.failed:
+                raise
+            raise SentBefore(self.budgets.sent_message(customer_id, client_message_id)) from None
+        return turn
 
     def rewind(
         self, session_id: str, customer_id: str, turn_number: int, text: str | None, *, context_turns: int

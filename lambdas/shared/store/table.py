@@ -48,6 +48,7 @@ A = TypeVar("A")
 B = TypeVar("B")
 C = TypeVar("C")
 D = TypeVar("D")
+E = TypeVar("E")
 
 MAX_PAGE_SIZE: Final = 100
 MAX_ITEMS_PAGE_SIZE: Final = 1000
@@ -65,7 +66,7 @@ STATUS_TIMESTAMP: Final[Mapping[SessionStatus, str]] = {
     SessionStatus.ARCHIVED: "archived_at",
 }
 
-#: Calls one operation may have in flight besides the caller's own (the message path needs two).
+#: Calls one operation may have in flight besides the caller's own (the message admission needs four).
 MAX_CONCURRENT_CALLS: Final = 4
 
 CONDITION_FAILED: Final = "ConditionalCheckFailedException"
@@ -337,6 +338,17 @@ class TableCore:
     def together(
         self, first: Callable[[], A], second: Callable[[], B], third: Callable[[], C], fourth: Callable[[], D], /
     ) -> tuple[A, B, C, D]: ...
+
+    @overload
+    def together(
+        self,
+        first: Callable[[], A],
+        second: Callable[[], B],
+        third: Callable[[], C],
+        fourth: Callable[[], D],
+        fifth: Callable[[], E],
+        /,
+    ) -> tuple[A, B, C, D, E]: ...
 
     def together(self, *calls: Callable[[], Any]) -> tuple[Any, ...]:
         """Run independent calls at once and return their results in order: one round trip of wall time.

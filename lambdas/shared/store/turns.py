@@ -21,7 +21,7 @@ from lambdas.shared.errors import (
     SessionClosed,
     SessionNotFound,
 )
-from lambdas.shared.records import TURN_ACCEPTING, Role, Session, Summary, Turn, compress
+from lambdas.shared.records import TURN_ACCEPTING, Role, Session, Summary, TokenUsage, Turn, compress
 from lambdas.shared.schema import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE
 from lambdas.shared.serialize import unmarshal_item
 from lambdas.shared.store.expressions import Expr, Update
@@ -54,7 +54,14 @@ class Turns(Aggregate):
     """Turn and summary operations."""
 
     def add_turn(
-        self, session_id: str, role: Role | str, content: str, *, rewinds: int | None = None, stopped: str | None = None
+        self,
+        session_id: str,
+        role: Role | str,
+        content: str,
+        *,
+        rewinds: int | None = None,
+        stopped: str | None = None,
+        usage: TokenUsage | None = None,
     ) -> Turn:
         """Append a turn: :meth:`reserve_turn` then :meth:`put_turn`, two writes, no transaction.
 
@@ -62,12 +69,13 @@ class Turns(Aggregate):
         concurrency; if the process dies between the two writes, the number is burnt: a gap,
         never a duplicate. Raises InvalidInput before any write, SessionNotFound or
         SessionClosed (status not active/handoff) with nothing written. ``rewinds``: see
-        :meth:`reserve_turn`. ``stopped``: see :class:`~lambdas.shared.records.Turn`.
+        :meth:`reserve_turn`. ``stopped``: see :class:`~lambdas.shared.records.Turn`. ``usage``: the
+        model's tokens, on a reply it wrote.
         """
         require_id(session_id, "session_id")
         checked_turn(role, content)
         session = self.reserve_turn(session_id, rewinds=rewinds)
-        return self.put_turn(session_id, session.turn_count, role, content, stopped=stopped)
+        return self.put_turn(session_id, session.turn_count, role, content, stopped=stopped, usage=usage)
 
     def reserve_turn(self, session_id: str, *, customer_id: str | None = None, rewinds: int | None = None) -> Session:
         """Take the next turn number of a session that accepts turns; returns the session after the write.
@@ -121,7 +129,14 @@ class Turns(Aggregate):
         return Session.from_item(item)
 
     def put_turn(
-        self, session_id: str, turn_number: int, role: Role | str, content: str, *, stopped: str | None = None
+        self,
+        session_id: str,
+        turn_number: int,
+        role: Role | str,
+        content: str,
+        *,
+        stopped: str | None = None,
+        usage: TokenUsage | None = None,
     ) -> Turn:
         """Store turn ``turn_number`` (a number :meth:`reserve_turn` handed out), content zlib-compressed.
 
@@ -142,6 +157,8 @@ class Turns(Aggregate):
             created_at=now,
             ttl=now + self.table.ttl_seconds,
             stopped=stopped,
+            input_tokens=None if usage is None else usage.input_tokens,
+            output_tokens=None if usage is None else usage.output_tokens,
         )
         try:
             self.table.put_new(turn.to_item())

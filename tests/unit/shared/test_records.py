@@ -23,6 +23,7 @@ from lambdas.shared.records import (
     Session,
     SessionStatus,
     Summary,
+    TokenUsage,
     Turn,
     can_transition,
     record_from_item,
@@ -191,3 +192,19 @@ def test_client_is_created_lazily_and_once(ddb_client: Any, table_name: str) -> 
 def test_store_options_are_validated(options: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match=next(iter(options)).split("_")[0]):
         DynamoSessionStore("table", **options)
+
+
+def test_a_reply_turn_keeps_the_models_usage_and_a_caller_sees_it_as_plain_numbers() -> None:
+    turn = Turn("s-1", 3, Role.ASSISTANT, "Try Frieren.", 100, 200, input_tokens=1200, output_tokens=40)
+    item = turn.to_item()
+    assert (item["input_tokens"], item["output_tokens"]) == (1200, 40)
+    assert Turn.from_item(item) == turn
+    assert turn.usage == TokenUsage(1200, 40)
+    assert TokenUsage(1200, 40).total == 1240
+    shown = json.loads(json.dumps(serialize.public(turn)))
+    assert (shown["input_tokens"], shown["output_tokens"]) == (1200, 40)
+    # A turn without usage stores and shows none
+    plain_turn = Turn("s-1", 2, Role.USER, "hi", 100, 200)
+    assert plain_turn.usage is None
+    assert "input_tokens" not in plain_turn.to_item()
+    assert "input_tokens" not in serialize.public(plain_turn)

@@ -9,7 +9,7 @@ import pytest
 from botocore.stub import ANY, Stubber
 
 from embedded.services.bedrock_stream import Refusal, StreamAnswers, refusal, reply_events, stream_error, tokens
-from lambdas.shared.records import Role, Summary, Turn
+from lambdas.shared.records import Role, Summary, TokenUsage, Turn
 from lambdas.shared.responder import (
     SYSTEM_PROMPT,
     BedrockResponder,
@@ -192,16 +192,26 @@ def streaming(*answers: Any, **options: Any) -> tuple[BedrockResponder, StreamAn
     return BedrockResponder(MODEL, **defaults), StreamAnswers(client, *answers), sleeps
 
 
-def test_stream_yields_the_text_as_written_then_how_it_ended() -> None:
-    responder, answers, _ = streaming(reply_events("Volume 3 is out in March.", stop_reason="max_tokens"))
+def test_stream_yields_the_text_as_written_then_how_it_ended_and_the_tokens_the_model_reported() -> None:
+    events = reply_events("Volume 3 is out in March.", stop_reason="max_tokens", input_tokens=1234)
+    responder, answers, _ = streaming(events)
     pieces = list(responder.stream([turn(1, "user", "Is volume 3 out?")]))
     assert pieces[:-1] == tokens("Volume 3 is out in March.")
-    assert pieces[-1] == ReplyEnd("max_tokens")
+    assert pieces[-1] == ReplyEnd("max_tokens", TokenUsage(1234, len(tokens("Volume 3 is out in March."))))
     assert not pieces[-1].blocked
     # the request is the Converse request, sent to ConverseStream without a guardrail
     assert answers.requests[0]["modelId"] == MODEL
     assert "guardrailConfig" not in answers.requests[0]
     assert answers.streams[0].closed
+
+
+def test_a_stream_without_usage_ends_without_usage_and_a_malformed_usage_is_ignored() -> None:
+    text = "Volume 3 is out."
+    plain = [e for e in reply_events(text) if "metadata" not in e]
+    malformed = [*plain, {"metadata": {"usage": {"inputTokens": -1, "outputTokens": 2, "totalTokens": 1}}}]
+    responder, _, _ = streaming(plain, malformed)
+    assert list(responder.stream([turn(1, "user", "hi")]))[-1] == ReplyEnd("end_turn", None)
+    assert list(responder.stream([turn(1, "user", "hi")]))[-1] == ReplyEnd("end_turn", None)
 
 
 def test_stream_names_the_stages_guardrail_screening_synchronously() -> None:
@@ -224,7 +234,8 @@ def test_stream_names_the_stages_guardrail_screening_synchronously() -> None:
 def test_a_withheld_reply_ends_blocked_and_is_not_an_error(stop_reason: str) -> None:
     responder, _, _ = streaming(reply_events("Sorry, the model cannot answer.", stop_reason=stop_reason))
     *_, end = responder.stream([turn(1, "user", "something off-limits")])
-    assert end == ReplyEnd(stop_reason)
+    assert isinstance(end, ReplyEnd)
+    assert end.stop_reason == stop_reason
     assert end.blocked
 
 
@@ -374,7 +385,7 @@ def test_a_primary_that_fails_before_writing_hands_the_reply_to_the_fallback(ans
     pieces = list(responder.stream([turn(1, "user", "hi")]))
     # Then it is the fallback's, the primary was asked once, and the fallback was counted by reason
     assert "".join(p for p in pieces if isinstance(p, str)) == "Try Frieren."
-    assert pieces[-1] == ReplyEnd("end_turn")
+    assert pieces[-1] == ReplyEnd("end_turn", TokenUsage(10, len(tokens("Try Frieren."))))
     assert [r["modelId"] for r in primary.requests] == [MODEL]
     assert [r["modelId"] for r in fallback.requests] == [FALLBACK]
     assert reasons == [reason]

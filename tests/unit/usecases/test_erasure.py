@@ -6,6 +6,7 @@ import base64
 import json
 
 from lambdas.shared import keys
+from lambdas.shared.records import TokenUsage
 from lambdas.shared.serialize import marshal_item
 from lambdas.shared.store import DynamoSessionStore
 from lambdas.usecases import erasure
@@ -32,6 +33,8 @@ def _chatting(store: DynamoSessionStore, customer_id: str, connection_id: str) -
     store.turns.add_turn(session_id, "user", f"{customer_id} says hello")
     store.limits.take_message_token("customer", customer_id, per_minute=10, burst=10)
     store.limits.take_message_token("conn", connection_id, per_minute=10, burst=10)
+    store.budgets.spend_tokens(customer_id, TokenUsage(1200, 150))
+    store.chat.accept_message(session_id, customer_id, "sent with an id", context_turns=1, client_message_id="m-1")
     return session_id
 
 
@@ -75,6 +78,7 @@ def test_erasing_a_customer_ends_her_waiting_handoff_and_deletes_everything_of_h
     }
     assert counts["turns"] >= 1
     assert counts["rate_buckets"] == 2
+    assert (counts["token_budgets"], counts["sent_messages"]) == (1, 1)
     left = json.dumps(_items(store), default=str)
     assert ALICE not in left
     assert mine not in left
@@ -103,6 +107,9 @@ def test_an_items_kind_follows_its_key() -> None:
     assert erasure.kind_of({"PK": "AGENT#a-1", "SK": "INBOX#h"}) == "inbox_items"
     assert erasure.kind_of({"PK": "CONN#c", "SK": "META"}) == "connections"
     assert erasure.kind_of({"PK": "LIMIT#customer#x", "SK": "RATE"}) == "rate_buckets"
+    assert erasure.kind_of({"PK": "LIMIT#customer#x", "SK": "CONNECTIONS"}) == "rate_buckets"
+    assert erasure.kind_of({"PK": "LIMIT#customer#x", "SK": "TOKENS#2026-01-01"}) == "token_budgets"
+    assert erasure.kind_of({"PK": "LIMIT#customer#x", "SK": "SENT#m-1"}) == "sent_messages"
     assert erasure.kind_of({"PK": "fn#abc", "SK": "x", "idempotency_status": "COMPLETED"}) == "idempotency_records"
     assert erasure.kind_of({"PK": "AGENT#a-1", "SK": "META"}) == "other_items"
 

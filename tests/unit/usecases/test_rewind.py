@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import pytest
 
-from lambdas.shared import env, idempotency
-from lambdas.shared.records import Role
+from lambdas.shared import env, idempotency, keys
+from lambdas.shared.records import Role, Summary, TokenUsage, Turn
+from lambdas.shared.responder import ReplyEnd
 from lambdas.shared.store import DynamoSessionStore
 from lambdas.usecases import rewind
 
@@ -64,3 +65,24 @@ def test_a_key_reused_for_another_rewind_changes_nothing(store: DynamoSessionSto
     with pytest.raises(idempotency.KeyReused):
         rewind.rewind(store, session_id, "alice", 1, None, "k-1")
     assert store.sessions.get_session(session_id).turn_count == 3
+
+
+class ReportingModel:
+    """Answers in one piece and reports the tokens it used, as Bedrock's stream does."""
+
+    def stream(self, turns: Sequence[Turn], *, summary: Summary | None = None) -> Iterator[str | ReplyEnd]:
+        yield "Volume 4 is out."
+        yield ReplyEnd("end_turn", TokenUsage(300, 5))
+
+
+def test_a_whole_reply_stores_the_models_usage_and_adds_it_to_the_customers_day(
+    store: DynamoSessionStore, session_id: str
+) -> None:
+    done = rewind.rewind(store, session_id, "alice", 3, None, None)
+    assert done.rewound is not None
+    answered = rewind.whole_reply(store, ReportingModel(), done.rewound)
+    assert answered == {"turn_number": 4, "text": "Volume 4 is out.", "blocked": False}
+    assert store.turns.list_turns(session_id).items[-1].usage == TokenUsage(300, 5)
+    day = store.table.get(keys.token_budget_key("alice", "2026-01-01"))
+    assert day is not None
+    assert (day["tokens"], day["input_tokens"], day["output_tokens"]) == (305, 300, 5)

@@ -15,8 +15,8 @@ from embedded.events import authorizer_context, ws_event
 from embedded.round_trips import RoundTrips
 from embedded.services.bedrock_stream import Refusal, StreamAnswers, reply_events, stream_error
 from embedded.services.bedrock_stream import tokens as model_tokens
-from lambdas.shared import aws, connections, env
-from lambdas.shared.records import Role, SessionStatus, Summary, Turn
+from lambdas.shared import connections, env, keys
+from lambdas.shared.records import Role, SessionStatus, Summary, TokenUsage, Turn
 from lambdas.shared.responder import (
     BedrockResponder,
     CappedResponder,
@@ -70,21 +70,28 @@ class TimedResponder:
         yield ReplyEnd("end_turn")
 
 
+@pytest.mark.parametrize("with_id", [False, True], ids=["without_client_message_id", "with_client_message_id"])
 def test_a_message_waits_three_round_trips_before_the_model_and_four_in_a_burst(
-    ws: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
+    ws: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch, with_id: bool
 ) -> None:
-    # Given a chatting customer, and 20 ms of network time per DynamoDB call
+    # Given a chatting customer, and 50 ms of network time per AWS call of any client (calls made at
+    # once overlap even when a busy machine starts the pool's threads late)
     onboarded()
     model = TimedResponder()
     monkeypatch.setattr(message, "responder", lambda: model)
-    # When she writes once, then again at once (her buckets are then in a burst)
-    with RoundTrips(aws.client("dynamodb"), latency=0.02) as first:
-        send("Is Frieren volume 3 out?")
-    with RoundTrips(aws.client("dynamodb"), latency=0.02) as second:
-        send("And volume 4?")
-    # Then the model was called after 3 round trips (7 calls), then after 4 (the burst write of each bucket)
+    # When she writes once, then again at once (her buckets are then in a burst), as the chat page
+    # does (with a client_message_id) or without one
+    with RoundTrips.everywhere(latency=0.05) as first:
+        send_with_id("Is Frieren volume 3 out?", "m-1") if with_id else send("Is Frieren volume 3 out?")
+    with RoundTrips.everywhere(latency=0.05) as second:
+        send_with_id("And volume 4?", "m-2") if with_id else send("And volume 4?")
+    # Then the model was called after 3 round trips, then after 4 (the burst write of each bucket):
+    # the connection, both buckets, the budget (and the sent record) at once; the turn number; the
+    # turn (with its sent record: one transaction) and the context reads at once
     assert first.sequential(before=model.called_at[0]) == 3
-    assert len(first.operations(before=model.called_at[0])) == 7
+    before_model = first.operations(before=model.called_at[0])
+    assert len(before_model) == (9 if with_id else 8)
+    assert ("TransactWriteItems" in before_model) is with_id
     assert second.sequential(before=model.called_at[1]) == 4
     assert [f["type"] for f in sent_frames(CONN)] == ["delta", "final", "delta", "final"]
 
@@ -628,3 +635,95 @@ def test_a_reply_the_model_stops_at_max_tokens_is_stored_and_its_final_frame_say
         "max_tokens",
         True,
     )
+
+
+def test_a_reply_stores_the_tokens_the_model_reported_and_adds_them_to_the_customers_day(
+    ws: DynamoSessionStore, bedrock: Any
+) -> None:
+    # Given a model that reports reading 1200 tokens and writing one per delta
+    session_id = onboarded()
+    StreamAnswers(bedrock, reply_events("Try Frieren.", input_tokens=1200))
+    # When the customer writes
+    send("Recommend a fantasy series")
+    # Then the stored reply holds the usage, the customer's turn none, and the day's count has it
+    user_turn, reply = ws.turns.list_turns(session_id).items[1:]
+    written = len(model_tokens("Try Frieren."))
+    assert reply.usage == TokenUsage(1200, written)
+    assert user_turn.usage is None
+    day = ws.table.get(keys.token_budget_key("alice", time.strftime("%Y-%m-%d", time.gmtime(ws.table.now()))))
+    assert day is not None
+    assert (day["tokens"], day["input_tokens"], day["output_tokens"]) == (1200 + written, 1200, written)
+
+
+def test_a_withheld_reply_still_counts_the_tokens_the_model_used(ws: DynamoSessionStore, bedrock: Any) -> None:
+    session_id = onboarded()
+    StreamAnswers(bedrock, reply_events("Here is how to", stop_reason="guardrail_intervened", input_tokens=50))
+    send("something off-limits")
+    notice = ws.turns.list_turns(session_id).items[-1]
+    assert notice.usage == TokenUsage(50, len(model_tokens("Here is how to")))
+
+
+def test_a_customer_over_the_daily_budget_gets_a_frame_saying_when_it_resets_and_the_model_is_not_called(
+    ws: DynamoSessionStore, bedrock: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a budget of 1000 tokens a day, and a first reply that spent it
+    monkeypatch.setenv("CHAT_DAILY_TOKEN_BUDGET", "1000")
+    env.reset()
+    session_id = onboarded()
+    answers = StreamAnswers(bedrock, reply_events("Try Frieren.", input_tokens=1000))
+    send("Recommend a fantasy series")
+    # When she writes again
+    send("And another?")
+    # Then she is told the message was not sent and when to send it again; the model was called once
+    frame = sent_frames(CONN)[-1]
+    now = ws.table.now()
+    midnight = (now // 86400 + 1) * 86400
+    assert frame == {
+        "type": "error",
+        "code": "token_budget_exhausted",
+        "message": "You have used today's chat allowance, so this message was not sent. "
+        f"Send it again after {frame['resets_at']} (midnight UTC), when the allowance resets.",
+        "retry_after_seconds": midnight - now,
+        "resets_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(midnight)),
+    }
+    assert len(answers.requests) == 1
+    assert [t.content for t in ws.turns.list_turns(session_id).items][1:] == [
+        "Recommend a fantasy series",
+        "Try Frieren.",
+    ]
+
+
+def test_two_racing_sends_of_one_message_call_the_model_once(
+    ws: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a message sent and answered, and a resend whose admission read came before the first was stored
+    session_id = onboarded()
+    send_with_id("Is Frieren volume 3 out?", "m-1")
+    real = DynamoSessionStore.__init__
+    missed: list[bool] = []
+
+    def store_that_misses_once(self: DynamoSessionStore, *args: Any, **kwargs: Any) -> None:
+        real(self, *args, **kwargs)
+        found = self.budgets.sent_message
+
+        def late(customer_id: str, client_message_id: str) -> Any:
+            if not missed:
+                missed.append(True)
+                return None
+            return found(customer_id, client_message_id)
+
+        self.budgets.sent_message = late  # type: ignore[method-assign]
+
+    monkeypatch.setattr(DynamoSessionStore, "__init__", store_that_misses_once)
+    env.reset()
+    # When it arrives
+    send_with_id("Is Frieren volume 3 out?", "m-1")
+    # Then the resend is a duplicate of the first: one user turn, one reply
+    assert missed == [True]
+    assert roles(ws.turns.list_turns(session_id).items) == ["assistant", "user", "assistant"]
+    assert sent_frames(CONN)[-1] == {
+        "type": "duplicate",
+        "session_id": session_id,
+        "client_message_id": "m-1",
+        "turn_number": 2,
+    }

@@ -301,3 +301,36 @@ def test_a_burst_of_admissions_on_one_connection_never_admits_more_than_the_burs
     admitted = results.count(True)
     assert 1 <= admitted <= 2
     assert tokens_left(store, CUSTOMER_SCOPE, "alice", PER_CUSTOMER) == PER_CUSTOMER.burst - admitted
+
+
+def test_admission_with_a_budget_and_an_id_checks_both_in_the_same_round_trip(store: DynamoSessionStore) -> None:
+    # Given a customer's connection and a message she sent before under the id m-1
+    session_id = chatting(store)
+    first = store.chat.accept_message(session_id, "alice", "hello", context_turns=1, client_message_id="m-1")
+    # When the same id is admitted again, under a budget
+    with RoundTrips(store.table.client, latency=LATENCY) as trips:
+        gate = store.chat.admit_message(
+            CONN,
+            "alice",
+            per_connection=PER_CONNECTION,
+            per_customer=PER_CUSTOMER,
+            token_budget=1000,
+            client_message_id="m-1",
+        )
+    # Then five calls were made at once: one round trip; the budget admits and the first send is found
+    assert sorted(trips.operations()) == ["GetItem", "GetItem", "UpdateItem", "UpdateItem", "UpdateItem"]
+    assert trips.sequential() == 1
+    assert gate.budget is not None
+    assert gate.budget.admitted
+    assert gate.sent is not None
+    assert (gate.sent.session_id, gate.sent.turn_number) == (session_id, first.turn.turn_number)
+
+
+def test_a_keyed_message_in_a_handoff_is_stored_with_its_sent_record(store: DynamoSessionStore) -> None:
+    session_id = chatting(store)
+    store.sessions.update_status(session_id, "handoff")
+    accepted = store.chat.accept_message(session_id, "alice", "hello", context_turns=5, client_message_id="m-1")
+    assert accepted.context is None
+    sent = store.budgets.sent_message("alice", "m-1")
+    assert sent is not None
+    assert sent.turn_number == accepted.turn.turn_number
