@@ -48,7 +48,7 @@ from lambdas.shared import idempotency
 from lambdas.shared.connections import DeliveryError, management_endpoint, post_to_connection
 from lambdas.shared.errors import SessionChanged, SessionClosed, SessionNotFound
 from lambdas.shared.logs import masked_formatter
-from lambdas.shared.records import Role, SessionStatus
+from lambdas.shared.records import Role, SessionStatus, Turn
 from lambdas.shared.responder import BLOCKED_REPLY, ReplyEnd, Responder, ResponderError
 from lambdas.shared.store import AcceptedMessage, ChatContext, DynamoSessionStore
 from lambdas.shared.tracing import tracer
@@ -249,11 +249,7 @@ def stream_reply(
         _close(pieces)
     if end.blocked:
         logger.info("reply withheld", extra={"stop_reason": end.stop_reason, "posted": deltas.posts})
-        notice = store.turns.add_turn(
-            session_id, Role.ASSISTANT, BLOCKED_REPLY, rewinds=accepted.session.rewinds, usage=end.usage
-        )
-        send_message.spend(store, accepted.session.customer_id, end.usage)
-        metrics.add_metric(name="ChatTurns", unit=MetricUnit.Count, value=1)
+        notice = _store_reply(store, accepted, BLOCKED_REPLY, end, stopped=None)
         frame = reply_blocked_frame(
             session_id=session_id, reply_to=reply_to, turn_number=notice.turn_number, text=BLOCKED_REPLY
         )
@@ -266,11 +262,7 @@ def stream_reply(
     rest = deltas.rest()
     delivered = rest is None or post(rest)
     stopped = end.stop_reason if end.can_continue else None
-    reply_turn = store.turns.add_turn(
-        session_id, Role.ASSISTANT, deltas.text, rewinds=accepted.session.rewinds, stopped=stopped, usage=end.usage
-    )
-    send_message.spend(store, accepted.session.customer_id, end.usage)
-    metrics.add_metric(name="ChatTurns", unit=MetricUnit.Count, value=1)
+    reply_turn = _store_reply(store, accepted, deltas.text, end, stopped=stopped)
     if not delivered:
         return "gone"
     metrics.add_metric(name="ReplyPosts", unit=MetricUnit.Count, value=deltas.posts + 1)
@@ -284,6 +276,23 @@ def stream_reply(
     if not send(frame):
         return "gone"
     return f"replied:{stopped}" if stopped else "replied"
+
+
+def _store_reply(
+    store: DynamoSessionStore, accepted: AcceptedMessage, text: str, end: ReplyEnd, *, stopped: str | None
+) -> Turn:
+    """Store the reply as the next turn with the model's usage, and count its tokens against the customer's day."""
+    turn = store.turns.add_turn(
+        accepted.session.session_id,
+        Role.ASSISTANT,
+        text,
+        rewinds=accepted.session.rewinds,
+        stopped=stopped,
+        usage=end.usage,
+    )
+    send_message.spend(store, accepted.session.customer_id, end.usage)
+    metrics.add_metric(name="ChatTurns", unit=MetricUnit.Count, value=1)
+    return turn
 
 
 def _close(pieces: Iterator[str | ReplyEnd]) -> None:
