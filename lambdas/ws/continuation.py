@@ -14,6 +14,8 @@ reply's deadline. It is stored as it is, and its ``final`` frame says so: ``"sto
 2. The session must accept turns and have no agent (nor one waiting to take it), and its newest
    turn must be a reply that stopped early. Refused with an error frame, nothing changed:
    ``nothing_to_continue``, ``session_in_handoff``, ``session_closed``, ``session_not_ready``.
+   The cut reply is then claimed (:meth:`~lambdas.shared.store.turns.Turns.claim_continuation`):
+   a second ``continue`` while the first is answered gets ``already_continuing``.
 3. A ``continuing`` frame names the reply to continue; the model gets the transcript and an
    instruction to go on from where the reply stopped (the instruction is not stored), and the
    rest streams like any reply: ``delta`` frames, then ``final`` with ``continues`` (the cut
@@ -44,6 +46,9 @@ Send = Callable[[Mapping[str, Any]], bool]
 #: Streams the rest of the cut reply (its turn number second) and returns the outcome.
 Answer = Callable[[AcceptedMessage, int], str]
 
+#: Seconds beyond the reply's deadline a continuation may take to store what it wrote.
+LEASE_MARGIN_SECONDS: Final = 5
+
 #: What the model is asked after the transcript; the customer's turns are untouched by it.
 CONTINUE_PROMPT: Final = (
     "Your previous answer was cut off. Continue it exactly where it stopped, without repeating any of it "
@@ -65,6 +70,10 @@ NOT_READY: Final = error_frame(
 NOT_CONTINUED: Final = error_frame(
     "continue_failed",
     "We could not continue the reply because of a problem on our side; nothing was changed. Try again.",
+)
+ALREADY_CONTINUING: Final = error_frame(
+    "already_continuing",
+    "This reply is already being continued: its rest is on its way. Nothing was changed.",
 )
 FORBIDDEN: Final = error_frame(
     "forbidden", "This connection is not signed in as a customer. Reconnect with a customer token."
@@ -148,9 +157,17 @@ def _cut_reply(store: DynamoSessionStore, connection_id: str, customer_id: str) 
     question = next((t for t in reversed(turns) if t.role == Role.USER), None)
     if last is None or last.role != Role.ASSISTANT or not last.stopped or question is None:
         raise Refused(NOTHING_TO_CONTINUE, "refused:nothing_to_continue")
+    # The message function's whole run bounds a continuation: past it, one that failed frees the turn.
+    if not store.turns.claim_continuation(session.session_id, last.turn_number, lease_seconds=_lease_seconds()):
+        raise Refused(ALREADY_CONTINUING, "refused:already_continuing")
     ask = Turn(session.session_id, last.turn_number + 1, Role.USER, CONTINUE_PROMPT, last.created_at, last.ttl)
     context = ChatContext([*turns, ask], store.turns.latest_summary(session.session_id))
     return CutReply(last, AcceptedMessage(session, question, context))
+
+
+def _lease_seconds() -> int:
+    """How long a claim on a cut reply holds: the reply's deadline plus the time to store it."""
+    return settings().reply_deadline_seconds + LEASE_MARGIN_SECONDS
 
 
 def _agent_waits(store: DynamoSessionStore, session: Session) -> bool:

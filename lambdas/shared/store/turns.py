@@ -197,6 +197,31 @@ class Turns(Aggregate):
         )
         return [Turn.from_item(unmarshal_item(item)) for item in reversed(resp.get("Items", []))]
 
+    def claim_continuation(self, session_id: str, turn_number: int, *, lease_seconds: int) -> bool:
+        """Mark reply ``turn_number`` as being continued, unless a continuation already holds it.
+
+        One conditional UpdateItem (``SET continuing_at``): the turn must have stopped early, and no
+        other continuation may have claimed it in the last ``lease_seconds`` (the longest a
+        continuation can take), so two ``continue`` frames sent at once write one continuation, and
+        one that failed frees the turn when its lease ends. False when the claim is held or the
+        turn is gone; nothing is written then.
+        """
+        require_id(session_id, "session_id")
+        now = self.table.now()
+        expr = Expr()
+        update = Update(expr)
+        update.set("continuing_at", now)
+        claimed = expr.n("continuing_at")
+        condition = (
+            f"attribute_exists({expr.n('stopped')}) AND "
+            f"(attribute_not_exists({claimed}) OR {claimed} < {expr.v(now - lease_seconds)})"
+        )
+        try:
+            self.table.update_if(keys.turn_key(session_id, turn_number), update, condition, returns="NONE")
+        except ConditionFailed:
+            return False
+        return True
+
     def list_turns(self, session_id: str, *, limit: int = 20, cursor: str | None = None) -> Page[Turn]:
         """The newest ``limit`` (1..100) turns before the cursor, in chronological order.
 

@@ -180,3 +180,32 @@ def test_only_a_continue_frame_is_taken_for_one() -> None:
     assert not continuation.wants_continue('{"action": "sendMessage", "text": "continue"}')
     assert not continuation.wants_continue("not json")
     assert not continuation.wants_continue(None)
+
+
+def test_a_second_continue_while_the_first_is_answered_is_refused_and_one_rest_is_stored(
+    ws: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a cut reply, and a model that is still writing its rest when a second continue arrives
+    session_id = onboarded()
+    answers: list[dict[str, Any]] = []
+
+    class SecondContinueMeanwhile(CutShort):
+        def stream(self, turns: Sequence[Turn], *, summary: Summary | None = None) -> Iterator[str | ReplyEnd]:
+            if len(self.read) == 1:  # the continuation is being written: the customer taps again
+                answers.append(go_on())
+            return super().stream(turns, summary=summary)
+
+    model = SecondContinueMeanwhile([("Frieren is", "max_tokens"), (" an elf's journey.", "end_turn")])
+    monkeypatch.setattr(message, "responder", lambda: model)
+    send("What is Frieren about?")
+    mark = len(sent_frames(CONN))
+    # When the customer continues
+    go_on()
+    # Then the second continue is refused at once, the model is asked once, and one rest is stored
+    assert answers == [{"statusCode": 200}]
+    assert continuation.ALREADY_CONTINUING in since(mark)
+    assert len(model.read) == 2
+    assert [t[1:] for t in turns_of(ws, session_id)[2:]] == [
+        (Role.ASSISTANT, "Frieren is", "max_tokens"),
+        (Role.ASSISTANT, " an elf's journey.", None),
+    ]

@@ -401,3 +401,28 @@ def test_put_summary_validates_its_window(store: DynamoSessionStore) -> None:
         store.turns.put_summary(session_id, 1, summary_text="s", window_start=10, window_end=1, turn_count_at_summary=1)
     with pytest.raises(InvalidInput):
         store.turns.put_summary(session_id, 0, summary_text="s", window_start=1, window_end=1, turn_count_at_summary=1)
+
+
+# ------------------------------------------------------------------ claim_continuation
+
+
+def test_a_cut_reply_is_claimed_by_one_continuation_until_its_lease_ends(
+    store: DynamoSessionStore, clock: FakeClock
+) -> None:
+    # Given a reply the model stopped at its output budget, and a complete one
+    session_id = _new_session(store)
+    store.turns.add_turn(session_id, "user", "What is Frieren about?")
+    cut = store.turns.add_turn(session_id, "assistant", "Frieren is a fantasy series", stopped="max_tokens")
+    whole = store.turns.add_turn(session_id, "assistant", "A complete answer.")
+    # When a continuation claims the cut reply, a second one at once is refused
+    assert store.turns.claim_continuation(session_id, cut.turn_number, lease_seconds=30)
+    clock.advance(30)
+    assert not store.turns.claim_continuation(session_id, cut.turn_number, lease_seconds=30)
+    # Then once the lease has passed (the first one failed), the reply can be claimed again
+    clock.advance(1)
+    assert store.turns.claim_continuation(session_id, cut.turn_number, lease_seconds=30)
+    # And a complete reply, or a turn that does not exist, is never claimed and nothing is written
+    assert not store.turns.claim_continuation(session_id, whole.turn_number, lease_seconds=30)
+    assert not store.turns.claim_continuation(session_id, 99, lease_seconds=30)
+    assert store.table.get(keys.turn_key(session_id, 99)) is None
+    assert "continuing_at" not in (store.table.get(keys.turn_key(session_id, whole.turn_number)) or {})
