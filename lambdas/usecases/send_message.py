@@ -85,6 +85,16 @@ def resent(sent: SentMessage, session_id: str, text: str) -> Received:
     return Received(CLIENT_MESSAGE_ID_REUSED, session_id=session_id)
 
 
+def budget_spent(store: DynamoSessionStore, gate: MessageAdmission) -> tuple[int, str] | None:
+    """Seconds to wait and the reset time (ISO) when the customer's tokens of the day are spent, else None.
+
+    Everything that calls the model on a customer's behalf (a message, a rewind, a continue) asks it.
+    """
+    if gate.budget is None or gate.budget.admitted:
+        return None
+    return max(1, gate.budget.resets_at - store.table.now()), gate.budget.resets_at_iso
+
+
 def spend(store: DynamoSessionStore, customer_id: str, usage: TokenUsage | None) -> None:
     """Add a stored reply's tokens to its customer's budget of the day; a failure is logged, the reply stands."""
     if usage is None:
@@ -111,11 +121,9 @@ def receive(
     session_id = gate.connection.session_id
     if gate.sent is not None and gate.sent.session_id == session_id:
         return resent(gate.sent, session_id, text)
-    if gate.budget is not None and not gate.budget.admitted:
-        wait = max(1, gate.budget.resets_at - store.table.now())
-        return Received(
-            OVER_BUDGET, session_id=session_id, retry_after_seconds=wait, resets_at=gate.budget.resets_at_iso
-        )
+    spent = budget_spent(store, gate)
+    if spent is not None:
+        return Received(OVER_BUDGET, session_id=session_id, retry_after_seconds=spent[0], resets_at=spent[1])
     try:
         accepted = store.chat.accept_message(
             session_id, customer_id, text, context_turns=settings().context_turns, client_message_id=client_message_id

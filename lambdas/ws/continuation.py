@@ -38,7 +38,14 @@ from lambdas.shared.records import TURN_ACCEPTING, WAITING_STATUSES, Role, Sessi
 from lambdas.shared.settings import settings
 from lambdas.shared.store import AcceptedMessage, ChatContext, DynamoSessionStore
 from lambdas.usecases import send_message
-from lambdas.ws.frames import FrameError, RouteContext, error_frame, rate_limited_frame, read_frame
+from lambdas.ws.frames import (
+    FrameError,
+    RouteContext,
+    error_frame,
+    rate_limited_frame,
+    read_frame,
+    token_budget_frame,
+)
 
 logger = Logger(logger_formatter=masked_formatter())
 
@@ -147,6 +154,9 @@ def _cut_reply(store: DynamoSessionStore, connection_id: str, customer_id: str) 
         raise Refused(NOT_READY, send_message.NOT_READY)
     if not gate.admission.admitted:
         raise Refused(rate_limited_frame(gate.admission.retry_after_seconds), send_message.RATE_LIMITED)
+    spent = send_message.budget_spent(store, gate)
+    if spent is not None:  # the rest of a reply is written by the model: the day's tokens must allow it
+        raise Refused(token_budget_frame(*spent), send_message.OVER_BUDGET)
     session = store.sessions.get_session(gate.connection.session_id)
     if session is None or session.customer_id != customer_id or session.status not in TURN_ACCEPTING:
         raise Refused(SESSION_CLOSED, "refused:session_closed")

@@ -51,6 +51,7 @@ from lambdas.ws.frames import (
     error_frame,
     rate_limited_frame,
     read_frame,
+    token_budget_frame,
 )
 
 logger = Logger(logger_formatter=masked_formatter())
@@ -122,6 +123,10 @@ def handle_rewind(store: DynamoSessionStore, ctx: RouteContext, body: str | None
     if not gate.admission.admitted:
         send(rate_limited_frame(gate.admission.retry_after_seconds))
         return send_message.RATE_LIMITED
+    spent = send_message.budget_spent(store, gate)
+    if spent is not None:  # a rewind asks the model again: the day's tokens must allow it
+        send(token_budget_frame(*spent))
+        return send_message.OVER_BUDGET
     session_id = gate.connection.session_id
     try:
         done = rewinding.rewind(store, session_id, ctx.customer_id, turn_number, text, client_message_id)

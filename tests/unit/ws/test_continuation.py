@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from embedded.events import ws_event
-from lambdas.shared.records import Role, SessionStatus, Summary, Turn
+from lambdas.shared import env
+from lambdas.shared.records import Role, SessionStatus, Summary, TokenUsage, Turn
 from lambdas.shared.responder import ReplyEnd
 from lambdas.shared.store import DynamoSessionStore
 from lambdas.ws import continuation, message
@@ -209,3 +210,23 @@ def test_a_second_continue_while_the_first_is_answered_is_refused_and_one_rest_i
         (Role.ASSISTANT, "Frieren is", "max_tokens"),
         (Role.ASSISTANT, " an elf's journey.", None),
     ]
+
+
+def test_a_continue_over_the_daily_token_budget_is_refused_and_the_reply_stays_cut(
+    ws: DynamoSessionStore, model: CutShort, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a cut reply, and a customer whose tokens of the day are then spent
+    monkeypatch.setenv("CHAT_DAILY_TOKEN_BUDGET", "1000")
+    env.reset()
+    session_id = onboarded()
+    send("What is Frieren about?")
+    ws.budgets.spend_tokens("alice", TokenUsage(900, 100))
+    before, mark = turns_of(ws, session_id), len(sent_frames(CONN))
+    # When she asks for the rest
+    go_on()
+    # Then she is told when the allowance resets; the model is not asked and the reply is not claimed
+    (frame,) = since(mark)
+    assert (frame["type"], frame["code"]) == ("error", "token_budget_exhausted")
+    assert len(model.read) == 1
+    assert turns_of(ws, session_id) == before
+    assert ws.turns.claim_continuation(session_id, before[-1][0], lease_seconds=30)

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from embedded.events import ws_event
-from lambdas.shared.records import Role, SessionStatus, Summary, Turn
+from lambdas.shared import env
+from lambdas.shared.records import Role, SessionStatus, Summary, TokenUsage, Turn
 from lambdas.shared.responder import ReplyEnd
 from lambdas.shared.store import DynamoSessionStore
 from lambdas.ws import message
@@ -194,3 +195,22 @@ def test_a_reply_written_while_the_chat_is_rewound_is_not_stored(
     ]
     # And the customer is told to discard the superseded reply
     assert Frames.new()[-1]["code"] == "reply_superseded"
+
+
+def test_a_rewind_over_the_daily_token_budget_is_refused_and_nothing_changes(
+    ws: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a customer whose tokens of the day are spent
+    monkeypatch.setenv("CHAT_DAILY_TOKEN_BUDGET", "1000")
+    env.reset()
+    session_id = chatted(ws)
+    ws.budgets.spend_tokens("alice", TokenUsage(900, 100))
+    before = contents(ws, session_id)
+    # When she asks for another answer to her first question
+    rewind({"turn_number": 2})
+    # Then she is told when the allowance resets, and nothing is taken back or asked of the model
+    (frame,) = Frames.new()
+    assert (frame["type"], frame["code"]) == ("error", "token_budget_exhausted")
+    assert frame["retry_after_seconds"] > 0
+    assert frame["resets_at"].endswith("T00:00:00Z")
+    assert contents(ws, session_id) == before
