@@ -127,7 +127,11 @@ def test_a_reply_longer_than_max_tokens_stops_there_with_stop_reason_max_tokens(
             inferenceConfig={"maxTokens": 4},
         )
     # Then both stop after four tokens, saying so as Bedrock does
-    assert pieces[-1] == ReplyEnd("max_tokens")
+    end = pieces[-1]
+    assert isinstance(end, ReplyEnd)
+    assert end.stop_reason == "max_tokens"
+    assert end.usage is not None
+    assert end.usage.output_tokens == 4  # what it wrote, as Bedrock counts what it bills
     assert "".join(p for p in pieces if isinstance(p, str)) == "Volume 3 of"
     assert whole["stopReason"] == "max_tokens"
     assert whole["output"]["message"]["content"][0]["text"] == "Volume 3 of"
@@ -141,5 +145,9 @@ def test_a_reply_within_max_tokens_ends_its_turn() -> None:
         responder = BedrockResponder(MODEL, max_output_tokens=5, sleep=lambda _: None)
         pieces = list(responder.stream([_turn(1, Role.USER, "volume 3?")]))
     # Then the whole answer comes, ending its turn
-    assert pieces[-1] == ReplyEnd("end_turn")
+    end = pieces[-1]
+    assert isinstance(end, ReplyEnd)
+    assert end.stop_reason == "end_turn"
+    assert end.usage is not None
+    assert end.usage.output_tokens == 5
     assert "".join(p for p in pieces if isinstance(p, str)) == "Volume 3 is out."

@@ -96,15 +96,19 @@ def test_the_model_reads_placeholders_and_a_blocked_stream_ends_guardrail_interv
         pieces = list(responder.stream([_turn(1, Role.USER, "reach me at ann@example.com")]))
         # Then the model read a placeholder, and the reply masks it too
         assert "".join(p for p in pieces if isinstance(p, str)) == "noted: reach me at {EMAIL}"
-        assert pieces[-1] == ReplyEnd("end_turn")
+        end = pieces[-1]
+        assert isinstance(end, ReplyEnd)
+        assert end.stop_reason == "end_turn"
         assert stub.calls[-1].prompt == "reach me at {EMAIL}"
         assert stub.calls[-1].guardrail == "gr0abc123def"
         # And when the model writes a card number, the reply is the blocked message, ended by the guardrail
         stub.answer = lambda request: "Your card 4111 1111 1111 1111 is saved"
         pieces = list(responder.stream([_turn(1, Role.USER, "what card do you have?")]))
     assert "".join(p for p in pieces if isinstance(p, str)) == "That reply held payment details."
-    assert pieces[-1] == ReplyEnd("guardrail_intervened")
-    assert pieces[-1].blocked
+    blocked = pieces[-1]
+    assert isinstance(blocked, ReplyEnd)
+    assert blocked.stop_reason == "guardrail_intervened"
+    assert blocked.blocked
 
 
 def test_converse_reports_the_intervention_in_its_stop_reason() -> None:
