@@ -32,7 +32,7 @@ drop it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -46,7 +46,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from lambdas.events.messages import EVENT_CLOSED, EVENT_ESCALATED, EVENT_QUEUED, HandoffMessage, parse_body
 from lambdas.shared import connections, env, idempotency, mail
 from lambdas.shared.logs import masked_formatter
-from lambdas.shared.records import TURN_ACCEPTING, HandoffStatus, Role, SessionStatus
+from lambdas.shared.records import TURN_ACCEPTING, Connection, HandoffStatus, Role, Session, SessionStatus
 from lambdas.shared.settings import optional_resource
 from lambdas.shared.settings import store as store
 from lambdas.shared.store import DynamoSessionStore, preload
@@ -143,12 +143,10 @@ def notify(
     session = session_store.sessions.get_session(message.session_id)
     if session is None:
         return "dropped"
-    if session.connection_id:
-        connection = session_store.connections.get_connection(session.connection_id)
-        if connection is not None:
-            target = endpoint or connections.management_endpoint(connection.domain_name, connection.stage)
-            if connections.post_to_connection(target, connection.connection_id, notice.frame):
-                return "delivered"
+    connection = _live_connection(session_store, session)
+    if connection is not None and _post(connection, notice.frame, endpoint):
+        return "delivered"
+    if session.connection_id:  # gone, or never opened: the next notice goes by e-mail straight away
         session_store.sessions.clear_connection(session.session_id, session.connection_id)
     if session.customer_email:
         outcome = (send or mail.send_mail)(session.customer_email, SUBJECT, notice.text)
@@ -167,18 +165,26 @@ def _notify_queued(session_store: DynamoSessionStore, message: HandoffMessage, e
     if handoff is None or handoff.status != HandoffStatus.QUEUED:
         return "skipped"  # an agent took it (or it ended) before the notice: the customer hears that instead
     session = session_store.sessions.get_session(message.session_id)
-    connection = (
-        session_store.connections.get_connection(session.connection_id)
-        if session is not None and session.connection_id
-        else None
-    )
+    connection = _live_connection(session_store, session) if session is not None else None
     if connection is None:
         return "skipped"
     notice = notice_for(message, ahead=session_store.inbox.ahead_of(handoff))
     if notice is None:
         return "skipped"
+    return "delivered" if _post(connection, notice.frame, endpoint) else "skipped"
+
+
+def _live_connection(session_store: DynamoSessionStore, session: Session) -> Connection | None:
+    """The connection the session names, if its record is still there."""
+    if not session.connection_id:
+        return None
+    return session_store.connections.get_connection(session.connection_id)
+
+
+def _post(connection: Connection, frame: Mapping[str, Any], endpoint: str | None) -> bool:
+    """Post ``frame`` to ``connection`` (through ``endpoint`` when given); False when the client is gone."""
     target = endpoint or connections.management_endpoint(connection.domain_name, connection.stage)
-    return "delivered" if connections.post_to_connection(target, connection.connection_id, notice.frame) else "skipped"
+    return connections.post_to_connection(target, connection.connection_id, frame)
 
 
 IDEMPOTENCY: Final = IdempotencyConfig(event_key_jmespath="event_id", expires_after_seconds=NOTICE_MEMORY_SECONDS)
