@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import boto3
@@ -173,21 +173,36 @@ def test_fails_at_once_on_an_error_a_retry_cannot_fix(bedrock: tuple[Any, Stubbe
         converse_text(client, MODEL, "prompt", sleep=lambda _: pytest.fail("must not sleep"))
 
 
+@pytest.fixture
+def configure(
+    session_with_turns: tuple[str, DynamoSessionStore], bedrock: tuple[Any, Stubber], monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Callable[..., None]]:
+    """Set the summary function's environment (on the test's table, a model, and ``NAME=value`` more)
+    and its stubbed Bedrock client without backoff sleeps; the settings are read again after the test."""
+    _, store = session_with_turns
+    client, _ = bedrock
+
+    def settings(**more: str) -> None:
+        for name, value in {"TABLE_NAME": store.table.table_name, "BEDROCK_MODEL_ID": MODEL, **more}.items():
+            monkeypatch.setenv(name, value)
+        env.reset()
+        monkeypatch.setattr(summary, "bedrock_client", lambda: client)
+        monkeypatch.setattr(summary, "store", lambda: store)
+        monkeypatch.setattr("lambdas.shared.bedrock.time.sleep", lambda _: None)
+
+    yield settings
+    env.reset()
+
+
 def test_handler_summarises_with_bedrock_and_raises_for_the_dlq_when_throttled(
     session_with_turns: tuple[str, DynamoSessionStore],
     bedrock: tuple[Any, Stubber],
-    monkeypatch: pytest.MonkeyPatch,
+    configure: Callable[..., None],
 ) -> None:
     # Given the summary function configured with a model, its Bedrock client stubbed
     session_id, store = session_with_turns
-    client, stubber = bedrock
-    monkeypatch.setenv("TABLE_NAME", store.table.table_name)
-    monkeypatch.setenv("SUMMARY_INTERVAL", "10")
-    monkeypatch.setenv("BEDROCK_MODEL_ID", MODEL)
-    env.reset()
-    monkeypatch.setattr(summary, "bedrock_client", lambda: client)
-    monkeypatch.setattr(summary, "store", lambda: store)
-    monkeypatch.setattr("lambdas.shared.bedrock.time.sleep", lambda _: None)
+    _, stubber = bedrock
+    configure(SUMMARY_INTERVAL="10")
     stubber.add_response(
         "converse",
         converse_response("Rolling summary."),
@@ -221,28 +236,17 @@ def test_handler_summarises_with_bedrock_and_raises_for_the_dlq_when_throttled(
     latest = store.turns.latest_summary(session_id)
     assert latest is not None
     assert latest.summary_number == 1
-    env.reset()
 
 
 def test_handler_names_the_stages_guardrail_and_keeps_a_blocked_summary_out(
     session_with_turns: tuple[str, DynamoSessionStore],
     bedrock: tuple[Any, Stubber],
-    monkeypatch: pytest.MonkeyPatch,
+    configure: Callable[..., None],
 ) -> None:
     # Given the summary function of a stage whose guardrail is version 4 of gr0abc123
     session_id, store = session_with_turns
-    client, stubber = bedrock
-    for name, value in (
-        ("TABLE_NAME", store.table.table_name),
-        ("SUMMARY_INTERVAL", "10"),
-        ("BEDROCK_MODEL_ID", MODEL),
-        ("BEDROCK_GUARDRAIL_ID", "gr0abc123"),
-        ("BEDROCK_GUARDRAIL_VERSION", "4"),
-    ):
-        monkeypatch.setenv(name, value)
-    env.reset()
-    monkeypatch.setattr(summary, "bedrock_client", lambda: client)
-    monkeypatch.setattr(summary, "store", lambda: store)
+    _, stubber = bedrock
+    configure(SUMMARY_INTERVAL="10", BEDROCK_GUARDRAIL_ID="gr0abc123", BEDROCK_GUARDRAIL_VERSION="4")
     guardrail = {"guardrailIdentifier": "gr0abc123", "guardrailVersion": "4"}
     first_window = summary.build_prompt(None, store.turns.turns_between(session_id, 1, 10))
     stubber.add_response(
@@ -290,7 +294,7 @@ END_OF_LIFE = (
 def test_a_summary_the_primary_cannot_write_comes_from_the_fallback_and_is_counted(
     session_with_turns: tuple[str, DynamoSessionStore],
     bedrock: tuple[Any, Stubber],
-    monkeypatch: pytest.MonkeyPatch,
+    configure: Callable[..., None],
     capsys: pytest.CaptureFixture[str],
     primary_errors: int,
     code: str,
@@ -300,16 +304,8 @@ def test_a_summary_the_primary_cannot_write_comes_from_the_fallback_and_is_count
 ) -> None:
     # Given a primary model that fails (throttled past its attempts, or past its end of life) and a fallback
     session_id, store = session_with_turns
-    client, stubber = bedrock
-    for name, value in {
-        "TABLE_NAME": store.table.table_name,
-        "BEDROCK_MODEL_ID": MODEL,
-        "BEDROCK_FALLBACK_MODEL_ID": FALLBACK,
-    }.items():
-        monkeypatch.setenv(name, value)
-    env.reset()
-    monkeypatch.setattr(summary, "bedrock_client", lambda: client)
-    monkeypatch.setattr("lambdas.shared.bedrock.time.sleep", lambda _: None)
+    _, stubber = bedrock
+    configure(BEDROCK_FALLBACK_MODEL_ID=FALLBACK)
     for _ in range(primary_errors):
         stubber.add_client_error(
             "converse", service_error_code=code, service_message=message, http_status_code=status,
@@ -327,19 +323,14 @@ def test_a_summary_the_primary_cannot_write_comes_from_the_fallback_and_is_count
     emitted = capsys.readouterr().out
     assert '"ModelFallbacks":[1.0]' in emitted
     assert f'"ModelFallback_{reason}":[1.0]' in emitted
-    env.reset()
 
 
 def test_a_summary_refused_for_a_reason_the_fallback_shares_is_not_retried_there(
-    session_with_turns: tuple[str, DynamoSessionStore], bedrock: tuple[Any, Stubber], monkeypatch: pytest.MonkeyPatch
+    session_with_turns: tuple[str, DynamoSessionStore], bedrock: tuple[Any, Stubber], configure: Callable[..., None]
 ) -> None:
     session_id, store = session_with_turns
-    client, stubber = bedrock
-    monkeypatch.setenv("BEDROCK_MODEL_ID", MODEL)
-    monkeypatch.setenv("BEDROCK_FALLBACK_MODEL_ID", FALLBACK)
-    env.reset()
-    monkeypatch.setattr(summary, "bedrock_client", lambda: client)
+    _, stubber = bedrock
+    configure(BEDROCK_FALLBACK_MODEL_ID=FALLBACK)
     stubber.add_client_error("converse", service_error_code="AccessDeniedException", http_status_code=403)
     with pytest.raises(Exception, match="AccessDeniedException"):
         summary._generator(summary.settings())(None, store.turns.turns_between(session_id, 1, 10))
-    env.reset()
