@@ -3,7 +3,7 @@
 1. Admission, one round trip (:meth:`~lambdas.shared.store.chat.Chat.admit_message`): the
    connection's ``CONN#`` record must exist and name the customer, one token is taken from the
    connection's bucket and one from the customer's (the stage's rates), the customer's tokens of
-   the day must be below the stage's daily budget (a conditional write), and a message with a
+   the day must be below the stage's daily budget (a read), and a message with a
    ``client_message_id`` looks up the record a first send of it left, all at once.
 2. Acceptance, two round trips (:meth:`~lambdas.shared.store.chat.Chat.accept_message`): the turn
    number is reserved by a conditional write on the session (it must accept turns and be the

@@ -2,10 +2,12 @@
 
 Token budget: one item per customer and UTC day, ``LIMIT#customer#<id>`` / ``TOKENS#<YYYY-MM-DD>``,
 holding the model's tokens (input and output, as the model reported them) spent on the customer's
-replies that day. A message is admitted by a conditional UpdateItem whose condition is the
-decision itself (``tokens`` below the budget), made in the admission's one parallel step; the
-reply's tokens are added after it is written. The budget is therefore exceeded by at most the
-replies already being written when it is reached. The item expires a day after its day ends.
+replies that day. A message is admitted by a read of that item in the admission's one parallel
+step (``tokens`` below the budget, or no item yet); the reply's tokens are added after it is
+written, which creates the item on the day's first reply. The check only reads: nothing of it
+needs writing, and a read costs a fifth of a write (one read unit against one write unit, billed
+at a fifth of the price on demand). The budget is therefore exceeded by at most the replies already
+being written when it is reached. The item expires a day after its day ends.
 
 Sent messages: a message sent with a ``client_message_id`` leaves ``LIMIT#customer#<id>`` /
 ``SENT#<client_message_id>`` (its session, turn number and a digest of its text), written in the
@@ -27,7 +29,7 @@ from lambdas.shared.records import TokenUsage
 from lambdas.shared.schema import PARTITION_KEY, TTL_ATTRIBUTE
 from lambdas.shared.serialize import marshal_item
 from lambdas.shared.store.expressions import Expr, Update
-from lambdas.shared.store.table import Aggregate, ConditionFailed, Transaction, require_id
+from lambdas.shared.store.table import Aggregate, Transaction, require_id
 
 DAY_SECONDS: Final = 24 * 3600
 #: How long a sent message's record answers a resend (as long as an idempotency record).
@@ -86,25 +88,13 @@ class Budgets(Aggregate):
     """A customer's daily token budgets and sent messages (see the module docstring)."""
 
     def check_tokens(self, customer_id: str, *, budget: int) -> BudgetCheck:
-        """The admission write: one conditional UpdateItem that holds while today's tokens are below ``budget``.
-
-        It notes the day on the item (creating it, with its TTL, on the day's first message); a
-        refusal writes nothing and reports the tokens spent, which the failed condition hands back.
-        """
+        """The admission's check: one consistent GetItem; admitted while today's tokens are below ``budget``."""
         require_id(customer_id, "customer_id")
         _require_budget(budget)
         day, resets_at = utc_day(self.table.now())
-        update = Update(Expr())
-        expr = update.expr
-        update.set("day", day)
-        update.set(TTL_ATTRIBUTE, resets_at + DAY_SECONDS)
-        tokens = expr.n("tokens")
-        condition = f"attribute_not_exists({tokens}) OR {tokens} < {expr.v(budget)}"
-        try:
-            after = self.table.update_if(keys.token_budget_key(customer_id, day), update, condition)
-        except ConditionFailed as failed:
-            return BudgetCheck(False, int((failed.old or {}).get("tokens", budget)), resets_at)
-        return BudgetCheck(True, int(after.get("tokens", 0)), resets_at)
+        item = self.table.get(keys.token_budget_key(customer_id, day))
+        used = int((item or {}).get("tokens", 0))
+        return BudgetCheck(used < budget, used, resets_at)
 
     def spend_tokens(self, customer_id: str, usage: TokenUsage) -> None:
         """Add a reply's tokens to the customer's budget of the day it was written (one UpdateItem)."""

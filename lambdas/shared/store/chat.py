@@ -6,7 +6,7 @@ calls):
 
 1. :meth:`Chat.admit_message`, one round trip (two during a burst): the connection record
    (``GetItem CONN#``), a token from each of the two rate buckets, the connection's and the
-   customer's (:mod:`.limits`), the token budget's conditional write and, for a message with a
+   customer's (:mod:`.limits`), a read of the token budget and, for a message with a
    ``client_message_id``, the record of a message sent before under it (:mod:`.budgets`), all at
    once.
 2. :meth:`Chat.accept_message`, two round trips: the turn number is reserved on the session's

@@ -27,6 +27,10 @@ def test_a_customer_below_the_budget_is_admitted_and_the_days_item_expires_a_day
     check = store.budgets.check_tokens("alice", budget=100)
     assert (check.admitted, check.used, check.resets_at) == (True, 0, START_TIME + DAY)
     assert check.resets_at_iso == "2026-01-02T00:00:00Z"
+    # The check only reads; the day's first reply creates the item
+    assert store.table.get(keys.token_budget_key("alice", "2026-01-01")) is None
+    store.budgets.spend_tokens("alice", TokenUsage(5, 5))
+    assert store.budgets.check_tokens("alice", budget=100).used == 10
     item = store.table.get(keys.token_budget_key("alice", "2026-01-01"))
     assert item is not None
     assert (item["PK"], item["SK"]) == ("LIMIT#customer#alice", "TOKENS#2026-01-01")

@@ -317,8 +317,9 @@ def test_admission_with_a_budget_and_an_id_checks_both_in_the_same_round_trip(st
             token_budget=1000,
             client_message_id="m-1",
         )
-    # Then five calls were made at once: one round trip; the budget admits and the first send is found
-    assert sorted(trips.operations()) == ["GetItem", "GetItem", "UpdateItem", "UpdateItem", "UpdateItem"]
+    # Then five calls were made at once (the connection, the budget and the first send read; two buckets
+    # written): one round trip; the budget admits and the first send is found
+    assert sorted(trips.operations()) == ["GetItem", "GetItem", "GetItem", "UpdateItem", "UpdateItem"]
     assert trips.sequential() == 1
     assert gate.budget is not None
     assert gate.budget.admitted
