@@ -171,8 +171,8 @@ class Chat:
     ) -> MessageAdmission:
         """Find the caller's connection, take a token from both of its buckets and check the rest, in one round trip.
 
-        With ``token_budget`` the customer's tokens of the day are checked by the budget's
-        conditional write; with ``client_message_id`` the record of a message sent before under it
+        With ``token_budget`` the customer's tokens of the day are checked by a read of the
+        day's budget item; with ``client_message_id`` the record of a message sent before under it
         is read. Both run at once with the rest; a message a limit refuses keeps its place in the
         others (the strict side, as below).
 
