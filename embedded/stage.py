@@ -388,7 +388,9 @@ def embedded_stage(
         for router in embedded.websocket_apis.values():
             stack.enter_context(router.management_api())
         # First on the way out: stop what still runs (a handoff watching a quiet agent waits for
-        # minutes), so no executor thread calls a task after moto's mock is gone and reaches AWS.
+        # minutes), then refuse new invocations and let those in flight return (a stopped
+        # workflow's task may still be running), so no thread calls AWS after moto's mock is gone.
+        stack.callback(concurrency.close)
         stack.callback(_stop_running_executions, embedded)
         yield embedded
 

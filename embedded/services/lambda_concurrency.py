@@ -15,11 +15,16 @@ scaling" and "How Lambda handles errors and retries with asynchronous invocation
   stream retries it from the same position, a queue's messages become visible again).
 
 The account's unreserved pool (1,000 by default) is not emulated: the stage never runs that much.
+
+When the stage closes, :meth:`Concurrency.close` refuses every new invocation and waits for those
+in flight to return, so no handler (a workflow's task still running on moto's executor thread)
+calls AWS after moto's mock is gone: such a call would leave the process for the real endpoint.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -30,6 +35,21 @@ from moto.awslambda.models import LambdaBackend
 from moto.core.exceptions import JsonRESTError
 
 THROTTLE_REASON = "ReservedFunctionConcurrentInvocationLimitExceeded"
+#: How long (real seconds) a closing stage waits for the invocations in flight to return.
+DRAIN_SECONDS = 120.0
+
+
+class StageClosed(JsonRESTError):
+    """An invocation that arrived after the stage began to close (a stopped workflow's next task)."""
+
+    code = 503
+
+    def __init__(self, function_name: str) -> None:
+        super().__init__("ServiceException", f"the embedded stage is closing: {function_name} was not invoked")
+
+
+class InvocationsStillRunning(RuntimeError):
+    """The stage closed while a handler was still running after :data:`DRAIN_SECONDS`."""
 
 
 class TooManyRequests(JsonRESTError):
@@ -56,7 +76,29 @@ class Concurrency:
     deferred: list[tuple[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self, timeout: float = DRAIN_SECONDS) -> None:
+        """Refuse new invocations, then wait for those in flight (see the module docstring).
+
+        Raises :class:`InvocationsStillRunning`, naming the functions, when some are still running
+        after ``timeout`` real seconds.
+        """
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            self._closed = True
+            while running := sorted(name for name, count in self.in_flight.items() if count):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise InvocationsStillRunning(
+                        f"the stage closed with invocations still running after {timeout:.0f} s: {running}"
+                    )
+                self._lock.wait(remaining)
 
     def retry_deferred(self, lambda_client: Any) -> int:
         """Hand each deferred asynchronous event to Lambda again; returns how many were retried."""
@@ -85,6 +127,8 @@ class Concurrency:
             reserved = function.reserved_concurrency
             kind = headers.get("x-amz-invocation-type", "RequestResponse")
             with concurrency._lock:
+                if concurrency._closed:
+                    raise StageClosed(name)
                 if reserved not in (None, "") and concurrency.in_flight.get(name, 0) >= int(reserved):
                     concurrency.throttled.append((name, kind))
                     if kind == "Event":
@@ -97,6 +141,7 @@ class Concurrency:
             finally:
                 with concurrency._lock:
                     concurrency.in_flight[name] -= 1
+                    concurrency._lock.notify_all()
 
         with mock.patch.object(LambdaBackend, "invoke", invoke):
             yield self

@@ -3,7 +3,8 @@
 A function reserving one concurrent execution is kept busy by an invocation that waits for the
 test's latch; while it waits, a synchronous call is refused with TooManyRequestsException, an
 asynchronous event is accepted and runs once the function is free, and a queue's poller backs off
-and delivers the message later.
+and delivers the message later. A closing stage refuses new invocations and waits for the one in
+flight, so no handler outlives the emulator it calls.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from embedded import EmbeddedStage, embedded_stage
+from embedded.services.lambda_concurrency import InvocationsStillRunning
 from tests.e2e import templates as t
 from tests.fixtures.probe_pkg import handler as probe
 
@@ -37,8 +39,10 @@ def stage() -> Iterator[EmbeddedStage]:
     probe.RELEASE.clear()
     # The template carries no policies: this is about concurrency, not IAM (tests/embedded/iam)
     with embedded_stage([t.stack("T-Busy", "Events", resources)], strict=False) as deployed:
-        yield deployed
-    probe.RELEASE.set()
+        try:
+            yield deployed
+        finally:
+            probe.RELEASE.set()  # before the stage closes: closing waits for the held invocation
 
 
 def _occupy(stage: EmbeddedStage) -> threading.Thread:
@@ -91,3 +95,29 @@ def test_a_queue_poller_backs_off_while_the_function_is_busy_and_delivers_later(
     stage.queues.pump()
     delivered = [c.event["Records"][0]["body"] for c in stage.calls.by_handler(HOLD) if "Records" in c.event]
     assert delivered == ["queued"]
+
+
+def test_a_closing_stage_refuses_new_invocations_and_waits_for_the_one_in_flight(stage: EmbeddedStage) -> None:
+    busy = _occupy(stage)
+    closer = threading.Thread(target=stage.concurrency.close, daemon=True)
+    closer.start()
+    while not stage.concurrency.closed:  # (closing begins at once; this only orders the threads)
+        closer.join(timeout=0.01)
+
+    with pytest.raises(ClientError) as refused:
+        stage.client("lambda").invoke(FunctionName=stage.function(HOLD).name, Payload=b"{}")
+    assert refused.value.response["Error"]["Code"] == "ServiceException"
+    assert "closing" in refused.value.response["Error"]["Message"]
+    assert closer.is_alive(), "the stage closed while a handler was still running"
+
+    probe.RELEASE.set()
+    busy.join(timeout=30)
+    closer.join(timeout=30)
+    assert not closer.is_alive()
+    assert stage.concurrency.in_flight == {stage.function(HOLD).name: 0}
+
+
+def test_a_stage_closing_under_a_handler_that_never_returns_names_it(stage: EmbeddedStage) -> None:
+    _occupy(stage)
+    with pytest.raises(InvocationsStillRunning, match=stage.function(HOLD).name):
+        stage.concurrency.close(timeout=0.05)
