@@ -8,7 +8,10 @@ up twice on embedded AWS (tests/e2e/harness: moto, every function run in this pr
 ``TURNS_PER_SESSION`` messages over the WebSocket, ``THINK_SECONDS`` apart on the stage's clock,
 the stage settling after each (the stream router gets each turn's records as one batch: the
 low-traffic case, the worst for batching). bench/meter.py counts what the functions do in that
-window; bench/cost.py prices it with bench/prices.py and scales it to 1,000 turns.
+window; bench/cost.py prices it with bench/prices.py and scales it to 1,000 turns. The audit
+trail's locker runs once per S3 object of the audit stream: the embedded stage writes an object
+per put, Firehose one per buffering interval (60 s), so the locker is priced per object Firehose
+would have written for the puts the stage saw, on the stage's clock (bench/usage.py).
 
 * This design: the stage as synthesized.
 * The seed-shaped design: the same stage with three handlers swapped for the seeds' obvious
@@ -46,7 +49,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from bench.prices import GB, MODEL_PRICES, price
-from bench.usage import KB, Usage, chunks
+from bench.usage import KB, Usage, chunks, firehose_objects
 
 ROOT = Path(__file__).resolve().parents[1]
 STAGE: Final = "dev"
@@ -61,10 +64,13 @@ WEBSOCKET_CHUNK: Final = 32 * KB
 
 #: The function that answers the chat: its replies' tokens come from the turns it stores.
 MESSAGE_HANDLER: Final = "lambdas.ws.message.handler"
+#: The router names the audit stream; the locker runs once per object of it.
+ROUTER_HANDLER: Final = "lambdas.events.router.handler"
+AUDIT_LOCK_HANDLER: Final = "lambdas.events.audit_lock.handler"
 #: The seed-shaped design: the app's handler -> the baseline that runs in its place.
 SEED_SHAPED: Final = {
     MESSAGE_HANDLER: "bench.baseline_seed_message.handler",
-    "lambdas.events.router.handler": "bench.baseline_router.handler",
+    ROUTER_HANDLER: "bench.baseline_router.handler",
     "lambdas.events.summary.handler": "bench.baseline_summary.handler",
 }
 DESIGNS: Final = ("this design", "seed-shaped")
@@ -208,6 +214,7 @@ def measure_design(assembly: Path, design: str) -> Usage:
     usage = Usage(design)
     meter = Meter(usage)
     with quiet.function_logs(quiet.Sink(meter.log)), embedded_stage(assembly) as stage, meter.installed():
+        meter.clock = stage.clock
         stage.bedrock.answer = _message_tokens_from_turns(meter.answering(_answer), usage, design)
         usage.model_id = stage.function("lambdas.ws.message.handler").environment.get("BEDROCK_MODEL_ID", "")
         directory = Directory.of(stage)
@@ -250,7 +257,25 @@ def measure_design(assembly: Path, design: str) -> Usage:
                 _add_recorded_usage(usage, stage, created.json()["session_id"])
             ws.disconnect(connection)
             stage.settle()
+        _audit_objects_as_firehose_writes_them(usage, stage)
     return usage
+
+
+def _audit_objects_as_firehose_writes_them(usage: Usage, stage: Any) -> None:
+    """Price the audit locker per object Firehose would write for the audit stream's puts (bench/usage.py)."""
+    stream = stage.function(ROUTER_HANDLER).environment.get("AUDIT_STREAM_NAME")
+    if not stream:
+        return
+    description = stage.client("firehose").describe_delivery_stream(DeliveryStreamName=stream)
+    hints = description["DeliveryStreamDescription"]["Destinations"][0]["ExtendedS3DestinationDescription"][
+        "BufferingHints"
+    ]
+    objects = firehose_objects(
+        [put for put in usage.firehose_puts if put.stream == stream],
+        interval_seconds=int(hints["IntervalInSeconds"]),
+        size_bytes=int(hints["SizeInMBs"]) * KB * KB,
+    )
+    usage.reprice_per_object(AUDIT_LOCK_HANDLER, objects)
 
 
 def _message_tokens_from_turns(counted: Any, usage: Usage, design: str) -> Any:

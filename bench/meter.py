@@ -41,6 +41,7 @@ from bench.usage import (
     CALL_LATENCY,
     DEFAULT_CALL_LATENCY,
     KB,
+    FirehosePut,
     Invocation,
     Usage,
     chunks,
@@ -129,6 +130,8 @@ class Meter:
 
     usage: Usage
     region: str = "us-east-1"
+    #: The stage's clock (epoch seconds): when each Firehose put happened, for its buffering.
+    clock: Callable[[], float] = time.time
     active: bool = False
     _frames: list[_Frame] = field(default_factory=list)
     _internal: int = 0
@@ -284,9 +287,10 @@ class Meter:
             self._dynamodb_after(operation, params, result, before, failed)
         elif service == "firehose":
             records = params.get("Records") or ([params["Record"]] if "Record" in params else [])
-            for record in records:
-                usage.firehose_records += 1
-                usage.firehose_billed_bytes += firehose_billed_bytes(_size(record.get("Data", b"")))
+            sizes = [_size(record.get("Data", b"")) for record in records]
+            usage.firehose_records += len(sizes)
+            usage.firehose_billed_bytes += sum(firehose_billed_bytes(size) for size in sizes)
+            usage.firehose_puts.append(FirehosePut(str(params.get("DeliveryStreamName")), self.clock(), sum(sizes)))
         elif service == "events" and operation == "PutEvents":
             for entry in params.get("Entries", []):
                 size = sum(_size(entry.get(k, "")) for k in ("Source", "DetailType", "Detail")) + 14

@@ -15,6 +15,11 @@ microseconds and this machine's core is not a Lambda's slice of one. Each invoca
 
 Cold starts (billed INIT) are left out: how often they happen depends on the traffic, not on
 the turn.
+
+Firehose's S3 objects are modelled too: the embedded stage writes an object for every put, while
+Firehose buffers a stream's records and writes one object when its buffering interval has passed
+since the first of them or its buffering size is reached (:func:`firehose_objects`). What runs
+once per object (the audit trail's locker) is priced per object Firehose would have written.
 """
 
 from __future__ import annotations
@@ -76,6 +81,34 @@ def read_units(size_bytes: int, *, consistent: bool, transactional: bool = False
 def firehose_billed_bytes(record_bytes: int) -> int:
     """Firehose bills each record rounded up to the next 5 KB."""
     return chunks(record_bytes, 5 * KB) * 5 * KB
+
+
+@dataclass(frozen=True)
+class FirehosePut:
+    """One put to a delivery stream: when (the stage's clock, seconds) and how many bytes of records."""
+
+    stream: str
+    at: float
+    size_bytes: int
+
+
+def firehose_objects(puts: list[FirehosePut], *, interval_seconds: float, size_bytes: int) -> int:
+    """How many S3 objects Firehose writes for ``puts`` to one stream, buffering as configured.
+
+    A buffer opens with the first record that finds none open and is written out when
+    ``interval_seconds`` have passed since then or when it holds ``size_bytes``, whichever comes
+    first (Firehose's buffering hints; a put arriving after the interval opens the next buffer).
+    """
+    if interval_seconds < 0 or size_bytes < 1:
+        raise ValueError(f"need interval_seconds >= 0 and size_bytes >= 1 (given {interval_seconds}, {size_bytes})")
+    objects, opened, held = 0, None, 0
+    for put in sorted(puts, key=lambda p: p.at):
+        if opened is None or put.at >= opened + interval_seconds:
+            objects, opened, held = objects + 1, put.at, 0
+        held += put.size_bytes
+        if held >= size_bytes:
+            opened = None
+    return objects
 
 
 def tokens(chars: int) -> int:
@@ -151,6 +184,8 @@ class Usage:
     output_tokens: int = 0
     #: Model calls by the handler that made them.
     model_calls: Counter[str] = field(default_factory=Counter)
+    #: Every put to a delivery stream, for :func:`firehose_objects`.
+    firehose_puts: list[FirehosePut] = field(default_factory=list)
 
     def invocations_by_handler(self) -> Counter[str]:
         return Counter(i.handler for i in self.invocations)
@@ -158,3 +193,22 @@ class Usage:
     @property
     def log_bytes(self) -> int:
         return sum(i.log_bytes for i in self.invocations)
+
+    def reprice_per_object(self, handler: str, objects: int) -> None:
+        """Make ``handler``, which runs once per S3 object, run ``objects`` times at its measured average.
+
+        The embedded stage invoked it once per object it wrote (one per put); Firehose writes fewer
+        (see the module docstring). Each kept invocation is the mean of the measured ones.
+        """
+        measured = [i for i in self.invocations if i.handler == handler]
+        if not measured or objects == len(measured):
+            return
+        n = len(measured)
+        mean = Invocation(
+            handler,
+            measured[0].memory_mb,
+            sum(i.local_cpu for i in measured) / n,
+            sum(i.waiting for i in measured) / n,
+            round(sum(i.log_bytes for i in measured) / n),
+        )
+        self.invocations = [i for i in self.invocations if i.handler != handler] + [mean] * objects

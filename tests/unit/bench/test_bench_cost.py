@@ -12,11 +12,13 @@ from bench import cost
 from bench.meter import IndexSpec, TableSpec
 from bench.prices import MODEL_PRICES, PRICES, price
 from bench.usage import (
+    FirehosePut,
     Invocation,
     Usage,
     billed_ms,
     chunks,
     firehose_billed_bytes,
+    firehose_objects,
     gb_seconds,
     lambda_compute_seconds,
     read_units,
@@ -89,6 +91,42 @@ def test_lambda_duration_is_billed_in_whole_milliseconds_at_the_memory_size() ->
     # 256 MB is 256/1769 of a vCPU: 10 ms of CPU here take about 69 ms there; 1,769 MB and up run at full speed.
     assert lambda_compute_seconds(0.010, 256) == pytest.approx(0.010 * 1769 / 256)
     assert lambda_compute_seconds(0.010, 3008) == pytest.approx(0.010)
+
+
+def test_firehose_writes_an_object_per_buffering_interval_or_size_whichever_comes_first() -> None:
+    def puts(*moments: float, size: int = 1000) -> list[FirehosePut]:
+        return [FirehosePut("audit", at, size) for at in moments]
+
+    # A put every 30 s into a 60 s buffer: two puts an object (the third opens the next buffer)
+    assert firehose_objects(puts(0, 30, 60, 90, 120), interval_seconds=60, size_bytes=5 * 1024**2) == 3
+    # Out of order, the same: buffers follow arrival on the clock
+    assert firehose_objects(puts(90, 0, 60, 30), interval_seconds=60, size_bytes=5 * 1024**2) == 2
+    # The size closes a buffer early: the next put opens another at once
+    assert firehose_objects(puts(0, 1, 2, 3, size=2000), interval_seconds=60, size_bytes=4000) == 2
+    # A zero interval writes every put out alone; nothing put, nothing written
+    assert firehose_objects(puts(0, 0, 0), interval_seconds=0, size_bytes=5 * 1024**2) == 3
+    assert firehose_objects([], interval_seconds=60, size_bytes=1) == 0
+    with pytest.raises(ValueError, match="interval_seconds"):
+        firehose_objects(puts(0), interval_seconds=-1, size_bytes=1)
+
+
+def test_a_function_run_per_object_is_repriced_at_its_measured_average() -> None:
+    usage = Usage("d", turns=4)
+    usage.invocations = [
+        Invocation("lock", 256, 0.010, 0.020, 300),
+        Invocation("lock", 256, 0.030, 0.040, 500),
+        Invocation("other", 512, 0.5),
+        Invocation("lock", 256, 0.020, 0.030, 400),
+    ]
+    usage.reprice_per_object("lock", 2)
+
+    assert usage.invocations_by_handler() == {"lock": 2, "other": 1}
+    locks = [i for i in usage.invocations if i.handler == "lock"]
+    assert [i.local_cpu for i in locks] == pytest.approx([0.020, 0.020])
+    assert [i.waiting for i in locks] == pytest.approx([0.030, 0.030])
+    assert [i.log_bytes for i in locks] == [400, 400]
+    usage.reprice_per_object("absent", 3)  # a function that never ran is left alone
+    assert len(usage.invocations) == 3
 
 
 def test_a_small_bill_by_hand() -> None:
