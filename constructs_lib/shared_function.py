@@ -2,7 +2,9 @@
 
 No Docker: the asset holds the Python package directory itself (e.g. ``app/``), exactly its
 ``.py`` files (an include list), so a handler string reads ``app.orders.handler``, imports are the
-same in tests and in Lambda, and no local file (``.env``, caches, notes) ever ships.
+same in tests and in Lambda, and no local file (``.env``, caches, notes) ever ships. Where the
+synthesizing machine has a Python of the runtime's version, the asset also holds their bytecode,
+compiled there (:mod:`constructs_lib.bytecode`), so a cold start does not compile the app.
 Third-party code comes from the official Powertools layer, whose ARN is resolved at deploy time
 from its public SSM parameter; boto3 comes from the runtime.
 """
@@ -19,7 +21,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import cast
 
-from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Stack, Validations
+from aws_cdk import Acknowledgment, Annotations, Duration, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
@@ -29,6 +31,7 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
+from constructs_lib import bytecode
 from constructs_lib.nag_findings import acknowledge_grant, acknowledge_policy, kms_grant_findings, resource_finding
 from constructs_lib.validation import PropErrors, is_unresolved
 
@@ -72,10 +75,12 @@ def package_files(package_dir: Path) -> list[Path]:
     return sorted(found)
 
 
-def _staged(package_dirs: Sequence[Path]) -> Path:
+def _staged(package_dirs: Sequence[Path], compiler: str | None = None) -> Path:
     """A directory that holds exactly the :func:`package_files` of each package, named by their content hash.
 
-    Its content (so CDK's asset hash) changes only when a Python file of one of the packages does.
+    With ``compiler`` (an interpreter of the runtime's version) it also holds their bytecode.
+    Its content (so CDK's asset hash) changes only when a Python file of one of the packages does,
+    or bytecode is added or left out.
     """
     files = sorted(
         (relative, package_dir.parent) for package_dir in package_dirs for relative in package_files(package_dir)
@@ -85,13 +90,20 @@ def _staged(package_dirs: Sequence[Path]) -> Path:
         digest.update(relative.as_posix().encode() + b"\0")
         digest.update((parent / relative).read_bytes() + b"\0")
     names = "+".join(package_dir.name for package_dir in package_dirs)
-    root = Path(tempfile.gettempdir()) / f"lambda-code-{names}-{digest.hexdigest()[:24]}"
+    compiled = f"-{RUNTIME.name.replace('.', '')}" if compiler else ""
+    root = Path(tempfile.gettempdir()) / f"lambda-code-{names}-{digest.hexdigest()[:24]}{compiled}"
     if root.is_dir():
         return root
     building = Path(tempfile.mkdtemp(prefix=f"{root.name}.", dir=root.parent))
     for relative, parent in files:
         (building / relative).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(parent / relative, building / relative)
+    if compiler:
+        try:
+            bytecode.compile_tree(compiler, building)
+        except bytecode.BytecodeError:
+            shutil.rmtree(building, ignore_errors=True)
+            raise
     try:
         os.rename(building, root)
     except OSError:  # another synth staged the same content first
@@ -127,7 +139,14 @@ class LambdaCode:
         stack = Stack.of(scope)
         cache: dict[tuple[Path, ...], lambda_.Code] = getattr(stack, cls._ATTRIBUTE, None) or {}
         if dirs not in cache:
-            cache[dirs] = lambda_.Code.from_asset(str(_staged(dirs)))
+            compiler = bytecode.bytecode_python(RUNTIME.name)
+            if compiler is None and not bytecode.turned_off():
+                Annotations.of(stack).add_info(
+                    f"Lambda code ships as sources only: no Python {RUNTIME.name.removeprefix('python')} here to "
+                    f"compile its bytecode, so each cold start compiles the modules it imports "
+                    f"(name one in {bytecode.ENVIRONMENT_VARIABLE})"
+                )
+            cache[dirs] = lambda_.Code.from_asset(str(_staged(dirs, compiler)))
             setattr(stack, cls._ATTRIBUTE, cache)
         return cache[dirs]
 

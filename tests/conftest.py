@@ -22,6 +22,9 @@ for _key, _value in {
     "POWERTOOLS_TRACE_DISABLED": "1",
     "POWERTOOLS_METRICS_NAMESPACE": "MangaAssistTest",
     "POWERTOOLS_SERVICE_NAME": "test",
+    # Code assets hold sources alone whatever interpreters this machine has, so every template and
+    # asset is the same everywhere (constructs_lib.bytecode; its own tests turn bytecode on).
+    "LAMBDA_BYTECODE_PYTHON": "none",
 }.items():
     os.environ[_key] = _value
 os.environ.pop("AWS_PROFILE", None)
