@@ -13,10 +13,18 @@ measuring there counts work Lambda never does and leaves out work it always does
 
 Every round imports the baseline and each module once, each in a fresh interpreter; a figure is
 the median over the rounds of the import's CPU time (:func:`cold_import_seconds` says why).
+
+The interpreter is the functions' runtime's version where this machine has one (found as the
+synth finds the one that compiles the asset's bytecode, :mod:`constructs_lib.bytecode`), with
+the runtime's SDK and the Powertools layer's packages, at the versions this repository pins,
+installed for it into ``.bench-runtime/`` (:func:`runtime_interpreter`). Without one, this
+interpreter stands in, and the rows say so: its imports cost differently, and it ignores the
+asset's bytecode if there is any.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import statistics
@@ -24,10 +32,32 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 from typing import Any, Final
 
 PY: Final = sys.executable
+ROOT: Final = Path(__file__).resolve().parents[1]
+#: What Lambda's Python runtime brings (the SDK) and what the Powertools layer adds, by distribution
+#: name: installed for the runtime's interpreter at the versions this repository's environment pins.
+RUNTIME_PACKAGES: Final = (
+    "boto3",
+    "botocore",
+    "s3transfer",
+    "jmespath",
+    "python-dateutil",
+    "six",
+    "urllib3",
+    "aws-lambda-powertools",
+    "aws-xray-sdk",
+    "wrapt",
+    "typing_extensions",
+    "fastjsonschema",
+    "PyJWT",
+    "cryptography",
+    "cffi",
+    "pycparser",
+)
 #: Only the functions' own code: CDK's providers (Node.js) are not ours to trim.
 _RUNTIME_PREFIX: Final = "python"
 #: What Lambda sets that is not the function's own configuration.
@@ -41,6 +71,7 @@ class Handler:
     module: str
     asset: Path
     variables: Mapping[str, str] = field(default_factory=dict)
+    runtime: str = ""  # the function's Runtime (python3.14)
 
 
 def lambda_environment(task_root: Path, variables: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -88,12 +119,55 @@ def handlers_in(assembly: Path) -> list[Handler]:
                     module,
                     (template_path.parent / asset_path).resolve(),
                     {k: v for k, v in variables.items() if isinstance(v, str)},
+                    str(properties["Runtime"]),
                 ),
             )
     return [found[module] for module in sorted(found)]
 
 
-def cold_import_seconds(module: str, asset: Path, variables: Mapping[str, str] | None = None) -> float:
+@dataclass(frozen=True)
+class Interpreter:
+    """The Python the imports run on, where its packages are, and what the rows call it."""
+
+    python: str
+    site: Path | None  # None: the packages of this interpreter's own environment
+    label: str
+
+
+def runtime_interpreter(runtime_name: str, cache: Path = ROOT / ".bench-runtime") -> Interpreter:
+    """The runtime's Python with its packages (installed once per set of pins), or this one standing in."""
+    from constructs_lib.bytecode import bytecode_python
+
+    python = bytecode_python(runtime_name)
+    here = f"{sys.version_info.major}.{sys.version_info.minor}.{sys.version_info.micro}"
+    if python is None:
+        return Interpreter(PY, None, f"Python {here} standing in for {runtime_name} (none found here)")
+    pins = sorted(f"{name}=={metadata.version(name)}" for name in RUNTIME_PACKAGES)
+    digest = hashlib.sha256("\n".join(pins).encode()).hexdigest()[:16]
+    site = cache / f"{runtime_name}-{digest}"
+    if not site.is_dir():
+        pip = Path(str(metadata.distribution("pip").locate_file("pip")))  # this environment's pip, run by that one
+        building = site.with_name(site.name + ".building")
+        subprocess.run(  # noqa: S603 - the runtime's interpreter installing this repository's pins
+            [python, str(pip), "install", "-q", "--no-deps", "--only-binary=:all:", "--target", str(building), *pins],
+            check=True,
+        )
+        building.rename(site)
+    full = subprocess.run(  # noqa: S603
+        [python, "-c", "import platform; print(platform.python_version())"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    return Interpreter(python, site, f"Python {full}, the runtime's ({runtime_name})")
+
+
+def holds_bytecode(asset: Path, runtime_name: str) -> bool:
+    """Whether the code asset holds bytecode for ``runtime_name`` (``python3.14`` -> ``*.cpython-314.pyc``)."""
+    tag = "cpython-" + runtime_name.removeprefix("python").replace(".", "")
+    return any(asset.rglob(f"__pycache__/*.{tag}.pyc"))
+
+
+def cold_import_seconds(
+    module: str, asset: Path, variables: Mapping[str, str] | None = None, interpreter: Interpreter | None = None
+) -> float:
     """CPU seconds of ``import <module>`` in a fresh interpreter running from ``asset``.
 
     CPU time, not wall time: an import is one thread of computation over files the page cache
@@ -102,10 +176,13 @@ def cold_import_seconds(module: str, asset: Path, variables: Mapping[str, str] |
     between runs, CPU time by under a fifth).
     """
     code = f"import time; t = time.process_time(); import {module}; print(time.process_time() - t)"
-    done = subprocess.run(  # noqa: S603 - this interpreter, a module name from our own templates
-        [PY, "-c", code],
+    environment = lambda_environment(asset, variables)
+    if interpreter is not None and interpreter.site is not None:
+        environment["PYTHONPATH"] = str(interpreter.site)  # as Lambda's runtime and layer directories
+    done = subprocess.run(  # noqa: S603 - a Python interpreter, a module name from our own templates
+        [interpreter.python if interpreter else PY, "-c", code],
         cwd=asset,
-        env=lambda_environment(asset, variables),
+        env=environment,
         check=True,
         capture_output=True,
         text=True,
@@ -121,14 +198,16 @@ class Measured:
     modules: dict[str, float]
 
 
-def measure(handlers: Sequence[Handler], runs: int) -> Measured:
+def measure(handlers: Sequence[Handler], runs: int, interpreter: Interpreter | None = None) -> Measured:
     """Interleaved rounds: ``import boto3``, then every handler module, ``runs`` times."""
     if not handlers:
         raise ValueError("no Python function found in the assembly")
     baseline: list[float] = []
     samples: dict[str, list[float]] = {h.module: [] for h in handlers}
     for _ in range(runs):
-        baseline.append(cold_import_seconds("boto3", handlers[0].asset))
+        baseline.append(cold_import_seconds("boto3", handlers[0].asset, interpreter=interpreter))
         for handler in handlers:
-            samples[handler.module].append(cold_import_seconds(handler.module, handler.asset, handler.variables))
+            samples[handler.module].append(
+                cold_import_seconds(handler.module, handler.asset, handler.variables, interpreter)
+            )
     return Measured(statistics.median(baseline), {m: statistics.median(s) for m, s in samples.items()})
