@@ -186,6 +186,7 @@ More to try (SID: the session's id):
   the rest of a reply the chat action {{"action": "continue"}} after a final frame with "can_continue": true
   sessions by status  GET {u.rest}/admin/sessions?status=handoff (an admin's token; agents may list handoff)
   workflows, reviews  GET {u.origin}/local/status (export reviews and their approval links)
+  let time pass       POST {u.origin}/local/clock {{"advance_seconds": 3600}} (timers, schedules, limits)
 """
 
 

@@ -9,8 +9,8 @@
   the socket as they are posted, while the handler still runs; once the socket is gone, posts
   answer 410 Gone. A message over :data:`MAX_FRAME_BYTES` closes the connection with 1009
   (Message Too Big), as API Gateway does with an oversized frame.
-* Local-only helpers under ``/local/`` on the REST port (sign-in, users, status, the pages'
-  configuration) and the two pages under ``/pages/``.
+* Local-only helpers under ``/local/`` on the REST port (sign-in, users, status, the stage's
+  clock, the pages' configuration) and the two pages under ``/pages/``.
 
 All stage calls run on the stage's worker thread (``LocalStage.submit``); the event loop only
 moves bytes, so frames keep flowing while a handler streams a reply.
@@ -130,6 +130,7 @@ class LocalServer:
         rest.router.add_get("/local/status", self._status)
         rest.router.add_route("*", "/local/sign-in", self._sign_in)
         rest.router.add_route("*", "/local/users", self._users)
+        rest.router.add_route("*", "/local/clock", self._clock)
         rest.router.add_static("/pages", PAGES)
         rest.router.add_route("*", "/" + self.urls.rest_stage + "{tail:(/.*)?}", self._rest)
         chat = web.Application(middlewares=[hosts])
@@ -260,6 +261,18 @@ class LocalServer:
                 "expires_at": signed_in.expires_at,
             },
         )
+
+    async def _clock(self, request: web.Request) -> web.Response:
+        if request.method == "OPTIONS":
+            return web.Response(status=204, headers=self._cors(request))
+        if request.method != "POST":
+            return self._error(request, 405, 'POST {"advance_seconds": N}: let N seconds pass on the stage\'s clock')
+        try:
+            seconds = (await self._body(request)).get("advance_seconds")
+            now = await self._call(self.local.advance_clock, seconds)
+        except StageError as error:
+            return self._error(request, error.status, error.message)
+        return self._json(request, 200, {"advanced_seconds": seconds, "now": now})
 
     async def _users(self, request: web.Request) -> web.Response:
         if request.method == "OPTIONS":

@@ -63,6 +63,10 @@ class StageError(Exception):
         self.message = message
 
 
+#: The most ``POST /local/clock`` moves the stage's clock at once (a week, in seconds).
+MAX_ADVANCE = 7 * 24 * 3600
+
+
 @dataclass
 class RateRule:
     """An EventBridge rule on a ``rate(...)`` schedule, fired each period after the server started."""
@@ -267,6 +271,19 @@ class LocalStage:
                 review = {"review_id": links["approve"]["id"]}
                 found.append(review | {decision: link.group(0) for decision, link in sorted(links.items())})
         return found
+
+    def advance_clock(self, seconds: float) -> float:
+        """Let ``seconds`` pass on the stage's clock at once (on the worker); returns its time now.
+
+        Everything that reads the stage's clock sees them pass: a workflow's ``Wait`` state and
+        task timeouts, due schedules and rate rules (the pump looks at once), TTLs, rate limits,
+        idle limits and the expiry of tokens already issued.
+        """
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not 0 < seconds <= MAX_ADVANCE:
+            raise StageError(400, f"advance_seconds must be a number in (0, {MAX_ADVANCE}] (given {seconds!r})")
+        self.stage.clock.advance(float(seconds))
+        self._activity.set()
+        return self.stage.clock()
 
     def status(self) -> dict[str, Any]:
         """What the stage holds now, for ``GET /local/status`` (on the worker)."""
