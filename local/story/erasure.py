@@ -11,16 +11,13 @@ expects none, except in the places ``docs/privacy.md`` says are kept and why (:d
 
 from __future__ import annotations
 
-import base64
-import contextlib
-import gzip
-import json
 import time
-import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
+from itertools import chain
 from typing import Any, Final
 
 from embedded import EmbeddedStage
+from embedded.texts import item_texts, object_texts, output_texts
 from local.story.base import Step, StoryParts, expect
 
 #: The customer erased: the story's first customer.
@@ -31,69 +28,19 @@ HER_WORDS: Final = "my loyalty card is MA-7781-ALICE"
 KEPT: Final[dict[str, str]] = {}
 
 
-def _unpacked(raw: bytes) -> str:
-    """Bytes as text; zlib (a stored turn's content) and gzip (an export, a trail object) unpacked first."""
-    for unpack in (gzip.decompress, zlib.decompress):
-        try:
-            raw = unpack(raw)
-        except (OSError, zlib.error, EOFError):
-            continue
-    return raw.decode("utf-8", errors="replace")
-
-
-def _readable(value: Any) -> Iterator[str]:
-    """Every text inside a value: strings, binary values unpacked, DynamoDB JSON's base64 binaries decoded."""
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, (bytes, bytearray)):
-        yield _unpacked(bytes(value))
-    elif isinstance(value, dict):
-        if set(value) == {"B"} and isinstance(value["B"], str):
-            with contextlib.suppress(ValueError):
-                yield _unpacked(base64.b64decode(value["B"], validate=True))
-        for inner in value.values():
-            yield from _readable(inner)
-    elif isinstance(value, (list, tuple)):
-        for inner in value:
-            yield from _readable(inner)
-
-
-def _object_texts(body: bytes) -> Iterator[str]:
-    """An object's text, and the texts inside each of its JSON lines (an export's, an archive's)."""
-    text = _unpacked(body)
-    yield text
-    for line in text.splitlines():
-        with contextlib.suppress(ValueError):
-            yield from _readable(json.loads(line))
-
-
 def traces(stage: EmbeddedStage, needles: Iterable[str]) -> list[str]:
-    """Where any of ``needles`` appears on the stage.
+    """Where any of ``needles`` appears on the stage: every table item, object version and function output line.
 
-    As ``table:<pk>/<sk>``, ``s3:<bucket>/<key>@<version>`` or ``log:<handler>`` (what a function printed).
+    As ``table:<pk>/<sk>``, ``s3:<bucket>/<key>@<version>`` or ``log:<handler>#<invocation>``
+    (:mod:`embedded.texts` reads them).
     """
     wanted = [needle for needle in needles if needle]
-    found: list[str] = []
-
-    def hit(text: str) -> bool:
-        return any(needle in text for needle in wanted)
-
-    dynamodb, s3 = stage.client("dynamodb"), stage.client("s3")
-    for table in stage.all("AWS::DynamoDB::Table"):
-        for page in dynamodb.get_paginator("scan").paginate(TableName=table.ref):
-            for item in page.get("Items", []):
-                if any(hit(text) for text in _readable(item)):
-                    found.append(f"table:{item['PK'].get('S')}/{item['SK'].get('S')}")
-    for bucket in stage.all("AWS::S3::Bucket"):
-        for page in s3.get_paginator("list_object_versions").paginate(Bucket=bucket.ref):
-            for version in page.get("Versions", []):
-                body = s3.get_object(Bucket=bucket.ref, Key=version["Key"], VersionId=version["VersionId"])["Body"]
-                if hit(version["Key"]) or any(hit(text) for text in _object_texts(body.read())):
-                    found.append(f"s3:{bucket.ref}/{version['Key']}@{version['VersionId']}")
-    for call in stage.calls.calls:
-        if hit(call.output):
-            found.append(f"log:{call.handler}")
-    return sorted(set(found))
+    found = {
+        where
+        for where, text in chain(item_texts(stage), object_texts(stage), output_texts(stage))
+        if any(needle in text for needle in wanted)
+    }
+    return sorted(found)
 
 
 class ErasureSteps(StoryParts):
