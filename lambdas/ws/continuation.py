@@ -9,8 +9,8 @@ reply's deadline. It is stored as it is, and its ``final`` frame says so: ``"sto
 "max_tokens"`` (or ``"deadline"``) and ``"can_continue": true``. The Message Lambda hands a
 ``continue`` frame here:
 
-1. The frame is validated, the caller must be a customer, and the message path's admission applies
-   (the connection names the session; the same rate buckets, since a continuation calls the model).
+1. The frame is validated, and it passes the gate of a model call (:mod:`lambdas.ws.gate`): a
+   customer, a connection that names the session, the rate buckets and the day's token budget.
 2. The session must accept turns and have no agent (nor one waiting to take it), and its newest
    turn must be a reply that stopped early. Refused with an error frame, nothing changed:
    ``nothing_to_continue``, ``session_in_handoff``, ``session_closed``, ``session_not_ready``.
@@ -37,15 +37,8 @@ from lambdas.shared.logs import masked_formatter
 from lambdas.shared.records import TURN_ACCEPTING, WAITING_STATUSES, Role, Session, SessionStatus, Turn
 from lambdas.shared.settings import settings
 from lambdas.shared.store import AcceptedMessage, ChatContext, DynamoSessionStore
-from lambdas.usecases import send_message
-from lambdas.ws.frames import (
-    FrameError,
-    RouteContext,
-    error_frame,
-    rate_limited_frame,
-    read_frame,
-    token_budget_frame,
-)
+from lambdas.ws.frames import FrameError, RouteContext, error_frame, read_frame
+from lambdas.ws.gate import SESSION_CLOSED, Refused, admitted
 
 logger = Logger(logger_formatter=masked_formatter())
 
@@ -70,10 +63,6 @@ IN_HANDOFF: Final = error_frame(
     "session_in_handoff",
     "A support agent is handling this chat, so the assistant cannot continue its reply; nothing was changed.",
 )
-SESSION_CLOSED: Final = error_frame("session_closed", "This chat session has ended. Reconnect to start a new one.")
-NOT_READY: Final = error_frame(
-    "session_not_ready", "Your chat session is still starting. Please try again in a moment."
-)
 NOT_CONTINUED: Final = error_frame(
     "continue_failed",
     "We could not continue the reply because of a problem on our side; nothing was changed. Try again.",
@@ -82,18 +71,6 @@ ALREADY_CONTINUING: Final = error_frame(
     "already_continuing",
     "This reply is already being continued: its rest is on its way. Nothing was changed.",
 )
-FORBIDDEN: Final = error_frame(
-    "forbidden", "This connection is not signed in as a customer. Reconnect with a customer token."
-)
-
-
-class Refused(Exception):
-    """A continue that changes nothing: ``frame`` says why, ``outcome`` names it."""
-
-    def __init__(self, frame: Mapping[str, Any], outcome: str) -> None:
-        super().__init__(outcome)
-        self.frame = frame
-        self.outcome = outcome
 
 
 @dataclass(frozen=True)
@@ -129,11 +106,8 @@ def handle_continue(store: DynamoSessionStore, ctx: RouteContext, body: str | No
     except FrameError as err:
         send(error_frame(err.code, str(err)))
         return f"refused:{err.code}"
-    if ctx.customer_id is None:
-        send(FORBIDDEN)
-        return "refused:forbidden"
     try:
-        cut = _cut_reply(store, ctx.connection_id, ctx.customer_id)
+        cut = _cut_reply(store, ctx)
     except Refused as refused:
         send(refused.frame)
         return refused.outcome
@@ -147,18 +121,11 @@ def handle_continue(store: DynamoSessionStore, ctx: RouteContext, body: str | No
     return answer(cut.accepted, cut.turn.turn_number)
 
 
-def _cut_reply(store: DynamoSessionStore, connection_id: str, customer_id: str) -> CutReply:
+def _cut_reply(store: DynamoSessionStore, ctx: RouteContext) -> CutReply:
     """The session's newest turn if it is a reply cut short, with the context to continue it; else Refused."""
-    gate = send_message.admit(store, connection_id, customer_id)
-    if gate.connection is None:
-        raise Refused(NOT_READY, send_message.NOT_READY)
-    if not gate.admission.admitted:
-        raise Refused(rate_limited_frame(gate.admission.retry_after_seconds), send_message.RATE_LIMITED)
-    spent = send_message.budget_spent(store, gate)
-    if spent is not None:  # the rest of a reply is written by the model: the day's tokens must allow it
-        raise Refused(token_budget_frame(*spent), send_message.OVER_BUDGET)
-    session = store.sessions.get_session(gate.connection.session_id)
-    if session is None or session.customer_id != customer_id or session.status not in TURN_ACCEPTING:
+    asking = admitted(store, ctx)  # the rest of a reply is written by the model
+    session = store.sessions.get_session(asking.session_id)
+    if session is None or session.customer_id != asking.customer_id or session.status not in TURN_ACCEPTING:
         raise Refused(SESSION_CLOSED, "refused:session_closed")
     if session.status == SessionStatus.HANDOFF or _agent_waits(store, session):
         raise Refused(IN_HANDOFF, "refused:session_in_handoff")

@@ -8,9 +8,9 @@ Client frame::
 message's text) replaces it; ``client_message_id`` (optional) makes a resend harmless: it gets a
 ``duplicate`` frame and nothing changes again. The Message Lambda hands such frames here.
 
-1. The frame is validated (an error frame, nothing changed), the caller must be a customer, and
-   the message path's admission applies (the connection names the session; the same rate
-   buckets, since an answer calls the model).
+1. The frame is validated (an error frame, nothing changed), and it passes the gate of a model
+   call (:mod:`lambdas.ws.gate`): a customer, a connection that names the session, the rate
+   buckets and the day's token budget.
 2. :func:`lambdas.usecases.rewind.rewind` removes every later turn and the summaries that covered
    them in one conditional transaction. Refused whole, with an error frame:
    ``session_in_handoff`` (an agent has the chat), ``session_changed`` (a message or reply was
@@ -41,7 +41,6 @@ from lambdas.shared.errors import (
 from lambdas.shared.logs import masked_formatter
 from lambdas.shared.store import AcceptedMessage, DynamoSessionStore
 from lambdas.usecases import rewind as rewinding
-from lambdas.usecases import send_message
 from lambdas.ws.frames import (
     FrameError,
     RouteContext,
@@ -49,10 +48,9 @@ from lambdas.ws.frames import (
     checked_text,
     duplicate_frame,
     error_frame,
-    rate_limited_frame,
     read_frame,
-    token_budget_frame,
 )
+from lambdas.ws.gate import Refused, admitted
 
 logger = Logger(logger_formatter=masked_formatter())
 
@@ -71,12 +69,6 @@ CHANGED: Final = error_frame(
 NOT_REWOUND: Final = error_frame(
     "rewind_failed", "We could not rewind the chat because of a problem on our side; nothing was changed. Try again."
 )
-REFUSALS: Final[Mapping[str, Mapping[str, Any]]] = {
-    send_message.NOT_READY: error_frame(
-        "session_not_ready", "Your chat session is still starting. Please try again in a moment."
-    ),
-    send_message.NOT_SAVED: NOT_REWOUND,
-}
 
 
 def parse_rewind(body: str | None) -> tuple[int, str | None, str | None]:
@@ -106,30 +98,18 @@ def handle_rewind(store: DynamoSessionStore, ctx: RouteContext, body: str | None
     except FrameError as err:
         send(error_frame(err.code, str(err)))
         return f"refused:{err.code}"
-    if ctx.customer_id is None:
-        send(
-            error_frame("forbidden", "This connection is not signed in as a customer. Reconnect with a customer token.")
-        )
-        return "refused:forbidden"
     try:
-        gate = send_message.admit(store, ctx.connection_id, ctx.customer_id)
+        asking = admitted(store, ctx)  # a rewind asks the model again
+    except Refused as refused:
+        send(refused.frame)
+        return refused.outcome
     except (ClientError, BotoCoreError):
         logger.exception("rewind not admitted")
         send(NOT_REWOUND)
         return "rewind_failed"
-    if gate.connection is None:
-        send(REFUSALS[send_message.NOT_READY])
-        return send_message.NOT_READY
-    if not gate.admission.admitted:
-        send(rate_limited_frame(gate.admission.retry_after_seconds))
-        return send_message.RATE_LIMITED
-    spent = send_message.budget_spent(store, gate)
-    if spent is not None:  # a rewind asks the model again: the day's tokens must allow it
-        send(token_budget_frame(*spent))
-        return send_message.OVER_BUDGET
-    session_id = gate.connection.session_id
+    session_id = asking.session_id
     try:
-        done = rewinding.rewind(store, session_id, ctx.customer_id, turn_number, text, client_message_id)
+        done = rewinding.rewind(store, session_id, asking.customer_id, turn_number, text, client_message_id)
     except Exception as err:  # every refusal changed nothing; the frame says why
         frame, outcome = _refusal(err)
         send(frame)

@@ -13,7 +13,7 @@ from lambdas.shared import env
 from lambdas.shared.records import Role, SessionStatus, Summary, TokenUsage, Turn
 from lambdas.shared.responder import ReplyEnd
 from lambdas.shared.store import DynamoSessionStore
-from lambdas.ws import continuation, message
+from lambdas.ws import continuation, gate, message
 from tests.support.websocket import sent_frames
 from tests.unit.ws.chat import CONN, CTX, customer_context, onboarded, send
 
@@ -165,7 +165,7 @@ def test_continue_during_a_handoff_is_refused(ws: DynamoSessionStore, model: Cut
 def test_continue_without_a_session_is_refused(ws: DynamoSessionStore, model: CutShort) -> None:
     # Given a connection whose session was never prepared
     go_on()
-    assert sent_frames(CONN) == [continuation.NOT_READY]
+    assert sent_frames(CONN) == [gate.NOT_READY]
     assert model.read == []
 
 
@@ -173,7 +173,7 @@ def test_continue_from_a_connection_without_a_customer_is_refused(ws: DynamoSess
     onboarded()
     mark = len(sent_frames(CONN))
     go_on(customer=None)
-    assert since(mark) == [continuation.FORBIDDEN]
+    assert since(mark) == [gate.FORBIDDEN]
 
 
 def test_only_a_continue_frame_is_taken_for_one() -> None:
