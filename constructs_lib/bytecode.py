@@ -11,8 +11,9 @@ Which interpreter compiles (:func:`bytecode_python`):
   off. An interpreter of another version is refused with both versions named: its bytecode would
   be ignored at every cold start.
 * Otherwise the one running the synth, when it is the runtime's version; else ``pythonX.Y`` of the
-  runtime's version on ``PATH``; else none, and the asset holds the sources alone (as it always
-  did: correct, only slower to start).
+  runtime's version on ``PATH``, when it runs as that version (a version manager's shim of a
+  version it has not installed does not); else none, and the asset holds the sources alone (as it
+  always did: correct, only slower to start).
 
 The bytecode is checked-hash (PEP 552): Python uses a module's ``.pyc`` only while it was compiled
 from exactly the source beside it, whatever the files' times after a zip and an unzip. The paths
@@ -86,7 +87,13 @@ def bytecode_python(runtime_name: str) -> str | None:
         return python
     if sys.version_info[:2] == wanted:
         return sys.executable
-    return shutil.which(f"python{wanted[0]}.{wanted[1]}")
+    candidate = shutil.which(f"python{wanted[0]}.{wanted[1]}")
+    if candidate is None:
+        return None
+    try:  # a version manager's shim of a version it has not installed is on PATH but does not run
+        return candidate if interpreter_version(candidate) == wanted else None
+    except BytecodeError:
+        return None
 
 
 def compile_tree(python: str, root: Path) -> None:

@@ -57,9 +57,12 @@ def test_unnamed_it_is_this_interpreter_or_the_runtimes_version_on_path(
     monkeypatch.setenv("PATH", str(tmp_path))
     assert bytecode.bytecode_python(OTHER) is None
     found = tmp_path / OTHER
-    found.write_text("#!/bin/sh\n")
+    found.write_text(f"#!/bin/sh\necho {OTHER[6:].replace('.', ' ')}\n")  # says it is 3.99, as that version would
     found.chmod(found.stat().st_mode | stat.S_IXUSR)
     assert bytecode.bytecode_python(OTHER) == str(found)
+    # A version manager's shim of a version it has not installed is on PATH, but does not run
+    found.write_text("#!/bin/sh\necho 'python3.99: command not found' >&2\nexit 127\n")
+    assert bytecode.bytecode_python(OTHER) is None
 
 
 def _package(root: Path) -> Path:
