@@ -61,8 +61,11 @@ def interpreter_version(python: str) -> tuple[int, int]:
         )
     except (OSError, subprocess.SubprocessError) as err:
         raise BytecodeError(f"{python} does not run as a Python interpreter: {err}") from None
-    major, minor = done.stdout.split()
-    return int(major), int(minor)
+    try:
+        major, minor = done.stdout.split()
+        return int(major), int(minor)
+    except ValueError:
+        raise BytecodeError(f"{python} does not say its version as Python does: {done.stdout!r}") from None
 
 
 def turned_off() -> bool:

@@ -63,6 +63,8 @@ def test_unnamed_it_is_this_interpreter_or_the_runtimes_version_on_path(
     # A version manager's shim of a version it has not installed is on PATH, but does not run
     found.write_text("#!/bin/sh\necho 'python3.99: command not found' >&2\nexit 127\n")
     assert bytecode.bytecode_python(OTHER) is None
+    found.write_text("#!/bin/sh\necho 'pyenv: version 3.99 is not installed'\n")
+    assert bytecode.bytecode_python(OTHER) is None
 
 
 def _package(root: Path) -> Path:
