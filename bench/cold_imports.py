@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -148,6 +149,7 @@ def runtime_interpreter(runtime_name: str, cache: Path = ROOT / ".bench-runtime"
     if not site.is_dir():
         pip = Path(str(metadata.distribution("pip").locate_file("pip")))  # this environment's pip, run by that one
         building = site.with_name(site.name + ".building")
+        shutil.rmtree(building, ignore_errors=True)  # what an interrupted install left
         subprocess.run(  # noqa: S603 - the runtime's interpreter installing this repository's pins
             [python, str(pip), "install", "-q", "--no-deps", "--only-binary=:all:", "--target", str(building), *pins],
             check=True,
