@@ -1,7 +1,9 @@
 """constructs_lib.bytecode: the code asset's bytecode, compiled at synth by a Python of the runtime's version.
 
-CI has no Python 3.14 (the functions' runtime), so the asset tests pretend the runtime is this
+CI has no Python 3.14 (the functions' runtime), so the asset test pretends the runtime is this
 interpreter's version: what is checked is the mechanism, which does not depend on the version.
+No test makes a new ``Runtime``: CDK adds each to ``Runtime.ALL``, and cdk-nag takes the newest
+there for the latest runtime, so a made-up ``python3.99`` would fail every later nag check.
 """
 
 from __future__ import annotations
@@ -120,7 +122,8 @@ def _synth(outdir: Path) -> tuple[App, Stack]:
 def test_the_asset_holds_the_bytecode_when_a_python_of_the_runtime_compiles_it(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    here = lambda_.Runtime(HERE, lambda_.RuntimeFamily.PYTHON)
+    # (never a new Runtime: CDK adds each to Runtime.ALL, where cdk-nag looks for the latest one)
+    here = next(runtime for runtime in lambda_.Runtime.ALL if runtime.name == HERE)
     monkeypatch.setattr(factory, "RUNTIME", here)
     monkeypatch.setenv(bytecode.ENVIRONMENT_VARIABLE, sys.executable)
 
@@ -139,15 +142,14 @@ def test_the_asset_holds_the_bytecode_when_a_python_of_the_runtime_compiles_it(
 def test_without_a_python_of_the_runtime_the_asset_holds_sources_and_the_synth_says_so(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setattr(factory, "RUNTIME", lambda_.Runtime(OTHER, lambda_.RuntimeFamily.PYTHON))
     monkeypatch.delenv(bytecode.ENVIRONMENT_VARIABLE, raising=False)
-    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(bytecode, "bytecode_python", lambda runtime_name: None)  # none found (see the tests above)
 
     _, stack = _synth(tmp_path / "out")
 
     assert _asset_files(tmp_path / "out", stack) == ["probe_pkg/__init__.py", "probe_pkg/handler.py"]
     Annotations.from_stack(stack).has_info(
-        "/Bytecode", Match.string_like_regexp("sources only: no Python 3.99 here.*LAMBDA_BYTECODE_PYTHON")
+        "/Bytecode", Match.string_like_regexp("sources only: no Python 3.14 here.*LAMBDA_BYTECODE_PYTHON")
     )
 
 
