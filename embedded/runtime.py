@@ -152,20 +152,26 @@ def function_environment(variables: Mapping[str, str]) -> Iterator[None]:
     not exist before the call is restored to ``""``, which ``lambdas.shared.env`` (and
     Powertools) read as unset. For the same reason ``mock.patch.dict`` is not used: its restore
     clears the whole mapping and refills it.
+
+    It holds the bridge's lock, as an invocation does: a test reading a function's settings
+    through it while a workflow's task runs on moto's executor thread would otherwise take that
+    invocation's variables for the process's own and put them back after both ended (a
+    ``BEDROCK_MODEL_ID`` left behind made later tests call the model instead of the echo).
     """
     values = {k: str(v) for k, v in variables.items()}
-    before = dict(os.environ)
-    os.environ.update(values)
-    _reset_settings()
-    try:
-        yield
-    finally:
+    with _LOCK:
+        before = dict(os.environ)
+        os.environ.update(values)
         _reset_settings()
-        for key in set(os.environ) - set(before):  # set by this call or by the handler
-            os.environ[key] = ""
-        for key in values:
-            if key in before:
-                os.environ[key] = before[key]
+        try:
+            yield
+        finally:
+            _reset_settings()
+            for key in set(os.environ) - set(before):  # set by this call or by the handler
+                os.environ[key] = ""
+            for key in values:
+                if key in before:
+                    os.environ[key] = before[key]
 
 
 def _reset_settings() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from typing import Any
 
@@ -11,7 +12,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from embedded.runtime import deploy_function, in_process
+from embedded.runtime import deploy_function, function_environment, in_process
 
 SFN_CONFIG = {"stepfunctions": {"execute_state_machine": True}}
 
@@ -140,3 +141,34 @@ def test_each_invocation_keeps_the_lines_its_powertools_logger_wrote() -> None:
     # Then each invocation's output is its own log line, as its log stream in CloudWatch would be
     logged = [[json.loads(line)["message"] for line in call.output.splitlines()] for call in calls.calls]
     assert logged == [["first"], ["second"]]
+
+
+def test_a_read_of_a_functions_settings_waits_for_the_invocation_in_flight_and_leaves_nothing_behind() -> None:
+    # Given an invocation running on another thread (a workflow's task) with its function's variables
+    entered, release = threading.Event(), threading.Event()
+
+    def invocation() -> None:
+        with function_environment({"PROBE_LEAK": "the invocation's"}):
+            entered.set()
+            release.wait(timeout=30)
+
+    running = threading.Thread(target=invocation, daemon=True)
+    running.start()
+    assert entered.wait(timeout=30)
+    # When a test reads another function's settings meanwhile
+    reading = threading.Event()
+
+    def reader() -> None:
+        with function_environment({"PROBE_LEAK": "the reader's"}):
+            reading.set()
+
+    read = threading.Thread(target=reader, daemon=True)
+    read.start()
+    # Then it waits for the invocation (the two never take each other's variables) ...
+    assert not reading.wait(timeout=0.2)
+    release.set()
+    running.join(timeout=30)
+    read.join(timeout=30)
+    assert reading.is_set()
+    # ... and neither's variable is left in the process once both ended
+    assert os.environ.get("PROBE_LEAK", "") == ""
