@@ -448,11 +448,7 @@ class Handoffs(Aggregate):
             f"{expr.n('status')} = {expr.v(str(HandoffStatus.ASSIGNED))} AND "
             f"{expr.n('agent_id')} = {expr.v(agent_id)} AND attribute_not_exists({expr.n('first_reply_at')})"
         )
-        try:
-            self.table.update_if(keys.handoff_key(session_id, handoff_id), update, condition, returns="NONE")
-        except ConditionFailed:
-            return False
-        return True
+        return self.table.updated_if(keys.handoff_key(session_id, handoff_id), update, condition)
 
     def waiting_for(self, session_id: str, handoff_id: str) -> str | None:
         """What the handoff currently waits for (``agent``, ``reply``) or None."""

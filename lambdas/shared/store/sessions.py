@@ -372,11 +372,7 @@ class Sessions(Aggregate):
             f"({status} = {expr.v(str(SessionStatus.DISCONNECTED))} AND "
             f"{expr.n('disconnected_at')} < {expr.v(eligible_before)}))"
         )
-        try:
-            self.table.update_if(keys.session_key(session_id), update, condition, returns="NONE")
-        except ConditionFailed:
-            return False
-        return True
+        return self.table.updated_if(keys.session_key(session_id), update, condition)
 
     def clear_connection(self, session_id: str, connection_id: str) -> bool:
         """Forget the session's connection if it is still ``connection_id``; True if it was.
@@ -389,11 +385,7 @@ class Sessions(Aggregate):
         update = Update(expr)
         update.remove("connection_id")
         condition = f"{expr.n('connection_id')} = {expr.v(connection_id)}"
-        try:
-            self.table.update_if(keys.session_key(session_id), update, condition, returns="NONE")
-        except ConditionFailed:
-            return False
-        return True
+        return self.table.updated_if(keys.session_key(session_id), update, condition)
 
     def enter_handoff(
         self, tx: Transaction, session_id: str, *, handoff_id: str, turn_count: int, now: int, ttl: int

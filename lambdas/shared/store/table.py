@@ -408,6 +408,14 @@ class TableCore:
             raise ConditionFailed(_old_item(err)) from None
         return unmarshal_item(resp.get("Attributes", {}))
 
+    def updated_if(self, key: keys.Key, update: Update, condition: str) -> bool:
+        """Conditional UpdateItem whose refusal is an answer, not an error: whether the condition held and it wrote."""
+        try:
+            self.update_if(key, update, condition, returns="NONE")
+        except ConditionFailed:
+            return False
+        return True
+
     def update(
         self,
         key: keys.Key,

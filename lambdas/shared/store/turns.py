@@ -216,11 +216,7 @@ class Turns(Aggregate):
             f"attribute_exists({expr.n('stopped')}) AND "
             f"(attribute_not_exists({claimed}) OR {claimed} < {expr.v(now - lease_seconds)})"
         )
-        try:
-            self.table.update_if(keys.turn_key(session_id, turn_number), update, condition, returns="NONE")
-        except ConditionFailed:
-            return False
-        return True
+        return self.table.updated_if(keys.turn_key(session_id, turn_number), update, condition)
 
     def list_turns(self, session_id: str, *, limit: int = 20, cursor: str | None = None) -> Page[Turn]:
         """The newest ``limit`` (1..100) turns before the cursor, in chronological order.

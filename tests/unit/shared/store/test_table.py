@@ -52,6 +52,16 @@ def test_a_refused_update_hands_back_the_item_as_it_was(store: DynamoSessionStor
     assert trips.operations() == ["UpdateItem"]  # the old item came with the refusal, not from a read
 
 
+def test_updated_if_answers_whether_the_condition_held_and_writes_only_then(store: DynamoSessionStore) -> None:
+    counter(store.table, 1)
+    assert store.table.updated_if(KEY, *bump(1)) is True
+    assert store.table.get(KEY)["n"] == 2
+    with RoundTrips(store.table.client) as trips:
+        assert store.table.updated_if(KEY, *bump(1)) is False
+    assert store.table.get(KEY)["n"] == 2
+    assert trips.operations() == ["UpdateItem"]
+
+
 def test_update_tells_a_missing_item_from_a_changed_one(store: DynamoSessionStore) -> None:
     def run() -> Any:
         update, condition = bump(1)
