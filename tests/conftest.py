@@ -1,4 +1,5 @@
-"""Settings and fixtures every test shares: no real AWS credentials, a fixed region, quiet jsii, moto, a clock."""
+"""Settings and fixtures every test shares: no real AWS credentials, a fixed region, quiet jsii, moto, a clock,
+no real endpoint and no environment left changed."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ for _key, _value in {
 os.environ.pop("AWS_PROFILE", None)
 
 from embedded import models, network  # noqa: E402 - after the settings above, before any test's imports
+from tests.support.environment import left_changed  # noqa: E402
 
 network.install()
 models.install()
@@ -114,3 +116,16 @@ def no_real_endpoint() -> Iterator[None]:
     reached, network.REACHED[:] = list(network.REACHED), []
     if reached:
         pytest.fail(f"reached for real endpoints (embedded.network refused them): {sorted(set(reached))}")
+
+
+@pytest.fixture(autouse=True)
+def no_leaked_environment() -> Iterator[None]:
+    """A test that leaves the process's environment changed fails, naming the variables, and the
+    environment is put back: a function's settings left behind (``BEDROCK_MODEL_ID``, a table name)
+    would send a later test on the same worker to another model or table, far from the cause.
+    Module- and session-scoped fixtures set their variables before this snapshot and remove them
+    after it, so only what a test itself (or what it started) left is reported."""
+    with left_changed() as changed:
+        yield
+    if changed:
+        pytest.fail(f"the test left the environment changed (now put back): {changed}")
