@@ -6,10 +6,12 @@ import base64
 import json
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -497,6 +499,69 @@ def test_admin_polls_any_exposed_execution(api: Invoke, executions: dict[str, st
 
 def test_fails_on_an_execution_id_that_is_not_an_arn(api: Invoke) -> None:
     assert _describe(api, "not-an-arn")["statusCode"] == 400
+
+
+class _Described:
+    """A Step Functions client whose DescribeExecution answers ``answer`` (or raises ``error``)."""
+
+    def __init__(self, answer: dict[str, Any] | None = None, error: str | None = None) -> None:
+        self.answer, self.error = answer, error
+
+    def describe_execution(self, executionArn: str) -> dict[str, Any]:
+        if self.error:
+            raise ClientError({"Error": {"Code": self.error, "Message": "refused"}}, "DescribeExecution")
+        return {"executionArn": executionArn, **(self.answer or {})}
+
+
+_FAILED = {
+    "status": "FAILED",
+    "startDate": datetime(2026, 11, 28, 9, 0, tzinfo=UTC),
+    "stopDate": datetime(2026, 11, 28, 9, 5, tzinfo=UTC),
+    "input": json.dumps({"session_id": "s", "requested_by": "alice"}),
+    "output": json.dumps({"restored": False}),
+    "error": "HandoffFailed",
+    "cause": "arn:aws:lambda:us-east-1:123456789012:function:internal exploded",
+}
+
+
+@pytest.mark.parametrize(("sub", "role"), [("alice", "customer"), ("ops", "admin")])
+def test_a_stopped_execution_shows_when_and_its_error_name_and_only_an_admin_its_output(
+    api: Invoke, executions: dict[str, str], monkeypatch: pytest.MonkeyPatch, sub: str, role: str
+) -> None:
+    monkeypatch.setattr(rest, "sfn", lambda: _Described(_FAILED))
+    body = _describe(api, executions["mine"], sub=sub, role=role)["json"]
+    expected = {
+        "execution_arn": executions["mine"],
+        "status": "FAILED",
+        "started_at": "2026-11-28T09:00:00+00:00",
+        "stopped_at": "2026-11-28T09:05:00+00:00",
+        "error": "HandoffFailed",
+    }
+    assert body == (expected | {"output": {"restored": False}} if role == "admin" else expected)
+
+
+def test_a_succeeded_execution_names_no_error(
+    api: Invoke, executions: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(rest, "sfn", lambda: _Described(_FAILED | {"status": "SUCCEEDED"}))
+    body = _describe(api, executions["mine"])["json"]
+    assert body["status"] == "SUCCEEDED"
+    assert "error" not in body
+
+
+@pytest.mark.parametrize("code", ["ExecutionDoesNotExist", "InvalidArn"])
+def test_an_execution_step_functions_cannot_find_or_parse_answers_404(
+    api: Invoke, executions: dict[str, str], monkeypatch: pytest.MonkeyPatch, code: str
+) -> None:
+    monkeypatch.setattr(rest, "sfn", lambda: _Described(error=code))
+    assert _describe(api, executions["mine"], sub="ops", role="admin")["statusCode"] == 404
+
+
+def test_an_execution_step_functions_refuses_otherwise_is_not_called_missing(
+    api: Invoke, executions: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(rest, "sfn", lambda: _Described(error="AccessDeniedException"))
+    assert _describe(api, executions["mine"], sub="ops", role="admin")["statusCode"] == 500
 
 
 # ---------------------------------------------------------------- error map
