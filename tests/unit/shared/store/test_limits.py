@@ -220,7 +220,103 @@ def test_a_cap_split_over_buckets_tries_a_second_bucket_before_refusing(store: D
     ).get("Item")
 
 
-@pytest.mark.parametrize(("per_second", "buckets"), [(0, 1), (4, 0), (2, 3)])
-def test_fails_with_a_model_call_cap_that_cannot_hold(store: DynamoSessionStore, per_second: int, buckets: int) -> None:
-    with pytest.raises(ValueError, match="must be"):
+@pytest.mark.parametrize(
+    ("per_second", "buckets", "named"),
+    [(0, 1, "per_second must be an int"), (4, 0, "buckets must be an int"), (2, 3, r"buckets must be <= per_second")],
+)
+def test_fails_with_a_model_call_cap_that_cannot_hold(
+    store: DynamoSessionStore, per_second: int, buckets: int, named: str
+) -> None:
+    with pytest.raises(ValueError, match=named):
         take_call(store, per_second=per_second, buckets=buckets)
+
+
+def test_fails_with_a_slot_cap_that_is_not_positive(store: DynamoSessionStore) -> None:
+    with pytest.raises(ValueError, match="cap must be an int >= 1"):
+        store.limits.open_connection_slot("alice", "c1", cap=0)
+
+
+def _slots_item(store: DynamoSessionStore, customer: str = "alice") -> dict[str, Any]:
+    item = store.table.client.get_item(
+        TableName=store.table.table_name, Key=marshal_item(keys.connection_slots_key(customer))
+    )["Item"]
+    return unmarshal_item(item)
+
+
+def test_the_slots_item_expires_a_minute_after_its_latest_slot_must_have_ended(
+    store: DynamoSessionStore, clock: FakeClock
+) -> None:
+    store.limits.open_connection_slot("alice", "c1", cap=2)  # creates the item
+    assert int(_slots_item(store)["ttl"]) == clock() + MAX_CONNECTION_SECONDS + 60
+    clock.advance(30)
+    store.limits.open_connection_slot("alice", "c2", cap=2)  # updates it
+    assert int(_slots_item(store)["ttl"]) == clock() + MAX_CONNECTION_SECONDS + 60
+
+
+def test_a_refused_slot_waits_for_the_first_slot_to_end_and_never_less_than_a_second(
+    store: DynamoSessionStore, clock: FakeClock
+) -> None:
+    store.limits.open_connection_slot("alice", "c1", cap=1)
+    clock.advance(MAX_CONNECTION_SECONDS - 1)
+    assert store.limits.open_connection_slot("alice", "c2", cap=1) == Admission(False, 1)
+
+
+def test_a_first_slot_created_by_a_concurrent_connection_is_shared_not_lost(
+    store: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given another $connect of alice that creates her slots item just before this one does
+    put_new = store.table.put_new
+
+    def raced(item: Any) -> None:
+        monkeypatch.setattr(store.table, "put_new", put_new)
+        put_new({**item, "live": {"c2": item["live"]["c1"]}})
+        put_new(item)
+
+    monkeypatch.setattr(store.table, "put_new", raced)
+    # When this one opens its slot, Then it takes one beside the other's
+    assert store.limits.open_connection_slot("alice", "c1", cap=2).admitted
+    assert sorted(_slots_item(store)["live"]) == ["c1", "c2"]
+
+
+def test_a_split_cap_falls_back_on_a_bucket_other_than_the_first_and_any_of_the_others(
+    store: DynamoSessionStore,
+) -> None:
+    # 4 calls a second over 4 buckets: one each; bucket 2 is emptied first
+    asked: list[int] = []
+
+    def take_picking(first: int, other: int) -> Admission:
+        picks = [first, other]
+
+        def pick(n: int) -> int:
+            asked.append(n)
+            return picks.pop(0)
+
+        return store.limits.take_model_call(per_second=4, buckets=4, pick=pick)
+
+    assert take_picking(2, 0).admitted
+    assert asked == [4, 3]  # the first among all four buckets, the fallback among the three others
+    # Each of the other three is reachable as the fallback: 3, 0, 1, never 2 again
+    for other in range(3):
+        assert take_picking(2, other).admitted
+    assert take_picking(2, 0) == Admission(False, 1)
+    written = {
+        bucket: store.table.client.get_item(
+            TableName=store.table.table_name, Key=marshal_item(keys.rate_bucket_key("model", str(bucket)))
+        ).get("Item")
+        is not None
+        for bucket in range(4)
+    }
+    assert written == {0: True, 1: True, 2: True, 3: True}
+
+
+def test_a_cap_of_one_call_a_second_admits_one_and_the_next_a_second_later(
+    store: DynamoSessionStore, clock: FakeClock
+) -> None:
+    assert take_call(store, per_second=1).admitted
+    assert take_call(store, per_second=1) == Admission(False, 1)
+    clock.advance(1)
+    assert take_call(store, per_second=1).admitted
+
+
+def test_as_many_buckets_as_calls_a_second_is_a_cap_that_holds(store: DynamoSessionStore) -> None:
+    assert take_call(store, per_second=2, buckets=2).admitted
