@@ -529,3 +529,36 @@ def test_ahead_of_counts_the_customers_of_the_same_skill_served_before_this_one(
     assert ahead == {"h-1": 1, "h-2": 2, "h-3": 0, "h-4": 0}
     # And a long queue is "at least the limit"
     assert store.inbox.ahead_of(waiting["h-2"], limit=1) == 1  # type: ignore[arg-type]
+
+
+def test_ahead_of_adds_up_its_pages_and_stops_reading_at_the_limit(store: DynamoSessionStore) -> None:
+    # Given six billing customers queued one after another
+    queued = []
+    for n in range(6):
+        session_id = store.sessions.create_session(f"customer-{n}").session_id
+        store.handoffs.queue_handoff(
+            session_id, handoff_id=f"h-{n}", reason="billing", priority="normal", execution_arn=None, task_token="t"
+        )
+        store.inbox.put_inbox_item(keys.WAITING_INBOX, session_id=session_id, handoff_id=f"h-{n}", reason="billing")
+        queued.append(store.handoffs.get_handoff(session_id, f"h-{n}"))
+    last = queued[-1]
+    assert last is not None
+    # And a table that answers the count two items a page (as a large inbox meets DynamoDB's 1 MB page)
+    pages: list[int] = []
+
+    def two_a_page(params: dict[str, Any], **_: Any) -> None:
+        params["Limit"] = 2
+        pages.append(1)
+
+    events = store.table.client.meta.events
+    events.register("provide-client-params.dynamodb.Query", two_a_page)
+    try:
+        # Then the pages add up to the five ahead
+        assert store.inbox.ahead_of(last) == 5
+        assert len(pages) == 3
+        # And once the limit is reached, no further page is read
+        pages.clear()
+        assert store.inbox.ahead_of(last, limit=2) == 2
+        assert len(pages) == 1
+    finally:
+        events.unregister("provide-client-params.dynamodb.Query", two_a_page)
