@@ -114,6 +114,25 @@ def test_the_receipt_shows_the_counts_the_workflow_wrote(store: DynamoSessionSto
     assert (body["erasure_status"], body["counts"], body["finished_at"]) == ("completed", {"sessions": 2}, "then")
 
 
+def test_a_repeat_after_the_erasure_ended_leaves_its_record_as_the_workflow_wrote_it(
+    store: DynamoSessionStore,
+) -> None:
+    # Given an admin's erasure of alice that failed
+    status, first = erase(ALICE, sub="root", role="admin", key="k-1")
+    assert (status, first["request_key"]) == (202, "k-1")
+    assert store.table.get(keys.erasure_key(ALICE))["requested_by_role"] == "admin"  # type: ignore[index]
+    store.table.client.update_item(
+        TableName=TABLE,
+        Key={"PK": {"S": keys.erasure_key(ALICE)["PK"]}, "SK": {"S": "META"}},
+        UpdateExpression="SET erasure_status = :s, failure = :f",
+        ExpressionAttributeValues={":s": {"S": "failed"}, ":f": {"S": "States.Timeout"}},
+    )
+    # When the same request is repeated, Then it answers the same execution and changes nothing
+    assert erase(ALICE, sub="root", role="admin", key="k-1")[1]["execution_arn"] == first["execution_arn"]
+    status, body = receipt(ALICE, sub="root", role="admin")
+    assert (status, body["erasure_status"], body["failure"]) == (200, "failed", "States.Timeout")
+
+
 def test_another_customers_erasure_is_404_and_starts_nothing(store: DynamoSessionStore) -> None:
     assert erase(BOB)[0] == 404
     assert receipt(BOB)[0] == 404
