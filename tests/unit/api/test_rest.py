@@ -17,10 +17,11 @@ from hypothesis import strategies as st
 
 from embedded.events import DEFAULT_API, authorizer_context, lambda_context, rest_proxy_event
 from lambdas.api import rest
-from lambdas.shared import env, keys
+from lambdas.shared import env, keys, waits
 from lambdas.shared.records import Agent, AgentStatus, HandoffStatus, SessionStatus
 from lambdas.shared.serialize import marshal_item
 from lambdas.shared.store import DynamoSessionStore
+from lambdas.usecases import customer_leaves
 from lambdas.usecases.assign_agent import begin_handoff
 
 ORIGIN = "http://localhost:3000"
@@ -964,3 +965,58 @@ def test_a_retry_after_a_lost_answer_finds_the_execution_its_first_attempt_start
     assert taken["statusCode"] == 409
     assert taken["json"]["error"]["code"] == "HandoffKeyTaken"
     assert len(_started(handoffs)) == 1
+
+
+class _Refusing:
+    """Step Functions as it answers a retry once the first attempt's execution has closed: the
+    name is taken (ExecutionAlreadyExists), and DescribeExecution shows the first input."""
+
+    def __init__(self, first_input: dict[str, Any]) -> None:
+        self.first_input = first_input
+
+    def start_execution(self, **_: Any) -> dict[str, Any]:
+        raise ClientError({"Error": {"Code": "ExecutionAlreadyExists", "Message": "taken"}}, "StartExecution")
+
+    def describe_execution(self, executionArn: str) -> dict[str, Any]:
+        start = datetime(2026, 11, 28, 9, 0, tzinfo=UTC)
+        return {"executionArn": executionArn, "input": json.dumps(self.first_input), "startDate": start}
+
+
+def test_a_retry_after_the_first_attempts_execution_closed_answers_that_execution(
+    api: Invoke, handoffs: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sid = _create(api)
+    first = {"session_id": sid, "reason": "billing", "priority": "urgent", "requested_by": "alice", "role": "customer"}
+    monkeypatch.setattr(rest, "sfn", lambda: _Refusing(first))
+    body, key = {"reason": "billing", "priority": "urgent"}, {"Idempotency-Key": "closed-one"}
+    response = _request_handoff(api, sid, body, headers=key)
+    assert response["statusCode"] == 202, response["body"]
+    assert response["json"]["execution_arn"] == handoffs.replace(":stateMachine:", ":execution:") + ":closed-one"
+    assert response["json"]["started_at"] == "2026-11-28T09:00:00+00:00"
+    # The same key with another priority is another request
+    other = _request_handoff(api, sid, {"reason": "billing", "priority": "high"}, headers=key)
+    assert other["statusCode"] == 409
+
+
+def test_deleting_a_session_whose_handoff_waits_stops_the_wait_with_its_token_and_the_reason(
+    api: Invoke, db: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stopped: list[dict[str, Any]] = []
+
+    class Stopping:
+        def send_task_failure(self, **call: Any) -> None:
+            stopped.append(call)
+
+    monkeypatch.setattr(rest, "sfn", Stopping)
+    sid = _create(api)
+    db.handoffs.queue_handoff(
+        sid, handoff_id="h-1", reason="billing", priority="normal", execution_arn=None, task_token="the-token"
+    )
+    assert api("DELETE", "/sessions/{id}", f"/sessions/{sid}")["statusCode"] == 202
+    assert stopped == [
+        {
+            "taskToken": "the-token",
+            "error": waits.CUSTOMER_LEFT_ERROR,
+            "cause": f"handoff h-1: {customer_leaves.SESSION_DELETED}",
+        }
+    ]
