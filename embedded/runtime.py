@@ -142,6 +142,18 @@ def resolve_handler(handler: str) -> Callable[[Any, Any], Any]:
 
 
 @contextmanager
+def between_invocations() -> Iterator[None]:
+    """Hold off every in-process invocation for the block, after waiting for the one in flight.
+
+    While it holds, the process's environment is its own: no handler's variables are set. A
+    test harness compares the environment inside it, so a workflow's task still running on
+    moto's executor thread when a test ends is neither taken for a leak nor disturbed.
+    """
+    with _LOCK:
+        yield
+
+
+@contextmanager
 def function_environment(variables: Mapping[str, str]) -> Iterator[None]:
     """Set a function's environment for one call and make cached settings re-read it.
 

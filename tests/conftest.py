@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -118,14 +119,21 @@ def no_real_endpoint() -> Iterator[None]:
         pytest.fail(f"reached for real endpoints (embedded.network refused them): {sorted(set(reached))}")
 
 
+def _between_invocations() -> contextlib.AbstractContextManager[object]:
+    """The Lambda bridge's hold on invocations; none can be in flight before it is loaded."""
+    runtime = sys.modules.get("embedded.runtime")
+    return contextlib.nullcontext() if runtime is None else runtime.between_invocations()
+
+
 @pytest.fixture(autouse=True)
 def no_leaked_environment() -> Iterator[None]:
     """A test that leaves the process's environment changed fails, naming the variables, and the
     environment is put back: a function's settings left behind (``BEDROCK_MODEL_ID``, a table name)
     would send a later test on the same worker to another model or table, far from the cause.
     Module- and session-scoped fixtures set their variables before this snapshot and remove them
-    after it, so only what a test itself (or what it started) left is reported."""
-    with left_changed() as changed:
+    after it, so only what a test itself (or what it started) left is reported. Both reads wait
+    for the in-process invocation in flight, whose variables are its own while it runs."""
+    with left_changed(_between_invocations) as changed:
         yield
     if changed:
         pytest.fail(f"the test left the environment changed (now put back): {changed}")

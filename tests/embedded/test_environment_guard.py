@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 
 import pytest
 
@@ -42,3 +43,25 @@ def test_pytests_own_phase_variable_is_not_a_leak() -> None:
         os.environ["PYTEST_CURRENT_TEST"] = phase.replace("(call)", "(teardown)")
     os.environ["PYTEST_CURRENT_TEST"] = phase
     assert changed == []
+
+
+def test_both_reads_wait_for_the_invocation_in_flight(unset: str) -> None:
+    # Given a function's invocation holding its variables while the test ends
+    from embedded import runtime
+
+    started, finish = threading.Event(), threading.Event()
+
+    def invocation() -> None:
+        with runtime.function_environment({unset: "the function's own"}):
+            started.set()
+            finish.wait(timeout=60)
+
+    with left_changed(runtime.between_invocations) as changed:
+        worker = threading.Thread(target=invocation)
+        worker.start()
+        started.wait(timeout=60)
+        threading.Timer(0.2, finish.set).start()
+    worker.join()
+    # Then the guard read after the invocation ended: nothing was left, and nothing was disturbed
+    assert changed == []
+    assert os.environ.get(unset, "") == ""
