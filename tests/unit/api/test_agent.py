@@ -489,3 +489,58 @@ def test_message_after_a_reassignment_for_idleness_is_403_and_stores_nothing(
     # When agent-1 writes / Then the reassignment won: 403, and no turn is stored
     assert call("messages", session_id, {"text": "still here"})[0] == 403
     assert len(store.turns.list_turns(session_id).items) == turns
+
+
+def test_close_tells_the_waiting_workflow_who_closed_and_how_and_answers_what_it_closed(
+    store: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given agent-1 serving a handoff whose MonitorHandoff waits on a token
+    store.agents.put_agent(Agent(agent_id="agent-1", skills=("billing",)))
+    session_id = _handed_over(store)
+    store.agents.reserve_agent("agent-1", session_id)
+    store.handoffs.await_callback(session_id, "h-1", "reply", "live-token")
+    told: list[dict[str, Any]] = []
+
+    class Recording:
+        def send_task_success(self, **call: Any) -> None:
+            told.append({"token": call["taskToken"], **json.loads(call["output"])})
+
+    monkeypatch.setattr(agent_api, "sfn", Recording)
+    # When agent-1 closes it, ending the session
+    status, body = call("close", session_id, {"resolution": "refunded", "outcome": "end"})
+    # Then the wait is completed with the agent and the outcome, once, and the answer names the handoff
+    assert status == 200
+    assert told == [{"token": "live-token", "agent_id": "agent-1", "closed": True, "outcome": "end"}]
+    assert body == {
+        "session_id": session_id,
+        "handoff_id": "h-1",
+        "status": "completed",
+        "session_status": "disconnected",
+        "released_agent_id": "agent-1",
+    }
+    handoff = store.handoffs.get_handoff(session_id, "h-1")
+    assert handoff is not None
+    assert handoff.resolution == "refunded"
+    # And a close with no waiting token tells no one
+    assert call("close", session_id, {"resolution": "again", "outcome": "end"})[0] == 409
+    assert len(told) == 1
+
+
+def test_a_close_by_an_agent_reassigned_since_it_read_the_handoff_is_403_and_changes_nothing(
+    store: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given agent-1 reads the handoff as its own, and the workflow reassigns it to agent-2 meanwhile
+    session_id = _handed_over(store)
+    read_as_agent_1 = store.handoffs.current_handoff(session_id)
+    store.table.client.update_item(
+        TableName="agent-routes",
+        Key={"PK": {"S": f"SESSION#{session_id}"}, "SK": {"S": "HANDOFF#h-1"}},
+        UpdateExpression="SET agent_id = :a",
+        ExpressionAttributeValues={":a": {"S": "agent-2"}},
+    )
+    monkeypatch.setattr(type(store.handoffs), "current_handoff", lambda self, sid: read_as_agent_1)
+    # When agent-1's close commits / Then it is refused, and agent-2 keeps the handoff
+    assert call("close", session_id, {"resolution": "not mine now", "outcome": "end"})[0] == 403
+    handoff = store.handoffs.get_handoff(session_id, "h-1")
+    assert handoff is not None
+    assert (handoff.status, handoff.agent_id) == (HandoffStatus.ASSIGNED, "agent-2")
