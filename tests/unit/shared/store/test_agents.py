@@ -1,4 +1,4 @@
-"""SessionStore: agents and their availability index, handoffs, WebSocket connections."""
+"""lambdas.shared.store.agents: agents and their availability index, on moto."""
 
 from __future__ import annotations
 
@@ -13,10 +13,9 @@ from lambdas.shared.errors import (
     AgentNotFound,
     AgentUnavailable,
     Conflict,
-    HandoffNotFound,
     InvalidInput,
 )
-from lambdas.shared.records import Agent, AgentStatus, HandoffStatus
+from lambdas.shared.records import Agent, AgentStatus
 from lambdas.shared.schema import AVAILABLE_AGENTS
 from lambdas.shared.store import DynamoSessionStore
 
@@ -180,64 +179,3 @@ def test_put_agent_validates_skills(store: DynamoSessionStore) -> None:
         store.agents.put_agent(Agent("a-1", tuple(f"skill-{n}" for n in range(41))))
     with pytest.raises(InvalidInput):
         store.agents.put_agent(Agent("a-1", ("",)))
-
-
-# ------------------------------------------------------------------ handoffs
-
-
-def test_handoff_lifecycle(store: DynamoSessionStore, clock: FakeClock) -> None:
-    # Given a session with two handoffs created a moment apart
-    session_id = store.sessions.create_session("cust-1").session_id
-    first = store.handoffs.put_handoff(session_id, reason="billing", priority="high")
-    clock.advance(0.002)
-    second = store.handoffs.put_handoff(session_id, reason="damaged item")
-    # Then the latest is the second, and each can be read back
-    assert store.handoffs.current_handoff(session_id) == second
-    assert store.handoffs.get_handoff(session_id, first.handoff_id) == first
-    assert first.status == HandoffStatus.QUEUED
-    # When the second is assigned (only from a waiting status)
-    clock.advance(30)
-    assigned = store.handoffs.update_handoff(
-        session_id,
-        second.handoff_id,
-        status="assigned",
-        agent_id="a-1",
-        execution_arn="arn:aws:states:us-east-1:123456789012:execution:handoff:x",
-        expected_status="queued",
-    )
-    assert (assigned.status, assigned.agent_id) == (HandoffStatus.ASSIGNED, "a-1")
-    assert assigned.updated_at == START_TIME + 30
-    with pytest.raises(Conflict):
-        store.handoffs.update_handoff(session_id, second.handoff_id, status="completed", expected_status="queued")
-
-
-def test_handoff_errors(store: DynamoSessionStore) -> None:
-    session_id = store.sessions.create_session("cust-1").session_id
-    assert store.handoffs.current_handoff(session_id) is None
-    store.handoffs.put_handoff(session_id, reason="x", handoff_id="exec-1")
-    with pytest.raises(Conflict):
-        store.handoffs.put_handoff(session_id, reason="x", handoff_id="exec-1")
-    with pytest.raises(HandoffNotFound):
-        store.handoffs.update_handoff(session_id, "nope", status="failed")
-    with pytest.raises(InvalidInput):
-        store.handoffs.update_handoff(session_id, "exec-1")
-    with pytest.raises(InvalidInput):
-        store.handoffs.put_handoff(session_id, reason="x", status="lost")
-
-
-# ------------------------------------------------------------------ connections
-
-
-def test_connection_put_get_delete(store: DynamoSessionStore) -> None:
-    connection = store.connections.put_connection(
-        "conn=1",
-        session_id="s-1",
-        customer_id="cust-1",
-        domain_name="abc.execute-api.us-east-1.amazonaws.com",
-        stage="dev",
-    )
-    assert connection.ttl == START_TIME + 24 * 3600
-    assert store.connections.get_connection("conn=1") == connection
-    assert store.connections.delete_connection("conn=1") == connection
-    assert store.connections.get_connection("conn=1") is None
-    assert store.connections.delete_connection("conn=1") is None

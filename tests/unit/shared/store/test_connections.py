@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from embedded.clock import FakeClock
+from embedded.clock import START_TIME, FakeClock
 from lambdas.shared.errors import InvalidInput
 from lambdas.shared.store import DynamoSessionStore
 
@@ -48,3 +48,18 @@ def test_fails_on_an_empty_field(store: DynamoSessionStore, field: str) -> None:
     values = {"session_id": "s-1", "customer_id": "alice", "domain_name": "d", "stage": "prod", field: ""}
     with pytest.raises(InvalidInput, match=field):
         store.connections.put_connection("conn-1", **values)
+
+
+def test_connection_put_get_delete(store: DynamoSessionStore) -> None:
+    connection = store.connections.put_connection(
+        "conn=1",
+        session_id="s-1",
+        customer_id="cust-1",
+        domain_name="abc.execute-api.us-east-1.amazonaws.com",
+        stage="dev",
+    )
+    assert connection.ttl == START_TIME + 24 * 3600
+    assert store.connections.get_connection("conn=1") == connection
+    assert store.connections.delete_connection("conn=1") == connection
+    assert store.connections.get_connection("conn=1") is None
+    assert store.connections.delete_connection("conn=1") is None

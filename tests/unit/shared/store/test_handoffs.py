@@ -6,11 +6,15 @@ import threading
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
-from embedded.clock import FakeClock
-from lambdas.shared.errors import HandoffNotFound
+from embedded.clock import START_TIME, FakeClock
+from lambdas.shared import keys
+from lambdas.shared.errors import Conflict, HandoffNotFound, InvalidInput
 from lambdas.shared.records import HandoffStatus, SessionStatus
 from lambdas.shared.store import AgentActive, DynamoSessionStore, HandoffClosed
+from lambdas.shared.store.handoffs import MAX_MOVE_READS
+from lambdas.shared.store.table import Cancelled
 from tests.unit.handoffs import begin
 
 
@@ -257,3 +261,126 @@ def test_a_session_whose_handoff_waits_is_shown_in_handoff_until_the_handoff_end
     assert store.handoffs.shown_status(waiting) == SessionStatus.HANDOFF
     store.handoffs.update_handoff(session.session_id, "h-1", status="failed")
     assert store.handoffs.shown_status(waiting) == SessionStatus.ACTIVE
+
+
+# ------------------------------------------------------------------ the record's life
+
+
+def test_handoff_lifecycle(store: DynamoSessionStore, clock: FakeClock) -> None:
+    # Given a session with two handoffs created a moment apart
+    session_id = store.sessions.create_session("cust-1").session_id
+    first = store.handoffs.put_handoff(session_id, reason="billing", priority="high")
+    clock.advance(0.002)
+    second = store.handoffs.put_handoff(session_id, reason="damaged item")
+    # Then the latest is the second, and each can be read back
+    assert store.handoffs.current_handoff(session_id) == second
+    assert store.handoffs.get_handoff(session_id, first.handoff_id) == first
+    assert first.status == HandoffStatus.QUEUED
+    # When the second is assigned (only from a waiting status)
+    clock.advance(30)
+    assigned = store.handoffs.update_handoff(
+        session_id,
+        second.handoff_id,
+        status="assigned",
+        agent_id="a-1",
+        execution_arn="arn:aws:states:us-east-1:123456789012:execution:handoff:x",
+        expected_status="queued",
+    )
+    assert (assigned.status, assigned.agent_id) == (HandoffStatus.ASSIGNED, "a-1")
+    assert assigned.updated_at == START_TIME + 30
+    with pytest.raises(Conflict):
+        store.handoffs.update_handoff(session_id, second.handoff_id, status="completed", expected_status="queued")
+
+
+def test_handoff_errors(store: DynamoSessionStore) -> None:
+    session_id = store.sessions.create_session("cust-1").session_id
+    assert store.handoffs.current_handoff(session_id) is None
+    store.handoffs.put_handoff(session_id, reason="x", handoff_id="exec-1")
+    with pytest.raises(Conflict):
+        store.handoffs.put_handoff(session_id, reason="x", handoff_id="exec-1")
+    with pytest.raises(HandoffNotFound):
+        store.handoffs.update_handoff(session_id, "nope", status="failed")
+    with pytest.raises(InvalidInput):
+        store.handoffs.update_handoff(session_id, "exec-1")
+    with pytest.raises(InvalidInput):
+        store.handoffs.put_handoff(session_id, reason="x", status="lost")
+
+
+def _inbox(store: DynamoSessionStore, inbox: str) -> list[str]:
+    """The handoff ids in an inbox partition, whatever their truth (the raw rows)."""
+    prefix = keys.QUEUE_PREFIX if inbox in keys.SHARED_INBOXES else keys.INBOX_PREFIX
+    rows = store.table.client.query(
+        TableName=store.table.table_name,
+        KeyConditionExpression="PK = :pk AND begins_with(SK, :inbox)",
+        ExpressionAttributeValues={":pk": {"S": keys.agent_pk(inbox)}, ":inbox": {"S": prefix}},
+    )["Items"]
+    return [row["handoff_id"]["S"] for row in rows]
+
+
+def _queued_in_the_waiting_inbox(store: DynamoSessionStore) -> str:
+    session_id = store.sessions.create_session("cust-1").session_id
+    store.handoffs.put_handoff(session_id, reason="billing", handoff_id="h-1")
+    store.inbox.put_inbox_item(keys.WAITING_INBOX, session_id=session_id, handoff_id="h-1", reason="billing")
+    assert _inbox(store, keys.WAITING_INBOX) == ["h-1"]
+    return session_id
+
+
+def test_a_new_status_alone_takes_the_handoff_out_of_the_inbox_it_leaves(
+    store: DynamoSessionStore, clock: FakeClock
+) -> None:
+    session_id = _queued_in_the_waiting_inbox(store)
+    clock.advance(5)
+    failed = store.handoffs.update_handoff(session_id, "h-1", status="failed")
+    assert _inbox(store, keys.WAITING_INBOX) == []
+    assert store.handoffs.get_handoff(session_id, "h-1") == failed
+    assert (failed.status, failed.updated_at) == (HandoffStatus.FAILED, START_TIME + 5)
+
+
+def test_a_new_agent_alone_takes_the_handoff_out_of_the_previous_agents_inbox(store: DynamoSessionStore) -> None:
+    # Given a handoff assigned to agent-1, in agent-1's inbox
+    session_id = _queued_in_the_waiting_inbox(store)
+    store.handoffs.update_handoff(session_id, "h-1", status="assigned", agent_id="agent-1")
+    store.inbox.put_inbox_item("agent-1", session_id=session_id, handoff_id="h-1", reason="billing")
+    assert (_inbox(store, keys.WAITING_INBOX), _inbox(store, "agent-1")) == ([], ["h-1"])
+    # When only its agent changes / Then it left agent-1's inbox, and its status is kept
+    moved = store.handoffs.update_handoff(session_id, "h-1", agent_id="agent-2")
+    assert _inbox(store, "agent-1") == []
+    assert (moved.status, moved.agent_id) == (HandoffStatus.ASSIGNED, "agent-2")
+    assert store.handoffs.get_handoff(session_id, "h-1") == moved
+
+
+def test_an_execution_arn_alone_is_recorded_and_moves_nothing(store: DynamoSessionStore) -> None:
+    session_id = _queued_in_the_waiting_inbox(store)
+    arn = "arn:aws:states:us-east-1:123456789012:execution:handoff:h-1"
+    annotated = store.handoffs.update_handoff(session_id, "h-1", execution_arn=arn)
+    stored = store.handoffs.get_handoff(session_id, "h-1")
+    assert stored is not None
+    assert (annotated.execution_arn, stored.execution_arn, stored.status) == (arn, arn, HandoffStatus.QUEUED)
+    assert _inbox(store, keys.WAITING_INBOX) == ["h-1"]
+
+
+def test_a_handoff_that_keeps_changing_is_a_conflict_after_a_bounded_number_of_reads(
+    store: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session_id = _queued_in_the_waiting_inbox(store)
+    commits: list[object] = []
+
+    def always_moved(transaction: object) -> None:
+        commits.append(transaction)
+        raise Cancelled(frozenset(), ClientError({"Error": {"Code": "TransactionCanceledException"}}, "Transact"))
+
+    monkeypatch.setattr(store.table, "commit", always_moved)
+    with pytest.raises(Conflict, match="'h-1' kept changing; retry"):
+        store.handoffs.update_handoff(session_id, "h-1", status="failed")
+    assert len(commits) == MAX_MOVE_READS
+
+
+@pytest.mark.parametrize(
+    ("change", "named"), [({"status": "lost"}, "handoff status"), ({"expected_status": "lost"}, "expected_status")]
+)
+def test_fails_on_a_status_that_is_not_one_naming_which(
+    store: DynamoSessionStore, change: dict[str, str], named: str
+) -> None:
+    session_id = _queued_in_the_waiting_inbox(store)
+    with pytest.raises(InvalidInput, match=named):
+        store.handoffs.update_handoff(session_id, "h-1", agent_id="agent-1", **change)
