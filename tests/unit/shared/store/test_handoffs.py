@@ -13,7 +13,7 @@ from lambdas.shared import keys
 from lambdas.shared.errors import Conflict, HandoffNotFound, InvalidInput
 from lambdas.shared.records import HandoffStatus, SessionStatus
 from lambdas.shared.store import AgentActive, DynamoSessionStore, HandoffClosed
-from lambdas.shared.store.handoffs import MAX_MOVE_READS
+from lambdas.shared.store.handoffs import MAX_MOVE_READS, PREVIOUS_AGENT
 from lambdas.shared.store.table import Cancelled
 from tests.unit.handoffs import begin
 
@@ -359,17 +359,23 @@ def test_an_execution_arn_alone_is_recorded_and_moves_nothing(store: DynamoSessi
     assert _inbox(store, keys.WAITING_INBOX) == ["h-1"]
 
 
+def _always_moved(store: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Every transaction the store commits is cancelled, as when the record moves each time; the list of them."""
+    commits: list[object] = []
+
+    def cancelled(transaction: object) -> None:
+        commits.append(transaction)
+        raise Cancelled(frozenset(), ClientError({"Error": {"Code": "TransactionCanceledException"}}, "Transact"))
+
+    monkeypatch.setattr(store.table, "commit", cancelled)
+    return commits
+
+
 def test_a_handoff_that_keeps_changing_is_a_conflict_after_a_bounded_number_of_reads(
     store: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     session_id = _queued_in_the_waiting_inbox(store)
-    commits: list[object] = []
-
-    def always_moved(transaction: object) -> None:
-        commits.append(transaction)
-        raise Cancelled(frozenset(), ClientError({"Error": {"Code": "TransactionCanceledException"}}, "Transact"))
-
-    monkeypatch.setattr(store.table, "commit", always_moved)
+    commits = _always_moved(store, monkeypatch)
     with pytest.raises(Conflict, match="'h-1' kept changing; retry"):
         store.handoffs.update_handoff(session_id, "h-1", status="failed")
     assert len(commits) == MAX_MOVE_READS
@@ -384,3 +390,38 @@ def test_fails_on_a_status_that_is_not_one_naming_which(
     session_id = _queued_in_the_waiting_inbox(store)
     with pytest.raises(InvalidInput, match=named):
         store.handoffs.update_handoff(session_id, "h-1", agent_id="agent-1", **change)
+
+
+def _raw(store: DynamoSessionStore, session_id: str, handoff_id: str = "h-1") -> dict[str, Any]:
+    item = store.table.get(keys.handoff_key(session_id, handoff_id))
+    assert item is not None
+    return dict(item)
+
+
+def test_a_requeue_forgets_the_wait_and_the_agent_and_remembers_who_it_was(
+    store: DynamoSessionStore, clock: FakeClock
+) -> None:
+    # Given a handoff assigned to a-1, in a-1's inbox, its workflow waiting on a reply
+    session_id = store.sessions.create_session("c-1").session_id
+    begin(store, session_id)
+    store.inbox.put_inbox_item("a-1", session_id=session_id, handoff_id="h-1", reason="billing")
+    store.handoffs.await_callback(session_id, "h-1", "reply", "token-1")
+    clock.advance(7)
+    # When it is re-queued for a-1's idleness
+    store.handoffs.requeue_handoff(session_id, "h-1", previous_agent_id="a-1")
+    # Then no token, wait or agent is left on it, it names a-1 as the one before, and a-1's inbox lost it
+    raw = _raw(store, session_id)
+    assert not {"agent_id", "callback_token", "waiting_for"} & raw.keys()
+    assert (raw["status"], raw[PREVIOUS_AGENT], int(raw["updated_at"])) == ("queued", "a-1", START_TIME + 7)
+    assert _inbox(store, "a-1") == []
+
+
+def test_a_requeue_that_keeps_losing_its_write_is_a_conflict_after_a_bounded_number_of_reads(
+    store: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session_id = store.sessions.create_session("c-1").session_id
+    begin(store, session_id)
+    commits = _always_moved(store, monkeypatch)
+    with pytest.raises(Conflict, match="'h-1' kept changing; not re-queued"):
+        store.handoffs.requeue_handoff(session_id, "h-1")
+    assert len(commits) == MAX_MOVE_READS
