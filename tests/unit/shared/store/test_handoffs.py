@@ -425,3 +425,22 @@ def test_a_requeue_that_keeps_losing_its_write_is_a_conflict_after_a_bounded_num
     with pytest.raises(Conflict, match="'h-1' kept changing; not re-queued"):
         store.handoffs.requeue_handoff(session_id, "h-1")
     assert len(commits) == MAX_MOVE_READS
+
+
+def test_served_before_tells_an_agent_whose_access_ended_from_one_serving_and_from_a_stranger(
+    store: DynamoSessionStore,
+) -> None:
+    session_id = store.sessions.create_session("c-1").session_id
+    assert not store.handoffs.served_before(session_id, "a-1")  # no handoff yet
+    begin(store, session_id)
+    assert not store.handoffs.served_before(session_id, "a-1")  # serving it now
+    # Re-queued away from a-1: a-1 served it before, a-2 never did
+    store.handoffs.requeue_handoff(session_id, "h-1", previous_agent_id="a-1")
+    assert store.handoffs.served_before(session_id, "a-1")
+    assert not store.handoffs.served_before(session_id, "a-2")
+    # Closed while a-1's: a-1 served it before
+    other = store.sessions.create_session("c-2").session_id
+    begin(store, other)
+    store.handoffs.update_handoff(other, "h-1", status="completed")
+    assert store.handoffs.served_before(other, "a-1")
+    assert not store.handoffs.served_before(other, "a-2")
