@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from lambdas.shared.records import Agent, AgentStatus, HandoffStatus, SessionStatus
@@ -92,6 +94,7 @@ def test_leaving_while_the_handoff_waits_fails_it_and_stops_the_wait_with_its_to
     raw = store.table.get({"PK": f"SESSION#{session_id}", "SK": "HANDOFF#h-1"})
     assert raw is not None
     assert (raw["status"], raw["resolution"], raw.get("callback_token")) == ("failed", CUSTOMER_LEFT_WAITING, None)
+    assert "waiting_for" not in raw
     assert waits.stopped == [("tok", "h-1")]
     session = store.sessions.get_session(session_id)
     assert session is not None
@@ -106,3 +109,70 @@ def test_a_session_closed_already_is_left_as_it_is(store: DynamoSessionStore, wa
     assert session is not None
     assert session.status == SessionStatus.DELETED
     assert store.connections.get_connection(CONN) is None
+
+
+def _before_the_commit(
+    store: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch, session_id: str, change: str, **values: str
+) -> None:
+    """One raw UpdateItem of the session's handoff h-1 just before the use case's first commit (a racing writer)."""
+    commit = store.table.commit
+
+    def raced(transaction: Any) -> None:
+        monkeypatch.setattr(store.table, "commit", commit)
+        store.table.client.update_item(
+            TableName=store.table.table_name,
+            Key={"PK": {"S": f"SESSION#{session_id}"}, "SK": {"S": "HANDOFF#h-1"}},
+            UpdateExpression=change,
+            ExpressionAttributeValues={f":{name}": {"S": value} for name, value in values.items()},
+            **({"ExpressionAttributeNames": {"#s": "status"}} if "#s" in change else {}),
+        )
+        commit(transaction)
+
+    monkeypatch.setattr(store.table, "commit", raced)
+
+
+def _waiting(store: DynamoSessionStore) -> str:
+    session_id = connected(store)
+    store.handoffs.queue_handoff(
+        session_id, handoff_id="h-1", reason="billing", priority="normal", execution_arn=None, task_token="tok-1"
+    )
+    return session_id
+
+
+def test_a_wait_renewed_while_the_customer_leaves_is_the_one_stopped(
+    store: DynamoSessionStore, waits: Waits, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the workflow replaces the wait's token between the leave's read and its write
+    session_id = _waiting(store)
+    _before_the_commit(store, monkeypatch, session_id, "SET callback_token = :t", t="tok-2")
+    # When the customer leaves / Then the abandon is read again, and the live wait is stopped
+    assert disconnect_connection(store, CONN, stop_wait=waits) == "disconnected"
+    assert waits.stopped == [("tok-2", "h-1")]
+
+
+def test_an_accept_that_wins_the_race_with_the_customer_leaving_keeps_the_handoff(
+    store: DynamoSessionStore, waits: Waits, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an agent's accept lands between the leave's read and its write
+    session_id = _waiting(store)
+    _before_the_commit(
+        store, monkeypatch, session_id, "SET #s = :s, agent_id = :a REMOVE callback_token", s="assigned", a="a-1"
+    )
+    disconnect_connection(store, CONN, stop_wait=waits)
+    # Then the abandon did not overwrite it: no wait stopped, the handoff is the agent's
+    raw = store.table.get({"PK": f"SESSION#{session_id}", "SK": "HANDOFF#h-1"})
+    assert raw is not None
+    assert (raw["status"], raw["agent_id"]) == ("assigned", "a-1")
+    assert waits.stopped == []
+
+
+def test_leaving_while_a_handoff_waits_without_a_token_fails_it_and_stops_nothing(
+    store: DynamoSessionStore, waits: Waits
+) -> None:
+    session_id = connected(store)
+    store.handoffs.put_handoff(session_id, reason="billing", handoff_id="h-1")
+    assert disconnect_connection(store, CONN, stop_wait=waits) == "disconnected"
+    handoff = store.handoffs.get_handoff(session_id, "h-1")
+    assert handoff is not None
+    assert handoff.status == HandoffStatus.FAILED
+    assert waits.stopped == []
