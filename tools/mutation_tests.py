@@ -24,6 +24,8 @@ STATS: Final = Path("mutants/mutmut-stats.json")
 ALSO: Final[Mapping[str, tuple[str, ...]]] = {
     # The use cases are the store's transactions: their tests pin the aggregates' conditions.
     "lambdas.shared.store": ("tests/unit/usecases/",),
+    # The table core's batch deletes are driven, throttled and bounded, by a session's partition deletes.
+    "lambdas.shared.store.table": ("tests/unit/shared/store/test_sessions_partition.py",),
     # Both authorizers verify with it; the property tests generate tokens against both.
     "lambdas.shared.tokens": (
         "tests/unit/shared/test_token_properties.py",
