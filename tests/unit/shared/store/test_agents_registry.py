@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
+from lambdas.shared import cursor as cursors
 from lambdas.shared import keys
-from lambdas.shared.errors import AgentUnavailable
+from lambdas.shared.errors import AgentUnavailable, BatchWriteIncomplete, InvalidCursor, InvalidInput
 from lambdas.shared.records import Agent, AgentStatus
 from lambdas.shared.serialize import marshal_item, unmarshal_item
 from lambdas.shared.store import DynamoSessionStore
@@ -90,3 +91,83 @@ def test_the_search_reads_at_most_25_candidates(store: DynamoSessionStore, clock
         )
     # Then the search stops before it (the handoff waits and is offered the next free agent)
     assert store.agents.find_available_agent("manga") is None
+
+
+def _register(store: DynamoSessionStore, count: int) -> list[str]:
+    ids = [f"agent-{n:02}" for n in range(count)]
+    for agent_id in ids:
+        store.agents.register_agent(agent_id, name=agent_id, skills=("manga",))
+    return ids
+
+
+def test_the_directory_pages_with_cursors_bound_to_it(store: DynamoSessionStore) -> None:
+    ids = _register(store, 5)
+    first = store.agents.list_agents(limit=3)
+    assert [a.agent_id for a in first.items] == ids[:3]
+    assert first.next_cursor is not None
+    rest = store.agents.list_agents(limit=3, cursor=first.next_cursor)
+    assert [a.agent_id for a in rest.items] == ids[3:]
+    # A cursor names the directory listing and a row of it: one made by hand that way reads on from there
+    handmade = cursors.encode("agents", keys.agent_directory_key(ids[1]))
+    assert [a.agent_id for a in store.agents.list_agents(cursor=handmade).items] == ids[2:]
+
+
+@pytest.mark.parametrize(
+    ("scope", "position"),
+    [
+        ("items:s-1", keys.agent_directory_key("agent-01")),  # minted for another listing
+        ("agents", keys.key("SESSION#s-1", f"{keys.AGENT_PREFIX}agent-01")),  # another partition
+        ("agents", keys.key(keys.AGENT_DIRECTORY_PK, "META")),  # not an agent's row
+    ],
+)
+def test_a_cursor_outside_the_directory_is_refused(
+    store: DynamoSessionStore, scope: str, position: dict[str, str]
+) -> None:
+    _register(store, 2)
+    with pytest.raises(InvalidCursor):
+        store.agents.list_agents(cursor=cursors.encode(scope, position))
+
+
+def test_fails_on_a_status_that_is_not_one_naming_it(store: DynamoSessionStore) -> None:
+    with pytest.raises(InvalidInput, match="status"):
+        store.agents.list_agents(status="sleeping")
+
+
+def test_agents_the_table_handed_back_unread_are_read_again(
+    store: DynamoSessionStore, sleeps: list[float], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a table that hands back all but the first key of the first read, as under throttling
+    ids = _register(store, 4)
+    real = store.table.client.batch_get_item
+    calls: list[int] = []
+
+    def throttled_once(**params: Any) -> dict[str, Any]:
+        ((table, request),) = params["RequestItems"].items()
+        calls.append(len(request["Keys"]))
+        if len(calls) > 1:
+            return real(**params)
+        answered = real(RequestItems={table: {**request, "Keys": request["Keys"][:1]}})
+        return {**answered, "UnprocessedKeys": {table: {**request, "Keys": request["Keys"][1:]}}}
+
+    monkeypatch.setattr(store.table.client, "batch_get_item", throttled_once)
+    # Then the page holds every agent, in order, after one backed-off retry of the three
+    assert [a.agent_id for a in store.agents.list_agents().items] == ids
+    assert calls == [4, 3]
+    assert len(sleeps) == 1
+
+
+def test_agents_the_table_keeps_handing_back_are_an_error_after_the_retry_bound(
+    make_store: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = make_store(max_batch_retries=2)
+    _register(store, 3)
+    calls: list[int] = []
+
+    def always_throttled(**params: Any) -> dict[str, Any]:
+        calls.append(1)
+        return {"Responses": {}, "UnprocessedKeys": params["RequestItems"]}
+
+    monkeypatch.setattr(store.table.client, "batch_get_item", always_throttled)
+    with pytest.raises(BatchWriteIncomplete):
+        store.agents.list_agents()
+    assert len(calls) == 3
