@@ -148,9 +148,13 @@ def test_other_algorithms_are_unauthorized(alg: str) -> None:
 
 def test_malformed_method_arn_is_denied_everywhere() -> None:
     response = authorizer.authorize(token_authorizer_event(f"Bearer {_token()}", "garbage"), ISSUER.settings(), KEYS)
-    assert response["policyDocument"]["Statement"] == [
-        {"Action": "execute-api:Invoke", "Effect": "Deny", "Resource": ["*"]}
-    ]
+    assert response == {
+        "principalId": "anonymous",
+        "policyDocument": {
+            "Version": "2012-10-17",
+            "Statement": [{"Action": "execute-api:Invoke", "Effect": "Deny", "Resource": ["*"]}],
+        },
+    }
 
 
 # ---------------------------------------------------------------- generated tokens

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import base64
+import io
 import json
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -406,9 +408,26 @@ def test_a_key_set_without_a_usable_signing_key_is_unavailable(document: bytes) 
         keys.key("k")
 
 
-def test_the_default_transport_only_speaks_https() -> None:
+def test_the_default_transport_only_speaks_https(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(JwksUnavailable, match="https"):
         http_get("http://cognito-idp.example/jwks.json", 1.0)
+    # An https URL is fetched, with the timeout given
+    asked: list[tuple[str, float]] = []
+
+    class Answer(io.BytesIO):
+        def __enter__(self) -> Answer:
+            return self
+
+        def __exit__(self, *_: object) -> None:
+            self.close()
+
+    def urlopen(request: urllib.request.Request, timeout: float) -> Answer:
+        asked.append((request.full_url, timeout))
+        return Answer(b'{"keys": []}')
+
+    monkeypatch.setattr(urllib.request, "urlopen", urlopen)
+    assert http_get("https://cognito-idp.example/jwks.json", 2.5) == b'{"keys": []}'
+    assert asked == [("https://cognito-idp.example/jwks.json", 2.5)]
 
 
 def test_a_transport_may_be_swapped_and_restored() -> None:
