@@ -38,6 +38,7 @@ def test_a_callback_token_is_taken_exactly_once_even_concurrently(store: DynamoS
 
     assert results.count("token-1") == 1
     assert results.count(None) == 7
+    assert not {"callback_token", "waiting_for"} & _raw(store, session.session_id).keys()  # the wait is over
 
 
 def test_requeue_drops_the_agent_and_any_token(store: DynamoSessionStore) -> None:
