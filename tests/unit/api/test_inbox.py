@@ -93,3 +93,15 @@ def test_a_manager_is_offered_an_escalated_customer_before_a_waiting_one(
     # Once nobody is escalated, the manager is offered the waiting customer it can take
     stage_store.handoffs.update_handoff(session_id, "h-esc", status=HandoffStatus.FAILED)
     assert inbox.read_inbox(boss, limit=20, cursor=None)["next"]["handoff_id"] == "h-urgent"
+
+
+def test_a_long_inbox_is_read_page_by_page_with_its_cursor(stage_store: DynamoSessionStore) -> None:
+    for n in range(3):
+        _waiting(stage_store, f"h-{n}", "normal")
+    agent = Agent(agent_id="a-1", skills=("billing",))
+    first = inbox.read_inbox(agent, limit=2, cursor=None)
+    assert len(first["items"]) == 2
+    assert first["next_cursor"] is not None
+    rest = inbox.read_inbox(agent, limit=2, cursor=first["next_cursor"])
+    read = [i["handoff_id"] for i in first["items"] + rest["items"]]
+    assert sorted(read) == ["h-0", "h-1", "h-2"]
