@@ -111,3 +111,33 @@ def test_a_handoff_with_an_unknown_priority_is_refused_and_nothing_is_stored(sto
     with pytest.raises(InvalidInput, match="priority must be one of low, normal, high, urgent"):
         store.handoffs.put_handoff(session_id, reason="billing", priority="asap", handoff_id="h-1")
     assert store.handoffs.get_handoff(session_id, "h-1") is None
+
+
+def test_first_in_before_a_handoffs_own_place_is_someone_ahead_of_it_never_itself(
+    store: DynamoSessionStore, clock: FakeClock
+) -> None:
+    wait(store, clock, "h-e", "urgent", 250)
+    wait(store, clock, "h-c", "urgent", 300)
+    own = keys.queue_sk("urgent", START_TIME + 250, "h-e")
+    assert store.inbox.first_in(keys.WAITING_INBOX, before=own) is None
+    item = store.inbox.first_in(keys.WAITING_INBOX, before=keys.queue_sk("urgent", START_TIME + 300, "h-c"))
+    assert item is not None
+    assert item.handoff_id == "h-e"
+
+
+def test_first_in_reads_past_a_page_of_customers_no_longer_waiting(store: DynamoSessionStore, clock: FakeClock) -> None:
+    # Given more customers than a page who stopped waiting, their items not yet removed, ahead of one still waiting
+    gone = [wait(store, clock, f"h-{n:02}", "urgent", n) for n in range(26)]
+    wait(store, clock, "h-live", "normal", 100)
+    for n, session_id in enumerate(gone):
+        store.table.client.update_item(
+            TableName=store.table.table_name,
+            Key={"PK": {"S": f"SESSION#{session_id}"}, "SK": {"S": f"HANDOFF#h-{n:02}"}},
+            UpdateExpression="SET #s = :f",
+            ExpressionAttributeNames={"#s": "status"},
+            ExpressionAttributeValues={":f": {"S": "failed"}},
+        )
+    # Then the next page is read, and the one still waiting is first
+    item = store.inbox.first_in(keys.WAITING_INBOX)
+    assert item is not None
+    assert item.handoff_id == "h-live"
