@@ -86,6 +86,14 @@ def test_a_status_listing_refuses_a_cursor_moved_off_its_sessions(
         store.sessions.list_by_status("active", cursor=cursors.encode("status:active", {**position, **forged}))
 
 
+def test_a_status_cursor_naming_its_session_without_the_sessions_prefix_is_refused(store: DynamoSessionStore) -> None:
+    _sessions(store)
+    position = _issued(functools.partial(store.sessions.list_by_status, "active"), "status:active", STATUS_SHAPE)
+    bare = str(position["PK"]).removeprefix(keys.SESSION_PREFIX)
+    with pytest.raises(InvalidCursor):
+        store.sessions.list_by_status("active", cursor=cursors.encode("status:active", {**position, "PK": bare}))
+
+
 def test_fails_on_a_status_that_is_not_one_naming_it(store: DynamoSessionStore) -> None:
     with pytest.raises(InvalidInput, match="status"):
         store.sessions.list_by_status("sleeping")
