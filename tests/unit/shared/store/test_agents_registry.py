@@ -171,3 +171,32 @@ def test_agents_the_table_keeps_handing_back_are_an_error_after_the_retry_bound(
     with pytest.raises(BatchWriteIncomplete):
         store.agents.list_agents()
     assert len(calls) == 3
+
+
+def test_a_released_agent_who_chose_away_stays_out_of_the_index_and_one_who_did_not_is_offered(
+    store: DynamoSessionStore, clock: Any
+) -> None:
+    # Given two busy agents, one of whom chose away while serving
+    for agent_id in ("stays", "leaves"):
+        store.agents.put_agent(Agent(agent_id, ("manga",)))
+        store.agents.reserve_agent(agent_id, f"s-{agent_id}")
+    store.agents.set_presence("leaves", "away")
+    clock.advance(30)
+    # When both are released
+    stays, leaves = store.agents.release_agent("stays"), store.agents.release_agent("leaves")
+    # Then the one who stayed is available since now and offered; the other is away and not
+    assert (stays.status, stays.available_since, stays.current_session_id) == (AgentStatus.AVAILABLE, clock(), None)
+    assert (leaves.status, leaves.available_since) == (AgentStatus.AWAY, None)
+    assert store.agents.get_agent("leaves") == leaves
+    found = store.agents.find_available_agent("manga")
+    assert found is not None
+    assert found.agent_id == "stays"
+
+
+def test_a_retired_agent_is_marked_in_the_directory_when_it_retired(
+    store: DynamoSessionStore, aiko: Agent, clock: Any
+) -> None:
+    clock.advance(60)
+    retired = store.agents.retire_agent("aiko")
+    assert (retired.status, retired.retired_at) == (AgentStatus.RETIRED, clock())
+    assert _directory_row(store, "aiko")["retired_at"] == clock()
