@@ -445,3 +445,26 @@ def test_served_before_tells_an_agent_whose_access_ended_from_one_serving_and_fr
     store.handoffs.update_handoff(other, "h-1", status="completed")
     assert store.handoffs.served_before(other, "a-1")
     assert not store.handoffs.served_before(other, "a-2")
+
+
+def test_a_new_handoff_is_stored_with_what_it_was_given_and_an_id_that_sorts_by_time(
+    store: DynamoSessionStore, clock: FakeClock
+) -> None:
+    session_id = store.sessions.create_session("c-1").session_id
+    arn = "arn:aws:states:us-east-1:123456789012:execution:handoff:x"
+    handoff = store.handoffs.put_handoff(
+        session_id, reason="billing", status="assigned", agent_id="a-1", execution_arn=arn
+    )
+    assert store.handoffs.get_handoff(session_id, handoff.handoff_id) == handoff
+    assert (handoff.agent_id, handoff.execution_arn, handoff.status) == ("a-1", arn, HandoffStatus.ASSIGNED)
+    assert handoff.ttl == int(clock()) + store.table.ttl_seconds
+    stamp, _, suffix = handoff.handoff_id.partition("-")
+    assert stamp == f"{int(clock() * 1000):013d}"
+    assert len(suffix) == 12
+    assert int(suffix, 16) >= 0
+
+
+def test_fails_on_a_new_handoffs_status_that_is_not_one_naming_it(store: DynamoSessionStore) -> None:
+    session_id = store.sessions.create_session("c-1").session_id
+    with pytest.raises(InvalidInput, match="handoff status"):
+        store.handoffs.put_handoff(session_id, reason="billing", status="lost")
