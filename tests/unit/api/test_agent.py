@@ -381,14 +381,20 @@ def test_a_busy_agent_who_chose_away_is_away_once_its_handoff_closes(store: Dyna
     assert store.agents.find_available_agent("billing") is None
 
 
-def test_close_whose_send_task_success_fails_is_still_a_close(
-    store: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Given agent-1 serving a handoff whose MonitorHandoff token is stored, and Step Functions throttling
+def _served_with_a_waiting_token(store: DynamoSessionStore) -> str:
+    """agent-1 (registered, busy) serving a handoff whose MonitorHandoff waits on ``live-token``."""
     store.agents.put_agent(Agent(agent_id="agent-1", skills=("billing",)))
     session_id = _handed_over(store)
     store.agents.reserve_agent("agent-1", session_id)
     store.handoffs.await_callback(session_id, "h-1", "reply", "live-token")
+    return session_id
+
+
+def test_close_whose_send_task_success_fails_is_still_a_close(
+    store: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given agent-1 serving a handoff whose MonitorHandoff token is stored, and Step Functions throttling
+    session_id = _served_with_a_waiting_token(store)
 
     class Throttled:
         def send_task_success(self, **_: Any) -> None:
@@ -495,10 +501,7 @@ def test_close_tells_the_waiting_workflow_who_closed_and_how_and_answers_what_it
     store: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given agent-1 serving a handoff whose MonitorHandoff waits on a token
-    store.agents.put_agent(Agent(agent_id="agent-1", skills=("billing",)))
-    session_id = _handed_over(store)
-    store.agents.reserve_agent("agent-1", session_id)
-    store.handoffs.await_callback(session_id, "h-1", "reply", "live-token")
+    session_id = _served_with_a_waiting_token(store)
     told: list[dict[str, Any]] = []
 
     class Recording:
