@@ -15,7 +15,7 @@ from lambdas.shared.records import HandoffStatus, SessionStatus
 from lambdas.shared.store import AgentActive, DynamoSessionStore, HandoffClosed
 from lambdas.shared.store.handoffs import MAX_MOVE_READS, PREVIOUS_AGENT
 from lambdas.shared.store.table import Cancelled
-from tests.unit.handoffs import begin
+from tests.unit.handoffs import begin, inbox_of
 
 
 def test_a_callback_token_is_taken_exactly_once_even_concurrently(store: DynamoSessionStore) -> None:
@@ -307,22 +307,11 @@ def test_handoff_errors(store: DynamoSessionStore) -> None:
         store.handoffs.put_handoff(session_id, reason="x", status="lost")
 
 
-def _inbox(store: DynamoSessionStore, inbox: str) -> list[str]:
-    """The handoff ids in an inbox partition, whatever their truth (the raw rows)."""
-    prefix = keys.QUEUE_PREFIX if inbox in keys.SHARED_INBOXES else keys.INBOX_PREFIX
-    rows = store.table.client.query(
-        TableName=store.table.table_name,
-        KeyConditionExpression="PK = :pk AND begins_with(SK, :inbox)",
-        ExpressionAttributeValues={":pk": {"S": keys.agent_pk(inbox)}, ":inbox": {"S": prefix}},
-    )["Items"]
-    return [row["handoff_id"]["S"] for row in rows]
-
-
 def _queued_in_the_waiting_inbox(store: DynamoSessionStore) -> str:
     session_id = store.sessions.create_session("cust-1").session_id
     store.handoffs.put_handoff(session_id, reason="billing", handoff_id="h-1")
     store.inbox.put_inbox_item(keys.WAITING_INBOX, session_id=session_id, handoff_id="h-1", reason="billing")
-    assert _inbox(store, keys.WAITING_INBOX) == ["h-1"]
+    assert inbox_of(store, keys.WAITING_INBOX) == ["h-1"]
     return session_id
 
 
@@ -332,7 +321,7 @@ def test_a_new_status_alone_takes_the_handoff_out_of_the_inbox_it_leaves(
     session_id = _queued_in_the_waiting_inbox(store)
     clock.advance(5)
     failed = store.handoffs.update_handoff(session_id, "h-1", status="failed")
-    assert _inbox(store, keys.WAITING_INBOX) == []
+    assert inbox_of(store, keys.WAITING_INBOX) == []
     assert store.handoffs.get_handoff(session_id, "h-1") == failed
     assert (failed.status, failed.updated_at) == (HandoffStatus.FAILED, START_TIME + 5)
 
@@ -342,10 +331,10 @@ def test_a_new_agent_alone_takes_the_handoff_out_of_the_previous_agents_inbox(st
     session_id = _queued_in_the_waiting_inbox(store)
     store.handoffs.update_handoff(session_id, "h-1", status="assigned", agent_id="agent-1")
     store.inbox.put_inbox_item("agent-1", session_id=session_id, handoff_id="h-1", reason="billing")
-    assert (_inbox(store, keys.WAITING_INBOX), _inbox(store, "agent-1")) == ([], ["h-1"])
+    assert (inbox_of(store, keys.WAITING_INBOX), inbox_of(store, "agent-1")) == ([], ["h-1"])
     # When only its agent changes / Then it left agent-1's inbox, and its status is kept
     moved = store.handoffs.update_handoff(session_id, "h-1", agent_id="agent-2")
-    assert _inbox(store, "agent-1") == []
+    assert inbox_of(store, "agent-1") == []
     assert (moved.status, moved.agent_id) == (HandoffStatus.ASSIGNED, "agent-2")
     assert store.handoffs.get_handoff(session_id, "h-1") == moved
 
@@ -357,7 +346,7 @@ def test_an_execution_arn_alone_is_recorded_and_moves_nothing(store: DynamoSessi
     stored = store.handoffs.get_handoff(session_id, "h-1")
     assert stored is not None
     assert (annotated.execution_arn, stored.execution_arn, stored.status) == (arn, arn, HandoffStatus.QUEUED)
-    assert _inbox(store, keys.WAITING_INBOX) == ["h-1"]
+    assert inbox_of(store, keys.WAITING_INBOX) == ["h-1"]
 
 
 def _always_moved(store: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch) -> list[object]:
@@ -414,7 +403,7 @@ def test_a_requeue_forgets_the_wait_and_the_agent_and_remembers_who_it_was(
     raw = _raw(store, session_id)
     assert not {"agent_id", "callback_token", "waiting_for"} & raw.keys()
     assert (raw["status"], raw[PREVIOUS_AGENT], int(raw["updated_at"])) == ("queued", "a-1", START_TIME + 7)
-    assert _inbox(store, "a-1") == []
+    assert inbox_of(store, "a-1") == []
 
 
 def test_a_requeue_that_keeps_losing_its_write_is_a_conflict_after_a_bounded_number_of_reads(

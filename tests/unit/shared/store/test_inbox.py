@@ -25,6 +25,7 @@ from lambdas.usecases.assign_agent import begin_handoff
 from lambdas.usecases.close_handoff import close_handoff
 from lambdas.usecases.customer_leaves import abandon_handoff
 from lambdas.ws import disconnect, runtime
+from tests.unit.handoffs import inbox_of
 
 TABLE = "inbox-test"
 CONTEXT = lambda_context("inbox")
@@ -50,17 +51,6 @@ def queued(store: DynamoSessionStore, handoff_id: str = "h-1", reason: str = "bi
         session_id, handoff_id=handoff_id, reason=reason, priority="high", execution_arn=None, task_token="tok"
     )
     return session_id
-
-
-def inbox_of(store: DynamoSessionStore, inbox: str) -> list[str]:
-    """The handoff ids stored in an inbox partition, whatever their truth (the raw rows)."""
-    prefix = keys.QUEUE_PREFIX if inbox in keys.SHARED_INBOXES else keys.INBOX_PREFIX
-    rows = store.table.client.query(
-        TableName=TABLE,
-        KeyConditionExpression="PK = :pk AND begins_with(SK, :inbox)",
-        ExpressionAttributeValues={":pk": {"S": keys.agent_pk(inbox)}, ":inbox": {"S": prefix}},
-    )["Items"]
-    return [row["handoff_id"]["S"] for row in rows]
 
 
 def put(store: DynamoSessionStore, inbox: str, session_id: str, handoff_id: str = "h-1") -> InboxWrite:
