@@ -10,15 +10,14 @@ from lambdas.shared import cursor as cursors
 from lambdas.shared import keys
 from lambdas.shared.errors import AgentUnavailable, BatchWriteIncomplete, InvalidCursor, InvalidInput
 from lambdas.shared.records import Agent, AgentStatus
-from lambdas.shared.serialize import marshal_item, unmarshal_item
+from lambdas.shared.serialize import marshal_item
 from lambdas.shared.store import DynamoSessionStore
 
 
 def _directory_row(store: DynamoSessionStore, agent_id: str) -> dict[str, Any]:
-    item = store.table.client.get_item(
-        TableName=store.table.table_name, Key=marshal_item(keys.agent_directory_key(agent_id))
-    )["Item"]
-    return unmarshal_item(item)
+    row = store.table.get(keys.agent_directory_key(agent_id))
+    assert row is not None
+    return row
 
 
 @pytest.fixture

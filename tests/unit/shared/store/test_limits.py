@@ -237,10 +237,9 @@ def test_fails_with_a_slot_cap_that_is_not_positive(store: DynamoSessionStore) -
 
 
 def _slots_item(store: DynamoSessionStore, customer: str = "alice") -> dict[str, Any]:
-    item = store.table.client.get_item(
-        TableName=store.table.table_name, Key=marshal_item(keys.connection_slots_key(customer))
-    )["Item"]
-    return unmarshal_item(item)
+    item = store.table.get(keys.connection_slots_key(customer))
+    assert item is not None
+    return item
 
 
 def test_the_slots_item_expires_a_minute_after_its_latest_slot_must_have_ended(
