@@ -967,19 +967,15 @@ def test_a_retry_after_a_lost_answer_finds_the_execution_its_first_attempt_start
     assert len(_started(handoffs)) == 1
 
 
-class _Refusing:
+class _Refusing(_Described):
     """Step Functions as it answers a retry once the first attempt's execution has closed: the
     name is taken (ExecutionAlreadyExists), and DescribeExecution shows the first input."""
 
     def __init__(self, first_input: dict[str, Any]) -> None:
-        self.first_input = first_input
+        super().__init__({"input": json.dumps(first_input), "startDate": datetime(2026, 11, 28, 9, 0, tzinfo=UTC)})
 
     def start_execution(self, **_: Any) -> dict[str, Any]:
         raise ClientError({"Error": {"Code": "ExecutionAlreadyExists", "Message": "taken"}}, "StartExecution")
-
-    def describe_execution(self, executionArn: str) -> dict[str, Any]:
-        start = datetime(2026, 11, 28, 9, 0, tzinfo=UTC)
-        return {"executionArn": executionArn, "input": json.dumps(self.first_input), "startDate": start}
 
 
 def test_a_retry_after_the_first_attempts_execution_closed_answers_that_execution(
