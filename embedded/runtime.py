@@ -6,8 +6,9 @@ moto executes a Lambda function in Docker, which this project has nowhere. Insid
 (``mock_aws(config={"stepfunctions": {"execute_state_machine": True}})``) -- imports the
 handler named by the function's ``Handler`` (e.g. ``lambdas.events.summary.handler``) and calls
 it with the event and a Lambda-like context, with the function's ``Environment`` variables set
-for the duration of the call (``lambdas.shared.env.reset()`` runs before and after, so cached
-settings are read from the right environment).
+for the duration of the call. Each function keeps its own cached settings and clients from one of
+its invocations to the next (``lambdas.shared.env.container``), as a warm Lambda container does;
+a changed configuration starts a new one, as in Lambda.
 
 A handler that raises produces what Lambda produces: an ``x-amz-function-error`` response whose
 payload is ``{"errorType": <exception class name>, "errorMessage": ..., "stackTrace": [...]}``,
@@ -246,6 +247,9 @@ def _powertools_logs_to(stream: Any) -> Iterator[None]:
 def in_process() -> Iterator[Invocations]:
     """Route moto Lambda invocations to our handlers, in this process, for the block's duration."""
     record = Invocations()
+    # A function's container per configuration: its cached settings and clients stay warm between
+    # its invocations, as in Lambda, where a changed configuration starts new containers.
+    containers: dict[tuple[str, tuple[tuple[str, str], ...]], lambda_env.Values] = {}
 
     def invoke(function: LambdaFunction, event: Any = None) -> tuple[str, bool, str]:
         payload = json.loads(event) if isinstance(event, (str, bytes)) else (event if event is not None else {})
@@ -254,7 +258,9 @@ def in_process() -> Iterator[Invocations]:
         record.calls.append(call)
         for check in list(BEFORE_INVOKE):
             check(function)
-        with _LOCK, function_environment(function.environment_vars or {}):
+        variables = {key: str(value) for key, value in (function.environment_vars or {}).items()}
+        warm = containers.setdefault((str(function.function_arn), tuple(sorted(variables.items()))), {})
+        with _LOCK, function_environment(variables), lambda_env.container(warm):
             running, started = CURRENT_HANDLER.set(handler), time.perf_counter()
             role = CALLER.set(Caller(str(function.role), f"function {function.function_name}"))
             printed = _Tee(sys.stdout)

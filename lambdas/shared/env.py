@@ -1,21 +1,30 @@
 """Typed settings from environment variables, read once per container.
 
 A handler module declares its settings and clients with ``@once``; the first call reads and
-validates (failing with the variable's name), later calls return the cached value. Tests, and
-the embedded-AWS harness that runs several functions in one process, call ``reset()`` after
-changing the environment so the next call reads it again.
+validates (failing with the variable's name), later calls return the cached value. Tests call
+``reset()`` after changing the environment so the next call reads it again.
+
+In Lambda a process is one container of one function. A harness that runs several functions in
+one process gives each of them its own cache with :func:`container`, so a function's settings and
+clients stay warm from one of its invocations to the next, as in a warm Lambda container, and are
+never another function's.
 """
 
 from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar, cast
 
 T = TypeVar("T")
 
-_CACHES: list[Any] = []
+#: A container's cached values, by the factory that made each.
+Values = dict[Callable[[], Any], Any]
+
+#: The values of the container that is running: the process's own, unless a harness chose another.
+_running: Values = {}
 
 
 class MissingSetting(RuntimeError):
@@ -24,15 +33,35 @@ class MissingSetting(RuntimeError):
 
 def once(factory: Callable[[], T]) -> Callable[[], T]:
     """Cache a zero-argument factory for the life of the container (``reset()`` clears it)."""
-    cached = functools.cache(factory)
-    _CACHES.append(cached)
+
+    @functools.wraps(factory)
+    def cached() -> T:
+        values = _running
+        if factory in values:
+            return cast(T, values[factory])
+        # Two threads may both make it; the first value stored is the one every caller gets.
+        return cast(T, values.setdefault(factory, factory()))
+
     return cached
 
 
 def reset() -> None:
-    """Forget every cached setting and client, so the next use reads the environment again."""
-    for cached in _CACHES:
-        cached.cache_clear()
+    """Forget the running container's cached settings and clients, so the next use reads the environment again."""
+    _running.clear()
+
+
+@contextmanager
+def container(values: Values) -> Iterator[None]:
+    """Run the block in the container whose cached values are ``values`` (an empty dict: a cold start).
+
+    Not thread-local: a harness switches containers while it runs one invocation at a time.
+    """
+    global _running
+    previous, _running = _running, values
+    try:
+        yield
+    finally:
+        _running = previous
 
 
 def require(name: str) -> str:

@@ -67,6 +67,30 @@ def test_a_function_never_sees_another_functions_variables() -> None:
     assert not seen["value"], "the first function's variable leaked into the second"
 
 
+def test_each_function_keeps_a_warm_container_of_its_own_until_its_configuration_changes() -> None:
+    # Given two functions that cache a setting once per container, as the handlers do
+    with mock_aws(), in_process():
+        first = deploy_function("tests.fixtures.probe_pkg.handler.warm", {"PROBE_VALUE": "one"}, name="warm-a")
+        second = deploy_function("tests.fixtures.probe_pkg.handler.warm", {"PROBE_VALUE": "two"}, name="warm-b")
+        client = boto3.client("lambda")
+
+        def call(arn: str) -> dict[str, Any]:
+            answer: dict[str, Any] = json.loads(client.invoke(FunctionName=arn, Payload=b"{}")["Payload"].read())
+            return answer
+
+        # When each is invoked twice, and the first again after its configuration changed
+        a1, b1, a2, b2 = call(first), call(second), call(first), call(second)
+        client.update_function_configuration(FunctionName=first, Environment={"Variables": {"PROBE_VALUE": "three"}})
+        a3 = call(first)
+
+    # Then each function's second invocation found its own container warm, with its own setting ...
+    assert (a1["value"], b1["value"]) == ("one", "two")
+    assert (a2, b2) == (a1, b1)
+    assert b1["container"] == a1["container"] + 1
+    # ... and a changed configuration started a new container that read the new value
+    assert a3 == {"value": "three", "container": b1["container"] + 1}
+
+
 def test_handler_error_becomes_a_lambda_function_error() -> None:
     with mock_aws(), in_process() as calls:
         arn = deploy_function("tests.fixtures.probe_pkg.handler.fail")

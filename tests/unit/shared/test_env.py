@@ -34,6 +34,27 @@ def test_once_builds_one_value_until_reset() -> None:
     assert thing() == 2
 
 
+def test_a_container_keeps_its_own_values_and_reset_clears_only_the_running_one() -> None:
+    built: list[str] = []
+
+    @env.once
+    def thing() -> str:
+        built.append("x")
+        return f"value {len(built)}"
+
+    # Given a value cached in the process's own container and one in a harness's container
+    ours = thing()
+    warm: env.Values = {}
+    with env.container(warm):
+        theirs = thing()
+        # When the harness's container runs again, its value is still there, not the process's
+        assert thing() == theirs
+        env.reset()
+        assert thing() == "value 3"
+    # Then the process's container kept its value through the other's reset
+    assert (ours, theirs, thing()) == ("value 1", "value 2", "value 1")
+
+
 def test_a_flag_reads_true_and_false(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SOME_FLAG", "true")
     assert env.flag("SOME_FLAG") is True
