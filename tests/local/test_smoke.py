@@ -11,6 +11,7 @@ its JSON endpoint that answers from moto.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import signal
@@ -151,6 +152,31 @@ def test_a_step_that_fails_mid_handoff_still_removes_everything(server: LocalPro
     assert not report.ok
     assert any(line.startswith("chat connection: closed") for line in report.removed), report.removed
     assert len(report.created.sessions) == 1
+    assert_all_removed(server, report)
+
+
+def test_a_ctrl_c_that_a_step_swallowed_still_stops_the_story_before_the_next_step(server: LocalProcess) -> None:
+    # Given a story whose chat opens as Ctrl-C comes, and whose wait swallows the cancellation (as
+    # asyncio.wait_for does on Python 3.11 when the frame it waited for came at the same moment)
+    class SwallowsTheCtrlC(SmokeStory):
+        async def connect(self) -> None:
+            await super().connect()
+            task = asyncio.current_task()
+            assert task is not None
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.sleep(0)
+
+    # When it runs
+    report = asyncio.run(run_story(server, SwallowsTheCtrlC))
+
+    # Then the step that swallowed it passed, no later step ran, the run says it was interrupted, and the cleanup ran
+    statuses = [(result.spec.name, result.status) for result in report.results]
+    opened = [name for name, _ in statuses].index("connect")
+    assert statuses[opened] == ("connect", "passed")
+    assert {status for _, status in statuses[opened + 1 :]} == {"not run"}, statuses
+    assert report.interrupted
+    assert not report.ok
     assert_all_removed(server, report)
 
 

@@ -154,13 +154,20 @@ class SmokeStory(
 
         Ctrl-C (``asyncio.run`` cancels this task) ends the story like a failed step: the cleanup
         still runs and the report says the run was interrupted. A second Ctrl-C abandons the cleanup.
+        A cancellation that a step's await swallowed still ends the story before the next step:
+        on Python 3.11 ``asyncio.wait_for`` returns the result of a wait that ended at the moment
+        the cancellation came, and the task's pending cancellation is then the only trace of it.
         """
         started = time.monotonic()
         results = [StepResult(index, spec) for index, spec in enumerate(self.steps, 1)]
         interrupted = False
+        task = asyncio.current_task()
         try:
             await self._before()
             for result in results:
+                if task is not None and task.cancelling():
+                    interrupted = True
+                    break
                 skip = result.spec.skip_reason(self.target)
                 if skip is not None:
                     result.status, result.reason = "skipped", skip
