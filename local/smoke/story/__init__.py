@@ -17,6 +17,7 @@ own module: ``conversation``, ``handoff``, ``bad_paths``, ``ending``, ``operatio
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from typing import Final
@@ -154,9 +155,10 @@ class SmokeStory(
 
         Ctrl-C (``asyncio.run`` cancels this task) ends the story like a failed step: the cleanup
         still runs and the report says the run was interrupted. A second Ctrl-C abandons the cleanup.
-        A cancellation that a step's await swallowed still ends the story before the next step:
-        on Python 3.11 ``asyncio.wait_for`` returns the result of a wait that ended at the moment
-        the cancellation came, and the task's pending cancellation is then the only trace of it.
+        A Ctrl-C that came after a step's last await, or whose cancellation a step's await swallowed
+        (on Python 3.11 ``asyncio.wait_for`` returns the result of a wait that ended at the moment
+        the cancellation came), still ends the story before the next step: the task counts the
+        cancellation it was asked for.
         """
         started = time.monotonic()
         results = [StepResult(index, spec) for index, spec in enumerate(self.steps, 1)]
@@ -166,6 +168,10 @@ class SmokeStory(
             await self._before()
             for result in results:
                 if task is not None and task.cancelling():
+                    # Ctrl-C came after the last step's final await: its cancellation is still to be
+                    # delivered (at the next await, this one) or a step's wait swallowed it.
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await asyncio.sleep(0)
                     interrupted = True
                     break
                 skip = result.spec.skip_reason(self.target)
