@@ -20,7 +20,7 @@ COPIES = [
     (
         GATE / "environment.py",
         ROOT / "lambdas" / "shared" / "env.py",
-        ("once", "require", "optional", "integer"),
+        ("once", "container", "require", "optional", "integer"),
         {"MissingSetting": "SettingError"},
     ),
     (GATE / "records.py", ROOT / "lambdas" / "shared" / "records.py", ("_int", "_opt_int", "_opt_str"), {}),

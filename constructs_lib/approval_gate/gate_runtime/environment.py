@@ -2,7 +2,8 @@
 
 A module declares a setting or client with :func:`once`; the first call reads and validates it
 (failing with the variable's name), later calls return the cached value. Tests, and harnesses
-that run several functions in one process, call :func:`reset` after changing the environment.
+that run several functions in one process, call :func:`reset` after changing the environment; a
+harness may give each function a cache of its own with :func:`container`.
 """
 
 from __future__ import annotations
@@ -11,15 +12,20 @@ import functools
 import os
 import threading
 import time
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar, cast
 
 import boto3
 from botocore.config import Config
 
 T = TypeVar("T")
 
-_CACHES: list[Any] = []
+#: A container's cached values, by the factory that made each.
+Values = dict[Callable[[], Any], Any]
+
+#: The values of the container that is running: the process's own, unless a harness chose another.
+_running: Values = {}
 _SECRETS: dict[str, tuple[float, str]] = {}
 _SECRETS_LOCK = threading.Lock()
 
@@ -30,17 +36,37 @@ class SettingError(RuntimeError):
 
 def once(factory: Callable[[], T]) -> Callable[[], T]:
     """Cache a zero-argument factory for the life of the container (:func:`reset` clears it)."""
-    cached = functools.cache(factory)
-    _CACHES.append(cached)
+
+    @functools.wraps(factory)
+    def cached() -> T:
+        values = _running
+        if factory in values:
+            return cast(T, values[factory])
+        # Two threads may both make it; the first value stored is the one every caller gets.
+        return cast(T, values.setdefault(factory, factory()))
+
     return cached
 
 
 def reset() -> None:
-    """Forget every cached setting, client and secret, so the next use reads them again."""
-    for cached in _CACHES:
-        cached.cache_clear()
+    """Forget the running container's cached settings and clients, and every cached secret."""
+    _running.clear()
     with _SECRETS_LOCK:
         _SECRETS.clear()
+
+
+@contextmanager
+def container(values: Values) -> Iterator[None]:
+    """Run the block in the container whose cached values are ``values`` (an empty dict: a cold start).
+
+    Not thread-local: a harness switches containers while it runs one invocation at a time.
+    """
+    global _running
+    previous, _running = _running, values
+    try:
+        yield
+    finally:
+        _running = previous
 
 
 def require(name: str) -> str:
