@@ -1,4 +1,8 @@
-"""Synthesize stages the way `cdk synth` does, once per test process, and hand out templates."""
+"""Synthesize stages the way `cdk synth` does, once per test run, and hand out templates.
+
+A synthesis takes tens of seconds of jsii: :func:`shared_stage` makes one per configuration and
+test run (``embedded.once_per_run``).
+"""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from typing import Any
 from aws_cdk import App
 from aws_cdk.assertions import Template
 
+from embedded.once_per_run import made_once
 from stacks.config import StageConfig, load_stage_config
 from stacks.stage import MangaAssistStage
 
@@ -30,20 +35,26 @@ def stage_config(name: str) -> StageConfig:
 
 
 @dataclass(frozen=True)
-class SynthesizedStage:
-    """The four templates of one stage, keyed by part name (Storage, Events, ...)."""
+class StageAssembly:
+    """One stage's nested cloud assembly, which ``embedded_stage`` deploys."""
+
+    assembly_dir: Path
+
+
+@dataclass(frozen=True)
+class SynthesizedStage(StageAssembly):
+    """The four templates of one stage, keyed by part name (Storage, Events, ...), and the stage itself."""
 
     stage: MangaAssistStage
     templates: dict[str, dict[str, Any]]
-    assembly_dir: Path
 
     def template(self, part: str) -> Template:
         return Template.from_json(self.templates[part])
 
 
-def synthesize(*configs: StageConfig, nag: bool = False) -> dict[str, SynthesizedStage]:
+def synthesize(*configs: StageConfig, nag: bool = False, outdir: Path | None = None) -> dict[str, SynthesizedStage]:
     """Build the given stages in one App, synthesize once, return their templates by stage name."""
-    outdir = Path(tempfile.mkdtemp(prefix="cdkout-"))
+    outdir = outdir or Path(tempfile.mkdtemp(prefix="cdkout-"))
     app = App(context=cdk_context(), outdir=str(outdir))
     stages = [MangaAssistStage(app, config, nag=nag) for config in configs]
     app.synth()
@@ -53,8 +64,23 @@ def synthesize(*configs: StageConfig, nag: bool = False) -> dict[str, Synthesize
         templates = {
             part: assembly.get_stack_artifact(getattr(stage, part.lower()).artifact_id).template for part in PARTS
         }
-        result[stage.config.name] = SynthesizedStage(stage, templates, Path(assembly.directory))
+        result[stage.config.name] = SynthesizedStage(Path(assembly.directory), stage, templates)
     return result
+
+
+def shared_stage(config: StageConfig, *, nag: bool = False) -> StageAssembly:
+    """``config``'s stage synthesized once per test run (see :func:`made_once`): its cloud assembly alone."""
+
+    def make(directory: Path) -> None:
+        stage = synthesize(config, nag=nag, outdir=directory)[config.name]
+        (directory / _NESTED).write_text(str(stage.assembly_dir.relative_to(directory)))
+
+    directory = made_once(f"stage {config!r} nag={nag}", make)
+    return StageAssembly(directory / (directory / _NESTED).read_text())
+
+
+#: Where :func:`shared_stage` notes the stage's nested assembly, beside the App's.
+_NESTED = "nested-assembly.txt"
 
 
 @functools.cache

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterator
 from typing import Any
 
@@ -36,6 +38,19 @@ from tests.support.environment import left_changed  # noqa: E402
 
 network.install()
 models.install()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One directory per run where its processes share the stages they synthesized (``embedded.once_per_run``).
+
+    Made by the run's first process, before pytest-xdist starts its workers, which inherit it.
+    """
+    from embedded.once_per_run import SHARED_DIR
+
+    if not hasattr(config, "workerinput") and not os.environ.get(SHARED_DIR):
+        shared = tempfile.mkdtemp(prefix="synth-shared-")
+        os.environ[SHARED_DIR] = shared
+        config.add_cleanup(lambda: (shutil.rmtree(shared, ignore_errors=True), os.environ.pop(SHARED_DIR, None)))
 
 
 def _work_unit(nodeid: str) -> str:

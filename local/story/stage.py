@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-from embedded.synth import SynthesizedStage, stage_config, synthesize
+from embedded.synth import StageAssembly, shared_stage, stage_config
 from stacks.config import StageConfig, with_overrides
 
 #: The model the story's stage names: its functions really call Bedrock Converse, which the
@@ -36,6 +36,6 @@ def story_config() -> StageConfig:
 
 
 @functools.cache
-def story_stage() -> SynthesizedStage:
-    """The story's stage, synthesized once per process (without cdk-nag: the template is the same)."""
-    return synthesize(story_config(), nag=False)[story_config().name]
+def story_stage() -> StageAssembly:
+    """The story's stage, synthesized once per process, or per test run (without cdk-nag: the template is the same)."""
+    return shared_stage(story_config(), nag=False)

@@ -16,7 +16,7 @@ import pytest
 from embedded import EmbeddedStage, embedded_stage
 from embedded.services.cognito import Directory
 from embedded.services.firehose import read_lines
-from embedded.synth import SynthesizedStage
+from embedded.synth import StageAssembly
 from local.story.base import token_subject
 from local.story.chat import Chat, open_chat, sign_in, table_name
 from local.story.erasure import traces
@@ -26,7 +26,7 @@ OTHER_WORDS = "is volume 5 out yet"
 
 
 @pytest.fixture(scope="module")
-def stage(synthesized: SynthesizedStage) -> Iterator[EmbeddedStage]:
+def stage(synthesized: StageAssembly) -> Iterator[EmbeddedStage]:
     with embedded_stage(synthesized.assembly_dir) as stage, stage.clock.frozen():
         yield stage
 

@@ -13,7 +13,7 @@ import pytest
 
 from embedded import EmbeddedStage, embedded_stage
 from embedded.services.sns import published
-from embedded.synth import SynthesizedStage
+from embedded.synth import StageAssembly
 from local.story import Story
 from local.story.stage import story_config
 
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def story(synthesized: SynthesizedStage) -> Iterator[Story]:
+def story(synthesized: StageAssembly) -> Iterator[Story]:
     with embedded_stage(synthesized.assembly_dir) as stage:
         played = Story(stage, story_config())
         played.mint_tokens()

@@ -38,7 +38,7 @@ from embedded.runtime import function_environment
 from embedded.services.apigateway_websocket import ConnectionRefused
 from embedded.services.bedrock import echo_answer
 from embedded.services.sns import Published, published
-from embedded.synth import SynthesizedStage
+from embedded.synth import StageAssembly
 from lambdas.shared import aws
 from lambdas.shared.connections import DEFAULT_ATTEMPTS as POST_ATTEMPTS
 from lambdas.shared.retry import DEFAULT_ATTEMPTS as POLICY_ATTEMPTS
@@ -62,7 +62,7 @@ ANSWERED_OR_NOT = (THROTTLE, CONNECT_TIMEOUT)
 
 
 @pytest.fixture(scope="module")
-def faulted(synthesized: SynthesizedStage) -> Iterator[tuple[EmbeddedStage, FaultLayer]]:
+def faulted(synthesized: StageAssembly) -> Iterator[tuple[EmbeddedStage, FaultLayer]]:
     layer = FaultLayer()
     # The stage's clock stands still: no workflow timer (an agent's wait, the idle limit) fires
     # because the machine is slow; a test that wants time to pass moves the clock itself.

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 from embedded import EmbeddedStage, embedded_stage
 from embedded.services.cognito import Directory, claims_of
-from embedded.synth import SynthesizedStage
+from embedded.synth import StageAssembly
 from lambdas.api import access
 from tests.support.identity import refusal
 
@@ -54,7 +54,7 @@ class World:
 
 
 @pytest.fixture(scope="module")
-def world(synthesized: SynthesizedStage) -> Iterator[World]:
+def world(synthesized: StageAssembly) -> Iterator[World]:
     with embedded_stage(synthesized.assembly_dir) as stage:
         directory = Directory.of(stage)
         tokens: dict[str, str | None] = {}

@@ -11,7 +11,7 @@ from typing import Any
 from embedded import embedded_stage
 from embedded.cloudformation.assembly import load_assembly
 from embedded.services.bedrock import BedrockStub
-from embedded.synth import SynthesizedStage
+from embedded.synth import StageAssembly
 from lambdas.shared.responder import BLOCKED_REPLY
 from local.story.chat import open_chat, store_of
 from stacks.guardrail_config import DEFAULT_BLOCKED_OUTPUT
@@ -28,7 +28,7 @@ def _answer(request: dict[str, Any]) -> str:
 
 
 def test_the_model_reads_placeholders_the_transcript_keeps_the_words_and_a_card_in_a_reply_is_blocked(
-    synthesized: SynthesizedStage,
+    synthesized: StageAssembly,
 ) -> None:
     stub = BedrockStub(answer=_answer)
     with embedded_stage(synthesized.assembly_dir, bedrock=stub) as stage, stage.clock.frozen():
@@ -64,7 +64,7 @@ def test_the_model_reads_placeholders_the_transcript_keeps_the_words_and_a_card_
         assert stage.refusals == []
 
 
-def test_without_apply_guardrail_the_model_is_not_called_and_the_turn_stays(synthesized: SynthesizedStage) -> None:
+def test_without_apply_guardrail_the_model_is_not_called_and_the_turn_stays(synthesized: StageAssembly) -> None:
     # Given the stage without the message function's right to apply its guardrail
     templates = load_assembly(synthesized.assembly_dir)
     _drop_actions(templates, _role_of(templates, "lambdas.ws.message.handler"), {"bedrock:ApplyGuardrail"})

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from embedded import EmbeddedStage, embedded_stage
-from embedded.synth import SynthesizedStage
+from embedded.synth import StageAssembly
 from local.story import Story
 from local.story.metrics import GAUGE_HANDLER, HANDOFF_HANDLER, emf_values
 from local.story.stage import story_config
@@ -31,7 +31,7 @@ STEPS = (
 
 
 @pytest.fixture(scope="module")
-def played(synthesized: SynthesizedStage) -> Iterator[tuple[EmbeddedStage, Story]]:
+def played(synthesized: StageAssembly) -> Iterator[tuple[EmbeddedStage, Story]]:
     with embedded_stage(synthesized.assembly_dir) as stage:
         story = Story(stage, story_config())
         for name in STEPS:

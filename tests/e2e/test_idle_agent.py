@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from embedded import EmbeddedStage, embedded_stage
-from embedded.synth import SynthesizedStage
+from embedded.synth import StageAssembly
 from local.story.base import token_subject
 from local.story.chat import Chat, open_chat, sign_in, store_of
 from local.story.stage import story_config
@@ -25,7 +25,7 @@ _numbers = itertools.count()
 
 
 @pytest.fixture(scope="module")
-def stage(synthesized: SynthesizedStage) -> Iterator[EmbeddedStage]:
+def stage(synthesized: StageAssembly) -> Iterator[EmbeddedStage]:
     with embedded_stage(synthesized.assembly_dir) as running, running.clock.frozen():
         yield running
 

@@ -13,7 +13,7 @@ import os
 import pytest
 
 from embedded import embedded_stage
-from embedded.synth import SynthesizedStage
+from embedded.synth import StageAssembly
 from local.load.run import run_load
 
 pytestmark = [pytest.mark.slow, pytest.mark.load]
@@ -22,7 +22,7 @@ SUITE_SESSIONS = 20
 SUITE_MESSAGES = 10
 
 
-def test_concurrent_sessions_lose_and_repeat_nothing(synthesized: SynthesizedStage) -> None:
+def test_concurrent_sessions_lose_and_repeat_nothing(synthesized: StageAssembly) -> None:
     sessions = int(os.environ.get("LOAD_SESSIONS", SUITE_SESSIONS))
     messages = int(os.environ.get("LOAD_MESSAGES", SUITE_MESSAGES))
     # Given the stage deployed on a fresh account

@@ -14,12 +14,12 @@ import pytest
 
 from embedded import EmbeddedStage, embedded_stage
 from embedded.services.bedrock_stream import tokens
-from embedded.synth import SynthesizedStage, stage_config
+from embedded.synth import StageAssembly, stage_config
 from local.story.chat import Chat, open_chat
 
 
 @pytest.fixture(scope="module")
-def stage(synthesized: SynthesizedStage) -> Iterator[EmbeddedStage]:
+def stage(synthesized: StageAssembly) -> Iterator[EmbeddedStage]:
     with embedded_stage(synthesized.assembly_dir) as stage, stage.clock.frozen():
         yield stage
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from embedded import EmbeddedStage, embedded_stage
-from embedded.synth import SynthesizedStage
+from embedded.synth import StageAssembly
 from lambdas.shared import keys
 from lambdas.shared.records import Role, TokenUsage
 from lambdas.shared.store.budgets import utc_day
@@ -23,7 +23,7 @@ from local.story.chat import Chat, open_chat, store_of
 
 
 @pytest.fixture(scope="module")
-def stage(synthesized: SynthesizedStage) -> Iterator[EmbeddedStage]:
+def stage(synthesized: StageAssembly) -> Iterator[EmbeddedStage]:
     with embedded_stage(synthesized.assembly_dir) as stage, stage.clock.frozen():
         yield stage
 

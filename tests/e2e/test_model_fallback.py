@@ -16,7 +16,7 @@ import pytest
 
 from embedded import EmbeddedStage, embedded_stage
 from embedded.runtime import function_environment
-from embedded.synth import SynthesizedStage
+from embedded.synth import StageAssembly
 from lambdas.shared.settings import settings
 from local.story.chat import Chat, open_chat, store_of
 from local.story.metrics import emf_values
@@ -28,7 +28,7 @@ MESSAGE = "lambdas.ws.message.handler"
 
 
 @pytest.fixture(scope="module")
-def stage(synthesized: SynthesizedStage) -> Iterator[EmbeddedStage]:
+def stage(synthesized: StageAssembly) -> Iterator[EmbeddedStage]:
     with embedded_stage(synthesized.assembly_dir) as stage, stage.clock.frozen():
         yield stage
 

@@ -10,7 +10,7 @@ import json
 
 from embedded import embedded_stage
 from embedded.cloudformation.assembly import load_assembly
-from embedded.synth import SynthesizedStage
+from embedded.synth import StageAssembly
 from local.story.chat import open_chat
 from tests.e2e.test_strict_stage import _drop_actions, _role_of
 
@@ -18,7 +18,7 @@ ROUTER = "lambdas.events.router.handler"
 
 
 def test_without_the_routers_secret_grant_reading_the_pseudonym_key_is_refused(
-    synthesized: SynthesizedStage,
+    synthesized: StageAssembly,
 ) -> None:
     # Given the stage without the router's right to read the pseudonym secret
     templates = load_assembly(synthesized.assembly_dir)

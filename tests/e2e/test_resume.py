@@ -9,7 +9,7 @@ import pytest
 
 from embedded import EmbeddedStage, embedded_stage
 from embedded.services.apigateway_websocket import ConnectionRefused
-from embedded.synth import SynthesizedStage
+from embedded.synth import StageAssembly
 from lambdas.shared.records import SessionStatus
 from local.story.chat import Chat, open_chat, sign_in, store_of
 from local.story.stage import story_config
@@ -20,7 +20,7 @@ GRACE = story_config().session_resume_grace_seconds
 
 
 @pytest.fixture(scope="module")
-def stage(synthesized: SynthesizedStage) -> Iterator[EmbeddedStage]:
+def stage(synthesized: StageAssembly) -> Iterator[EmbeddedStage]:
     # The clock stands still unless a test moves it: the grace ends when the test says so.
     with embedded_stage(synthesized.assembly_dir) as stage, stage.clock.frozen():
         yield stage

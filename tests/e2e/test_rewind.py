@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 
 from embedded import EmbeddedStage, embedded_stage
-from embedded.synth import SynthesizedStage
+from embedded.synth import StageAssembly
 from local.story.chat import Chat, open_chat, sign_in, store_of
 
 
 @pytest.fixture(scope="module")
-def stage(synthesized: SynthesizedStage) -> Iterator[EmbeddedStage]:
+def stage(synthesized: StageAssembly) -> Iterator[EmbeddedStage]:
     with embedded_stage(synthesized.assembly_dir) as stage, stage.clock.frozen():
         yield stage
 

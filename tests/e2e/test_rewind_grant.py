@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from embedded import embedded_stage
 from embedded.cloudformation.assembly import load_assembly
-from embedded.synth import SynthesizedStage
+from embedded.synth import StageAssembly
 from local.story.chat import open_chat
 from tests.e2e.test_rewind import contents, rest_rewind
 from tests.e2e.test_strict_stage import _drop_actions, _role_of
 
 
 def test_without_the_session_functions_bedrock_grant_a_rest_rewind_gets_no_answer(
-    synthesized: SynthesizedStage,
+    synthesized: StageAssembly,
 ) -> None:
     # Given the stage without the session function's right to call the model
     templates = load_assembly(synthesized.assembly_dir)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import pytest
 
 from embedded import EmbeddedStage, embedded_stage
-from embedded.synth import SynthesizedStage
+from embedded.synth import StageAssembly
 from local.story import STEPS, Step, Story, run_story
 from local.story import privacy as contact
 from local.story.conversation import STUB_SUMMARY
@@ -35,7 +35,7 @@ def _archive(stage: EmbeddedStage) -> str:
 
 
 @pytest.fixture(scope="module")
-def told(synthesized: SynthesizedStage) -> Iterator[StoryRun]:
+def told(synthesized: StageAssembly) -> Iterator[StoryRun]:
     """The story, run once on the synthesized stage deployed on a fresh moto account."""
     done: list[Step] = []
     archived: list[tuple[str, str]] = []

@@ -15,14 +15,14 @@ import pytest
 
 from embedded import embedded_stage
 from embedded.cloudformation.assembly import StackTemplate, load_assembly
-from embedded.synth import SynthesizedStage
+from embedded.synth import StageAssembly
 from local.story import StoryError, run_story
 from local.story.stage import story_config
 
 pytestmark = pytest.mark.slow
 
 
-def _templates(synthesized: SynthesizedStage) -> list[StackTemplate]:
+def _templates(synthesized: StageAssembly) -> list[StackTemplate]:
     return load_assembly(synthesized.assembly_dir)
 
 
@@ -63,13 +63,13 @@ def _story_fails(templates: list[StackTemplate], *needles: str) -> StoryError:
     return failure.value
 
 
-def _mutated(synthesized: SynthesizedStage, change: Callable[[list[StackTemplate]], None]) -> list[StackTemplate]:
+def _mutated(synthesized: StageAssembly, change: Callable[[list[StackTemplate]], None]) -> list[StackTemplate]:
     templates = _templates(synthesized)
     change(templates)
     return templates
 
 
-def test_without_the_chat_functions_bedrock_grant_the_first_chat_is_refused(synthesized: SynthesizedStage) -> None:
+def test_without_the_chat_functions_bedrock_grant_the_first_chat_is_refused(synthesized: StageAssembly) -> None:
     def change(templates: list[StackTemplate]) -> None:
         role = _role_of(templates, "lambdas.ws.message.handler")
         _drop_actions(templates, role, {"bedrock:InvokeModelWithResponseStream"})
@@ -79,7 +79,7 @@ def test_without_the_chat_functions_bedrock_grant_the_first_chat_is_refused(synt
 
 
 def test_without_the_queue_keys_statements_for_sns_no_handoff_reaches_its_queues(
-    synthesized: SynthesizedStage,
+    synthesized: StageAssembly,
 ) -> None:
     def change(templates: list[StackTemplate]) -> None:
         for _, lid, key in _resources(templates, "AWS::KMS::Key"):
@@ -92,14 +92,14 @@ def test_without_the_queue_keys_statements_for_sns_no_handoff_reaches_its_queues
     _story_fails(_mutated(synthesized, change), "sns.amazonaws.com", "kms:GenerateDataKey")
 
 
-def test_without_the_agent_routes_task_token_grant_an_agents_accept_is_refused(synthesized: SynthesizedStage) -> None:
+def test_without_the_agent_routes_task_token_grant_an_agents_accept_is_refused(synthesized: StageAssembly) -> None:
     def change(templates: list[StackTemplate]) -> None:
         _drop_actions(templates, _role_of(templates, "lambdas.api.agent.handler"), {"states:SendTaskSuccess"})
 
     _story_fails(_mutated(synthesized, change), "states:SendTaskSuccess")
 
 
-def test_without_the_handoff_workflows_queue_permission_no_agent_is_ever_asked(synthesized: SynthesizedStage) -> None:
+def test_without_the_handoff_workflows_queue_permission_no_agent_is_ever_asked(synthesized: StageAssembly) -> None:
     def change(templates: list[StackTemplate]) -> None:
         (machine,) = [
             r for _, lid, r in _resources(templates, "AWS::StepFunctions::StateMachine") if lid.startswith("Handoff")
@@ -110,7 +110,7 @@ def test_without_the_handoff_workflows_queue_permission_no_agent_is_ever_asked(s
 
 
 def test_without_api_gateways_permission_on_the_session_function_creating_a_session_fails(
-    synthesized: SynthesizedStage,
+    synthesized: StageAssembly,
 ) -> None:
     def change(templates: list[StackTemplate]) -> None:
         for template, lid, _ in _resources(templates, "AWS::Lambda::Permission"):

@@ -16,7 +16,7 @@ import pytest
 from embedded import EmbeddedStage, embedded_stage
 from embedded.cloudformation.assembly import StackTemplate, load_assembly
 from embedded.services.apigateway_websocket import ConnectionRefused
-from embedded.synth import SynthesizedStage, stage_config
+from embedded.synth import StageAssembly, stage_config
 from lambdas.shared import keys
 from local.story.chat import Chat, open_chat, sign_in, table_name
 
@@ -33,7 +33,7 @@ def _stage_resource(templates: list[StackTemplate], resource_type: str) -> dict[
 
 
 @pytest.fixture(scope="module")
-def stage(synthesized: SynthesizedStage) -> Iterator[EmbeddedStage]:
+def stage(synthesized: StageAssembly) -> Iterator[EmbeddedStage]:
     """The story's stage with dev's route and method throttles."""
     templates = load_assembly(synthesized.assembly_dir)
     websocket = _stage_resource(templates, "AWS::ApiGatewayV2::Stage")

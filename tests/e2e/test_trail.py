@@ -17,7 +17,7 @@ import pytest
 from embedded import EmbeddedStage, embedded_stage
 from embedded.services.athena import CatalogTable, locked_for, misfits, partition_date, resolve_query
 from embedded.services.firehose import read_lines
-from embedded.synth import SynthesizedStage
+from embedded.synth import StageAssembly
 from local.story import Story
 from local.story.stage import story_config
 
@@ -47,7 +47,7 @@ PARAMETERS = {
 
 
 @pytest.fixture(scope="module")
-def played(synthesized: SynthesizedStage) -> Iterator[tuple[EmbeddedStage, Story]]:
+def played(synthesized: StageAssembly) -> Iterator[tuple[EmbeddedStage, Story]]:
     with embedded_stage(synthesized.assembly_dir) as stage:
         story = Story(stage, story_config())
         for name in STEPS:

@@ -57,13 +57,11 @@ class LocalProcess:
 
 
 def assembly() -> Path:
-    """The dev stage's cloud assembly: ``make synth``'s, else synthesized once here the same way."""
-    made = ROOT / "cdk.out" / "assembly-MangaAssist-dev"
-    if (made / "manifest.json").exists():
-        return made
-    from embedded.synth import stage_config, synthesize
+    """The dev stage's cloud assembly, synthesized from the code under test once per test run (never an old
+    ``make synth``'s)."""
+    from embedded.synth import shared_stage, stage_config
 
-    return synthesize(stage_config("dev"), nag=False)["dev"].assembly_dir
+    return shared_stage(stage_config("dev")).assembly_dir
 
 
 @contextmanager

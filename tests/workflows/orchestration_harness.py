@@ -17,11 +17,13 @@ import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import boto3
 from aws_cdk import App, Stage
 
+from embedded.once_per_run import made_once
 from embedded.runtime import deploy_function
 from embedded.services.dynamodb import create_sessions_table
 from embedded.synth import cdk_context
@@ -36,8 +38,22 @@ PARTS = ("Storage", "Events", "Orchestration")
 LINK_BASE_URL = "https://api.example.test/prod"
 
 
-def synthesize_orchestration(config: StageConfig) -> dict[str, dict[str, Any]]:
-    """Templates of Storage, Events and Orchestration for ``config``, keyed by part."""
+def synthesize_orchestration(config: StageConfig, variant: str = "") -> dict[str, dict[str, Any]]:
+    """Templates of Storage, Events and Orchestration for ``config``, keyed by part; synthesized once per test run.
+
+    The run's copy is found by ``config`` alone: a test that patches the stacks' code before it
+    synthesizes names what it changed in ``variant``, or it would get the unpatched templates.
+    """
+
+    def make(directory: Path) -> None:
+        (directory / "templates.json").write_text(json.dumps(_synthesized(config)))
+
+    made = made_once(f"orchestration {config!r} {variant}", make)
+    templates: dict[str, dict[str, Any]] = json.loads((made / "templates.json").read_text())
+    return templates
+
+
+def _synthesized(config: StageConfig) -> dict[str, dict[str, Any]]:
     app = App(context=cdk_context())
     stage = Stage(app, f"MangaAssist-{config.name}")
     prefix = f"MangaAssist-{config.name}"

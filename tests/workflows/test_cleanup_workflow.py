@@ -44,7 +44,7 @@ def templates() -> dict[str, Any]:
 def small_page_templates() -> dict[str, Any]:
     """The same stage with cleanup index pages of SMALL_PAGE sessions, so a few dozen sessions take many pages."""
     with mock.patch("stacks.orchestration_stack.CLEANUP_PAGE_SIZE", SMALL_PAGE):
-        return synthesize_orchestration(CONFIG)
+        return synthesize_orchestration(CONFIG, variant=f"cleanup pages of {SMALL_PAGE}")
 
 
 @contextmanager
