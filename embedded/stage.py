@@ -359,6 +359,7 @@ def embedded_stage(
         stack.enter_context(payloads.enforced())
         stack.enter_context(clock.installed())
         stack.enter_context(stepfunctions.timers_on(clock))
+        stack.enter_context(stepfunctions.definitions_parsed_once())
         stack.enter_context(bedrock.installed())
         stack.enter_context(jwks_transport())
         stack.enter_context(auth_flows_enforced())

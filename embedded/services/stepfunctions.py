@@ -11,6 +11,9 @@ merely because the machine was slow while the clock was frozen (``Clock.frozen``
 woken at least every quarter second to look at the clock again, so an advance takes effect within
 that. A ``Wait`` state with an absolute ``Timestamp`` is still measured against real time (no
 template of this app uses one).
+
+Inside :func:`definitions_parsed_once`, each state machine definition is parsed by ANTLR once,
+not again at every execution.
 """
 
 from __future__ import annotations
@@ -19,12 +22,17 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import SimpleNamespace
-from typing import Final
+from typing import Any, Final
 from unittest import mock
 
 from moto.stepfunctions.parser.asl.component.state.exec import execute_state
 from moto.stepfunctions.parser.asl.eval import environment
 from moto.stepfunctions.parser.asl.eval.callback import callback
+from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
+from moto.stepfunctions.parser.asl.parse.preprocessor import Preprocessor
+
+#: Each definition's ANTLR parse tree, by the definition's text (:func:`definitions_parsed_once`).
+_TREES: dict[str, Any] = {}
 
 #: How often a waiting timer looks at the clock again (seconds of real time).
 RECHECK_SECONDS: Final = 0.25
@@ -62,4 +70,30 @@ def timers_on(clock: Callable[[], float]) -> Iterator[None]:
         mock.patch.object(environment, "threading", SimpleNamespace(Event=event, RLock=threading.RLock)),
         mock.patch.object(callback, "Event", event),
     ):
+        yield
+
+
+@contextmanager
+def definitions_parsed_once() -> Iterator[None]:
+    """Parse each state machine definition once, however many executions run it.
+
+    moto parses a definition with ANTLR when the state machine is created and again when each of
+    its executions starts: a second or more of CPU for every execution of the handoff workflow.
+    The parse tree only describes the text, so it is kept per definition. The evaluation
+    components are still built anew from it for every caller, as moto builds them, so no two
+    executions share one.
+    A definition that fails to parse is never kept: it fails again, as it does on moto. The trees
+    are kept for the process, so stages stood up one after another share them.
+    """
+    parse = AmazonStateLanguageParser.parse
+
+    def parsed_once(definition: str) -> tuple[Any, Any]:
+        tree = _TREES.get(definition)
+        if tree is None:
+            program, tree = parse(definition)
+            _TREES[definition] = tree
+            return program, tree
+        return Preprocessor().visit(tree), tree
+
+    with mock.patch.object(AmazonStateLanguageParser, "parse", staticmethod(parsed_once)):
         yield

@@ -1,0 +1,95 @@
+"""Step Functions on moto's executor, each definition parsed once: executions still run each on their own."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+from unittest import mock
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from moto import mock_aws
+from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
+
+from embedded.services.stepfunctions import definitions_parsed_once
+
+ROLE = "arn:aws:iam::123456789012:role/sfn"
+
+
+@pytest.fixture
+def parses() -> Iterator[list[str]]:
+    """moto's parses of a definition (ANTLR), recorded beneath the layer under test."""
+    seen: list[str] = []
+    parse = AmazonStateLanguageParser.parse
+
+    def counted(definition: str) -> Any:
+        seen.append(definition)
+        return parse(definition)
+
+    with (
+        mock.patch.object(AmazonStateLanguageParser, "parse", staticmethod(counted)),
+        definitions_parsed_once(),
+        mock_aws(config={"stepfunctions": {"execute_state_machine": True}}),
+    ):
+        yield seen
+
+
+def _definition() -> str:
+    """A definition no other test parsed: the choice's branch and the result depend on the input."""
+    return json.dumps(
+        {
+            "Comment": f"parsed once {uuid.uuid4()}",
+            "StartAt": "Which",
+            "States": {
+                "Which": {
+                    "Type": "Choice",
+                    "Choices": [{"Variable": "$.n", "NumericGreaterThan": 10, "Next": "Big"}],
+                    "Default": "Small",
+                },
+                "Big": {"Type": "Pass", "Parameters": {"size": "big", "n.$": "$.n"}, "End": True},
+                "Small": {"Type": "Pass", "Parameters": {"size": "small", "n.$": "$.n"}, "End": True},
+            },
+        }
+    )
+
+
+def _output(sfn: Any, machine: str, state: dict[str, Any]) -> Any:
+    execution = sfn.start_execution(stateMachineArn=machine, name=str(uuid.uuid4()), input=json.dumps(state))[
+        "executionArn"
+    ]
+    deadline = time.monotonic() + 30
+    while (described := sfn.describe_execution(executionArn=execution))["status"] == "RUNNING":
+        assert time.monotonic() < deadline, "the execution did not end in 30 s"
+        time.sleep(0.02)
+    assert described["status"] == "SUCCEEDED", described
+    return json.loads(described["output"])
+
+
+def test_executions_of_one_definition_parse_it_once_and_each_runs_on_its_own_input(parses: list[str]) -> None:
+    # Given a state machine
+    sfn = boto3.client("stepfunctions", region_name="us-east-1")
+    definition = _definition()
+    machine = sfn.create_state_machine(name="choice", definition=definition, roleArn=ROLE)["stateMachineArn"]
+
+    # When it runs three times, on inputs that take different branches
+    outputs = [_output(sfn, machine, {"n": n}) for n in (3, 42, 7)]
+
+    # Then each execution took its own branch, and the definition was parsed once, at creation
+    assert outputs == [{"size": "small", "n": 3}, {"size": "big", "n": 42}, {"size": "small", "n": 7}]
+    assert parses.count(definition) == 1
+
+
+def test_a_definition_that_does_not_parse_is_refused_every_time(parses: list[str]) -> None:
+    sfn = boto3.client("stepfunctions", region_name="us-east-1")
+    broken = '{"StartAt": "Nowhere", "States": {"Nowhere": {"Type": "Pass", "End": true'
+
+    for name in ("first", "second"):
+        with pytest.raises(ClientError) as refused:
+            sfn.create_state_machine(name=name, definition=broken, roleArn=ROLE)
+        assert "ASLParserException" in refused.value.response["Error"]["Message"]
+
+    assert parses.count(broken) == 2
