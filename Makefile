@@ -108,8 +108,12 @@ checkov: synth-all $(CHECKOV_VENV)/.installed ## checkov over every template of 
 	@# One offline checkov process per stage on the two cores (tools/checkov_gate.py says how).
 	$(PY) -m tools.checkov_gate cdk.out.all --checkov $(CHECKOV_VENV)/bin/checkov --skips checkov-skips.yaml
 
+# The checks first, two at a time: mypy keeps one core busy while the other lints, synthesizes and
+# runs cfn-lint and checkov. Each check's output is printed whole when it ends. Then the tests,
+# which take both cores.
 test: install ## Every check: lint, types, tests, cdk-nag, cfn-lint and checkov over dev, prod and the delivery stage
-	$(MAKE) --no-print-directory lint typecheck unit cfn-lint checkov
+	$(MAKE) --no-print-directory -j2 --output-sync=target lint typecheck cfn-lint checkov
+	$(MAKE) --no-print-directory unit
 
 # Not part of `make test`. Three steps: mutants and mutmut's stats (every selected test once; only the few
 # mutants of responses.json_response are tried), each function's tests narrowed to its own module's
