@@ -171,28 +171,53 @@ def function_environment(variables: Mapping[str, str]) -> Iterator[None]:
     invocation's variables for the process's own and put them back after both ended (a
     ``BEDROCK_MODEL_ID`` left behind made later tests call the model instead of the echo).
     """
-    values = {k: str(v) for k, v in variables.items()}
-    with _LOCK:
-        before = dict(os.environ)
-        os.environ.update(values)
+    with _LOCK, _variables(variables):
         _reset_settings()
         try:
             yield
         finally:
             _reset_settings()
-            for key in set(os.environ) - set(before):  # set by this call or by the handler
-                os.environ[key] = ""
-            for key in values:
-                if key in before:
-                    os.environ[key] = before[key]
+
+
+@contextmanager
+def _variables(variables: Mapping[str, str]) -> Iterator[None]:
+    """``variables`` set in the process's environment for the block, none ever deleted (see above)."""
+    values = {k: str(v) for k, v in variables.items()}
+    before = dict(os.environ)
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key in set(os.environ) - set(before):  # set by this call or by the handler
+            os.environ[key] = ""
+        for key in values:
+            if key in before:
+                os.environ[key] = before[key]
 
 
 def _reset_settings() -> None:
     """Make the handlers' cached settings re-read the environment (the gate's only once it was loaded)."""
     lambda_env.reset()
+    _reset_gate()
+
+
+def _reset_gate() -> None:
     gate_runtime = sys.modules.get(GATE_RUNTIME_PACKAGE)
     if gate_runtime is not None:
         gate_runtime.reset()
+
+
+@contextmanager
+def _in_container(warm: lambda_env.Values) -> Iterator[None]:
+    """The app's settings and clients from the function's warm container; the gate's runtime, which
+    keeps one process-wide cache, starts cold. The caller's container (a nested invocation's) is
+    left as it was."""
+    _reset_gate()
+    try:
+        with lambda_env.container(warm):
+            yield
+    finally:
+        _reset_gate()
 
 
 def _error_payload(error: BaseException) -> dict[str, Any]:
@@ -260,7 +285,7 @@ def in_process() -> Iterator[Invocations]:
             check(function)
         variables = {key: str(value) for key, value in (function.environment_vars or {}).items()}
         warm = containers.setdefault((str(function.function_arn), tuple(sorted(variables.items()))), {})
-        with _LOCK, function_environment(variables), lambda_env.container(warm):
+        with _LOCK, _variables(variables), _in_container(warm):
             running, started = CURRENT_HANDLER.set(handler), time.perf_counter()
             role = CALLER.set(Caller(str(function.role), f"function {function.function_name}"))
             printed = _Tee(sys.stdout)

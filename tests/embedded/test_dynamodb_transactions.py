@@ -38,10 +38,10 @@ def _items(client: Any) -> list[dict[str, Any]]:
 
 def _stream_events(stream_arn: str) -> list[str]:
     """The table's stream records, as the stage's stream pump reads them (moto's backend, not its API)."""
-    from moto.core import DEFAULT_ACCOUNT_ID
     from moto.dynamodbstreams.models import dynamodbstreams_backends
 
-    shard = dynamodbstreams_backends[DEFAULT_ACCOUNT_ID]["us-east-1"]._get_table_from_arn(stream_arn).stream_shard
+    shard = dynamodbstreams_backends["123456789012"]["us-east-1"]._get_table_from_arn(stream_arn).stream_shard
+    assert shard is not None
     return [record.record["eventName"] for record in shard.items]
 
 

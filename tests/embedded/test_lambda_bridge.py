@@ -91,6 +91,21 @@ def test_each_function_keeps_a_warm_container_of_its_own_until_its_configuration
     assert a3 == {"value": "three", "container": b1["container"] + 1}
 
 
+def test_a_function_that_invokes_another_keeps_its_own_container_warm() -> None:
+    # Given a function that reads its cached setting, invokes another function, and reads it again
+    with mock_aws(), in_process():
+        other = deploy_function("tests.fixtures.probe_pkg.handler.warm", {"PROBE_VALUE": "other"}, name="inner")
+        outer = deploy_function("tests.fixtures.probe_pkg.handler.warm_around", {"PROBE_VALUE": "outer"}, name="outer")
+
+        # When it runs
+        payload = json.dumps({"other": other}).encode()
+        answer = json.loads(boto3.client("lambda").invoke(FunctionName=outer, Payload=payload)["Payload"].read())
+
+    # Then the nested invocation neither replaced nor emptied the caller's container
+    assert answer["before"]["value"] == "outer"
+    assert answer["after"] == answer["before"]
+
+
 def test_handler_error_becomes_a_lambda_function_error() -> None:
     with mock_aws(), in_process() as calls:
         arn = deploy_function("tests.fixtures.probe_pkg.handler.fail")
