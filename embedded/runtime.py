@@ -209,9 +209,11 @@ def _reset_gate() -> None:
 
 @contextmanager
 def _in_container(warm: lambda_env.Values) -> Iterator[None]:
-    """The app's settings and clients from the function's warm container; the gate's runtime, which
-    keeps one process-wide cache, starts cold. The caller's container (a nested invocation's) is
-    left as it was."""
+    """The app's settings and clients from the function's warm container.
+
+    The gate's runtime, which keeps one process-wide cache, starts cold. The caller's container (a
+    nested invocation's) is left as it was.
+    """
     _reset_gate()
     try:
         with lambda_env.container(warm):

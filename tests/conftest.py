@@ -50,7 +50,12 @@ def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput") and not os.environ.get(SHARED_DIR):
         shared = tempfile.mkdtemp(prefix="synth-shared-")
         os.environ[SHARED_DIR] = shared
-        config.add_cleanup(lambda: (shutil.rmtree(shared, ignore_errors=True), os.environ.pop(SHARED_DIR, None)))
+
+        def remove() -> None:
+            shutil.rmtree(shared, ignore_errors=True)
+            os.environ.pop(SHARED_DIR, None)
+
+        config.add_cleanup(remove)
 
 
 def _work_unit(nodeid: str) -> str:

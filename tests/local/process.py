@@ -57,8 +57,10 @@ class LocalProcess:
 
 
 def assembly() -> Path:
-    """The dev stage's cloud assembly, synthesized from the code under test once per test run (never an old
-    ``make synth``'s)."""
+    """The dev stage's cloud assembly, synthesized from the code under test once per test run.
+
+    Never an existing ``cdk.out``: an old ``make synth``'s would stand up code the run does not test.
+    """
     from embedded.synth import shared_stage, stage_config
 
     return shared_stage(stage_config("dev")).assembly_dir
