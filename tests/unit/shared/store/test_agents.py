@@ -133,14 +133,19 @@ def test_two_concurrent_reservations_exactly_one_wins(
     store: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given an available agent, and two callers who both read it as available before either
-    # writes (the get_item wrapper holds each reader until both have read)
+    # writes: the get_item wrapper holds each caller's first read until both have read. No timeout,
+    # so a starved machine cannot break the barrier; a caller that ends aborts it, so one that
+    # never read cannot leave the other waiting.
     store.agents.put_agent(Agent("a-1", ("manga",)))
-    both_read = threading.Barrier(2, timeout=10)
+    both_read = threading.Barrier(2)
+    readers: set[int] = set()
     real_get_item = store.table.client.get_item
 
     def get_item(**params: Any) -> dict[str, Any]:
         result: dict[str, Any] = real_get_item(**params)
-        both_read.wait()
+        if threading.get_ident() not in readers:
+            readers.add(threading.get_ident())
+            both_read.wait()
         return result
 
     monkeypatch.setattr(store.table.client, "get_item", get_item)
@@ -151,6 +156,8 @@ def test_two_concurrent_reservations_exactly_one_wins(
             outcomes[session_id] = store.agents.reserve_agent("a-1", session_id)
         except AgentUnavailable as exc:
             outcomes[session_id] = exc
+        finally:
+            both_read.abort()
 
     # When both reserve at once
     callers = [threading.Thread(target=reserve, args=(sid,)) for sid in ("s-1", "s-2")]
