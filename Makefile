@@ -167,10 +167,10 @@ deploy: install ## Deploy a stage to AWS (STAGE=dev) after the preflight [SKIP_P
 
 # The customer's path over the wire against a deployed stage's outputs (.deploy/outputs-$(STAGE).json), or
 # make local with LOCAL=1 (or LOCAL=<its origin>); what it creates is removed even when a step fails.
-smoke: install ## The story over the wire against STAGE, removing what it creates: make smoke STAGE=dev [DRY_RUN=1 READ_ONLY=1 OUTPUTS=file LOCAL=1]; see docs/deploy.md
+smoke: install ## The story over the wire against STAGE, removing what it creates: make smoke STAGE=dev [DRY_RUN=1 READ_ONLY=1 PAUSE=1 OUTPUTS=file LOCAL=1]; see docs/deploy.md
 	$(PY) -m local.smoke $(if $(LOCAL),--local $(if $(filter-out 1,$(LOCAL)),"$(LOCAL)"),--stage $(STAGE)) \
 		$(if $(OUTPUTS),--outputs "$(OUTPUTS)") $(if $(filter-out 0,$(DRY_RUN)),--dry-run) \
-		$(if $(filter-out 0,$(READ_ONLY)),--read-only)
+		$(if $(filter-out 0,$(READ_ONLY)),--read-only) $(if $(filter-out 0,$(PAUSE)),--pause)
 
 diff: install ## What a deploy of STAGE would change in its AWS account
 	$(PY) -m tools.deploy diff --stage $(STAGE)

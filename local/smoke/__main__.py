@@ -5,6 +5,7 @@
     python -m local.smoke --stage dev --base-url URL --ws-url URL --user-pool-id ID --client-id ID
     python -m local.smoke --local [http://127.0.0.1:8300]  # make local
     python -m local.smoke ... --dry-run                  # what it would do, without a network call
+    python -m local.smoke ... --pause                    # wait for Enter after each step
     SMOKE_EMAIL=... SMOKE_PASSWORD=... python -m local.smoke --stage prod --read-only
 
 Exit status: 0 when every step that ran passed and everything created was removed; 1 when a step
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -26,6 +28,7 @@ from typing import Final
 import aiohttp
 
 from local.smoke.client import StageClient, WireError
+from local.smoke.pause import Pause
 from local.smoke.story import READ_ONLY, STORY, Existing, SmokeReport, SmokeStory, StepResult, StepSpec
 from local.smoke.target import LOCAL_ORIGIN, Target, TargetError, deployed_target, local_target, read_outputs
 from local.smoke.users import CognitoUsers, LocalUsers, SmokeUser, UserDirectory, new_run_id, plan_users
@@ -52,6 +55,8 @@ class Plan:
     timeout: float
     #: for a dry run of make local: the target's URLs are only known once its config is read
     local_origin: str | None = None
+    #: wait for Enter after each step (local.smoke.pause)
+    pause: bool = False
 
 
 def arguments(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -85,6 +90,11 @@ def arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--dry-run", action="store_true", help="print what it would do, without a network call")
     parser.add_argument("--timeout", type=float, default=60, help="seconds to wait for each answer (default 60)")
+    parser.add_argument(
+        "--pause",
+        action="store_true",
+        help="wait for Enter after each step, to look at the stage between steps (Ctrl-C still removes what it made)",
+    )
     return parser.parse_args(argv)
 
 
@@ -106,7 +116,17 @@ def plan(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> P
     if args.local is not None:
         origin = str(args.local).rstrip("/")
         placeholder = Target("local", "dev", "", "", local_origin=origin, source=f"{origin}/local/config")
-        return Plan(placeholder, run_id, args.read_only, "local", users, existing, args.timeout, local_origin=origin)
+        return Plan(
+            placeholder,
+            run_id,
+            args.read_only,
+            "local",
+            users,
+            existing,
+            args.timeout,
+            local_origin=origin,
+            pause=args.pause,
+        )
 
     from stacks.config import ConfigError
     from tools.deploy import outputs_file, stage_config
@@ -156,7 +176,7 @@ def plan(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> P
             f"{source} gives no {', no '.join(missing)}: the smoke signs its users in to the stage's pool"
         )
     sign_in = args.sign_in or ("public" if config.identity.password_auth else "admin")
-    return Plan(target, run_id, args.read_only, sign_in, users, existing, args.timeout)
+    return Plan(target, run_id, args.read_only, sign_in, users, existing, args.timeout, pause=args.pause)
 
 
 def directory(plan: Plan, http: aiohttp.ClientSession) -> UserDirectory:
@@ -256,7 +276,7 @@ async def execute(plan: Plan, *, dry_run: bool, say: Callable[[str], None] = pri
         target = plan.target
         if plan.local_origin is not None:
             target = await local_target(http, plan.local_origin)
-        plan = Plan(target, plan.run_id, plan.read_only, plan.sign_in, plan.users, plan.existing, plan.timeout)
+        plan = dataclasses.replace(plan, target=target, local_origin=None)
         where = "make local" if target.kind == "local" else f"stage {target.stage}"
         say(f"Smoke of {where}, run {plan.run_id}: {target.rest_url} and {target.websocket_url}")
 
@@ -273,6 +293,7 @@ async def execute(plan: Plan, *, dry_run: bool, say: Callable[[str], None] = pri
             existing=plan.existing,
             timeout=plan.timeout,
             narrate=narrate,
+            pause=Pause(say) if plan.pause else None,
         )
         report = await story.run()
         for line in describe_report(report, plan.run_id):

@@ -32,6 +32,7 @@ from moto import mock_aws
 from embedded.synth import ROOT
 from local.smoke.__main__ import arguments, execute, main, plan
 from local.smoke.client import COGNITO_INITIATE_AUTH, StageClient, Tokens, UserExists, WireError
+from local.smoke.pause import PROMPT as PAUSE_PROMPT
 from local.smoke.story import SmokeFailure, SmokeReport, SmokeStory
 from local.smoke.target import TargetError, deployed_target, local_target, read_outputs
 from local.smoke.users import CognitoUsers, LocalUsers, SmokeUser, new_run_id, plan_users
@@ -214,22 +215,34 @@ def test_a_user_whose_creation_fails_midway_is_removed_with_the_others(server: L
 
 
 def test_ctrl_c_stops_the_story_and_still_removes_what_it_created(server: LocalProcess) -> None:
-    # Given make smoke's command running against make local
-    command = [sys.executable, "-m", "local.smoke", "--local", server.origin, "--timeout", "30"]
+    # Given make smoke's command running against make local, pausing after each step: the Ctrl-C
+    # comes at the step this test chooses, however far a busy machine lets the reader fall behind
+    command = [sys.executable, "-m", "local.smoke", "--local", server.origin, "--timeout", "30", "--pause"]
     process = subprocess.Popen(  # noqa: S603 - our own module
-        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        command, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
+    assert process.stdin is not None
     assert process.stdout is not None
     lines: list[str] = []
+    step = ""
 
-    # When Ctrl-C comes once the chat is open (a session exists, the socket is open)
+    # When Ctrl-C comes once the chat is open (a session exists, the socket is open): Enter at the
+    # pause after each earlier step, Ctrl-C at the pause after step 5
     for line in process.stdout:
         lines.append(line)
-        if line.startswith("[ 5/21]"):
+        step = line[:7] if line.startswith("[") else step
+        if line.rstrip("\n") != PAUSE_PROMPT:
+            continue
+        if step == "[ 5/21]":
             process.send_signal(signal.SIGINT)
-            break
-    rest, _ = process.communicate(timeout=60)
-    output = "".join(lines) + rest
+        else:
+            process.stdin.write("\n")
+            process.stdin.flush()
+    process.stdin.close()
+    process.wait(timeout=60)
+    output = "".join(lines)
+    assert "[ 5/21]" in output
+    assert "[ 6/21]" not in output, output
 
     # Then it stops with 130, says so, and removed its users and its session all the same
     assert process.returncode == 130, output

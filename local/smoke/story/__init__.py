@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Final
 
 from local.smoke.client import StageClient
@@ -137,9 +137,11 @@ class SmokeStory(
         existing: Existing | None = None,
         timeout: float = 60,
         narrate: Callable[[StepResult, int], None] = lambda result, total: None,
+        pause: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.target, self.client, self.directory = target, client, directory
         self.run_id, self.timeout, self.narrate = run_id, timeout, narrate
+        self.pause = pause
         self.users = {user.label: user for user in users}
         self.existing = existing
         self.steps = READ_ONLY if existing is not None else STORY
@@ -158,7 +160,8 @@ class SmokeStory(
         A Ctrl-C that came after a step's last await, or whose cancellation a step's await swallowed
         (on Python 3.11 ``asyncio.wait_for`` returns the result of a wait that ended at the moment
         the cancellation came), still ends the story before the next step: the task counts the
-        cancellation it was asked for.
+        cancellation it was asked for. With ``pause``, the story awaits it after each step that passed,
+        before the next (``make smoke PAUSE=1``).
         """
         started = time.monotonic()
         results = [StepResult(index, spec) for index, spec in enumerate(self.steps, 1)]
@@ -192,6 +195,8 @@ class SmokeStory(
                 self.narrate(result, len(results))
                 if result.status == "failed":
                     break
+                if self.pause is not None and result is not results[-1]:
+                    await self.pause()  # Ctrl-C here is a Ctrl-C between steps
         except asyncio.CancelledError:  # between steps
             interrupted = True
         removed, left_behind = await self.clean_up()
