@@ -24,23 +24,44 @@ export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CDK_DISABLE_CLI_TELEMETRY := true
 export AWS_EC2_METADATA_DISABLED := true
-export PYTHONDONTWRITEBYTECODE := 1
+# Bytecode goes to .pycache/, compiled once for the modules a process imports: never into the source
+# tree (a code asset holds what it ships, constructs_lib/bytecode.py) and never again by the next
+# process, where not writing it at all made every test worker and synth compile the app anew.
+export PYTHONPYCACHEPREFIX := $(CURDIR)/.pycache
 
 .PHONY: help install synth synth-all synth-pipeline deploy-pipeline test lint typecheck unit browser cfn-lint checkov mutation bench capacity demo load local mint-token preflight deploy diff destroy smoke redrive openapi clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt constraints.txt
+# uv installs the pinned requirements: it downloads in parallel and installs wheels without pip's
+# per-file work (docs/performance.md). It is pinned and installed by the virtual environment's own
+# pip. Unlike pip it compiles no bytecode: PYTHONPYCACHEPREFIX above compiles what is imported, once.
+# It reads UV_INDEX_URL, not pip's configuration: a PIP_INDEX_URL or PIP_EXTRA_INDEX_URL in the
+# environment is passed on.
+UV_VERSION := 0.13.9
+UV := $(VENV)/bin/uv
+UV_INSTALL := $(UV) pip install --quiet
+export UV_NO_PROGRESS := 1
+ifdef PIP_INDEX_URL
+export UV_INDEX_URL ?= $(PIP_INDEX_URL)
+endif
+ifdef PIP_EXTRA_INDEX_URL
+export UV_EXTRA_INDEX_URL ?= $(PIP_EXTRA_INDEX_URL)
+endif
+
+$(UV): Makefile
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check --no-input \
-		-r requirements-dev.txt -c constraints.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-input uv==$(UV_VERSION)
 	@touch $@
 
-$(CHECKOV_VENV)/.installed: requirements-checkov.txt
-	@test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV)
-	$(CHECKOV_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-input \
-		-r requirements-checkov.txt
+$(VENV)/.installed: requirements.txt requirements-dev.txt constraints.txt | $(UV)
+	$(UV_INSTALL) --python $(PY) -r requirements-dev.txt -c constraints.txt
+	@touch $@
+
+$(CHECKOV_VENV)/.installed: requirements-checkov.txt | $(UV)
+	@test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv --without-pip $(CHECKOV_VENV)
+	$(UV_INSTALL) --python $(CHECKOV_VENV)/bin/python -r requirements-checkov.txt
 	@touch $@
 
 node_modules/.installed: package.json package-lock.json
@@ -184,4 +205,4 @@ redrive: install ## Redrive a DLQ: make redrive QUEUE=... [APPLY=1 TO=... MAX=n 
 		$(if $(TO),--to "$(TO)") $(if $(MAX),--max $(MAX)) $(if $(RATE),--rate $(RATE)) $(ARGS))
 
 clean: ## Remove build output (keeps the installs)
-	rm -rf cdk.out cdk.out.all .pytest_cache .mypy_cache .ruff_cache
+	rm -rf cdk.out cdk.out.all .pytest_cache .mypy_cache .ruff_cache .pycache

@@ -4,7 +4,8 @@ Which modules: every module a Python function's ``Handler`` names in the synthes
 (one row per module; the cleanup worker's four functions share one), so a new function is measured
 without anyone listing it. Each runs from its own code asset in the assembly, which holds only
 ``.py`` files, as Lambda gets them: the task root is read-only there, so no bytecode is cached and
-every cold start compiles the app's own modules; ``PYTHONDONTWRITEBYTECODE`` keeps it so here.
+every cold start compiles the app's own modules; ``PYTHONDONTWRITEBYTECODE`` keeps it so here, and
+no ``PYTHONPYCACHEPREFIX`` (the Makefile's) lends it bytecode compiled by an earlier round.
 
 The environment is Lambda's (:func:`lambda_environment`): ``LAMBDA_TASK_ROOT`` set and tracing on,
 as the functions deploy. Outside Lambda the X-Ray SDK builds a sampling client at import (about as
@@ -82,7 +83,11 @@ def lambda_environment(task_root: Path, variables: Mapping[str, str] | None = No
     nothing reads them at import) go on top; so does nothing that disables tracing. The X-Ray SDK
     marks its start in ``/tmp/.aws-xray``, as it does in Lambda.
     """
-    environment = {key: value for key, value in os.environ.items() if not key.startswith(_LAMBDA_PREFIXES)}
+    environment = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(_LAMBDA_PREFIXES) and key != "PYTHONPYCACHEPREFIX"
+    }
     region = environment.get("AWS_REGION") or environment.get("AWS_DEFAULT_REGION") or "us-east-1"
     environment.update(
         {

@@ -100,7 +100,11 @@ def bytecode_python(runtime_name: str) -> str | None:
 
 
 def compile_tree(python: str, root: Path) -> None:
-    """Write checked-hash bytecode beside every module under ``root``, with the task root's paths."""
+    """Write checked-hash bytecode beside every module under ``root``, with the task root's paths.
+
+    Without ``PYTHONPYCACHEPREFIX``, which would send the bytecode to that directory instead of
+    the asset's ``__pycache__``.
+    """
     command = [
         python,
         "-m",
@@ -114,6 +118,9 @@ def compile_tree(python: str, root: Path) -> None:
         TASK_ROOT,
         str(root),
     ]
-    done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=600)  # noqa: S603
+    environment = {key: value for key, value in os.environ.items() if key != "PYTHONPYCACHEPREFIX"}
+    done = subprocess.run(  # noqa: S603 - the interpreter chosen above
+        command, capture_output=True, text=True, check=False, timeout=600, env=environment
+    )
     if done.returncode != 0:
         raise BytecodeError(f"{python} could not compile the code asset:\n{done.stdout}{done.stderr}".rstrip())

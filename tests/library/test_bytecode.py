@@ -74,8 +74,13 @@ def _package(root: Path) -> Path:
     return root
 
 
-def test_compiled_bytecode_is_checked_hash_records_the_task_root_and_is_loaded(tmp_path: Path) -> None:
+def test_compiled_bytecode_is_checked_hash_records_the_task_root_and_is_loaded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     first, second = _package(tmp_path / "a"), _package(tmp_path / "b")
+    # (a bytecode directory of the caller's, as the Makefile sets, does not take the asset's bytecode)
+    elsewhere = tmp_path / "pycache-prefix"
+    monkeypatch.setenv("PYTHONPYCACHEPREFIX", str(elsewhere))
 
     bytecode.compile_tree(sys.executable, first)
     bytecode.compile_tree(sys.executable, second)
@@ -86,6 +91,7 @@ def test_compiled_bytecode_is_checked_hash_records_the_task_root_and_is_loaded(t
     assert pyc.read_bytes() == (second / "probe_pkg" / "__pycache__" / f"handler.{tag}.pyc").read_bytes()
     assert b"/var/task/probe_pkg/handler.py" in pyc.read_bytes()
     assert str(first).encode() not in pyc.read_bytes()
+    assert not elsewhere.exists()
     # Python loads it (python -v says where a module's code came from)
     loaded = subprocess.run(
         [sys.executable, "-v", "-c", "import probe_pkg.handler"],
