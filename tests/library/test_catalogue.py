@@ -7,20 +7,18 @@ template the example produced (a FIFO queue with a standard dead-letter queue fa
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import pytest
-from cfnlint.api import ManualArgs, lint_file
 
 import constructs_lib
+from tests.support.cfn_lint import findings as cfn_lint_findings
 
 README = Path(constructs_lib.__file__).with_name("README.md")
 _BLOCK = re.compile(r"^### (\w+)\n(?:.*?\n)*?```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
 _PRELUDE = re.compile(r"^```python prelude\n(.*?)^```", re.MULTILINE | re.DOTALL)
-#: As the app's .cfnlintrc: W3005 (a DependsOn that a GetAtt already enforces) is CDK's own
-#: artefact (a Function's DependsOn on its role), not the library's.
-_LINT = ManualArgs(ignore_checks=["W3005"])
 
 
 def _examples() -> dict[str, str]:
@@ -53,5 +51,22 @@ def test_the_example_runs_and_synthesizes(name: str, tmp_path: Path, monkeypatch
     # Then cfn-lint finds nothing in any template of it
     templates = sorted(Path(assembly.directory).glob("*.template.json"))
     assert templates
-    findings = [str(match) for template in templates for match in lint_file(template, config=_LINT)]
+    findings = cfn_lint_findings(templates)
     assert findings == [], "\n".join(findings)
+
+
+def test_the_lint_finds_what_cloudformation_would_refuse(tmp_path: Path) -> None:
+    # Given a FIFO queue whose dead-letter queue is a standard one, and a template that passes
+    fifo = {"Type": "AWS::SQS::Queue", "Properties": {"FifoQueue": True}}
+    fifo["Properties"]["RedrivePolicy"] = {"deadLetterTargetArn": {"Fn::GetAtt": ["Dlq", "Arn"]}, "maxReceiveCount": 3}
+    refused, passing = tmp_path / "refused.template.json", tmp_path / "passing.template.json"
+    refused.write_text(json.dumps({"Resources": {"Queue": fifo, "Dlq": {"Type": "AWS::SQS::Queue"}}}))
+    passing.write_text(json.dumps({"Resources": {"Dlq": {"Type": "AWS::SQS::Queue"}}}))
+
+    # When both are linted, together and twice (the rules are loaded once and serve every call)
+    first, second = cfn_lint_findings([refused, passing]), cfn_lint_findings([passing, refused])
+
+    # Then the refused one is named by the rule CloudFormation would refuse it by, each time
+    assert [finding.split("]")[0] for finding in first] == ["[E3502: Validate SQS DLQ queues are the same type"]
+    assert first == second
+    assert "refused.template.json" in first[0]
