@@ -12,13 +12,17 @@ expects none, except in the places ``docs/privacy.md`` says are kept and why (:d
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from itertools import chain
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from embedded import EmbeddedStage
 from embedded.texts import item_texts, object_texts, output_texts
+from lambdas.shared.records import WAITING_STATUSES
 from local.story.base import Step, StoryParts, expect
+
+if TYPE_CHECKING:
+    from lambdas.shared.store import DynamoSessionStore
 
 #: The customer erased: the story's first customer.
 ERASED_CUSTOMER: Final = "alice"
@@ -43,6 +47,20 @@ def traces(stage: EmbeddedStage, needles: Iterable[str]) -> list[str]:
     return sorted(found)
 
 
+def handoff_waits(store: DynamoSessionStore, session_id: str) -> Callable[[], bool]:
+    """Whether the session's handoff is recorded, waiting for an agent.
+
+    The handoff workflow records it as it starts, after the request's 202: until then there is no
+    handoff for an erasure to end, however long a busy machine takes to get there.
+    """
+
+    def waiting() -> bool:
+        handoff = store.handoffs.current_handoff(session_id)
+        return handoff is not None and handoff.status in WAITING_STATUSES
+
+    return waiting
+
+
 class ErasureSteps(StoryParts):
     """A customer's data erased everywhere (see the module docstring)."""
 
@@ -61,6 +79,7 @@ class ErasureSteps(StoryParts):
         self.stage.settle(until=lambda: any(f.get("type") == "final" for f in ws.frames(connection)), timeout=30)
         asked = self.rest(step, "POST", f"/sessions/{session_id}/handoff", ERASED_CUSTOMER, body={"reason": "billing"})
         expect(asked.status == 202, f"the handoff request answered {asked.status}: {asked.body}")
+        self.stage.settle(timeout=120, until=handoff_waits(self.store(), session_id))
         self.stage.settle(timeout=30, wait_executions=False)
         return session_id
 

@@ -17,9 +17,10 @@ from embedded import EmbeddedStage, embedded_stage
 from embedded.services.cognito import Directory
 from embedded.services.firehose import read_lines
 from embedded.synth import StageAssembly
+from lambdas.shared.store import DynamoSessionStore
 from local.story.base import token_subject
 from local.story.chat import Chat, open_chat, sign_in, table_name
-from local.story.erasure import traces
+from local.story.erasure import handoff_waits, traces
 
 HER_WORDS = "please ship to 4 Sakura Lane, flat 12"
 OTHER_WORDS = "is volume 5 out yet"
@@ -70,6 +71,7 @@ def _asks_for_a_person(stage: EmbeddedStage, chat: Chat) -> None:
         "POST", f"/sessions/{chat.session_id}/handoff", headers=chat.auth(), body={"reason": "billing"}
     )
     assert response.status == 202, response.body
+    stage.settle(timeout=120, until=handoff_waits(DynamoSessionStore(table_name(stage)), chat.session_id))
     stage.settle(timeout=60, wait_executions=False)
 
 
