@@ -37,6 +37,21 @@ _TREES: dict[str, Any] = {}
 #: How often a waiting timer looks at the clock again (seconds of real time).
 RECHECK_SECONDS: Final = 0.25
 
+#: Each timer waiting now: its clock and when it ends on that clock (:func:`waiting_deadlines`).
+_DEADLINES: list[tuple[Callable[[], float], float]] = []
+_DEADLINES_LOCK = threading.Lock()
+
+
+def waiting_deadlines(clock: Callable[[], float]) -> list[float]:
+    """When each Step Functions timer waiting now on ``clock`` ends, in that clock's seconds.
+
+    A test that moves a frozen clock to make a timer fire first waits for that timer to start: an
+    advance made before the workflow got there would be spent on nothing. (Timers of earlier
+    stages, on other clocks, may still be waiting in their threads: they are not this clock's.)
+    """
+    with _DEADLINES_LOCK:
+        return [deadline for owner, deadline in _DEADLINES if owner is clock]
+
 
 class ClockEvent(threading.Event):
     """A ``threading.Event`` whose ``wait(timeout)`` counts ``timeout`` on a clock of epoch seconds."""
@@ -49,12 +64,19 @@ class ClockEvent(threading.Event):
         if timeout is None:
             return super().wait()
         deadline = self._clock() + timeout
-        while True:
-            remaining = deadline - self._clock()
-            if remaining <= 0:
-                return self.is_set()
-            if super().wait(min(remaining, RECHECK_SECONDS)):
-                return True
+        timer = (self._clock, deadline)
+        with _DEADLINES_LOCK:
+            _DEADLINES.append(timer)
+        try:
+            while True:
+                remaining = deadline - self._clock()
+                if remaining <= 0:
+                    return self.is_set()
+                if super().wait(min(remaining, RECHECK_SECONDS)):
+                    return True
+        finally:
+            with _DEADLINES_LOCK:
+                _DEADLINES.remove(timer)
 
 
 @contextmanager

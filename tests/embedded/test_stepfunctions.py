@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -15,7 +16,8 @@ from botocore.exceptions import ClientError
 from moto import mock_aws
 from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
 
-from embedded.services.stepfunctions import definitions_parsed_once
+from embedded.clock import Clock
+from embedded.services.stepfunctions import ClockEvent, definitions_parsed_once, waiting_deadlines
 
 ROLE = "arn:aws:iam::123456789012:role/sfn"
 
@@ -93,3 +95,24 @@ def test_a_definition_that_does_not_parse_is_refused_every_time(parses: list[str
         assert "ASLParserException" in refused.value.response["Error"]["Message"]
 
     assert parses.count(broken) == 2
+
+
+def test_a_waiting_timer_is_listed_on_its_own_clock_until_it_ends() -> None:
+    # Given a timer of 30 s waiting on a frozen clock, in its own thread as moto's executor waits
+    clock, other = Clock(), Clock()
+    with clock.frozen():
+        now = clock()
+        timer = ClockEvent(clock)
+        waiter = threading.Thread(target=timer.wait, args=(30,), daemon=True)
+        waiter.start()
+        deadline = time.monotonic() + 60
+        while not waiting_deadlines(clock) and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+        # Then its deadline is listed on its clock alone, and it ends when the clock reaches it
+        assert waiting_deadlines(clock) == [now + 30]
+        assert waiting_deadlines(other) == []
+        clock.advance(30)
+        waiter.join(timeout=60)
+        assert not waiter.is_alive()
+        assert waiting_deadlines(clock) == []

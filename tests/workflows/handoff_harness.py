@@ -1,7 +1,8 @@
 """The handoff workflow's test world: the synthesized state machine on moto, its Lambdas in-process.
 
-Timeouts come from a test StageConfig (4 s agent wait, 3 s idle, 1 reassignment), so every
-case runs in seconds. The agent routes (``lambdas.api.agent``) and the session routes
+Timeouts come from a test StageConfig (4 s agent wait, 3 s idle, 1 reassignment), on a frozen
+clock: a wait or timeout ends only where a test lets that time pass (:meth:`World.time_passes`),
+never because the machine was slow. The agent routes (``lambdas.api.agent``) and the session routes
 (``lambdas.api.rest``) are driven with API Gateway events carrying the authorizer context,
 exactly as the REST API would call them.
 """
@@ -19,6 +20,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from embedded.clock import Clock
 from embedded.events import (
     ACCOUNT,
     Api,
@@ -30,6 +32,7 @@ from embedded.events import (
 )
 from embedded.runtime import Invocations, in_process
 from embedded.services.dynamodb import atomic_requests
+from embedded.services.stepfunctions import timers_on, waiting_deadlines
 from embedded.synth import stage_config
 from lambdas.api import agent as agent_api
 from lambdas.api import rest as session_api
@@ -53,9 +56,10 @@ CONFIG = with_overrides(
 
 
 class World:
-    def __init__(self, deployed: Deployed, calls: Invocations) -> None:
+    def __init__(self, deployed: Deployed, calls: Invocations, clock: Clock) -> None:
         self.d = deployed
         self.calls = calls
+        self.clock = clock
         self.store = DynamoSessionStore(deployed.table_name)
         self.machine = deployed.state_machine("Handoff")
         self.customer_queue = deployed.queue("Events", "HandoffTopicCustomerNotificationQueue")
@@ -99,6 +103,21 @@ class World:
             if time.monotonic() > deadline:
                 raise AssertionError(f"never happened within {timeout:.0f}s: {what}")
             time.sleep(0.1)
+
+    def time_passes(self, seconds: float, timeout: float = 60.0) -> None:
+        """``seconds`` pass on the workflows' clock, once a timer is waiting that they end.
+
+        The clock is frozen, so a wait ends only here. This first waits (in real time, bounded)
+        until the workflow has started a timer that ``seconds`` reach: an advance made before the
+        workflow got to its wait would be spent on nothing.
+        """
+        now = self.clock()
+        self.wait_until(
+            lambda: any(due <= now + seconds for due in waiting_deadlines(self.clock)),
+            f"a workflow timer that {seconds} s end",
+            timeout,
+        )
+        self.clock.advance(seconds)
 
     def waiting_for_reply(self, session_id: str, handoff_id: str) -> None:
         """Until MonitorHandoff's token is stored (entering the state is not enough: its task stores it)."""
@@ -189,15 +208,19 @@ CONTEXT = lambda_context("agent-routes")
 @contextlib.contextmanager
 def running_world(templates: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
     """Deploy ``templates`` on moto and give the in-process routes the functions' environment."""
+    clock = Clock()
     with (
         mock_aws(config={"stepfunctions": {"execute_state_machine": True}}),
         atomic_requests(),
         in_process() as calls,
+        clock.frozen(),
+        clock.installed(),
+        timers_on(clock),
     ):
         deployed = deploy(templates)
         # The agent routes run in this process: give them the function's environment (the stage's settings too)
         for name, value in {**stage_environment(CONFIG), "TABLE_NAME": deployed.table_name}.items():
             monkeypatch.setenv(name, value)
         lambda_env.reset()
-        yield World(deployed, calls)
+        yield World(deployed, calls, clock)
         lambda_env.reset()

@@ -122,4 +122,5 @@ def test_a_disconnect_after_the_agent_took_the_handoff_closes_it_instead(world: 
     assert handoff is not None
     assert handoff.status == HandoffStatus.COMPLETED
     assert world.store.inbox.list_inbox("agent-fast").items == []
+    world.time_passes(CONFIG.handoff_idle_seconds)  # the workflow's next step: the idle limit
     assert world.d.wait_done(execution, timeout=60)["status"] == "SUCCEEDED"

@@ -180,6 +180,7 @@ def test_a_reassigned_agent_loses_access_and_only_the_next_agent_is_in(world: Wo
     world.agent("agent-next")
 
     # When the idle timeout reassigns the handoff to the next agent
+    world.time_passes(CONFIG.handoff_idle_seconds)
     world.d.wait_for_state(execution, "ReassignAgent", timeout=30)
     world.wait_until(
         lambda: world.d.states_entered(execution).count("MonitorHandoff") >= 2, "MonitorHandoff entered again"
@@ -224,6 +225,7 @@ def test_a_customer_who_disconnects_during_a_handoff_ends_it(world: World) -> No
     session = world.store.sessions.get_session(session_id)
     assert session is not None
     assert (session.status, session.connection_id) == (SessionStatus.DISCONNECTED, None)
+    world.time_passes(CONFIG.handoff_idle_seconds)  # the workflow's next step: the idle limit
     done = world.d.wait_done(execution, timeout=60)
     assert done["status"] == "SUCCEEDED", done
     assert world.d.states_entered(execution)[-2:] == ["HandoffClosedMeanwhile", "HandoffComplete"]

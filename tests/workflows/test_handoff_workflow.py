@@ -1,14 +1,15 @@
 """The handoff state machine, as synthesized, executed on moto with its Lambdas in-process.
 
-Timeouts come from a test StageConfig (4 s agent wait, 3 s idle, 1 reassignment), so every
-case runs in seconds. The agent routes (``lambdas.api.agent``) are driven with API Gateway
+Timeouts come from a test StageConfig (4 s agent wait, 3 s idle, 1 reassignment) on a frozen
+clock: each fires where a case lets its time pass (``World.time_passes``), never because the
+machine was slow. The agent routes (``lambdas.api.agent``) are driven with API Gateway
 events carrying the authorizer context, exactly as the REST API would call them.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import boto3
@@ -144,6 +145,8 @@ def test_wait_timeout_escalates_to_an_available_manager(world: World) -> None:
 
     # When nobody accepts within the 4 s wait
     execution = world.start(session_id)
+    world.d.wait_for_state(execution, "WaitForAgent")
+    world.time_passes(CONFIG.handoff_agent_wait_seconds)
     world.d.wait_for_state(execution, "MonitorHandoff", timeout=60)
 
     # Then the manager took over through EscalateToManager
@@ -164,6 +167,9 @@ def test_wait_timeout_without_manager_fails_restores_nothing_and_tells_the_custo
     execution = world.start(session_id)
     world.d.wait_for_state(execution, "WaitForAgent")
     world.pump_assignments()
+    world.time_passes(CONFIG.handoff_agent_wait_seconds)
+    world.d.wait_for_state(execution, "WaitForManager")
+    world.time_passes(CONFIG.handoff_manager_wait_seconds)
     done = world.d.wait_done(execution, timeout=120)
 
     # Then the execution failed after the escalation and the manager wait, with the reason as cause
@@ -189,6 +195,7 @@ def test_an_escalated_handoff_waits_for_a_manager_and_only_a_manager_takes_it(wo
     execution = world.start(session_id)
     world.d.wait_for_state(execution, "WaitForAgent")
     world.pump_assignments()
+    world.time_passes(CONFIG.handoff_agent_wait_seconds)
     world.d.wait_for_state(execution, "WaitForManager", timeout=30)
     handoff = world.store.handoffs.current_handoff(session_id)
     assert handoff is not None
@@ -296,7 +303,16 @@ def test_idle_agent_is_reassigned_until_the_bound_then_fails(world: World) -> No
     session_id = world.session()
     world.agent("agent-6")
 
-    done = world.d.wait_done(world.start(session_id), timeout=120)
+    # When the idle limit passes twice
+    execution = world.start(session_id)
+
+    def assigned(times: int) -> Callable[[], bool]:
+        return lambda: world.d.states_entered(execution).count("MonitorHandoff") == times
+
+    for times in (1, 2):
+        world.wait_until(assigned(times), f"assigned {times} time(s)")
+        world.time_passes(CONFIG.handoff_idle_seconds)
+    done = world.d.wait_done(execution, timeout=120)
 
     # Then: assigned, idle, reassigned once, assigned again, idle, bound reached -> failed
     assert done["status"] == "FAILED"
