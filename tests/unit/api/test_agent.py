@@ -68,7 +68,7 @@ def call(
 DEAD_TOKEN = "dead-token"  # a task token no execution waits on
 
 
-def _queued(store: DynamoSessionStore) -> str:
+def queued(store: DynamoSessionStore) -> str:
     session = store.sessions.create_session("customer-1")
     store.handoffs.queue_handoff(
         session.session_id,
@@ -106,7 +106,7 @@ def test_fails_on_a_session_id_that_is_not_a_session_id(store: DynamoSessionStor
 
 def test_accept_of_an_expired_request_releases_the_agent_again(store: DynamoSessionStore) -> None:
     # Given a queued handoff whose waiting task is gone (its token is dead) and an available agent
-    session_id = _queued(store)
+    session_id = queued(store)
     store.agents.put_agent(Agent(agent_id="agent-1", skills=("billing",)))
 
     status, body = call("accept", session_id, {})
@@ -123,7 +123,7 @@ def test_accept_whose_send_task_success_fails_gives_the_token_back(
     store: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given a queued handoff and an available agent, and Step Functions throttling SendTaskSuccess
-    session_id = _queued(store)
+    session_id = queued(store)
     store.agents.put_agent(Agent(agent_id="agent-1", skills=("billing",)))
 
     class Throttled:
@@ -146,7 +146,7 @@ def test_accept_whose_send_task_success_fails_gives_the_token_back(
 
 
 def test_accept_by_a_busy_agent_is_409_and_leaves_the_request_waiting(store: DynamoSessionStore) -> None:
-    session_id = _queued(store)
+    session_id = queued(store)
     store.agents.put_agent(Agent(agent_id="agent-1", skills=("billing",)))
     store.agents.reserve_agent("agent-1", "another-session")
 
@@ -295,7 +295,7 @@ def test_a_message_with_a_lone_surrogate_or_hiding_character_is_a_400_and_stores
 
 def test_accept_without_the_skill_is_409_naming_it_and_the_handoff_stays_queued(store: DynamoSessionStore) -> None:
     # Given a queued billing handoff and an available agent who only knows shipping
-    session_id = _queued(store)
+    session_id = queued(store)
     store.agents.put_agent(Agent(agent_id="agent-1", skills=("shipping",)))
 
     status, body = call("accept", session_id, {})
@@ -432,7 +432,7 @@ def test_a_retired_agent_gets_403_on_every_agent_route_though_its_token_is_valid
     # Given an agent retired by an admin, and a customer waiting in the shared inbox
     store.agents.register_agent("agent-1", name="Aiko", skills=("billing",))
     store.agents.retire_agent("agent-1")
-    waiting = _queued(store)
+    waiting = queued(store)
     inbox_event = rest_proxy_event(
         "GET",
         "/agents/me/inbox",
