@@ -199,3 +199,14 @@ def test_a_retired_agent_is_marked_in_the_directory_when_it_retired(
     retired = store.agents.retire_agent("aiko")
     assert (retired.status, retired.retired_at) == (AgentStatus.RETIRED, clock())
     assert _directory_row(store, "aiko")["retired_at"] == clock()
+
+
+def test_an_agent_registered_without_the_flag_is_an_offline_agent_and_no_manager(store: DynamoSessionStore) -> None:
+    # When an agent is registered without saying it is a manager
+    registered = store.agents.register_agent("ren", name="Ren", skills=("manga",))
+
+    # Then it is no manager and starts offline, as read back from the registry
+    stored = store.agents.get_agent("ren")
+    assert stored == registered
+    assert stored is not None
+    assert (stored.is_manager, stored.status, stored.skills) == (False, AgentStatus.OFFLINE, ("manga",))
