@@ -210,3 +210,25 @@ def test_an_agent_registered_without_the_flag_is_an_offline_agent_and_no_manager
     assert stored == registered
     assert stored is not None
     assert (stored.is_manager, stored.status, stored.skills) == (False, AgentStatus.OFFLINE, ("manga",))
+
+
+def test_a_presence_change_that_lost_a_race_to_a_reservation_is_refused(
+    store: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an available agent whom a handoff reserves between this change's read and its write
+    store.agents.put_agent(Agent("ren", ("manga",), status=AgentStatus.AVAILABLE))
+    registered = store.agents._registered
+
+    def read_then_reserved(agent_id: str) -> Agent:
+        current = registered(agent_id)
+        monkeypatch.setattr(store.agents, "_registered", registered)
+        store.agents.reserve_agent(agent_id, "s-1")
+        return current
+
+    monkeypatch.setattr(store.agents, "_registered", read_then_reserved)
+    # When the agent goes away, Then the change is refused and the reservation stands
+    with pytest.raises(AgentUnavailable):
+        store.agents.set_presence("ren", "away")
+    kept = store.agents.get_agent("ren")
+    assert kept is not None
+    assert (kept.status, kept.current_session_id) == (AgentStatus.BUSY, "s-1")
