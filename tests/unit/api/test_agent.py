@@ -68,6 +68,20 @@ def call(
 DEAD_TOKEN = "dead-token"  # a task token no execution waits on
 
 
+class RecordingWorkflow:
+    """Step Functions as the agent routes see it (``agent_api.sfn``): every SendTaskSuccess recorded and accepted."""
+
+    def __init__(self) -> None:
+        self.outputs: list[tuple[str, dict[str, Any]]] = []
+
+    def __call__(self) -> RecordingWorkflow:
+        return self
+
+    def send_task_success(self, *, taskToken: str, output: str) -> dict[str, Any]:
+        self.outputs.append((taskToken, json.loads(output)))
+        return {}
+
+
 def queued(store: DynamoSessionStore) -> str:
     session = store.sessions.create_session("customer-1")
     store.handoffs.queue_handoff(
@@ -461,16 +475,12 @@ def test_each_message_tells_the_workflow_the_activity_version_it_counted(
 ) -> None:
     # Given agent-1's handoff whose workflow waits for the next message, twice
     session_id = _handed_over(store)
-    outputs: list[dict[str, Any]] = []
-
-    class Recording:
-        def send_task_success(self, *, taskToken: str, output: str) -> None:
-            outputs.append(json.loads(output))
-
-    monkeypatch.setattr(agent_api, "sfn", Recording)
+    workflow = RecordingWorkflow()
+    monkeypatch.setattr(agent_api, "sfn", workflow)
     for text in ("Hi, this is Ana.", "Volume 3 ships on the 14th."):
-        store.handoffs.await_callback(session_id, "h-1", "reply", f"token-{len(outputs)}")
+        store.handoffs.await_callback(session_id, "h-1", "reply", f"token-{len(workflow.outputs)}")
         assert call("messages", session_id, {"text": text})[0] == 201
+    outputs = [output for _, output in workflow.outputs]
 
     # Then each completion carries the version its message counted: the watch's reassignment is conditioned on it
     assert [o["version"] for o in outputs] == [1, 2]
@@ -502,17 +512,13 @@ def test_close_tells_the_waiting_workflow_who_closed_and_how_and_answers_what_it
 ) -> None:
     # Given agent-1 serving a handoff whose MonitorHandoff waits on a token
     session_id = _served_with_a_waiting_token(store)
-    told: list[dict[str, Any]] = []
-
-    class Recording:
-        def send_task_success(self, **call: Any) -> None:
-            told.append({"token": call["taskToken"], **json.loads(call["output"])})
-
-    monkeypatch.setattr(agent_api, "sfn", Recording)
+    workflow = RecordingWorkflow()
+    monkeypatch.setattr(agent_api, "sfn", workflow)
     # When agent-1 closes it, ending the session
     status, body = call("close", session_id, {"resolution": "refunded", "outcome": "end"})
     # Then the wait is completed with the agent and the outcome, once, and the answer names the handoff
     assert status == 200
+    told = [{"token": token, **output} for token, output in workflow.outputs]
     assert told == [{"token": "live-token", "agent_id": "agent-1", "closed": True, "outcome": "end"}]
     assert body == {
         "session_id": session_id,
@@ -526,7 +532,7 @@ def test_close_tells_the_waiting_workflow_who_closed_and_how_and_answers_what_it
     assert raw["resolution"] == "refunded"
     # And a close with no waiting token tells no one
     assert call("close", session_id, {"resolution": "again", "outcome": "end"})[0] == 409
-    assert len(told) == 1
+    assert len(workflow.outputs) == 1
 
 
 def test_a_close_by_an_agent_reassigned_since_it_read_the_handoff_is_403_and_changes_nothing(

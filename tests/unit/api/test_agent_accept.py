@@ -2,31 +2,14 @@
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 import pytest
 
 from lambdas.api import agent as agent_api
 from lambdas.shared.records import Agent, AgentStatus, HandoffStatus
 from lambdas.shared.store import DynamoSessionStore
-from tests.unit.api.test_agent import DEAD_TOKEN, call, queued, store
+from tests.unit.api.test_agent import DEAD_TOKEN, RecordingWorkflow, call, queued, store
 
 __all__ = ["store"]  # the fixture, shared with the route tests
-
-
-class _Workflow:
-    """Step Functions as the agent routes see it: every SendTaskSuccess is recorded and accepted."""
-
-    def __init__(self) -> None:
-        self.outputs: list[tuple[str, dict[str, Any]]] = []
-
-    def __call__(self) -> _Workflow:
-        return self
-
-    def send_task_success(self, *, taskToken: str, output: str) -> dict[str, Any]:
-        self.outputs.append((taskToken, json.loads(output)))
-        return {}
 
 
 def _escalated(store: DynamoSessionStore) -> str:
@@ -46,7 +29,7 @@ def test_an_escalated_handoff_refuses_an_agent_who_is_no_manager_and_a_manager_t
     session_id = _escalated(store)
     store.agents.put_agent(Agent(agent_id="agent-1", skills=("billing",)))
     store.agents.put_agent(Agent(agent_id="boss-1", skills=("shipping",), is_manager=True))
-    workflow = _Workflow()
+    workflow = RecordingWorkflow()
     monkeypatch.setattr(agent_api, "sfn", workflow)
 
     # When the agent tries to take it, then the manager
@@ -69,7 +52,7 @@ def test_an_accepted_handoff_tells_the_workflow_who_took_it(
     # Given a queued handoff waiting on its task token, and an available agent with the skill
     session_id = queued(store)
     store.agents.put_agent(Agent(agent_id="agent-1", skills=("billing",)))
-    workflow = _Workflow()
+    workflow = RecordingWorkflow()
     monkeypatch.setattr(agent_api, "sfn", workflow)
 
     # When the agent accepts
