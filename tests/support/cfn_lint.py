@@ -11,16 +11,21 @@ from __future__ import annotations
 from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
-from typing import Final
 
+import yaml
 from cfnlint.config import ConfigMixIn
 from cfnlint.rules import Rules
 from cfnlint.runner import Runner
 from cfnlint.runner.template.runner import run_template_by_file_paths
 
-#: As the app's .cfnlintrc: W3005 (a DependsOn that a GetAtt already enforces) is CDK's own artefact
-#: (a Function's DependsOn on its role), not the app's or the library's.
-IGNORED: Final = ("W3005",)
+#: The app's cfn-lint configuration, which make cfn-lint reads.
+CONFIG_FILE = Path(__file__).resolve().parents[2] / ".cfnlintrc"
+
+
+@cache
+def _ignored() -> tuple[str, ...]:
+    """The checks the app's ``.cfnlintrc`` ignores (each with its reason there), as ``make cfn-lint`` does."""
+    return tuple(yaml.safe_load(CONFIG_FILE.read_text())["ignore_checks"])
 
 
 @cache
@@ -33,5 +38,5 @@ def findings(templates: Iterable[Path]) -> list[str]:
     paths = [str(path) for path in templates]
     if not paths:
         raise ValueError("no template to lint")
-    config = ConfigMixIn(["--template", *paths], ignore_checks=list(IGNORED))
+    config = ConfigMixIn(["--template", *paths], ignore_checks=list(_ignored()))
     return [str(match) for match in run_template_by_file_paths(config, _rules())]
