@@ -32,7 +32,7 @@ from embedded.iam import deployment
 from embedded.iam.authority import Authority
 from embedded.iam.guard import Guard, Refusal
 from embedded.runtime import Invocations, in_process
-from embedded.services import firehose, sns, stepfunctions
+from embedded.services import firehose, kms, sns, stepfunctions
 from embedded.services.apigateway_rest import RestRouter
 from embedded.services.apigateway_websocket import WebSocketRouter
 from embedded.services.bedrock import BedrockStub
@@ -347,22 +347,7 @@ def embedded_stage(
     templates = load_assembly(source) if isinstance(source, Path) else list(source)
     models.install()  # every session moto and the functions start parses botocore's models once, for the process
     with ExitStack() as stack:
-        config = MOTO_CONFIG
-        if passthrough_urls:
-            passthrough = {"urls": list(passthrough_urls), "services": []}
-            config = {**MOTO_CONFIG, "core": {"mock_credentials": True, "passthrough": passthrough}}
-        stack.enter_context(mock_aws(config=config))
-        stack.enter_context(moto_gaps.patched())
-        stack.enter_context(atomic_requests())
-        calls = stack.enter_context(in_process())
-        concurrency = stack.enter_context(Concurrency().installed())
-        stack.enter_context(payloads.enforced())
-        stack.enter_context(clock.installed())
-        stack.enter_context(stepfunctions.timers_on(clock))
-        stack.enter_context(stepfunctions.definitions_parsed_once())
-        stack.enter_context(bedrock.installed())
-        stack.enter_context(jwks_transport())
-        stack.enter_context(auth_flows_enforced())
+        calls, concurrency = _emulating(stack, clock, bedrock, passthrough_urls)
         account = boto3.client("sts", region_name=region).get_caller_identity()["Account"]
         cloud = Cloud(region=region, account=str(account))
         cloud.registry.guardrails = bedrock.guardrails  # the stub screens calls with the guardrails deployed
@@ -394,6 +379,32 @@ def embedded_stage(
         stack.callback(concurrency.close)
         stack.callback(_stop_running_executions, embedded)
         yield embedded
+
+
+def _emulating(
+    stack: ExitStack, clock: Clock, bedrock: BedrockStub, passthrough_urls: Sequence[str]
+) -> tuple[Invocations, Concurrency]:
+    """Start moto, with the stage's layers over it, for ``stack``'s duration: the functions' calls
+    (the Lambda bridge's record) and the concurrency in force."""
+    config = MOTO_CONFIG
+    if passthrough_urls:
+        passthrough = {"urls": list(passthrough_urls), "services": []}
+        config = {**MOTO_CONFIG, "core": {"mock_credentials": True, "passthrough": passthrough}}
+    stack.enter_context(mock_aws(config=config))
+    stack.enter_context(moto_gaps.patched())
+    stack.enter_context(kms.key_pairs_on_use())
+    stack.enter_context(atomic_requests())
+    calls = stack.enter_context(in_process())
+    concurrency = stack.enter_context(Concurrency().installed())
+    stack.enter_context(payloads.enforced())
+    stack.enter_context(clock.installed())
+    stack.enter_context(stepfunctions.timers_on(clock))
+    stack.enter_context(stepfunctions.definitions_parsed_once())
+    stack.enter_context(bedrock.installed())
+    stack.enter_context(stepfunctions.task_clients_reused())  # after the stub: its clients are the stub's
+    stack.enter_context(jwks_transport())
+    stack.enter_context(auth_flows_enforced())
+    return calls, concurrency
 
 
 def _stop_running_executions(stage: EmbeddedStage) -> None:

@@ -125,6 +125,13 @@ class StreamPump:
         shard = self._shard(stream_arn)
         return int(shard.starting_sequence_number) + len(shard.items) - 1 if shard.items else None
 
+    def _written_after(self, stream_arn: str, position: str | None) -> bool:
+        """Whether the stream holds a record after ``position`` (None: before the first), from moto's
+        backend: ``pump`` asks every mapping at every settle poll, mostly to find nothing new, and
+        an empty read through the API is three requests."""
+        newest = self._newest_sequence(stream_arn)
+        return newest is not None and (position is None or newest > int(position))
+
     def _first_sequence(self, mapping: EventSourceMapping) -> int:
         return int(self._shard(mapping.event_source_arn).starting_sequence_number)
 
@@ -149,6 +156,8 @@ class StreamPump:
             if not mapping.enabled or not self.readable(mapping):
                 continue
             started_at = self._positions[mapping.logical_id]
+            if not self._written_after(mapping.event_source_arn, started_at):
+                continue
             raw = self._read(mapping.event_source_arn, started_at)
             if not raw:
                 continue

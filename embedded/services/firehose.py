@@ -133,14 +133,29 @@ def delivering_like_firehose() -> Iterator[None]:
 
 
 def read_lines(s3: Any, bucket: str, prefix: str = "") -> list[tuple[str, dict[str, Any]]]:
-    """Every JSON line of every object under ``prefix``, with its object's key (``.gz`` objects unzipped)."""
+    """Every JSON line of every object under ``prefix``, with its object's key (``.gz`` objects unzipped).
+
+    An object's lines are read once per content: a test that reads a growing trail after every
+    step would otherwise fetch and parse every earlier object again each time. The listing is
+    always asked, and an object's ETag (its content's digest here) says whether it changed.
+    """
     lines: list[tuple[str, dict[str, Any]]] = []
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
         for obj in page.get("Contents", []):
-            body = s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()
-            text = (gzip.decompress(body) if obj["Key"].endswith(".gz") else body).decode()
-            lines += [(obj["Key"], json.loads(line)) for line in text.splitlines() if line.strip()]
+            key, tag = obj["Key"], (bucket, obj["Key"], obj["ETag"])
+            if tag not in _LINES_READ:
+                body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+                text = (gzip.decompress(body) if key.endswith(".gz") else body).decode()
+                if len(_LINES_READ) >= _LINES_KEPT:
+                    _LINES_READ.pop(next(iter(_LINES_READ)))
+                _LINES_READ[tag] = tuple(line for line in text.splitlines() if line.strip())
+            lines += [(key, json.loads(line)) for line in _LINES_READ[tag]]
     return lines
+
+
+#: Each object's lines read so far, by (bucket, key, ETag), the oldest dropped past the bound.
+_LINES_READ: dict[tuple[str, str, str], tuple[str, ...]] = {}
+_LINES_KEPT = 4096
 
 
 @contextmanager

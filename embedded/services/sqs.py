@@ -40,6 +40,7 @@ class SqsPump:
     #: every message body each mapped queue handed to its function (queue ARN -> bodies, in order)
     received: dict[str, list[str]] = field(default_factory=dict)
     _readable: dict[str, bool] = field(default_factory=dict)
+    _urls: dict[str, str] = field(default_factory=dict)
 
     def readable(self, mapping: EventSourceMapping) -> bool:
         """Whether the mapping's function role may poll its queue (decided once; a refusal is reported).
@@ -56,11 +57,26 @@ class SqsPump:
         return self._readable[mapping.logical_id]
 
     def queue_url(self, arn: str) -> str:
-        parts = arn.split(":")
-        url: str = self.cloud.client("sqs").get_queue_url(QueueName=parts[5], QueueOwnerAWSAccountId=parts[4])[
-            "QueueUrl"
-        ]
-        return url
+        """The queue's URL, asked once per queue."""
+        if arn not in self._urls:
+            parts = arn.split(":")
+            self._urls[arn] = self.cloud.client("sqs").get_queue_url(
+                QueueName=parts[5], QueueOwnerAWSAccountId=parts[4]
+            )["QueueUrl"]
+        return self._urls[arn]
+
+    def waiting(self, arn: str) -> bool:
+        """Whether a receive on the queue would return a message: one visible and not delayed.
+
+        Read from moto's backend: every pump asks every mapped queue, and an empty queue's answer
+        through the API (a request moto serializes and botocore parses) cost a settling stage
+        most of its idle polls. A queue moto does not know is asked through the API, which fails.
+        """
+        from moto.sqs.models import sqs_backends
+
+        _, _, _, region, account, name = arn.split(":")
+        queue = sqs_backends[account][region].queues.get(name)
+        return queue is None or queue.approximate_number_of_messages > 0
 
     def pump(self) -> int:
         """Drain every mapped queue (bounded); returns the number of invocations."""
@@ -97,6 +113,8 @@ class SqsPump:
         return messages
 
     def _pump_once(self, mapping: EventSourceMapping) -> bool:
+        if not self.waiting(mapping.event_source_arn):
+            return False
         sqs = self.cloud.client("sqs")
         url = self.queue_url(mapping.event_source_arn)
         messages = self._receive(url, mapping.batch_size)

@@ -14,25 +14,45 @@ template of this app uses one).
 
 Inside :func:`definitions_parsed_once`, each state machine definition is parsed by ANTLR once,
 not again at every execution.
+
+Inside :func:`task_clients_reused`, a task's service integration calls AWS with a client of that
+service made once for the block, not a new one for every task it runs.
 """
 
 from __future__ import annotations
 
+import importlib
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from types import SimpleNamespace
 from typing import Any, Final
 from unittest import mock
 
+from moto.core.models import botocore_stubber
 from moto.stepfunctions.parser.asl.component.state.exec import execute_state
 from moto.stepfunctions.parser.asl.eval import environment
 from moto.stepfunctions.parser.asl.eval.callback import callback
 from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
 from moto.stepfunctions.parser.asl.parse.preprocessor import Preprocessor
+from moto.stepfunctions.parser.asl.utils import boto_client
 
 #: Each definition's ANTLR parse tree, by the definition's text (:func:`definitions_parsed_once`).
 _TREES: dict[str, Any] = {}
+
+#: The executor's modules that make a client for each task they run (``from ... import boto_client_for``).
+TASK_CLIENT_MODULES: Final = tuple(
+    f"moto.stepfunctions.parser.asl.component.state.exec.{name}"
+    for name in (
+        "state_task.lambda_eval_utils",
+        *(
+            f"state_task.service.state_task_service_{service}"
+            for service in ("aws_sdk", "batch", "dynamodb", "ecs", "events", "glue", "sfn", "sns", "sqs", "unsupported")
+        ),
+        "state_map.item_reader.eval.resource_eval_s3",
+        "state_map.result_writer.resource_eval.resource_eval_s3",
+    )
+)
 
 #: How often a waiting timer looks at the clock again (seconds of real time).
 RECHECK_SECONDS: Final = 0.25
@@ -118,4 +138,33 @@ def definitions_parsed_once() -> Iterator[None]:
         return Preprocessor().visit(tree), tree
 
     with mock.patch.object(AmazonStateLanguageParser, "parse", staticmethod(parsed_once)):
+        yield
+
+
+@contextmanager
+def task_clients_reused() -> Iterator[None]:
+    """Let moto's executor make one client per service and region for the block, not one per task.
+
+    moto builds a new boto3 client (its own copy of the service model's event handlers, its own
+    endpoint resolution) for every Lambda invoke, DynamoDB, SNS or SQS task it runs, which cost a
+    handoff more CPU than the calls themselves. Its clients carry fixed credentials and options,
+    and the credentials a task passes are not used, so one client serves every task of a service
+    (clients are thread-safe). They are dropped when the block ends, so a later block's patches of
+    ``boto3.client`` (the Bedrock stub's) apply to the clients it makes.
+    """
+    made: dict[tuple[str, str, bool], Any] = {}
+    lock = threading.Lock()
+    original = boto_client.boto_client_for
+
+    def reused(region: str, service: str, state_credentials: Any = None) -> Any:
+        key = (region, service, bool(botocore_stubber.enabled))
+        with lock:
+            client = made.get(key)
+            if client is None:
+                client = made[key] = original(region, service, state_credentials)
+        return client
+
+    with ExitStack() as patches:
+        for name in TASK_CLIENT_MODULES:
+            patches.enter_context(mock.patch.object(importlib.import_module(name), "boto_client_for", reused))
         yield

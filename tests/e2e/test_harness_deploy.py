@@ -200,6 +200,30 @@ def test_stream_mapping_without_retry_limit_fails_loudly(stream_stage: EmbeddedS
         stream_stage.streams.pump()
 
 
+def _requests(stage: EmbeddedStage, service: str) -> list[str]:
+    """The operations the pumps' client of ``service`` sends from now on."""
+    sent: list[str] = []
+    stage.client(service).meta.events.register("before-call", lambda model, **_: sent.append(model.name))
+    return sent
+
+
+@pytest.mark.parametrize("stream_stage", [("report", {})], indirect=True)
+def test_an_idle_stream_pump_sends_no_request_and_then_delivers_what_is_written(stream_stage: EmbeddedStage) -> None:
+    sent = _requests(stream_stage, "dynamodbstreams")
+    _write(stream_stage, 1, poison_at=None)
+    stream_stage.streams.pump()
+    sent.clear()
+
+    # When nothing was written since, a pump reads nothing
+    assert stream_stage.streams.pump() == 0
+    assert sent == []
+
+    # Then what is written next is delivered once
+    _write(stream_stage, 2, poison_at=None)
+    assert stream_stage.streams.pump() == 1
+    assert [s["sk"] for s in SEEN] == ["00", "00", "01"]
+
+
 def test_sqs_mapping_partial_failures_and_redrive_to_dlq() -> None:
     stacks = [
         t.stack(
@@ -221,6 +245,9 @@ def test_sqs_mapping_partial_failures_and_redrive_to_dlq() -> None:
     ]
     with embedded_stage(stacks, strict=False) as stage:
         work = stage.stack("Events").resources["Work"]
+        sent = _requests(stage, "sqs")
+        assert stage.queues.pump() == 0
+        assert sent == []  # an empty queue is not asked
         for body in ("good-1", "bad-1", "good-2"):
             stage.client("sqs").send_message(QueueUrl=work.ref, MessageBody=body)
         stage.queues.pump()

@@ -1,12 +1,15 @@
-"""Step Functions on moto's executor, each definition parsed once: executions still run each on their own."""
+"""Step Functions on moto's executor, each definition parsed once and one client per service for its tasks:
+executions still run each on their own."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import threading
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from unittest import mock
 
@@ -15,9 +18,16 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
+from moto.stepfunctions.parser.asl.utils import boto_client
 
 from embedded.clock import Clock
-from embedded.services.stepfunctions import ClockEvent, definitions_parsed_once, waiting_deadlines
+from embedded.services.stepfunctions import (
+    TASK_CLIENT_MODULES,
+    ClockEvent,
+    definitions_parsed_once,
+    task_clients_reused,
+    waiting_deadlines,
+)
 
 ROLE = "arn:aws:iam::123456789012:role/sfn"
 
@@ -116,3 +126,58 @@ def test_a_waiting_timer_is_listed_on_its_own_clock_until_it_ends() -> None:
         waiter.join(timeout=60)
         assert not waiter.is_alive()
         assert waiting_deadlines(clock) == []
+
+
+def test_tasks_of_every_execution_share_one_client_per_service() -> None:
+    # Given a state machine of two SQS tasks, and the clients moto's executor makes counted
+    made: list[str] = []
+    make = boto_client.boto_client_for
+
+    def counted(region: str, service: str, state_credentials: Any = None) -> Any:
+        made.append(service)
+        return make(region, service, state_credentials)
+
+    with (
+        mock.patch.object(boto_client, "boto_client_for", counted),
+        task_clients_reused(),
+        mock_aws(config={"stepfunctions": {"execute_state_machine": True}}),
+    ):
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        queue = sqs.create_queue(QueueName="tasks")["QueueUrl"]
+        send = {"Type": "Task", "Resource": "arn:aws:states:::sqs:sendMessage"}
+        definition = {
+            "StartAt": "First",
+            "States": {
+                "First": {
+                    **send,
+                    "Parameters": {"QueueUrl": queue, "MessageBody.$": "$.n"},
+                    "ResultPath": None,
+                    "Next": "Second",
+                },
+                "Second": {**send, "Parameters": {"QueueUrl": queue, "MessageBody": "second"}, "End": True},
+            },
+        }
+        sfn = boto3.client("stepfunctions", region_name="us-east-1")
+        machine = sfn.create_state_machine(name="tasks", definition=json.dumps(definition), roleArn=ROLE)[
+            "stateMachineArn"
+        ]
+
+        # When it runs twice
+        for n in ("1", "2"):
+            assert "MessageId" in _output(sfn, machine, {"n": n})
+
+        # Then all four tasks sent their message, through the one SQS client made
+        bodies = sorted(m["Body"] for m in sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10)["Messages"])
+        assert bodies == ["1", "2", "second", "second"]
+        assert made == ["sqs"]
+
+
+def test_every_module_of_the_executor_that_makes_task_clients_is_patched() -> None:
+    # moto imports ``boto_client_for`` by name: a module left out would still make a client per task.
+    package = Path(importlib.import_module("moto.stepfunctions").__file__ or "").parent
+    importing = {
+        "moto." + ".".join(path.relative_to(package.parent).with_suffix("").parts)
+        for path in package.rglob("*.py")
+        if "import boto_client_for" in path.read_text()
+    }
+    assert importing == set(TASK_CLIENT_MODULES)
