@@ -8,10 +8,10 @@ import pytest
 
 from lambdas.shared import cursor as cursors
 from lambdas.shared import keys
-from lambdas.shared.errors import AgentUnavailable, BatchWriteIncomplete, InvalidCursor, InvalidInput
+from lambdas.shared.errors import AgentExists, AgentUnavailable, BatchWriteIncomplete, InvalidCursor, InvalidInput
 from lambdas.shared.records import Agent, AgentStatus
 from lambdas.shared.serialize import marshal_item
-from lambdas.shared.store import DynamoSessionStore
+from lambdas.shared.store import MAX_AGENT_SKILLS, DynamoSessionStore
 
 
 def _directory_row(store: DynamoSessionStore, agent_id: str) -> dict[str, Any]:
@@ -232,3 +232,47 @@ def test_a_presence_change_that_lost_a_race_to_a_reservation_is_refused(
     kept = store.agents.get_agent("ren")
     assert kept is not None
     assert (kept.status, kept.current_session_id) == (AgentStatus.BUSY, "s-1")
+
+
+def test_a_written_agent_carries_the_stores_stamps_and_each_skill_once_whatever_it_was_given(
+    store: DynamoSessionStore, clock: Any
+) -> None:
+    # Given a busy agent with as many skills as allowed, one repeated, and stamps of its own
+    skills = tuple(f"skill-{n}" for n in range(MAX_AGENT_SKILLS))
+    given = Agent("ren", (*skills, skills[0]), AgentStatus.BUSY, available_since=5, updated_at=7, ttl=9, revision="r")
+
+    # When it is written
+    store.agents.put_agent(given)
+
+    # Then the store kept each skill once, in order, and set the stamps itself: no expiry for a registry entry
+    stored = store.agents.get_agent("ren")
+    assert stored is not None
+    assert stored.skills == skills
+    assert (stored.available_since, stored.updated_at, stored.ttl) == (None, clock(), None)
+    assert stored.revision not in ("", "r")
+
+
+def test_an_available_agent_keeps_when_it_became_available_or_becomes_available_now(
+    store: DynamoSessionStore, clock: Any
+) -> None:
+    store.agents.put_agent(Agent("ren", ("manga",), AgentStatus.AVAILABLE, available_since=5))
+    store.agents.put_agent(Agent("aki", ("manga",), AgentStatus.AVAILABLE))
+    since = {a: getattr(store.agents.get_agent(a), "available_since", "missing") for a in ("ren", "aki")}
+    assert since == {"ren": 5, "aki": clock()}
+
+
+def test_more_skills_than_the_bound_are_refused_naming_it(store: DynamoSessionStore) -> None:
+    too_many = tuple(f"skill-{n}" for n in range(MAX_AGENT_SKILLS + 1))
+    with pytest.raises(InvalidInput, match=f"at most {MAX_AGENT_SKILLS} strings"):
+        store.agents.put_agent(Agent("ren", too_many))
+    with pytest.raises(InvalidInput, match="agent status"):
+        store.agents.put_agent(Agent("ren", ("manga",), "napping"))  # type: ignore[arg-type]
+    assert store.agents.get_agent("ren") is None
+
+
+def test_registering_a_taken_id_is_refused_and_leaves_the_agent_as_it_was(
+    store: DynamoSessionStore, aiko: Agent
+) -> None:
+    with pytest.raises(AgentExists):
+        store.agents.register_agent("aiko", name="Someone else", skills=("billing",))
+    assert store.agents.get_agent("aiko") == aiko

@@ -157,6 +157,28 @@ def test_read_modify_write_never_repeats_an_attempt_that_raised_its_own_error() 
     assert attempts == [1]
 
 
+def test_latest_is_the_sessions_last_item_under_the_prefix_in_one_read(store: DynamoSessionStore) -> None:
+    def put(session_id: str, sort_key: str) -> None:
+        item = {"PK": {"S": keys.session_pk(session_id)}, "SK": {"S": sort_key}, "n": {"S": sort_key}}
+        store.table.client.put_item(TableName=store.table.table_name, Item=item)
+
+    assert store.table.latest("s1", "SUMMARY#") is None
+    for sort_key in ("SUMMARY#0002", "SUMMARY#0001", "SUMMARY#0003", "TURN#0009"):
+        put("s1", sort_key)
+    put("s2", "SUMMARY#0004")  # another session's, later
+
+    queries: list[dict[str, Any]] = []
+    store.table.client.meta.events.register(
+        "before-parameter-build.dynamodb.*", lambda params, **_: queries.append(params)
+    )
+    latest = store.table.latest("s1", "SUMMARY#")
+
+    assert latest is not None
+    assert latest["n"] == "SUMMARY#0003"
+    assert [q["Limit"] for q in queries] == [1]  # one request for one item, however many the session holds
+    assert store.table.latest("s3", "SUMMARY#") is None
+
+
 @pytest.mark.parametrize(
     ("option", "value"),
     [("ttl_hours", 0), ("cleanup_shards", 0), ("max_batch_retries", 10), ("ttl_hours", True)],
