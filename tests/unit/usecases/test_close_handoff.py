@@ -59,6 +59,17 @@ def test_a_close_completes_the_handoff_releases_the_agent_and_resumes_the_sessio
     assert session.status == SessionStatus.ACTIVE
     assert agent is not None
     assert agent.status == AgentStatus.AVAILABLE
+    # And the record says who closed it, how and when, for the audit trail
+    record = store.table.get(keys.handoff_key(session_id, "h-1"))
+    assert record is not None
+    now = store.table.now()
+    assert {k: record.get(k) for k in ("resolution", "outcome", "closed_by", "closed_at", "updated_at")} == {
+        "resolution": "done",
+        "outcome": "active",
+        "closed_by": "agent-1",
+        "closed_at": now,
+        "updated_at": now,
+    }
 
 
 def test_a_close_racing_a_failure_leaves_the_handoff_failed(

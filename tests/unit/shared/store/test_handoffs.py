@@ -339,14 +339,28 @@ def test_a_new_agent_alone_takes_the_handoff_out_of_the_previous_agents_inbox(st
     assert store.handoffs.get_handoff(session_id, "h-1") == moved
 
 
-def test_an_execution_arn_alone_is_recorded_and_moves_nothing(store: DynamoSessionStore) -> None:
+def test_an_execution_arn_alone_is_recorded_and_moves_nothing(store: DynamoSessionStore, clock: FakeClock) -> None:
     session_id = _queued_in_the_waiting_inbox(store)
     arn = "arn:aws:states:us-east-1:123456789012:execution:handoff:h-1"
-    annotated = store.handoffs.update_handoff(session_id, "h-1", execution_arn=arn)
+    clock.advance(7)
+    annotated = store.handoffs.update_handoff(session_id, "h-1", execution_arn=arn, expected_status="queued")
     stored = store.handoffs.get_handoff(session_id, "h-1")
     assert stored is not None
     assert (annotated.execution_arn, stored.execution_arn, stored.status) == (arn, arn, HandoffStatus.QUEUED)
+    assert stored.updated_at == START_TIME + 7
     assert inbox_of(store, keys.WAITING_INBOX) == ["h-1"]
+
+
+def test_an_execution_arn_for_a_missing_handoff_or_one_that_moved_on_is_refused(store: DynamoSessionStore) -> None:
+    session_id = _queued_in_the_waiting_inbox(store)
+    arn = "arn:aws:states:us-east-1:123456789012:execution:handoff:h-1"
+    with pytest.raises(HandoffNotFound):
+        store.handoffs.update_handoff(session_id, "h-2", execution_arn=arn)
+    with pytest.raises(Conflict, match="handoff 'h-1' is 'queued', not 'assigned'"):
+        store.handoffs.update_handoff(session_id, "h-1", execution_arn=arn, expected_status="assigned")
+    stored = store.handoffs.get_handoff(session_id, "h-1")
+    assert stored is not None
+    assert stored.execution_arn is None
 
 
 def _always_moved(store: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch) -> list[object]:
