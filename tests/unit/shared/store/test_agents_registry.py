@@ -265,7 +265,7 @@ def test_more_skills_than_the_bound_are_refused_naming_it(store: DynamoSessionSt
     too_many = tuple(f"skill-{n}" for n in range(MAX_AGENT_SKILLS + 1))
     with pytest.raises(InvalidInput, match=f"at most {MAX_AGENT_SKILLS} strings"):
         store.agents.put_agent(Agent("ren", too_many))
-    with pytest.raises(InvalidInput, match="^agent status must be one of"):
+    with pytest.raises(InvalidInput, match=r"^agent status must be one of"):
         store.agents.put_agent(Agent("ren", ("manga",), "napping"))  # type: ignore[arg-type]
     assert store.agents.get_agent("ren") is None
 
@@ -283,7 +283,7 @@ def test_a_registered_agent_who_comes_online_is_offered_from_then(store: DynamoS
     assert (online.status, online.available_since) == (AgentStatus.AVAILABLE, clock())
     assert store.agents.get_agent("ren") == online
     assert _directory_row(store, "ren")["registered_at"] == registered_at
-    with pytest.raises(InvalidInput, match="^presence must be one of"):
+    with pytest.raises(InvalidInput, match=r"^presence must be one of"):
         store.agents.set_presence("ren", "napping")
 
 
