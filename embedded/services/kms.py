@@ -29,6 +29,8 @@ class OnFirstUse:
         self._made: Any = None
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):  # its own state, and what copy and pickle look for, are not the value's
+            raise AttributeError(name)
         if self._made is None:
             self._made = self._make()
         return getattr(self._made, name)

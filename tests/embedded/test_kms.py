@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from typing import Any
 
@@ -36,11 +37,19 @@ def test_a_symmetric_key_encrypts_and_decrypts_without_a_key_pair_made(kms: Any)
 
 def test_the_pair_is_made_when_first_read_and_kept() -> None:
     made: list[int] = []
-    pair = OnFirstUse(lambda: made.append(1) or "a key")
 
+    def make() -> str:
+        made.append(1)
+        return "a key"
+
+    pair = OnFirstUse(make)
+    copied = copy.deepcopy(pair)  # as a copy of the key would: nothing is made, nothing recurses
+
+    assert made == []
     assert pair.upper() == "A KEY"
     assert pair.lower() == "a key"
-    assert made == [1]
+    assert copied.upper() == "A KEY"
+    assert made == [1, 1]
 
 
 def test_an_asymmetric_key_still_signs_and_verifies(kms: Any) -> None:
