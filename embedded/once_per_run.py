@@ -8,6 +8,7 @@ Nothing here imports the CDK: the run's first process sets the directory up befo
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
 import shutil
@@ -20,12 +21,24 @@ from pathlib import Path
 SHARED_DIR = "EMBEDDED_SYNTH_SHARED_DIR"
 
 
+def scratch_directory(prefix: str) -> Path:
+    """A new temporary directory, removed when this process exits.
+
+    A synthesis writes several megabytes of assets and templates; one made for a single process
+    (a worker's stages, ``make capacity``, the demo) would otherwise stay in the temporary folder.
+    """
+    directory = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    return directory
+
+
 def made_once(name: str, make: Callable[[Path], None]) -> Path:
     """The directory that ``make`` filled for ``name``: made once per test run, by whichever process asks first.
 
     Another process asking meanwhile waits for it (a lock file), then reads the same directory.
     A ``make`` that raises leaves nothing behind, and the next caller makes it again. Outside a
-    test run (:data:`SHARED_DIR` unset), and where there is no ``fcntl``, every call makes its own.
+    test run (:data:`SHARED_DIR` unset), and where there is no ``fcntl``, every call makes its own,
+    removed when the process exits.
     """
     root = os.environ.get(SHARED_DIR, "")
     try:
@@ -33,7 +46,7 @@ def made_once(name: str, make: Callable[[Path], None]) -> Path:
     except ImportError:  # Windows: no advisory locks; each process makes its own
         root = ""
     if not root:
-        directory = Path(tempfile.mkdtemp(prefix="cdkout-"))
+        directory = scratch_directory("cdkout-")
         make(directory)
         return directory
     digest = hashlib.sha256(name.encode()).hexdigest()[:24]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import json
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from typing import Any
 from aws_cdk import App
 from aws_cdk.assertions import Template
 
-from embedded.once_per_run import made_once
+from embedded.once_per_run import made_once, scratch_directory
 from stacks.config import StageConfig, load_stage_config
 from stacks.stage import MangaAssistStage
 
@@ -53,8 +52,11 @@ class SynthesizedStage(StageAssembly):
 
 
 def synthesize(*configs: StageConfig, nag: bool = False, outdir: Path | None = None) -> dict[str, SynthesizedStage]:
-    """Build the given stages in one App, synthesize once, return their templates by stage name."""
-    outdir = outdir or Path(tempfile.mkdtemp(prefix="cdkout-"))
+    """Build the given stages in one App, synthesize once, return their templates by stage name.
+
+    Without ``outdir``, the assembly goes to a temporary directory removed when the process exits.
+    """
+    outdir = outdir or scratch_directory("cdkout-")
     app = App(context=cdk_context(), outdir=str(outdir))
     stages = [MangaAssistStage(app, config, nag=nag) for config in configs]
     app.synth()

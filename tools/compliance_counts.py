@@ -35,17 +35,18 @@ def count(report: dict[str, Any]) -> dict[str, Counter[str]]:
 
 def synth_report(stage: str) -> dict[str, Any]:
     """The validation report of one synth of ``stage`` with the three packs."""
-    outdir = Path(tempfile.mkdtemp(prefix="cdkout-compliance-"))
-    app = App(context=cdk_context(), outdir=str(outdir))
-    built = MangaAssistStage(app, stage_config(stage), nag=False)
-    scope = built
-    Validations.of(built).add_plugins(NIST80053R5Checks(scope), HIPAASecurityChecks(scope), PCIDSS321Checks(scope))
-    try:
-        app.synth()
-    except Exception as error:  # the CDK raises when a plugin fails; the report is written first
-        print(f"synth reported: {type(error).__name__}", file=sys.stderr)
-    report = outdir / "validation-report.json"
-    return json.loads(report.read_text()) if report.exists() else {}
+    with tempfile.TemporaryDirectory(prefix="cdkout-compliance-") as scratch:
+        outdir = Path(scratch)
+        app = App(context=cdk_context(), outdir=str(outdir))
+        built = MangaAssistStage(app, stage_config(stage), nag=False)
+        scope = built
+        Validations.of(built).add_plugins(NIST80053R5Checks(scope), HIPAASecurityChecks(scope), PCIDSS321Checks(scope))
+        try:
+            app.synth()
+        except Exception as error:  # the CDK raises when a plugin fails; the report is written first
+            print(f"synth reported: {type(error).__name__}", file=sys.stderr)
+        report = outdir / "validation-report.json"
+        return json.loads(report.read_text()) if report.exists() else {}
 
 
 def main(argv: list[str]) -> int:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -9,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from embedded.once_per_run import SHARED_DIR, made_once
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _maker(made: list[Path], content: str = "made") -> Callable[[Path], None]:
@@ -43,6 +48,25 @@ def test_outside_a_run_every_call_makes_its_own(monkeypatch: pytest.MonkeyPatch)
 
     assert made == [first, second]
     assert first != second
+
+
+def test_outside_a_run_what_a_process_made_is_gone_when_it_exits(tmp_path: Path) -> None:
+    # A synthesis is megabytes; made for one process, it must not stay in the temporary folder.
+    env = {k: v for k, v in os.environ.items() if k != SHARED_DIR} | {"TMPDIR": str(tmp_path)}
+    script = (
+        "from embedded.once_per_run import made_once\n"
+        "d = made_once('stage dev', lambda d: (d / 'template.json').write_text('{}'))\n"
+        "print(d, (d / 'template.json').exists())\n"
+    )
+
+    done = subprocess.run(  # noqa: S603 - this interpreter, a fixed script
+        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+
+    assert done.returncode == 0, done.stderr
+    made, existed = done.stdout.split()
+    assert (Path(made).parent, existed) == (tmp_path, "True")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_caller_that_asks_while_another_makes_it_waits_and_reuses_it(
