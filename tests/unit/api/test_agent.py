@@ -20,6 +20,7 @@ from lambdas.shared.records import Agent, AgentStatus, HandoffStatus, Role, Sess
 from lambdas.shared.store import DynamoSessionStore
 from lambdas.usecases.assign_agent import begin_handoff
 from lambdas.usecases.close_handoff import close_handoff
+from tests.support.websocket import sent_frames
 
 
 @pytest.fixture
@@ -207,11 +208,32 @@ def test_message_from_the_assigned_agent_is_stored_pushed_and_completes_the_wait
     status, body = call("messages", session_id, {"text": "Hi, this is Ana."})
 
     assert status == 201
-    assert body["turn_number"] == 2
-    assert body["delivered"] is True
+    assert body == {"session_id": session_id, "turn_number": 2, "delivered": True}
     last = store.turns.list_turns(session_id).items[-1]
     assert (last.role, last.content) == (Role.AGENT, "Hi, this is Ana.")
     assert store.handoffs.waiting_for(session_id, "h-1") is None  # the token was taken
+    # The customer's connection got the chat's message frame, with the agent as its author
+    [frame] = sent_frames("conn-1")
+    assert {k: frame.get(k) for k in ("type", "role", "session_id", "turn_number", "text")} == {
+        "type": "message",
+        "role": "agent",
+        "session_id": session_id,
+        "turn_number": 2,
+        "text": "Hi, this is Ana.",
+    }
+
+
+def test_message_on_a_session_no_longer_handed_over_is_409_and_stores_nothing(store: DynamoSessionStore) -> None:
+    # Given agent-1's handoff still assigned, but its session ended meanwhile
+    session_id = _handed_over(store)
+    store.sessions.update_status(session_id, SessionStatus.DISCONNECTED)
+
+    status, body = call("messages", session_id, {"text": "Still there?"})
+
+    assert status == 409
+    assert "not handed over" in body["error"]["message"]
+    assert len(store.turns.list_turns(session_id).items) == 1
+    assert sent_frames("conn-1") == []
 
 
 def test_the_agents_first_message_records_when_it_first_replied_and_later_ones_do_not(
@@ -485,6 +507,32 @@ def test_each_message_tells_the_workflow_the_activity_version_it_counted(
     # Then each completion carries the version its message counted: the watch's reassignment is conditioned on it
     assert [o["version"] for o in outputs] == [1, 2]
     assert [o["agent_id"] for o in outputs] == ["agent-1", "agent-1"]
+    assert [o["turn_number"] for o in outputs] == [2, 3]
+
+
+def test_a_failed_completion_gives_the_token_back_only_while_the_handoff_is_assigned(
+    store: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given agent-1's handoff waiting for a reply, closed by an admin while SendTaskSuccess fails
+    session_id = _handed_over(store)
+    store.handoffs.await_callback(session_id, "h-1", "reply", "live-token")
+
+    class ClosedMeanwhile:
+        def send_task_success(self, **_: Any) -> None:
+            close_handoff(
+                store, session_id, "h-1", closed_by="admin-1", resolution="done", outcome=SessionStatus.ACTIVE
+            )
+            raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, "SendTaskSuccess")
+
+    monkeypatch.setattr(agent_api, "sfn", ClosedMeanwhile)
+
+    assert call("messages", session_id, {"text": "Hi, this is Ana."})[0] == 201
+
+    # Then the closed handoff holds no token: nothing waits on a finished handoff
+    handoff = store.handoffs.get_handoff(session_id, "h-1")
+    assert handoff is not None
+    assert handoff.status == HandoffStatus.COMPLETED
+    assert store.handoffs.waiting_for(session_id, "h-1") is None
 
 
 def test_message_after_a_reassignment_for_idleness_is_403_and_stores_nothing(
