@@ -343,10 +343,21 @@ def test_set_and_clear_connection(store: DynamoSessionStore) -> None:
 
 
 def test_set_connection_refuses_closed_and_missing_sessions(store: DynamoSessionStore) -> None:
-    with pytest.raises(SessionClosed):
-        store.sessions.set_connection(_session_in(store, "disconnected"), "conn-1")
-    with pytest.raises(SessionNotFound):
+    closed = _session_in(store, "disconnected")
+    with pytest.raises(SessionClosed) as refused:
+        store.sessions.set_connection(closed, "conn-1")
+    # The refusal names the session and the status it found (the handler's 409 says which)
+    assert (refused.value.session_id, refused.value.status) == (closed, "disconnected")
+    with pytest.raises(SessionNotFound) as missing:
         store.sessions.set_connection("no-such-session", "conn-1")
+    assert missing.value.session_id == "no-such-session"
+
+
+def test_set_connection_stamps_the_session_as_updated(store: DynamoSessionStore, clock: FakeClock) -> None:
+    session_id = _session_in(store, "active")
+    clock.advance(90)
+    assert store.sessions.set_connection(session_id, "conn-1").updated_at == int(clock())
+    assert _raw_meta(store, session_id)["updated_at"] == int(clock())
 
 
 # ------------------------------------------------------------------ sessions by status
@@ -482,6 +493,7 @@ def test_resume_session_reopens_a_session_disconnected_within_its_grace_and_leav
     # Then it is active on the new connection, out of the cleanup index, under active in the status index
     assert (resumed.status, resumed.connection_id) == (SessionStatus.ACTIVE, "conn-2")
     assert (resumed.disconnected_at, resumed.cleanup_at, resumed.cleanup_shard) == (None, None, None)
+    assert resumed.updated_at == _raw_meta(store, session_id)["updated_at"] == int(clock())
     assert store.sessions.sessions_awaiting_cleanup(int(clock()) + 1).items == []
     assert [s.session_id for s in store.sessions.list_by_status(SessionStatus.ACTIVE).items] == [session_id]
 
@@ -504,13 +516,23 @@ def test_resume_session_refuses_and_changes_nothing(
             "conn-2",
             since=since - 3600 * (case != "past_grace"),
         )
-    assert why in str(refused.value)
+    # The status it gives is what the resume found ("active"), or why a disconnected one is closed to it
+    assert (refused.value.session_id, refused.value.status) == (session_id, why)
     assert store.sessions.get_session(session_id) == before
 
 
 def test_resume_session_of_an_unknown_session_is_not_found(store: DynamoSessionStore) -> None:
-    with pytest.raises(SessionNotFound):
-        store.sessions.resume_session(str(uuid.uuid4()), "alice", "conn-2", since=0)
+    unknown = str(uuid.uuid4())
+    with pytest.raises(SessionNotFound) as missing:
+        store.sessions.resume_session(unknown, "alice", "conn-2", since=0)
+    assert missing.value.session_id == unknown
+
+
+@pytest.mark.parametrize("bad", ["session_id", "customer_id", "connection_id"])
+def test_resume_session_names_the_id_that_is_not_an_id(store: DynamoSessionStore, bad: str) -> None:
+    ids = {"session_id": str(uuid.uuid4()), "customer_id": "alice", "connection_id": "conn-2"} | {bad: " "}
+    with pytest.raises(InvalidInput, match=rf"^{bad} must be a non-empty string"):
+        store.sessions.resume_session(ids["session_id"], ids["customer_id"], ids["connection_id"], since=0)
 
 
 def test_claim_for_cleanup_takes_only_a_session_still_waiting_past_the_given_time(
