@@ -190,7 +190,7 @@ def abandon_handoff(
         waiting_for = str(stored["waiting_for"]) if stored.get("waiting_for") else None
         now = store.table.now()
         tx = Transaction(store.table.table_name)
-        store.handoffs.abandon(tx, handoff, token, closed_by=closed_by, resolution=resolution, now=now)
+        store.handoffs.abandon(tx, handoff, token, closed_by=closed_by, resolution=resolution, outcome=outcome, now=now)
         store.sessions.leave_handoff(
             tx,
             session_id,

@@ -317,15 +317,24 @@ class Handoffs(Aggregate):
         delete_items(tx, handoff, untrue_after(handoff.agent_id, HandoffStatus.COMPLETED))
 
     def abandon(
-        self, tx: Transaction, handoff: Handoff, token: str | None, *, closed_by: str, resolution: str, now: int
+        self,
+        tx: Transaction,
+        handoff: Handoff,
+        token: str | None,
+        *,
+        closed_by: str,
+        resolution: str,
+        outcome: SessionStatus,
+        now: int,
     ) -> None:
         """Add ``queued|escalated -> failed`` to ``tx`` (action ``handoff``), the waiting task's token removed.
 
         Conditioned on the status and on the token just read (exactly one of this and an agent's
         accept gets the token); the handoff's waiting and managers inbox items are deleted.
+        ``outcome`` is where the session goes (disconnected, or deleted), as a close records it.
         """
         update = Update(Expr())
-        self._closing(update, HandoffStatus.FAILED, closed_by, resolution, SessionStatus.DISCONNECTED, now)
+        self._closing(update, HandoffStatus.FAILED, closed_by, resolution, outcome, now)
         update.remove("callback_token")
         update.remove("waiting_for")
         expr = update.expr

@@ -6,9 +6,16 @@ from typing import Any
 
 import pytest
 
+from embedded.clock import FakeClock
 from lambdas.shared.records import Agent, AgentStatus, HandoffStatus, SessionStatus
 from lambdas.shared.store import DynamoSessionStore
-from lambdas.usecases.customer_leaves import CUSTOMER_LEFT, CUSTOMER_LEFT_WAITING, disconnect_connection
+from lambdas.usecases.customer_leaves import (
+    CUSTOMER_LEFT,
+    CUSTOMER_LEFT_WAITING,
+    SESSION_DELETED,
+    delete_during_handoff,
+    disconnect_connection,
+)
 from tests.unit.handoffs import begin
 
 CONN = "conn-1"
@@ -84,17 +91,25 @@ def test_leaving_during_an_assigned_handoff_closes_it_and_releases_the_agent(
 
 
 def test_leaving_while_the_handoff_waits_fails_it_and_stops_the_wait_with_its_token(
-    store: DynamoSessionStore, waits: Waits
+    store: DynamoSessionStore, waits: Waits, clock: FakeClock
 ) -> None:
     session_id = connected(store)
     store.handoffs.queue_handoff(
         session_id, handoff_id="h-1", reason="billing", priority="normal", execution_arn=None, task_token="tok"
     )
+    clock.advance(60)
     assert disconnect_connection(store, CONN, stop_wait=waits) == "disconnected"
     raw = store.table.get({"PK": f"SESSION#{session_id}", "SK": "HANDOFF#h-1"})
     assert raw is not None
     assert (raw["status"], raw["resolution"], raw.get("callback_token")) == ("failed", CUSTOMER_LEFT_WAITING, None)
     assert "waiting_for" not in raw
+    # The record of the end: who ended it, where the session went, when
+    assert (raw["closed_by"], raw["outcome"], raw["closed_at"], raw["updated_at"]) == (
+        "alice",
+        "disconnected",
+        int(clock()),
+        int(clock()),
+    )
     assert waits.stopped == [("tok", "h-1")]
     session = store.sessions.get_session(session_id)
     assert session is not None
@@ -176,3 +191,32 @@ def test_leaving_while_a_handoff_waits_without_a_token_fails_it_and_stops_nothin
     assert handoff is not None
     assert handoff.status == HandoffStatus.FAILED
     assert waits.stopped == []
+
+
+def test_deleting_a_session_whose_handoff_waits_records_the_handoff_as_ended_by_the_deletion(
+    store: DynamoSessionStore, waits: Waits
+) -> None:
+    # Given a session whose handoff waits for an agent
+    session_id = connected(store)
+    store.handoffs.queue_handoff(
+        session_id, handoff_id="h-1", reason="billing", priority="normal", execution_arn=None, task_token="tok"
+    )
+    session = store.sessions.get_session(session_id)
+    assert session is not None
+
+    # When it is deleted
+    assert delete_during_handoff(store, session, deleted_by="admin-7", stop_wait=waits) is True
+
+    # Then the handoff failed, recorded as the deletion's (not as a disconnect), and its wait stopped
+    raw = store.table.get({"PK": f"SESSION#{session_id}", "SK": "HANDOFF#h-1"})
+    assert raw is not None
+    assert (raw["status"], raw["outcome"], raw["closed_by"], raw["resolution"]) == (
+        "failed",
+        "deleted",
+        "admin-7",
+        SESSION_DELETED,
+    )
+    assert waits.stopped == [("tok", "h-1")]
+    deleted = store.sessions.get_session(session_id)
+    assert deleted is not None
+    assert deleted.status == SessionStatus.DELETED
