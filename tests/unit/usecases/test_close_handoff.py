@@ -11,6 +11,7 @@ from lambdas.shared import keys
 from lambdas.shared.errors import Conflict, HandoffNotFound, InvalidInput, NotTheAssignedAgent
 from lambdas.shared.records import Agent, AgentStatus, HandoffStatus, SessionStatus
 from lambdas.shared.store import DynamoSessionStore, HandoffClosed
+from lambdas.shared.store.inbox import Placement
 from lambdas.usecases.assign_agent import begin_handoff
 from lambdas.usecases.close_handoff import close_handoff
 
@@ -41,8 +42,11 @@ def close(store: DynamoSessionStore, session_id: str, **options: Any) -> Any:
 def test_a_close_completes_the_handoff_releases_the_agent_and_resumes_the_session_in_one_write(
     store: DynamoSessionStore,
 ) -> None:
-    # Given a session handed over to agent-1
+    # Given a session handed over to agent-1, listed in its inbox (the stream's projection puts it there)
     session_id = handed_over(store)
+    store.inbox.put_inbox_item("agent-1", session_id=session_id, handoff_id="h-1", reason="billing")
+    listed = Placement.of(store.table.get(keys.handoff_key(session_id, "h-1")) or {}).key("agent-1")
+    assert store.table.get(listed) is not None
     # When agent-1 closes it
     with RoundTrips(store.table.client) as trips:
         closed = close(store, session_id)
@@ -70,6 +74,8 @@ def test_a_close_completes_the_handoff_releases_the_agent_and_resumes_the_sessio
         "closed_at": now,
         "updated_at": now,
     }
+    # And the agent's inbox no longer holds it
+    assert store.table.get(listed) is None
 
 
 def test_a_close_racing_a_failure_leaves_the_handoff_failed(
