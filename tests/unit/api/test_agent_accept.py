@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 
 from lambdas.api import agent as agent_api
+from lambdas.shared import keys
 from lambdas.shared.records import Agent, AgentStatus, HandoffStatus
 from lambdas.shared.store import DynamoSessionStore
+from lambdas.shared.store.inbox import Placement
 from tests.unit.api.test_agent import DEAD_TOKEN, RecordingWorkflow, call, queued, store
 
 __all__ = ["store"]  # the fixture, shared with the route tests
@@ -19,7 +21,20 @@ def _escalated(store: DynamoSessionStore) -> str:
         session_id, "h-1", status=HandoffStatus.ESCALATED, expected_status=HandoffStatus.QUEUED
     )
     store.handoffs.await_callback(session_id, "h-1", "agent", "manager-token")
+    _list(store, session_id, keys.MANAGERS_INBOX)
     return session_id
+
+
+def _list(store: DynamoSessionStore, session_id: str, inbox: str) -> None:
+    """Put the handoff in a shared ``inbox``, as the stream's projection does."""
+    assert store.inbox.put_inbox_item(inbox, session_id=session_id, handoff_id="h-1", reason="billing")
+
+
+def _listed(store: DynamoSessionStore, session_id: str, inbox: str) -> bool:
+    """Whether ``inbox`` holds the handoff's item (read raw: a console's listing leaves stale items out)."""
+    handoff = store.table.get(keys.handoff_key(session_id, "h-1"))
+    assert handoff is not None
+    return store.table.get(Placement.of(handoff).key(inbox)) is not None
 
 
 def test_an_escalated_handoff_refuses_an_agent_who_is_no_manager_and_a_manager_takes_it(
@@ -44,13 +59,16 @@ def test_an_escalated_handoff_refuses_an_agent_who_is_no_manager_and_a_manager_t
     assert agent.status == AgentStatus.AVAILABLE
     assert taken == (200, {"session_id": session_id, "handoff_id": "h-1", "agent_id": "boss-1", "status": "accepted"})
     assert workflow.outputs == [("manager-token", {"available": True, "agent_id": "boss-1", "source": "accepted"})]
+    # And the managers' inbox no longer offers it
+    assert not _listed(store, session_id, keys.MANAGERS_INBOX)
 
 
 def test_an_accepted_handoff_tells_the_workflow_who_took_it(
     store: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Given a queued handoff waiting on its task token, and an available agent with the skill
+    # Given a queued handoff waiting on its task token, in the waiting inbox, and an available agent with the skill
     session_id = queued(store)
+    _list(store, session_id, keys.WAITING_INBOX)
     store.agents.put_agent(Agent(agent_id="agent-1", skills=("billing",)))
     workflow = RecordingWorkflow()
     monkeypatch.setattr(agent_api, "sfn", workflow)
@@ -62,3 +80,5 @@ def test_an_accepted_handoff_tells_the_workflow_who_took_it(
     assert status == 200
     assert workflow.outputs == [(DEAD_TOKEN, {"available": True, "agent_id": "agent-1", "source": "accepted"})]
     assert store.handoffs.waiting_for(session_id, "h-1") is None
+    # And no other console offers it any more
+    assert not _listed(store, session_id, keys.WAITING_INBOX)
