@@ -201,6 +201,30 @@ def test_a_retired_agent_is_marked_in_the_directory_when_it_retired(
     assert _directory_row(store, "aiko")["retired_at"] == clock()
 
 
+def test_a_reservation_that_lands_while_an_agent_is_retired_stops_the_retirement(
+    store: DynamoSessionStore, aiko: Agent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an available agent, reserved for a customer between the retirement's read and its write
+    store.agents.set_presence("aiko", AgentStatus.AVAILABLE)
+    read = store.agents.get_agent
+
+    def read_then_reserve(agent_id: str) -> Agent | None:
+        agent = read(agent_id)
+        monkeypatch.setattr(store.agents, "get_agent", read)
+        store.agents.reserve_agent("aiko", "s-1")
+        return agent
+
+    monkeypatch.setattr(store.agents, "get_agent", read_then_reserve)
+    # When the retirement writes / Then it is refused: the agent serves its customer, not retired
+    with pytest.raises(AgentUnavailable) as refused:
+        store.agents.retire_agent("aiko")
+    assert refused.value.agent_id == "aiko"
+    agent = store.agents.get_agent("aiko")
+    assert agent is not None
+    assert (agent.status, agent.current_session_id) == (AgentStatus.BUSY, "s-1")
+    assert "retired_at" not in _directory_row(store, "aiko")
+
+
 def test_an_agent_registered_without_the_flag_is_an_offline_agent_and_no_manager(store: DynamoSessionStore) -> None:
     # When an agent is registered without saying it is a manager
     registered = store.agents.register_agent("ren", name="Ren", skills=("manga",))

@@ -176,6 +176,24 @@ def test_put_turn_stores_under_the_reserved_number_once(store: DynamoSessionStor
     assert store.turns.turns_between(session_id, 1, 1) == [turn]
 
 
+def test_a_put_that_finds_its_own_turn_stored_is_that_turn_and_not_a_conflict(
+    store: DynamoSessionStore, clock: FakeClock
+) -> None:
+    # Given a turn stored, whose answer the writer never got (a read timeout), retried later by the SDK
+    session_id = _new_session(store)
+    number = store.turns.reserve_turn(session_id).turn_count
+    stored = store.turns.put_turn(session_id, number, "user", "Is volume 3 out?")
+    clock.advance(2)
+    # When the same write meets it, it is that turn, as first stored
+    assert store.turns.put_turn(session_id, number, "user", "Is volume 3 out?") == stored
+    # But the same text by another author, or other text, is another turn: refused
+    with pytest.raises(Conflict):
+        store.turns.put_turn(session_id, number, "assistant", "Is volume 3 out?")
+    with pytest.raises(Conflict):
+        store.turns.put_turn(session_id, number, "user", "Is volume 4 out?")
+    assert store.turns.turns_between(session_id, 1, 1) == [stored]
+
+
 def test_add_turn_refuses_bad_content_before_any_write(store: DynamoSessionStore) -> None:
     session_id = _new_session(store)
     with pytest.raises(InvalidInput, match="content"):
