@@ -84,6 +84,8 @@ def test_a_customer_erases_herself_once_however_often_she_asks(store: DynamoSess
     assert first["erasure_status"] == "requested"
     executions = _executions()
     assert len(executions) == 1
+    # The answered ARN is the one Step Functions gave the execution: the status page reads it
+    assert first["execution_arn"] == executions[0]["executionArn"]
     sfn = boto3.client("stepfunctions", region_name="us-east-1")
     started = json.loads(sfn.describe_execution(executionArn=executions[0]["executionArn"])["input"])
     assert started == {"customer_id": ALICE, "record": keys.erasure_key(ALICE)}
@@ -145,8 +147,16 @@ def test_an_agent_is_refused_and_before_any_erasure_the_receipt_is_404(store: Dy
     assert receipt(ALICE)[0] == 404
 
 
+def test_a_caller_without_a_subject_is_refused_whatever_its_role(store: DynamoSessionStore) -> None:
+    assert erase(ALICE, sub="", role="admin")[0] == 403
+    assert receipt(ALICE, sub="", role="admin")[0] == 403
+    assert _executions() == []
+
+
 @pytest.mark.parametrize(("customer_id", "key"), [("a b", None), ("x" * 65, None), (ALICE, "bad key!")])
 def test_fails_with_400_on_a_malformed_id_or_key(store: DynamoSessionStore, customer_id: str, key: str | None) -> None:
     status, body = erase(customer_id, sub="root", role="admin", key=key)
     assert status == 400, body
+    # The message names what is wrong: the path's id, or the header
+    assert body["error"]["message"].startswith("header.Idempotency-Key" if key else "path.id"), body
     assert _executions() == []

@@ -127,6 +127,15 @@ def test_a_cursor_outside_the_directory_is_refused(
         store.agents.list_agents(cursor=cursors.encode(scope, position))
 
 
+def test_a_status_lists_only_the_agents_in_it(store: DynamoSessionStore) -> None:
+    ids = _register(store, 4)
+    for agent_id in ids[1::2]:
+        store.agents.set_presence(agent_id, AgentStatus.AVAILABLE)
+    listed = store.agents.list_agents(status="available")
+    assert [a.agent_id for a in listed.items] == ids[1::2]
+    assert [a.agent_id for a in store.agents.list_agents(status=AgentStatus.OFFLINE).items] == ids[::2]
+
+
 def test_fails_on_a_status_that_is_not_one_naming_it(store: DynamoSessionStore) -> None:
     with pytest.raises(InvalidInput, match="status"):
         store.agents.list_agents(status="sleeping")

@@ -156,6 +156,21 @@ def test_fails_with_a_limit_that_is_not_positive(store: DynamoSessionStore, per_
         take(store, per_minute=per_minute, burst=burst)
 
 
+def test_the_slots_item_expires_a_minute_after_its_latest_slot_could_end(
+    store: DynamoSessionStore, clock: FakeClock
+) -> None:
+    # The first slot creates the item, a later one extends it: TTL never removes a live slot
+    assert store.limits.open_connection_slot("alice", "c1", cap=2).admitted
+    first = store.table.get(keys.connection_slots_key("alice"))
+    assert first is not None
+    assert first["ttl"] == int(clock()) + MAX_CONNECTION_SECONDS + 60
+    clock.advance(600)
+    assert store.limits.open_connection_slot("alice", "c2", cap=2).admitted
+    later = store.table.get(keys.connection_slots_key("alice"))
+    assert later is not None
+    assert later["ttl"] == int(clock()) + MAX_CONNECTION_SECONDS + 60
+
+
 def test_connection_slots_cap_a_customer_and_free_on_close(store: DynamoSessionStore) -> None:
     assert store.limits.open_connection_slot("alice", "c1", cap=2).admitted
     assert store.limits.open_connection_slot("alice", "c2", cap=2).admitted
