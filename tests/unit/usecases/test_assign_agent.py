@@ -75,6 +75,31 @@ def test_begin_refuses_a_session_that_is_not_active_and_writes_nothing(store: Dy
     assert store.turns.list_turns(session.session_id).items == []
 
 
+def test_a_session_that_ends_between_the_read_and_the_write_is_not_handed_over(
+    store: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an active session the customer leaves after the use case read it
+    session = store.sessions.create_session("c-1")
+    original = store.sessions.get_session
+
+    def read_then_leave(session_id: str, *, consistent: bool = True) -> Any:
+        found = original(session_id, consistent=consistent)
+        monkeypatch.setattr(store.sessions, "get_session", original)
+        store.sessions.update_status(session_id, SessionStatus.DISCONNECTED)
+        return found
+
+    monkeypatch.setattr(store.sessions, "get_session", read_then_leave)
+
+    # When the handoff begins / Then the write is refused: a closed session never becomes a handoff
+    with pytest.raises(SessionNotActive, match="disconnected"):
+        begin(store, session.session_id)
+    after = store.sessions.get_session(session.session_id)
+    assert after is not None
+    assert (after.status, after.turn_count) == (SessionStatus.DISCONNECTED, 0)
+    assert store.handoffs.current_handoff(session.session_id) is None
+    assert store.turns.list_turns(session.session_id).items == []
+
+
 def test_begin_retried_after_success_does_not_write_again(store: DynamoSessionStore) -> None:
     session = store.sessions.create_session("c-1")
     begin(store, session.session_id)

@@ -71,13 +71,20 @@ def test_an_older_connection_of_a_resumed_session_leaves_it_open(store: DynamoSe
 
 
 def test_leaving_during_an_assigned_handoff_closes_it_and_releases_the_agent(
-    store: DynamoSessionStore, waits: Waits
+    store: DynamoSessionStore, waits: Waits, clock: FakeClock
 ) -> None:
     session_id = connected(store)
     store.agents.put_agent(Agent(agent_id="a-1", skills=("billing",), status=AgentStatus.AVAILABLE))
     store.agents.reserve_agent("a-1", session_id)
     begin(store, session_id)
+    clock.advance(30)
     assert disconnect_connection(store, CONN, stop_wait=waits) == "disconnected"
+    # The session is disconnected now, its connection forgotten, and waits in the cleanup index from now
+    session = store.sessions.get_session(session_id)
+    assert session is not None
+    assert (session.status, session.connection_id) == (SessionStatus.DISCONNECTED, None)
+    assert (session.disconnected_at, session.cleanup_at, session.updated_at) == (int(clock()),) * 3
+    assert [c.session_id for c in store.sessions.sessions_awaiting_cleanup(int(clock()) + 1).items] == [session_id]
     handoff = store.handoffs.get_handoff(session_id, "h-1")
     assert handoff is not None
     assert handoff.status == HandoffStatus.COMPLETED
