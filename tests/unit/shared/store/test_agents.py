@@ -87,7 +87,7 @@ def test_find_available_agent_picks_the_longest_waiting(store: DynamoSessionStor
     assert store.agents.find_available_agent("billing") is None
 
 
-def test_find_available_agent_skips_stale_index_rows(store: DynamoSessionStore) -> None:
+def test_find_available_agent_skips_stale_index_rows(store: DynamoSessionStore, clock: FakeClock) -> None:
     # Given an index row whose agent META says busy (the index lags behind META)
     store.agents.put_agent(Agent("a-1", ("manga",)))
     store.table.client.update_item(
@@ -100,6 +100,12 @@ def test_find_available_agent_skips_stale_index_rows(store: DynamoSessionStore) 
     # When an agent is looked for
     # Then the busy agent is not offered
     assert store.agents.find_available_agent("manga") is None
+    # And an agent available after it, behind the stale row, is
+    clock.advance(10)
+    store.agents.put_agent(Agent("a-2", ("manga",)))
+    found = store.agents.find_available_agent("manga")
+    assert found is not None
+    assert found.agent_id == "a-2"
 
 
 def test_reserve_and_release_agent(store: DynamoSessionStore, clock: FakeClock) -> None:
