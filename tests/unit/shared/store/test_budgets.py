@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from embedded.clock import START_TIME, FakeClock
@@ -14,10 +16,20 @@ from lambdas.shared.store.table import Cancelled, Transaction
 DAY = 24 * 3600
 
 
-def test_the_day_is_the_utc_date_and_it_resets_at_the_next_utc_midnight() -> None:
-    assert utc_day(1_767_225_600) == ("2026-01-01", 1_767_225_600 + DAY)  # midnight itself starts a day
-    assert utc_day(1_767_225_600 + DAY - 1) == ("2026-01-01", 1_767_225_600 + DAY)
-    assert utc_day(1_767_225_600 + DAY) == ("2026-01-02", 1_767_225_600 + 2 * DAY)
+@pytest.mark.parametrize("zone", ["UTC", "Asia/Tokyo", "America/Los_Angeles"])
+def test_the_day_is_the_utc_date_and_it_resets_at_the_next_utc_midnight(
+    zone: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Whatever the machine's zone (Lambda's is UTC; a laptop running make local may not be)
+    monkeypatch.setenv("TZ", zone)
+    time.tzset()
+    try:
+        assert utc_day(1_767_225_600) == ("2026-01-01", 1_767_225_600 + DAY)  # midnight itself starts a day
+        assert utc_day(1_767_225_600 + DAY - 1) == ("2026-01-01", 1_767_225_600 + DAY)
+        assert utc_day(1_767_225_600 + DAY) == ("2026-01-02", 1_767_225_600 + 2 * DAY)
+    finally:
+        monkeypatch.undo()
+        time.tzset()
 
 
 def test_a_customer_below_the_budget_is_admitted_and_the_days_item_expires_a_day_after_the_day(

@@ -85,6 +85,28 @@ def queue(store: DynamoSessionStore, session_id: str, token: str) -> Any:
     )
 
 
+def test_a_queued_handoff_records_its_priority_and_the_execution_that_waits_on_it(
+    store: DynamoSessionStore, clock: FakeClock
+) -> None:
+    session = store.sessions.create_session("c-1")
+    clock.advance(5)
+    queued = store.handoffs.queue_handoff(
+        session.session_id, handoff_id="h-1", reason="billing", priority="urgent", execution_arn="arn:x", task_token="t"
+    )
+    assert queued is not None
+    assert (queued.status, queued.priority, queued.execution_arn) == (HandoffStatus.QUEUED, "urgent", "arn:x")
+    # The wait's token is stamped on the record when it is stored
+    raw = store.table.get(keys.handoff_key(session.session_id, "h-1"))
+    assert raw is not None
+    assert (raw["callback_token"], raw["waiting_for"], raw["updated_at"]) == ("t", "agent", int(clock()))
+    clock.advance(5)
+    assert store.handoffs.claim_callback(session.session_id, "h-1", "agent") == "t"
+    assert store.handoffs.await_callback(session.session_id, "h-1", "agent", "t2")
+    again = store.table.get(keys.handoff_key(session.session_id, "h-1"))
+    assert again is not None
+    assert again["updated_at"] == int(clock())
+
+
 def test_a_late_assignment_message_never_replaces_the_live_wait(store: DynamoSessionStore) -> None:
     # Given a handoff that was queued with its token, then assigned, and now waits for the reply
     session = store.sessions.create_session("c-1")

@@ -212,6 +212,7 @@ def test_turns_before_reads_the_newest_below_the_number_in_order(store: DynamoSe
     # Then the newest three below 6 come back oldest first, and nothing sorts in from the summary
     assert [t.turn_number for t in store.turns.turns_before(session_id, 6, limit=3)] == [3, 4, 5]
     assert [t.turn_number for t in store.turns.turns_before(session_id, 3, limit=10)] == [1, 2]
+    assert [t.turn_number for t in store.turns.turns_before(session_id, 2, limit=10)] == [1]
     assert store.turns.turns_before(session_id, 1, limit=10) == []
 
 
