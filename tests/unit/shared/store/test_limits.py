@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -51,6 +52,15 @@ def test_a_new_or_idle_bucket_admits_in_one_write_and_a_burst_in_two(
     with recorded_calls(store) as calls:
         assert take(store).admitted
     assert calls == ["UpdateItem"]
+
+
+def test_a_bucket_item_outlives_the_moment_its_bucket_is_full_again(store: DynamoSessionStore) -> None:
+    # TTL may remove a bucket only once it would be full anyway: earlier, a burst would start over
+    for _ in range(3):
+        assert take(store).admitted
+        item = store.table.get(keys.rate_bucket_key(CONNECTION_SCOPE, "conn-1"))
+        assert item is not None
+        assert item["ttl"] >= math.ceil(int(item["tat"]) / 1000) + 60
 
 
 def test_an_empty_bucket_refuses_after_one_call(store: DynamoSessionStore) -> None:

@@ -414,8 +414,14 @@ def test_latest_summary_is_the_highest_number(store: DynamoSessionStore) -> None
     assert (latest.summary_number, latest.window_start, latest.window_end) == (11, 101, 110)
 
 
-def test_put_summary_validates_its_window(store: DynamoSessionStore) -> None:
+def test_put_summary_validates_its_window(store: DynamoSessionStore, clock: FakeClock) -> None:
     session_id = _new_session(store)
+    # A window of one turn is a window; the summary lives as long as the session's records
+    one = store.turns.put_summary(
+        session_id, 1, summary_text="s", window_start=3, window_end=3, turn_count_at_summary=3
+    )
+    assert (one.window_start, one.window_end) == (3, 3)
+    assert one.ttl == int(clock()) + store.table.ttl_seconds
     with pytest.raises(InvalidInput):
         store.turns.put_summary(session_id, 1, summary_text="s", window_start=10, window_end=1, turn_count_at_summary=1)
     with pytest.raises(InvalidInput):
