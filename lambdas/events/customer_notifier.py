@@ -118,7 +118,9 @@ def notice_for(message: HandoffMessage, *, ahead: int | None = None) -> Notice |
         frame = {"type": "notification", "event_type": message.event_type, "text": ESCALATED_TEXT, **base}
         return Notice(ESCALATED_TEXT, frame)
     if message.event_type == EVENT_CLOSED:
-        outcome = "end" if message.outcome == str(SessionStatus.DISCONNECTED) else "resume"
+        # Only a session that went back to the assistant resumes; one ended or deleted with the
+        # handoff must not be told that the assistant answers again.
+        outcome = "resume" if message.outcome == str(SessionStatus.ACTIVE) else "end"
         text = CLOSED_TEXT[outcome]
         frame = {"type": "handoff_closed", "outcome": outcome, "text": text, **base}
         if message.resolution:

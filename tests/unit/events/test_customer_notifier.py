@@ -179,6 +179,19 @@ def test_a_customer_away_from_the_chat_is_mailed_once(wired: DynamoSessionStore,
     assert subject == customer_notifier.SUBJECT
 
 
+def test_a_handoff_closed_because_its_session_was_deleted_tells_no_one_the_assistant_is_back(
+    wired: DynamoSessionStore, noticing: list[Any]
+) -> None:
+    # Given a session deleted during its handoff (by the customer, an admin or an erasure)
+    session = wired.sessions.create_session("cust-1", email="cust-1@example.com")
+    body = _closed(session.session_id, outcome="deleted")
+    assert customer_notifier.handler(sqs_event(body), CONTEXT)["batchItemFailures"] == []
+    # Then the notice says the conversation is closed, not that the assistant is here again
+    ((_, _, text),) = noticing
+    assert "closed this conversation" in text
+    assert customer_notifier.CLOSED_TEXT["resume"] not in text
+
+
 def test_an_address_the_stage_may_not_mail_gets_the_notice_in_the_conversation(
     wired: DynamoSessionStore, noticing: list[Any]
 ) -> None:
