@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from embedded.round_trips import RoundTrips
+from lambdas.shared import cursor as cursors
 from lambdas.shared import keys
 from lambdas.shared.errors import Conflict
 from lambdas.shared.store import DynamoSessionStore
@@ -177,6 +178,51 @@ def test_latest_is_the_sessions_last_item_under_the_prefix_in_one_read(store: Dy
     assert latest["n"] == "SUMMARY#0003"
     assert [q["Limit"] for q in queries] == [1]  # one request for one item, however many the session holds
     assert store.table.latest("s3", "SUMMARY#") is None
+
+
+def _things(table: TableCore, count: int) -> None:
+    for n in range(1, count + 1):
+        item = {"PK": {"S": "THING#p"}, "SK": {"S": f"N#{n}"}}
+        table.client.put_item(TableName=table.table_name, Item=item)
+
+
+def _page(table: TableCore, limit: int, start: dict[str, Any] | None = None) -> tuple[list[str], str | None]:
+    params = {"KeyConditionExpression": "PK = :p", "ExpressionAttributeValues": {":p": {"S": "THING#p"}}}
+    items, cursor = table.query_page(params, limit=limit, scope="things", key_attributes=("PK", "SK"), start=start)
+    return [str(i["SK"]) for i in items], cursor
+
+
+def test_a_page_reads_one_item_more_than_it_gives_and_only_a_page_with_more_after_it_has_a_cursor(
+    store: DynamoSessionStore,
+) -> None:
+    _things(store.table, 4)
+    limits: list[int] = []
+    store.table.client.meta.events.register(
+        "before-parameter-build.dynamodb.Query", lambda params, **_: limits.append(params["Limit"])
+    )
+    first, cursor = _page(store.table, 2)
+    assert (first, cursor) == (["N#1", "N#2"], cursors.encode("things", {"PK": "THING#p", "SK": "N#2"}))
+    # The last page is full: the extra item asked for is not there, so no cursor (and no empty page)
+    assert _page(store.table, 2, {"PK": "THING#p", "SK": "N#2"}) == (["N#3", "N#4"], None)
+    assert _page(store.table, 3, {"PK": "THING#p", "SK": "N#2"}) == (["N#3", "N#4"], None)
+    assert limits == [3, 3, 4]
+
+
+def test_a_page_the_table_cut_short_continues_where_the_table_stopped(
+    store: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a table that stops after one item (its 1 MB page limit), saying where
+    _things(store.table, 3)
+    real = store.table.client.query
+
+    def cut_short(**params: Any) -> dict[str, Any]:
+        answer = real(**params)
+        first = answer["Items"][:1]
+        return {**answer, "Items": first, "LastEvaluatedKey": {"PK": first[0]["PK"], "SK": first[0]["SK"]}}
+
+    monkeypatch.setattr(store.table.client, "query", cut_short)
+    # Then the short page carries a cursor at the table's stopping point
+    assert _page(store.table, 2) == (["N#1"], cursors.encode("things", {"PK": "THING#p", "SK": "N#1"}))
 
 
 @pytest.mark.parametrize(
