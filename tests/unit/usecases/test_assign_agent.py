@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from lambdas.shared import keys
 from lambdas.shared.records import HandoffStatus, Role, SessionStatus
 from lambdas.shared.store import DynamoSessionStore, HandoffConflict, SessionNotActive
 from tests.unit.handoffs import begin
@@ -97,6 +98,37 @@ def test_a_session_that_ends_between_the_read_and_the_write_is_not_handed_over(
     assert after is not None
     assert (after.status, after.turn_count) == (SessionStatus.DISCONNECTED, 0)
     assert store.handoffs.current_handoff(session.session_id) is None
+    assert store.turns.list_turns(session.session_id).items == []
+
+
+def test_a_handoff_that_fails_between_the_read_and_the_write_is_not_assigned(
+    store: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a queued handoff the workflow fails after the use case read it
+    session = store.sessions.create_session("c-1")
+    store.handoffs.put_handoff(session.session_id, reason="billing", handoff_id="h-1")
+    read = store.table.get
+
+    def read_then_fail(key: Any, **options: Any) -> Any:
+        found = read(key, **options)
+        if key == keys.handoff_key(session.session_id, "h-1"):
+            monkeypatch.setattr(store.table, "get", read)
+            store.handoffs.update_handoff(
+                session.session_id, "h-1", status=HandoffStatus.FAILED, expected_status=HandoffStatus.QUEUED
+            )
+        return found
+
+    monkeypatch.setattr(store.table, "get", read_then_fail)
+
+    # When the handoff begins / Then it is refused: a failed handoff is never handed to an agent
+    with pytest.raises(HandoffConflict):
+        begin(store, session.session_id)
+    handoff = store.handoffs.get_handoff(session.session_id, "h-1")
+    assert handoff is not None
+    assert (handoff.status, handoff.agent_id) == (HandoffStatus.FAILED, None)
+    after = store.sessions.get_session(session.session_id)
+    assert after is not None
+    assert after.status == SessionStatus.ACTIVE
     assert store.turns.list_turns(session.session_id).items == []
 
 

@@ -10,7 +10,7 @@ from botocore.exceptions import ClientError
 
 from embedded.clock import START_TIME, FakeClock
 from lambdas.shared import keys
-from lambdas.shared.errors import Conflict, HandoffNotFound, InvalidInput
+from lambdas.shared.errors import Conflict, HandoffNotFound, InvalidInput, SessionNotFound
 from lambdas.shared.records import HandoffStatus, SessionStatus
 from lambdas.shared.store import AgentActive, DynamoSessionStore, HandoffClosed
 from lambdas.shared.store.handoffs import MAX_MOVE_READS, PREVIOUS_AGENT
@@ -325,8 +325,17 @@ def test_handoff_errors(store: DynamoSessionStore) -> None:
         store.handoffs.update_handoff(session_id, "nope", status="failed")
     with pytest.raises(InvalidInput):
         store.handoffs.update_handoff(session_id, "exec-1")
-    with pytest.raises(InvalidInput):
+    with pytest.raises(InvalidInput, match=r"^handoff status must be one of"):
         store.handoffs.put_handoff(session_id, reason="x", status="lost")
+
+
+def test_a_handoff_of_no_session_is_refused_and_writes_nothing(store: DynamoSessionStore) -> None:
+    # The session META must exist: the write would otherwise create a bare session item naming the handoff
+    with pytest.raises(SessionNotFound) as missing:
+        store.handoffs.put_handoff("no-such-session", reason="x", handoff_id="h-1")
+    assert missing.value.session_id == "no-such-session"
+    assert store.table.get(keys.session_key("no-such-session")) is None
+    assert store.table.get(keys.handoff_key("no-such-session", "h-1")) is None
 
 
 def _queued_in_the_waiting_inbox(store: DynamoSessionStore) -> str:
