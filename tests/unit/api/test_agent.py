@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import boto3
@@ -83,6 +83,21 @@ class RecordingWorkflow:
         return {}
 
 
+class ThrottlingWorkflow:
+    """Step Functions throttling every SendTaskSuccess (``agent_api.sfn``); ``meanwhile`` runs first, as a race."""
+
+    def __init__(self, meanwhile: Callable[[], None] | None = None) -> None:
+        self.meanwhile = meanwhile
+
+    def __call__(self) -> ThrottlingWorkflow:
+        return self
+
+    def send_task_success(self, **_: Any) -> None:
+        if self.meanwhile is not None:
+            self.meanwhile()
+        raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, "SendTaskSuccess")
+
+
 def queued(store: DynamoSessionStore) -> str:
     session = store.sessions.create_session("customer-1")
     store.handoffs.queue_handoff(
@@ -141,11 +156,7 @@ def test_accept_whose_send_task_success_fails_gives_the_token_back(
     session_id = queued(store)
     store.agents.put_agent(Agent(agent_id="agent-1", skills=("billing",)))
 
-    class Throttled:
-        def send_task_success(self, **_: Any) -> None:
-            raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, "SendTaskSuccess")
-
-    monkeypatch.setattr(agent_api, "sfn", Throttled)
+    monkeypatch.setattr(agent_api, "sfn", ThrottlingWorkflow())
 
     status, body = call("accept", session_id, {})
 
@@ -265,11 +276,7 @@ def test_message_whose_send_task_success_fails_is_stored_once_and_keeps_the_toke
     session_id = _handed_over(store)
     store.handoffs.await_callback(session_id, "h-1", "reply", "live-token")
 
-    class Throttled:
-        def send_task_success(self, **_: Any) -> None:
-            raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, "SendTaskSuccess")
-
-    monkeypatch.setattr(agent_api, "sfn", Throttled)
+    monkeypatch.setattr(agent_api, "sfn", ThrottlingWorkflow())
 
     status, body = call("messages", session_id, {"text": "Hi, this is Ana."})
 
@@ -432,11 +439,7 @@ def test_close_whose_send_task_success_fails_is_still_a_close(
     # Given agent-1 serving a handoff whose MonitorHandoff token is stored, and Step Functions throttling
     session_id = _served_with_a_waiting_token(store)
 
-    class Throttled:
-        def send_task_success(self, **_: Any) -> None:
-            raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, "SendTaskSuccess")
-
-    monkeypatch.setattr(agent_api, "sfn", Throttled)
+    monkeypatch.setattr(agent_api, "sfn", ThrottlingWorkflow())
 
     status, body = call("close", session_id, {"resolution": "done", "outcome": "resume"})
 
@@ -517,14 +520,10 @@ def test_a_failed_completion_gives_the_token_back_only_while_the_handoff_is_assi
     session_id = _handed_over(store)
     store.handoffs.await_callback(session_id, "h-1", "reply", "live-token")
 
-    class ClosedMeanwhile:
-        def send_task_success(self, **_: Any) -> None:
-            close_handoff(
-                store, session_id, "h-1", closed_by="admin-1", resolution="done", outcome=SessionStatus.ACTIVE
-            )
-            raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, "SendTaskSuccess")
+    def closed_meanwhile() -> None:
+        close_handoff(store, session_id, "h-1", closed_by="admin-1", resolution="done", outcome=SessionStatus.ACTIVE)
 
-    monkeypatch.setattr(agent_api, "sfn", ClosedMeanwhile)
+    monkeypatch.setattr(agent_api, "sfn", ThrottlingWorkflow(meanwhile=closed_meanwhile))
 
     assert call("messages", session_id, {"text": "Hi, this is Ana."})[0] == 201
 
