@@ -48,6 +48,11 @@ from embedded.services.sqs import SqsPump
 MOTO_CONFIG: Any = {"stepfunctions": {"execute_state_machine": True}}
 
 
+class RefusedWhileWaiting(RuntimeError):
+    """A wait ended early: something made during it is a call or delivery AWS would refuse
+    (see :meth:`EmbeddedStage.waits_end_on_refusal`)."""
+
+
 @dataclass
 class FunctionInfo:
     """A deployed Lambda function as the template declares it."""
@@ -76,6 +81,7 @@ class EmbeddedStage:
     queues: SqsPump = field(init=False)
     rest_apis: dict[str, RestRouter] = field(init=False)
     websocket_apis: dict[str, WebSocketRouter] = field(init=False)
+    _waits_end_on_refusal: bool = field(init=False, default=False)
 
     def __post_init__(self) -> None:
         mappings = self.cloud.registry.mappings
@@ -96,6 +102,21 @@ class EmbeddedStage:
     def refusals(self) -> list[Refusal]:
         """Every call and delivery AWS would have refused so far (empty when not strict)."""
         return list(self.guard.refusals) if self.guard is not None and self.cloud.guard is not None else []
+
+    @contextmanager
+    def waits_end_on_refusal(self) -> Iterator[None]:
+        """While open, a wait (:meth:`settle`, :meth:`wait_execution`) ends as soon as a call or
+        delivery made during it is one AWS would refuse, raising :class:`RefusedWhileWaiting`.
+
+        For a caller that fails on any refusal anyway (the story): a refused grant usually means
+        the awaited notice, message or workflow end never comes, and the wait would run to its
+        real-time timeout for nothing.
+        """
+        before, self._waits_end_on_refusal = self._waits_end_on_refusal, True
+        try:
+            yield
+        finally:
+            self._waits_end_on_refusal = before
 
     @property
     def rest(self) -> RestRouter:
@@ -222,12 +243,16 @@ class EmbeddedStage:
         ends under a frozen clock. ``timeout`` is real time.
         """
         deadline = time.monotonic() + timeout
+        refused_before = len(self.refusals) if self._waits_end_on_refusal else None
         moved = 0
         while True:
             step = self.streams.pump() + self.queues.pump() + self.concurrency.retry_deferred(self.client("lambda"))
             moved += step
             if until is not None and until():
                 return moved
+            if refused_before is not None and len(self.refusals) > refused_before:
+                refused = "; ".join(dict.fromkeys(str(r) for r in self.refusals[refused_before:]))
+                raise RefusedWhileWaiting(f"stopped waiting: AWS would refuse {refused}")
             quiet = step == 0 and self.streams.pending() == 0
             if until is None and quiet and (not wait_executions or not self.running_executions()):
                 return moved

@@ -202,7 +202,9 @@ def run_story(stage: EmbeddedStage, config: StageConfig, narrate: Callable[[Step
     story = Story(stage, config, narrate)
     # The stage's clock stands still unless a step moves it: a workflow's timer (an agent's wait,
     # the idle limit) fires when the story says time has passed, never because the machine is slow.
-    with stage.clock.frozen():
+    # A refusal fails the step anyway, and the notice or workflow end a step waits for may never
+    # come once a grant is missing: the step's waits end at the refusal, not at their timeouts.
+    with stage.clock.frozen(), stage.waits_end_on_refusal():
         for name in STEPS:
             seen = len(stage.refusals)
             try:

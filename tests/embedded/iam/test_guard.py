@@ -16,6 +16,7 @@ from embedded import EmbeddedStage, embedded_stage
 from embedded.cloudformation.deploy import DeploymentError
 from embedded.iam.access import Call, UnmappedOperation
 from embedded.iam.caller import Caller
+from embedded.stage import RefusedWhileWaiting
 from tests.e2e import templates as t
 
 pytestmark = pytest.mark.slow
@@ -103,6 +104,23 @@ def test_without_the_send_grant_the_function_gets_sqs_access_denied_naming_princ
         assert ":assumed-role/" in result["message"]
         assert _queued(stage) == []
         assert [r.action for r in stage.refusals] == ["sqs:SendMessage"]
+
+
+def test_a_wait_that_ends_on_refusal_stops_at_the_first_refusal_made_during_it() -> None:
+    identity = [_statement(["kms:GenerateDataKey", "kms:Decrypt"], KEY), MAY_LOG]
+    with embedded_stage([t.stack("T-Iam", "Events", _resources(identity=identity))]) as stage:
+        _send(stage)  # refused before the waits below begin: it ends none of them
+        with stage.waits_end_on_refusal():
+            assert stage.settle(until=lambda: True) == 0
+            with pytest.raises(TimeoutError):
+                stage.settle(until=lambda: False, timeout=0)
+            # A condition that never holds, whose check makes a refused call: the wait ends there.
+            with pytest.raises(RefusedWhileWaiting, match=r"stopped waiting: AWS would refuse .*sqs:SendMessage"):
+                stage.settle(until=lambda: _send(stage)["sent"], timeout=60)
+        # Outside, a refusal never ends a wait: it runs to its timeout.
+        with pytest.raises(TimeoutError):
+            stage.settle(until=lambda: _send(stage)["sent"], timeout=0)
+        assert [r.action for r in stage.refusals] == ["sqs:SendMessage"] * 3
 
 
 def test_a_role_that_may_not_write_its_logs_runs_but_every_line_is_lost_and_reported() -> None:
