@@ -27,7 +27,12 @@ export AWS_EC2_METADATA_DISABLED := true
 # Bytecode goes to .pycache/, compiled once for the modules a process imports: never into the source
 # tree (a code asset holds what it ships, constructs_lib/bytecode.py) and never again by the next
 # process, where not writing it at all made every test worker and synth compile the app anew.
+# A PYTHONDONTWRITEBYTECODE in the caller's environment (set on many CI and container images to keep
+# __pycache__ out of source trees) would turn that off silently: every process of a run (each test
+# worker, server, synth and checkov) compiled boto3, moto and the CDK from source again, and test
+# collection alone took twice as long. The prefix already keeps the source tree clean.
 export PYTHONPYCACHEPREFIX := $(CURDIR)/.pycache
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: help install synth synth-all synth-pipeline deploy-pipeline test lint typecheck unit browser cfn-lint checkov mutation bench capacity demo load local mint-token preflight deploy diff destroy smoke redrive openapi clean
 

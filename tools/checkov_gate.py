@@ -292,13 +292,17 @@ def checkov_environment(home: Path) -> dict[str, str]:
     ``home`` (an empty directory) is its home, temporary and working directory, so no
     ``.checkov.yaml`` is read; no ``BC_API_KEY`` reaches it, so it never talks to the platform.
     """
+    # Bytecode: where the caller keeps it (the Makefile's ``.pycache/``), so that the processes after
+    # the first load checkov's thousands of modules compiled; without a prefix, none is written.
+    prefix = os.environ.get("PYTHONPYCACHEPREFIX", "")
+    bytecode = {"PYTHONPYCACHEPREFIX": prefix} if prefix else {"PYTHONDONTWRITEBYTECODE": "1"}
     return {
         "PATH": os.environ.get("PATH", os.defpath),
         "HOME": str(home),
         "TMPDIR": str(home),
         "LANG": "C.UTF-8",
         "PYTHONUTF8": "1",
-        "PYTHONDONTWRITEBYTECODE": "1",
+        **bytecode,
         "CKV_SKIP_PACKAGE_UPDATE_CHECK": "true",  # no request for checkov's newest version
         "BC_SKIP_MAPPING": "TRUE",  # no download of check metadata and guidelines
     }

@@ -259,6 +259,21 @@ def test_checkov_runs_offline_on_nothing_of_the_callers_environment(
     assert not {"BC_API_KEY", "CKV_SKIP_CHECK", "HTTPS_PROXY"} & set(environment)
 
 
+def test_checkov_keeps_its_bytecode_where_the_caller_does_and_writes_none_without_a_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYTHONPYCACHEPREFIX", str(tmp_path / "pycache"))
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    kept = checkov_environment(tmp_path)
+    assert kept["PYTHONPYCACHEPREFIX"] == str(tmp_path / "pycache")
+    assert "PYTHONDONTWRITEBYTECODE" not in kept
+
+    monkeypatch.delenv("PYTHONPYCACHEPREFIX")
+    written_nowhere = checkov_environment(tmp_path)
+    assert written_nowhere["PYTHONDONTWRITEBYTECODE"] == "1"
+    assert "PYTHONPYCACHEPREFIX" not in written_nowhere
+
+
 _FAKE_CHECKOV = """#!{python}
 import json, os, sys
 # Refuse a run that could reach the platform or read the caller's settings.
