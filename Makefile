@@ -30,7 +30,7 @@ export AWS_EC2_METADATA_DISABLED := true
 # A PYTHONDONTWRITEBYTECODE in the caller's environment (set on many CI and container images to keep
 # __pycache__ out of source trees) would turn that off silently: every process of a run (each test
 # worker, server, synth and checkov) compiled boto3, moto and the CDK from source again, and test
-# collection alone took twice as long. The prefix already keeps the source tree clean.
+# collection alone took three times as long. The prefix already keeps the source tree clean.
 export PYTHONPYCACHEPREFIX := $(CURDIR)/.pycache
 unexport PYTHONDONTWRITEBYTECODE
 

@@ -287,7 +287,7 @@ def checkov_command(checkov: Path, templates: Sequence[Path]) -> list[str]:
 
 
 def checkov_environment(home: Path) -> dict[str, str]:
-    """The whole environment checkov runs with: nothing of the caller's but ``PATH``.
+    """The whole environment checkov runs with: nothing of the caller's but ``PATH`` and its bytecode prefix.
 
     ``home`` (an empty directory) is its home, temporary and working directory, so no
     ``.checkov.yaml`` is read; no ``BC_API_KEY`` reaches it, so it never talks to the platform.
