@@ -11,6 +11,8 @@ import os
 from collections.abc import Mapping
 from typing import Final
 
+from embedded.heap import collect_less_often
+
 OFFLINE_ENVIRONMENT: Final[Mapping[str, str]] = {
     "AWS_ACCESS_KEY_ID": "offline",
     "AWS_SECRET_ACCESS_KEY": "offline",
@@ -26,6 +28,10 @@ OFFLINE_ENVIRONMENT: Final[Mapping[str, str]] = {
 
 
 def go_offline(**extra: str) -> None:
-    """Put :data:`OFFLINE_ENVIRONMENT` (and ``extra``) into this process's environment; drop AWS_PROFILE."""
+    """Put :data:`OFFLINE_ENVIRONMENT` (and ``extra``) into this process's environment; drop AWS_PROFILE.
+
+    Also collect cycles as a process with a stage on embedded AWS should (:mod:`embedded.heap`).
+    """
     os.environ.update({**OFFLINE_ENVIRONMENT, **extra})
     os.environ.pop("AWS_PROFILE", None)
+    collect_less_often()

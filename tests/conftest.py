@@ -4,7 +4,6 @@ no real endpoint and no environment left changed."""
 from __future__ import annotations
 
 import contextlib
-import gc
 import os
 import shutil
 import sys
@@ -34,19 +33,13 @@ for _key, _value in {
     os.environ[_key] = _value
 os.environ.pop("AWS_PROFILE", None)
 
-# A test process holds a large, long-lived heap (botocore's service models, moto's backends, a stage's
-# jsii proxies: about 800,000 objects in one worker) and allocates fast. With Python's default
-# thresholds the collector traversed that whole heap about every 70,000 allocations, half a second
-# each: a fifth of a worker's CPU. Collecting the young generation less often and the oldest
-# generation only after a hundred middle ones spends a tenth of that (docs/performance.md). Cycles
-# are still collected; only later.
-gc.set_threshold(10_000, 20, 100)
-
 from embedded import models, network  # noqa: E402 - after the settings above, before any test's imports
+from embedded.heap import collect_less_often  # noqa: E402
 from tests.support.environment import left_changed  # noqa: E402
 
 network.install()
 models.install()
+collect_less_often()  # before the test modules' imports build the heap
 
 
 def pytest_configure(config: pytest.Config) -> None:
