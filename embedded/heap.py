@@ -4,7 +4,7 @@ Such a process (a test worker, ``make local``, the demo and the load run) holds 
 heap: botocore's service models, moto's backends and the functions' modules, and in a test worker
 a stage's jsii proxies, about 800,000 objects in all. It also allocates fast: every call goes
 through botocore and moto. With Python's default thresholds the collector traversed that whole heap
-every few tens of thousands of allocations, about half a second each time: a sixth to a quarter of
+as often as every 85,000 allocations, about half a second each time: a sixth to a quarter of
 a test worker's CPU. Collecting the young generation less often, and the whole heap only after a
 hundred collections of the middle one, spends less than half of that (docs/performance.md). Cycles
 are still collected, only later; a worker's peak memory stayed the same.
