@@ -2,8 +2,9 @@
 
 ``python -m local`` on free ports (demo users and all, as a developer starts it) is timed from
 the moment it is spawned to its "serving" line, then stopped with SIGINT. The baseline is what
-it builds on: a fresh interpreter that imports the harness and deploys the same assembly on moto
-(``embedded_stage``), timed to its first line after the deploy. Both median of ``runs``.
+it builds on: a fresh interpreter that imports the harness, takes the same process settings
+(``go_offline``: the environment and the collector's thresholds) and deploys the same assembly on
+moto (``embedded_stage``), timed to its first line after the deploy. Both median of ``runs``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ TARGET_SECONDS = 30.0
 _BASELINE = (
     "import sys\n"
     "from pathlib import Path\n"
+    "from embedded.offline import go_offline\n"
+    "go_offline()\n"
     "from embedded import embedded_stage\n"
     "with embedded_stage(Path(sys.argv[1])):\n"
     "    print('deployed', flush=True)\n"
