@@ -9,14 +9,7 @@ from aws_cdk import App
 
 from stacks.config import ConfigError, load_stage_config
 from stacks.pipeline import DeliveryStage, load_pipeline_config
-from stacks.stage import MangaAssistStage
-
-#: CDK's built-in "CloudFormation Validate" plugin checks each template against the resource
-#: schemas. cfn-lint checks the same schemas (and more) over every template of both stages in
-#: `make cfn-lint`, at zero findings; the built-in engine adds about 5 s of CPU to every synth
-#: of one stage (2-3 s to start, 2-3 s to check the four templates), half of the app's own
-#: synth cost. cdk-nag stays on in every synth (stacks/stage.py).
-BUILTIN_CLOUDFORMATION_VALIDATION = False
+from stacks.stage import MangaAssistStage, stage_app
 
 
 def build(app: App) -> list[MangaAssistStage]:
@@ -45,7 +38,7 @@ def build_delivery(app: App, stages: list[MangaAssistStage]) -> DeliveryStage | 
 
 
 def main() -> None:
-    app = App(builtin_cloud_formation_validation=BUILTIN_CLOUDFORMATION_VALIDATION)
+    app = stage_app()
     try:
         build_delivery(app, build(app))
     except ConfigError as error:

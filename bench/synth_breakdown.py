@@ -15,11 +15,11 @@ time (this interpreter's and its jsii Node processes', read from /proc) and jsii
 5. cdk-nag: the stage's AwsSolutions checks, between that marker and one after them.
 6. report: the rest of ``app.synth()`` (validation report, tree metadata).
 
-Beside the phases: CDK's built-in CloudFormation Validate (off in app.py; measured by a run with it
-on), the code asset's staging and hashing, the CDK CLI alone reading the finished assembly (what
-``cdk synth`` adds around the app), and the comparison like for like: the one-bucket app keeps
-CDK's default and pays the validation engine's start, so it is also run without it. CPU time is
-given next to wall time because it holds on a shared machine where wall time does not.
+Beside the phases: CDK's built-in CloudFormation Validate (off for the app's stages, stacks/stage.py;
+measured by a run with it on), the code asset's staging and hashing, the CDK CLI alone reading the
+finished assembly (what ``cdk synth`` adds around the app), and the comparison like for like: the
+one-bucket app keeps CDK's default and pays the validation engine's start, so it is also run without
+it. CPU time is given next to wall time because it holds on a shared machine where wall time does not.
 """
 
 from __future__ import annotations
@@ -196,16 +196,13 @@ def child_app(outdir: str, cloudformation_validation: bool | None) -> dict[str, 
     import aws_cdk
 
     clocks.mark("start")
-    import app as app_module
     from constructs_lib import shared_function
     from stacks.config import load_stage_config
-    from stacks.stage import MangaAssistStage, nag_checks
+    from stacks.stage import BUILTIN_CLOUDFORMATION_VALIDATION, MangaAssistStage, nag_checks
 
     clocks.mark("imports")
     staging_seconds = _time_calls(shared_function.LambdaCode, "package")
-    validation = (
-        app_module.BUILTIN_CLOUDFORMATION_VALIDATION if cloudformation_validation is None else cloudformation_validation
-    )
+    validation = BUILTIN_CLOUDFORMATION_VALIDATION if cloudformation_validation is None else cloudformation_validation
     cdk_app = aws_cdk.App(context=_context(), outdir=outdir, builtin_cloud_formation_validation=validation)
     stage = MangaAssistStage(cdk_app, load_stage_config(cdk_app.node.try_get_context("stages"), STAGE), nag=False)
     # The same checks the stage adds itself, between two markers that time them.

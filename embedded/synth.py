@@ -12,12 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aws_cdk import App
 from aws_cdk.assertions import Template
 
 from embedded.once_per_run import made_once, scratch_directory
 from stacks.config import StageConfig, load_stage_config
-from stacks.stage import MangaAssistStage
+from stacks.stage import MangaAssistStage, stage_app
 
 ROOT = Path(__file__).resolve().parents[1]
 PARTS = ("Storage", "Events", "Orchestration", "Api")
@@ -57,7 +56,7 @@ def synthesize(*configs: StageConfig, nag: bool = False, outdir: Path | None = N
     Without ``outdir``, the assembly goes to a temporary directory removed when the process exits.
     """
     outdir = outdir or scratch_directory("cdkout-")
-    app = App(context=cdk_context(), outdir=str(outdir))
+    app = stage_app(context=cdk_context(), outdir=str(outdir))
     stages = [MangaAssistStage(app, config, nag=nag) for config in configs]
     app.synth()
     result = {}

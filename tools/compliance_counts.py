@@ -15,11 +15,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from aws_cdk import App, Validations
+from aws_cdk import Validations
 from cdk_nag import HIPAASecurityChecks, NIST80053R5Checks, PCIDSS321Checks
 
 from embedded.synth import cdk_context, stage_config
-from stacks.stage import MangaAssistStage
+from stacks.stage import MangaAssistStage, stage_app
 
 
 def count(report: dict[str, Any]) -> dict[str, Counter[str]]:
@@ -37,7 +37,7 @@ def synth_report(stage: str) -> dict[str, Any]:
     """The validation report of one synth of ``stage`` with the three packs."""
     with tempfile.TemporaryDirectory(prefix="cdkout-compliance-") as scratch:
         outdir = Path(scratch)
-        app = App(context=cdk_context(), outdir=str(outdir))
+        app = stage_app(context=cdk_context(), outdir=str(outdir))
         built = MangaAssistStage(app, stage_config(stage), nag=False)
         scope = built
         Validations.of(built).add_plugins(NIST80053R5Checks(scope), HIPAASecurityChecks(scope), PCIDSS321Checks(scope))

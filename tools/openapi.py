@@ -26,13 +26,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from aws_cdk import App
-
 from contracts import access
 from contracts import requests as validation
 from lambdas.api import inbox
 from stacks.config import load_stage_config
-from stacks.stage import MangaAssistStage
+from stacks.stage import MangaAssistStage, stage_app
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCUMENT = ROOT / "docs" / "openapi.json"
@@ -263,7 +261,7 @@ def synthesized_api_template(stage: str = "dev") -> tuple[dict[str, Any], tuple[
     """The Api stack template of ``stage``, synthesized in-process as ``cdk synth`` would."""
     context = json.loads((ROOT / "cdk.json").read_text())["context"]
     config = load_stage_config(context["stages"], stage)
-    app = App(context=context)
+    app = stage_app(context=context)
     built = MangaAssistStage(app, config, nag=False)
     assembly = built.synth()
     return assembly.get_stack_artifact(built.api.artifact_id).template, config.cors_allowed_origins

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
-from aws_cdk import App, Stage
+from aws_cdk import Stage
 
 from embedded.once_per_run import made_once
 from embedded.runtime import deploy_function
@@ -30,6 +30,7 @@ from embedded.synth import cdk_context
 from stacks.config import StageConfig
 from stacks.events_stack import EventsStack
 from stacks.orchestration_stack import OrchestrationStack, rest_api_url_parameter
+from stacks.stage import stage_app
 from stacks.storage_stack import StorageStack
 
 REGION = "us-east-1"
@@ -54,7 +55,7 @@ def synthesize_orchestration(config: StageConfig, variant: str = "") -> dict[str
 
 
 def _synthesized(config: StageConfig) -> dict[str, dict[str, Any]]:
-    app = App(context=cdk_context())
+    app = stage_app(context=cdk_context())
     stage = Stage(app, f"MangaAssist-{config.name}")
     prefix = f"MangaAssist-{config.name}"
     storage = StorageStack(stage, "Storage", stack_name=f"{prefix}-Storage", config=config)
