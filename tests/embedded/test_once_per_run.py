@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -40,14 +41,18 @@ def test_in_a_run_a_name_is_made_once_and_every_caller_gets_the_same_directory(
     assert first.parent == tmp_path
 
 
-def test_outside_a_run_every_call_makes_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_outside_a_run_every_call_makes_its_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(SHARED_DIR, raising=False)
+    # Made in this test's directory, not the machine's temporary folder, where they would stay
+    # until the worker's exit handlers ran, and for good if it were killed.
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     made: list[Path] = []
 
     first, second = (made_once("stage dev", _maker(made)) for _ in range(2))
 
     assert made == [first, second]
     assert first != second
+    assert first.parent == second.parent == tmp_path
 
 
 def test_outside_a_run_what_a_process_made_is_gone_when_it_exits(tmp_path: Path) -> None:
