@@ -27,9 +27,10 @@ BUILTIN_CLOUDFORMATION_VALIDATION: Final = False
 def stage_app(*, context: Mapping[str, Any] | None = None, outdir: str | None = None) -> App:
     """An App for the stages, made as ``app.py`` makes it for ``cdk synth``.
 
-    Whatever synthesizes stages in-process (the tests' shared stages, ``make local``'s, the tools
-    and benchmarks) builds its App here, so it synthesizes what the CLI synthesizes and pays what
-    the CLI pays: CDK's built-in template validation stays off (:data:`BUILTIN_CLOUDFORMATION_VALIDATION`).
+    Whatever synthesizes stages in-process (the tests' stages, among them the one their local
+    servers run, the tools and the benchmarks) builds its App here, so it synthesizes what the CLI
+    synthesizes and pays what the CLI pays: CDK's built-in template validation stays off
+    (:data:`BUILTIN_CLOUDFORMATION_VALIDATION`).
     """
     return App(
         context=dict(context) if context is not None else None,

@@ -1,7 +1,7 @@
 """``stage_app``: the App every in-process synthesis of the stages builds, made as ``app.py`` makes it.
 
 CDK's built-in CloudFormation Validate stays off there (cfn-lint checks the same schemas in
-`make cfn-lint`), so a test's, a tool's or ``make local``'s stage is what ``cdk synth`` writes.
+`make cfn-lint`), so the stage a test, a tool or a test's local server synthesizes is what ``cdk synth`` writes.
 """
 
 from __future__ import annotations
