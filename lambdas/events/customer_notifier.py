@@ -20,6 +20,11 @@ Where it goes, in this order:
 3. otherwise as a ``system`` turn of the conversation, which the customer reads on return (only
    while the session accepts turns; a closed session's notice is only logged).
 
+A deleted session gets nothing, whatever the notice: its customer deleted it, an admin did, or the
+customer asked to be erased, and the erasure ends a running handoff before it removes the
+session's items. Its notices (the handoff closed or failed with it) arrive while those items may
+still be there, and neither the connection nor the address the session names is used again.
+
 A queued notice goes only to a live connection: it answers the customer's request as it happens,
 and a customer who comes back later is greeted with the session's status (``handoff``) instead.
 
@@ -143,7 +148,7 @@ def notify(
     if notice is None:
         return "skipped"
     session = session_store.sessions.get_session(message.session_id)
-    if session is None:
+    if session is None or session.status == SessionStatus.DELETED:
         return "dropped"
     connection = _live_connection(session_store, session)
     if connection is not None and _post(connection, notice.frame, endpoint):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -9,6 +10,7 @@ import pytest
 
 from embedded.events import sqs_event
 from lambdas.events import customer_notifier
+from lambdas.events.messages import parse_body
 from lambdas.shared import connections, env, mail
 from lambdas.shared.records import Role, SessionStatus
 from lambdas.shared.serialize import public
@@ -179,17 +181,50 @@ def test_a_customer_away_from_the_chat_is_mailed_once(wired: DynamoSessionStore,
     assert subject == customer_notifier.SUBJECT
 
 
-def test_a_handoff_closed_because_its_session_was_deleted_tells_no_one_the_assistant_is_back(
-    wired: DynamoSessionStore, noticing: list[Any]
+def test_a_handoff_closed_because_its_session_was_deleted_tells_no_one_the_assistant_is_back() -> None:
+    # Given handoffs closed with the session back with the assistant, ended, and deleted
+    outcomes = {}
+    for outcome in ("active", "disconnected", "deleted"):
+        notice = customer_notifier.notice_for(parse_body(json.dumps(_closed("s-1", outcome=outcome))))
+        assert notice is not None
+        outcomes[outcome] = (notice.frame["outcome"], notice.text)
+    # Then only the first says the assistant is here again
+    assert outcomes["active"][0] == "resume"
+    assert customer_notifier.CLOSED_TEXT["resume"] in outcomes["active"][1]
+    for ended in ("disconnected", "deleted"):
+        assert outcomes[ended][0] == "end"
+        assert customer_notifier.CLOSED_TEXT["resume"] not in outcomes[ended][1]
+
+
+@pytest.mark.parametrize("connected", [True, False], ids=["connected", "away"])
+@pytest.mark.parametrize("event_type", ["completed", "handoff_failed"])
+def test_a_deleted_session_is_neither_posted_mailed_nor_written_to(
+    wired: DynamoSessionStore,
+    noticing: list[Any],
+    monkeypatch: pytest.MonkeyPatch,
+    connected: bool,
+    event_type: str,
 ) -> None:
-    # Given a session deleted during its handoff (by the customer, an admin or an erasure)
+    # Given a session deleted during its handoff (by the customer, an admin or an erasure that has
+    # not yet removed its items), with its address and, or not, its connection record
     session = wired.sessions.create_session("cust-1", email="cust-1@example.com")
-    body = _closed(session.session_id, outcome="deleted")
-    assert customer_notifier.handler(sqs_event(body), CONTEXT)["batchItemFailures"] == []
-    # Then the notice says the conversation is closed, not that the assistant is here again
-    ((_, _, text),) = noticing
-    assert "closed this conversation" in text
-    assert customer_notifier.CLOSED_TEXT["resume"] not in text
+    if connected:
+        wired.connections.put_connection(
+            "conn-1", session_id=session.session_id, customer_id="cust-1", domain_name="ws.example", stage="dev"
+        )
+        wired.sessions.set_connection(session.session_id, "conn-1")
+    wired.sessions.update_status(session.session_id, SessionStatus.DELETED)
+    poster = FakePoster(delivered=True)
+    monkeypatch.setattr(connections, "post_to_connection", poster)
+    # When the handoff's closed notice, or the workflow's failed notice, arrives
+    body = {**_closed(session.session_id, outcome="deleted"), "event_type": event_type, "text": "No agent."}
+    assert customer_notifier.notify(wired, parse_body(json.dumps(body))) == "dropped"
+    # Then nothing is posted, mailed or recorded, and the session keeps what it had
+    assert (poster.posts, noticing) == ([], [])
+    assert wired.turns.list_turns(session.session_id).items == []
+    stored = wired.sessions.get_session(session.session_id)
+    assert stored is not None
+    assert stored.connection_id == ("conn-1" if connected else None)
 
 
 def test_an_address_the_stage_may_not_mail_gets_the_notice_in_the_conversation(
