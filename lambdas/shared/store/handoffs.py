@@ -474,7 +474,6 @@ class Handoffs(Aggregate):
         expr = Expr()
         update = Update(expr)
         update.add(ACTIVITY_VERSION, 1)
-        update.set("last_activity_at", self.table.now())
         condition = (
             f"{expr.n('status')} = {expr.v(str(HandoffStatus.ASSIGNED))} AND {expr.n('agent_id')} = {expr.v(agent_id)}"
         )
