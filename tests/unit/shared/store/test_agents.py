@@ -18,6 +18,7 @@ from lambdas.shared.errors import (
 from lambdas.shared.records import Agent, AgentStatus
 from lambdas.shared.schema import AVAILABLE_AGENTS
 from lambdas.shared.store import DynamoSessionStore
+from lambdas.shared.store.table import Cancelled, Transaction
 
 
 def _index_rows(store: DynamoSessionStore, skill: str) -> list[str]:
@@ -133,6 +134,32 @@ def test_reserve_and_release_agent(store: DynamoSessionStore, clock: FakeClock) 
     assert _index_rows(store, "manga") == ["a-1"]
     with pytest.raises(AgentUnavailable):
         store.agents.release_agent("a-1")
+
+
+@pytest.mark.parametrize("meanwhile", ["reserved_again", "skill_removed"])
+def test_a_release_built_from_an_older_read_changes_nothing(store: DynamoSessionStore, meanwhile: str) -> None:
+    # Given an agent busy with s-1, read by a close of s-1 that releases it in its own transaction
+    store.agents.put_agent(Agent("a-1", ("manga", "billing")))
+    store.agents.reserve_agent("a-1", "s-1")
+    read = store.agents.get_agent("a-1")
+    assert read is not None
+    # And, before that transaction commits, the agent moved on: released and reserved for s-2,
+    # or an admin took a skill away while it kept serving s-1
+    if meanwhile == "reserved_again":
+        store.agents.release_agent("a-1", session_id="s-1")
+        store.agents.reserve_agent("a-1", "s-2")
+    else:
+        store.agents.update_agent("a-1", skills=("manga",))
+    before = store.agents.get_agent("a-1")
+    # When the close commits the release it built from its read
+    tx = Transaction(store.table.table_name)
+    store.agents.release(tx, read, session_id="s-1")
+    # Then the transaction is refused and the agent is as the later writer left it: still busy,
+    # not offered under any skill, its skills unchanged
+    with pytest.raises(Cancelled):
+        store.table.commit(tx)
+    assert store.agents.get_agent("a-1") == before
+    assert _index_rows(store, "manga") == _index_rows(store, "billing") == []
 
 
 def test_two_concurrent_reservations_exactly_one_wins(
