@@ -10,6 +10,7 @@ import datetime
 import gzip
 import json
 import os
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -147,6 +148,24 @@ def test_deploys_table_with_stream_indexes_ttl_and_key() -> None:
         assert ttl == {"TimeToLiveStatus": "ENABLED", "AttributeName": "ttl"}
         assert table["SSEDescription"]["KMSMasterKeyArn"] == stage.only("AWS::KMS::Key").attributes["Arn"]
         assert name.startswith("T-Data-Table-")
+
+
+def test_a_key_gets_the_same_id_at_every_deploy_and_each_key_its_own() -> None:
+    # Given a stack of two keys, deployed twice (each time on a fresh account)
+    def key_ids() -> dict[str, str]:
+        with embedded_stage([t.stack("T-Keys", "Storage", {"One": t.KEY, "Two": t.KEY})], strict=False) as stage:
+            kms = stage.client("kms")
+            ids = {lid: stage.stack("Storage").resources[lid].ref for lid in ("One", "Two")}
+            # Then each is the id KMS reports for that key, and a UUID
+            for key_id in ids.values():
+                assert kms.describe_key(KeyId=key_id)["KeyMetadata"]["KeyId"] == key_id
+                assert str(uuid.UUID(key_id)) == key_id
+            return ids
+
+    first, second = key_ids(), key_ids()
+    # And the same key has the same id both times, while the two keys differ
+    assert first == second
+    assert first["One"] != first["Two"]
 
 
 @pytest.mark.parametrize("stream_stage", [("report", {})], indirect=True)
