@@ -198,9 +198,13 @@ def _registrable(body: str) -> bool:
     regexes as API Gateway does (``$`` only at the very end: ``\\Z`` for Python's ``re``)."""
     try:
         document = json.loads(body)
+        return bool(jsonschema.Draft4Validator(_ecma(gateway_schema(REGISTER_AGENT))).is_valid(document))
     except (ValueError, RecursionError):
+        # Too deep to parse, or to print: jsonschema writes the offending value into its error
+        # message, and the repr of an array nested a few hundred deep exceeds the stack where
+        # the call stack is already deep (mutmut's trampolines). The model nests two levels, so
+        # such a body is no registration.
         return False
-    return bool(jsonschema.Draft4Validator(_ecma(gateway_schema(REGISTER_AGENT))).is_valid(document))
 
 
 def _ecma(schema: Any) -> Any:
