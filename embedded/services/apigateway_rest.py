@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import jsonschema
+from jsonschema.validators import validator_for
 
 from embedded.cloudformation.deploy import DeployedStack
 from embedded.cloudformation.loaders import Cloud
@@ -336,12 +336,12 @@ class RestRouter:
             if model_ref is None:
                 return
             schema = self._schema(str(model_ref))
-            try:
+            try:  # a body nested too deeply to parse, or to print in an error's message, is refused whole
                 document = json.loads(raw) if raw else None
-            except ValueError:
-                raise _GatewayError("BAD_REQUEST_BODY", 400, "Invalid request body", "[body is not JSON]") from None
-            validator_class = jsonschema.validators.validator_for(schema)
-            errors = sorted(validator_class(schema).iter_errors(document), key=lambda e: list(e.path))
+                errors = sorted(validator_for(schema)(schema).iter_errors(document), key=lambda e: list(e.path))
+            except (ValueError, RecursionError) as err:
+                detail = "[body is nested too deeply]" if isinstance(err, RecursionError) else "[body is not JSON]"
+                raise _GatewayError("BAD_REQUEST_BODY", 400, "Invalid request body", detail) from None
             if errors:
                 detail = "[" + "; ".join(f"{e.json_path}: {e.message}" for e in errors[:3]) + "]"  # names the field
                 raise _GatewayError("BAD_REQUEST_BODY", 400, "Invalid request body", detail)

@@ -299,6 +299,22 @@ def test_body_checked_against_the_model_before_the_integration(rest_stage: Embed
     assert sfn.list_executions(stateMachineArn=machine)["executions"] == []
 
 
+def test_a_body_nested_too_deeply_to_check_is_refused_by_the_model_and_starts_nothing(
+    rest_stage: EmbeddedStage,
+) -> None:
+    # A value nested a hundred thousand deep: well within the payload quota, deeper than Python parses
+    sfn = rest_stage.client("stepfunctions")
+    machine = rest_stage.only("AWS::StepFunctions::StateMachine").ref
+    deep = '{"reason": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    response = rest_stage.rest.request("POST", "/items/42/start", headers=GOOD, body=deep)
+    assert response.status == 400
+    assert response.json() == {
+        "error": "BAD_REQUEST_BODY",
+        "message": "Invalid request body: [body is nested too deeply]",
+    }
+    assert sfn.list_executions(stateMachineArn=machine)["executions"] == []
+
+
 def test_a_body_over_the_payload_quota_is_a_json_413_and_starts_nothing(rest_stage: EmbeddedStage) -> None:
     sfn = rest_stage.client("stepfunctions")
     machine = rest_stage.only("AWS::StepFunctions::StateMachine").ref
