@@ -36,6 +36,7 @@ from moto.stepfunctions.parser.asl.eval.callback import callback
 from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
 from moto.stepfunctions.parser.asl.parse.preprocessor import Preprocessor
 from moto.stepfunctions.parser.asl.utils import boto_client
+from moto.stepfunctions.parser.models import StepFunctionsParserBackend
 
 #: Each definition's ANTLR parse tree, by the definition's text (:func:`definitions_parsed_once`).
 _TREES: dict[str, Any] = {}
@@ -126,8 +127,13 @@ def definitions_parsed_once() -> Iterator[None]:
     executions share one.
     A definition that fails to parse is never kept: it fails again, as it does on moto. The trees
     are kept for the process, so stages stood up one after another share them.
+
+    Creating a state machine parses its definition only to validate it, and discards what it
+    built: a definition kept here has parsed and been built from without an error, so creating
+    another state machine from the same text skips the check.
     """
     parse = AmazonStateLanguageParser.parse
+    validate = StepFunctionsParserBackend._validate_definition
 
     def parsed_once(definition: str) -> tuple[Any, Any]:
         tree = _TREES.get(definition)
@@ -137,7 +143,14 @@ def definitions_parsed_once() -> Iterator[None]:
             return program, tree
         return Preprocessor().visit(tree), tree
 
-    with mock.patch.object(AmazonStateLanguageParser, "parse", staticmethod(parsed_once)):
+    def validated_once(definition: str) -> None:
+        if definition not in _TREES:
+            validate(definition)
+
+    with (
+        mock.patch.object(AmazonStateLanguageParser, "parse", staticmethod(parsed_once)),
+        mock.patch.object(StepFunctionsParserBackend, "_validate_definition", staticmethod(validated_once)),
+    ):
         yield
 
 

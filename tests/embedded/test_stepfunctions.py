@@ -18,6 +18,7 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
+from moto.stepfunctions.parser.asl.parse.preprocessor import Preprocessor
 from moto.stepfunctions.parser.asl.utils import boto_client
 
 from embedded.clock import Clock
@@ -92,6 +93,29 @@ def test_executions_of_one_definition_parse_it_once_and_each_runs_on_its_own_inp
 
     # Then each execution took its own branch, and the definition was parsed once, at creation
     assert outputs == [{"size": "small", "n": 3}, {"size": "big", "n": 42}, {"size": "small", "n": 7}]
+    assert parses.count(definition) == 1
+
+
+def test_a_second_state_machine_of_a_kept_definition_is_not_built_again_to_validate_it(parses: list[str]) -> None:
+    # Given a state machine, whose definition creating it parsed and kept
+    sfn = boto3.client("stepfunctions", region_name="us-east-1")
+    definition = _definition()
+    sfn.create_state_machine(name="first", definition=definition, roleArn=ROLE)
+    built: list[Any] = []
+    visit = Preprocessor.visit
+
+    def counted(self: Preprocessor, tree: Any) -> Any:
+        built.append(tree)
+        return visit(self, tree)
+
+    with mock.patch.object(Preprocessor, "visit", counted):
+        # When another state machine is created from the same text
+        second = sfn.create_state_machine(name="second", definition=definition, roleArn=ROLE)["stateMachineArn"]
+        # Then nothing was built to check it
+        assert built == []
+        # And it runs, built from the kept tree when its execution starts
+        assert _output(sfn, second, {"n": 42}) == {"size": "big", "n": 42}
+        assert built
     assert parses.count(definition) == 1
 
 
