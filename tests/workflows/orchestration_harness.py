@@ -11,6 +11,7 @@ Ref / Fn::GetAtt / Fn::Join / Fn::GetStackOutput (cross-stack) resolved to the m
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import time
@@ -26,6 +27,7 @@ from aws_cdk import Stage
 from embedded.once_per_run import made_once
 from embedded.runtime import deploy_function
 from embedded.services.dynamodb import create_sessions_table
+from embedded.services.kms import key_id_of
 from embedded.synth import cdk_context
 from stacks.config import StageConfig
 from stacks.events_stack import EventsStack
@@ -173,6 +175,13 @@ def _resolve(value: Any, part: str, deployed: Deployed) -> Any:
     return value
 
 
+def _suffix(part: str, lid: str) -> str:
+    """A physical name's suffix: the same for a resource at every deploy (each test deploys into an
+    account of its own), so the state machine definitions that name resources are the same text
+    every time and the embedded stage parses each once per process."""
+    return hashlib.sha256(f"{part}/{lid}".encode()).hexdigest()[:8]
+
+
 def deploy(templates: dict[str, Any]) -> Deployed:
     """Create the moto resources and the functions and state machines (call inside mock_aws)."""
     deployed = Deployed(templates)
@@ -191,7 +200,7 @@ def deploy(templates: dict[str, Any]) -> Deployed:
         for lid, res in templates[part]["Resources"].items():
             kind = res["Type"]
             if kind == "AWS::DynamoDB::Table":
-                name = f"sessions-{uuid.uuid4().hex[:8]}"
+                name = f"sessions-{_suffix(part, lid)}"
                 stream_arn = create_sessions_table(ddb, name)
                 ddb.update_continuous_backups(
                     TableName=name, PointInTimeRecoverySpecification={"PointInTimeRecoveryEnabled": True}
@@ -201,27 +210,28 @@ def deploy(templates: dict[str, Any]) -> Deployed:
                 refs[(part, f"{lid}.Arn")] = f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{name}"
                 refs[(part, f"{lid}.StreamArn")] = stream_arn
             elif kind == "AWS::KMS::Key":
-                arn = kms.create_key()["KeyMetadata"]["Arn"]
+                with key_id_of(f"{part}/{lid}"):
+                    arn = kms.create_key()["KeyMetadata"]["Arn"]
                 refs[(part, lid)] = arn.split("/")[-1]
                 refs[(part, f"{lid}.Arn")] = arn
             elif kind == "AWS::S3::Bucket":
-                name = f"{lid.lower()[:40]}-{uuid.uuid4().hex[:8]}"
+                name = f"{lid.lower()[:40]}-{_suffix(part, lid)}"
                 s3.create_bucket(Bucket=name)
                 refs[(part, lid)] = name
                 refs[(part, f"{lid}.Arn")] = f"arn:aws:s3:::{name}"
             elif kind == "AWS::SQS::Queue":
-                name = f"{lid[:60]}-{uuid.uuid4().hex[:8]}"
+                name = f"{lid[:60]}-{_suffix(part, lid)}"
                 url = sqs.create_queue(QueueName=name)["QueueUrl"]
                 refs[(part, lid)] = url
                 refs[(part, f"{lid}.Arn")] = f"arn:aws:sqs:{REGION}:{ACCOUNT}:{name}"
                 refs[(part, f"{lid}.QueueName")] = name
             elif kind == "AWS::SNS::Topic":
-                arn = sns.create_topic(Name=f"{lid[:60]}-{uuid.uuid4().hex[:8]}")["TopicArn"]
+                arn = sns.create_topic(Name=f"{lid[:60]}-{_suffix(part, lid)}")["TopicArn"]
                 refs[(part, lid)] = arn
                 refs[(part, f"{lid}.TopicArn")] = arn
                 refs[(part, f"{lid}.TopicName")] = arn.rsplit(":", 1)[-1]
             elif kind == "AWS::Events::EventBus":
-                name = f"bus-{uuid.uuid4().hex[:8]}"
+                name = f"bus-{_suffix(part, lid)}"
                 arn = events.create_event_bus(Name=name)["EventBusArn"]
                 refs[(part, lid)] = name
                 refs[(part, f"{lid}.Name")] = name
@@ -229,17 +239,17 @@ def deploy(templates: dict[str, Any]) -> Deployed:
             elif kind == "AWS::IAM::Role":  # moto enforces no IAM: an ARN is all a function is given
                 refs[(part, f"{lid}.Arn")] = f"arn:aws:iam::{ACCOUNT}:role/{lid}"
             elif kind == "AWS::SES::ConfigurationSet":  # functions get only its name
-                refs[(part, lid)] = f"{lid[:40]}-{uuid.uuid4().hex[:8]}"
+                refs[(part, lid)] = f"{lid[:40]}-{_suffix(part, lid)}"
             elif kind == "AWS::Scheduler::ScheduleGroup":  # the test creates the group it uses
                 name = str(res.get("Properties", {}).get("Name") or lid)
                 refs[(part, lid)] = name
                 refs[(part, f"{lid}.Arn")] = f"arn:aws:scheduler:{REGION}:{ACCOUNT}:schedule-group/{name}"
             elif kind == "AWS::Cognito::UserPool":  # the erasure's user function is given its id
-                pool = cognito.create_user_pool(PoolName=f"{lid[:40]}-{uuid.uuid4().hex[:8]}")["UserPool"]
+                pool = cognito.create_user_pool(PoolName=f"{lid[:40]}-{_suffix(part, lid)}")["UserPool"]
                 refs[(part, lid)] = pool["Id"]
                 refs[(part, f"{lid}.Arn")] = pool["Arn"]
             elif kind == "AWS::SecretsManager::Secret":
-                arn = secrets.create_secret(Name=f"{lid}-{uuid.uuid4().hex[:8]}", SecretString="s" * 64)["ARN"]
+                arn = secrets.create_secret(Name=f"{lid}-{_suffix(part, lid)}", SecretString="s" * 64)["ARN"]
                 refs[(part, lid)] = arn
     for part in PARTS:
         for lid, param in templates[part].get("Parameters", {}).items():
@@ -253,7 +263,7 @@ def deploy(templates: dict[str, Any]) -> Deployed:
     orchestration = templates["Orchestration"]["Resources"]
     # State machine ARNs are known before they exist, so a function may be given one (a cycle otherwise).
     machine_names = {
-        lid: f"{lid[:60]}-{uuid.uuid4().hex[:8]}"
+        lid: f"{lid[:60]}-{_suffix('Orchestration', lid)}"
         for lid, res in orchestration.items()
         if res["Type"] == "AWS::StepFunctions::StateMachine"
     }
@@ -264,7 +274,7 @@ def deploy(templates: dict[str, Any]) -> Deployed:
             continue
         props = res["Properties"]
         environment = _resolve(props.get("Environment", {}).get("Variables", {}), "Orchestration", deployed)
-        arn = deploy_function(props["Handler"], environment, name=f"{lid[:50]}-{uuid.uuid4().hex[:8]}")
+        arn = deploy_function(props["Handler"], environment, name=f"{lid[:50]}-{_suffix('Orchestration', lid)}")
         refs[("Orchestration", f"{lid}.Arn")] = arn
         refs[("Orchestration", lid)] = arn.rsplit(":", 1)[-1]
     sfn = boto3.client("stepfunctions", region_name=REGION)

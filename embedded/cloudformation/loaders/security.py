@@ -7,39 +7,12 @@ from __future__ import annotations
 import json
 import secrets
 import string
-import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import Any, Final
-from unittest import mock
-
-from moto.kms import models as kms_models
+from collections.abc import Callable
+from typing import Any
 
 from embedded.cloudformation.intrinsics import Deployed, Pseudo
 from embedded.cloudformation.loaders.base import LOADERS, Cloud, Loader, json_text, loader, physical_name
-
-#: The namespace of the key ids :func:`_key_id` derives.
-KEY_IDS: Final = uuid.UUID("6d1f7a3e-2b0c-4f4e-9a51-3c8e0b7d9f21")
-
-
-@contextmanager
-def _key_id(pseudo: Pseudo, lid: str) -> Iterator[str]:
-    """The key that moto creates in the block gets an id derived from its account, stack and logical id.
-
-    moto names a key with a random UUID, as KMS does. A key's id is written into what refers to
-    it, the export workflow's definition among them, and the embedded stage parses each definition
-    text once per process (``embedded.services.stepfunctions``): with a new id at every deploy, a
-    stage stood up again parsed that definition again. Like the stage's physical names
-    (:func:`~embedded.cloudformation.loaders.base.physical_name`), the id is the same for the same
-    key at every deploy, and still a UUID, unique to the key.
-    """
-    key_id = str(uuid.uuid5(KEY_IDS, f"{pseudo.account}/{pseudo.region}/{pseudo.stack_name}/{lid}"))
-
-    def generate_key_id(multi_region: bool = False) -> str:
-        return f"mrk-{key_id}" if multi_region else key_id
-
-    with mock.patch.object(kms_models, "generate_key_id", generate_key_id):
-        yield key_id
+from embedded.services.kms import key_id_of
 
 
 @loader("AWS::KMS::Key")
@@ -51,7 +24,8 @@ def _kms_key(cloud: Cloud, pseudo: Pseudo, lid: str, props: dict[str, Any]) -> D
             args[arg] = props[prop]
     if "KeyPolicy" in props:
         args["Policy"] = json_text(props["KeyPolicy"])
-    with _key_id(pseudo, lid):
+    # The same id at every deploy, like the stage's physical names (embedded.services.kms).
+    with key_id_of(f"{pseudo.account}/{pseudo.region}/{pseudo.stack_name}/{lid}"):
         meta = kms.create_key(**args)["KeyMetadata"]
     if props.get("EnableKeyRotation"):
         kms.enable_key_rotation(KeyId=meta["KeyId"])
