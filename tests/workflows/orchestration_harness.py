@@ -11,7 +11,6 @@ Ref / Fn::GetAtt / Fn::Join / Fn::GetStackOutput (cross-stack) resolved to the m
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import time
@@ -24,6 +23,7 @@ from typing import Any
 import boto3
 from aws_cdk import Stage
 
+from embedded.cloudformation.loaders.base import physical_name
 from embedded.once_per_run import made_once
 from embedded.runtime import deploy_function
 from embedded.services.dynamodb import create_sessions_table
@@ -175,15 +175,13 @@ def _resolve(value: Any, part: str, deployed: Deployed) -> Any:
     return value
 
 
-def _suffix(part: str, lid: str) -> str:
-    """A physical name's suffix: the same for a resource at every deploy (each test deploys into an
-    account of its own), so the state machine definitions that name resources are the same text
-    every time and the embedded stage parses each once per process."""
-    return hashlib.sha256(f"{part}/{lid}".encode()).hexdigest()[:8]
-
-
 def deploy(templates: dict[str, Any]) -> Deployed:
-    """Create the moto resources and the functions and state machines (call inside mock_aws)."""
+    """Create the moto resources and the functions and state machines (call inside mock_aws).
+
+    Names are the embedded stage's (``physical_name``) and key ids derived too: the same at every
+    deploy, each test deploying into an account of its own, so the definitions that name them are
+    the same text every time and parsed once per process.
+    """
     deployed = Deployed(templates)
     refs = deployed.refs
     ddb = boto3.client("dynamodb", region_name=REGION)
@@ -200,7 +198,7 @@ def deploy(templates: dict[str, Any]) -> Deployed:
         for lid, res in templates[part]["Resources"].items():
             kind = res["Type"]
             if kind == "AWS::DynamoDB::Table":
-                name = f"sessions-{_suffix(part, lid)}"
+                name = physical_name(part, lid)
                 stream_arn = create_sessions_table(ddb, name)
                 ddb.update_continuous_backups(
                     TableName=name, PointInTimeRecoverySpecification={"PointInTimeRecoveryEnabled": True}
@@ -215,23 +213,23 @@ def deploy(templates: dict[str, Any]) -> Deployed:
                 refs[(part, lid)] = arn.split("/")[-1]
                 refs[(part, f"{lid}.Arn")] = arn
             elif kind == "AWS::S3::Bucket":
-                name = f"{lid.lower()[:40]}-{_suffix(part, lid)}"
+                name = physical_name(part, lid, max_length=63, lower=True)
                 s3.create_bucket(Bucket=name)
                 refs[(part, lid)] = name
                 refs[(part, f"{lid}.Arn")] = f"arn:aws:s3:::{name}"
             elif kind == "AWS::SQS::Queue":
-                name = f"{lid[:60]}-{_suffix(part, lid)}"
+                name = physical_name(part, lid, max_length=80)
                 url = sqs.create_queue(QueueName=name)["QueueUrl"]
                 refs[(part, lid)] = url
                 refs[(part, f"{lid}.Arn")] = f"arn:aws:sqs:{REGION}:{ACCOUNT}:{name}"
                 refs[(part, f"{lid}.QueueName")] = name
             elif kind == "AWS::SNS::Topic":
-                arn = sns.create_topic(Name=f"{lid[:60]}-{_suffix(part, lid)}")["TopicArn"]
+                arn = sns.create_topic(Name=physical_name(part, lid, max_length=80))["TopicArn"]
                 refs[(part, lid)] = arn
                 refs[(part, f"{lid}.TopicArn")] = arn
                 refs[(part, f"{lid}.TopicName")] = arn.rsplit(":", 1)[-1]
             elif kind == "AWS::Events::EventBus":
-                name = f"bus-{_suffix(part, lid)}"
+                name = physical_name(part, lid)
                 arn = events.create_event_bus(Name=name)["EventBusArn"]
                 refs[(part, lid)] = name
                 refs[(part, f"{lid}.Name")] = name
@@ -239,17 +237,17 @@ def deploy(templates: dict[str, Any]) -> Deployed:
             elif kind == "AWS::IAM::Role":  # moto enforces no IAM: an ARN is all a function is given
                 refs[(part, f"{lid}.Arn")] = f"arn:aws:iam::{ACCOUNT}:role/{lid}"
             elif kind == "AWS::SES::ConfigurationSet":  # functions get only its name
-                refs[(part, lid)] = f"{lid[:40]}-{_suffix(part, lid)}"
+                refs[(part, lid)] = physical_name(part, lid)
             elif kind == "AWS::Scheduler::ScheduleGroup":  # the test creates the group it uses
                 name = str(res.get("Properties", {}).get("Name") or lid)
                 refs[(part, lid)] = name
                 refs[(part, f"{lid}.Arn")] = f"arn:aws:scheduler:{REGION}:{ACCOUNT}:schedule-group/{name}"
             elif kind == "AWS::Cognito::UserPool":  # the erasure's user function is given its id
-                pool = cognito.create_user_pool(PoolName=f"{lid[:40]}-{_suffix(part, lid)}")["UserPool"]
+                pool = cognito.create_user_pool(PoolName=physical_name(part, lid))["UserPool"]
                 refs[(part, lid)] = pool["Id"]
                 refs[(part, f"{lid}.Arn")] = pool["Arn"]
             elif kind == "AWS::SecretsManager::Secret":
-                arn = secrets.create_secret(Name=f"{lid}-{_suffix(part, lid)}", SecretString="s" * 64)["ARN"]
+                arn = secrets.create_secret(Name=physical_name(part, lid), SecretString="s" * 64)["ARN"]
                 refs[(part, lid)] = arn
     for part in PARTS:
         for lid, param in templates[part].get("Parameters", {}).items():
@@ -263,7 +261,7 @@ def deploy(templates: dict[str, Any]) -> Deployed:
     orchestration = templates["Orchestration"]["Resources"]
     # State machine ARNs are known before they exist, so a function may be given one (a cycle otherwise).
     machine_names = {
-        lid: f"{lid[:60]}-{_suffix('Orchestration', lid)}"
+        lid: physical_name("Orchestration", lid, max_length=80)
         for lid, res in orchestration.items()
         if res["Type"] == "AWS::StepFunctions::StateMachine"
     }
@@ -274,7 +272,7 @@ def deploy(templates: dict[str, Any]) -> Deployed:
             continue
         props = res["Properties"]
         environment = _resolve(props.get("Environment", {}).get("Variables", {}), "Orchestration", deployed)
-        arn = deploy_function(props["Handler"], environment, name=f"{lid[:50]}-{_suffix('Orchestration', lid)}")
+        arn = deploy_function(props["Handler"], environment, name=physical_name("Orchestration", lid))
         refs[("Orchestration", f"{lid}.Arn")] = arn
         refs[("Orchestration", lid)] = arn.rsplit(":", 1)[-1]
     sfn = boto3.client("stepfunctions", region_name=REGION)
