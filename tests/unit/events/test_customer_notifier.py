@@ -30,8 +30,8 @@ class FakePoster:
         return self.delivered
 
 
-def _connected_session(store: DynamoSessionStore) -> tuple[str, str]:
-    session = store.sessions.create_session("cust-1")
+def _connected_session(store: DynamoSessionStore, email: str | None = None) -> tuple[str, str]:
+    session = store.sessions.create_session("cust-1", email=email)
     store.connections.put_connection(
         "conn-1", session_id=session.session_id, customer_id="cust-1", domain_name="ws.example", stage="dev"
     )
@@ -207,22 +207,21 @@ def test_a_deleted_session_is_neither_posted_mailed_nor_written_to(
 ) -> None:
     # Given a session deleted during its handoff (by the customer, an admin or an erasure that has
     # not yet removed its items), with its address and, or not, its connection record
-    session = wired.sessions.create_session("cust-1", email="cust-1@example.com")
+    email = "cust-1@example.com"
     if connected:
-        wired.connections.put_connection(
-            "conn-1", session_id=session.session_id, customer_id="cust-1", domain_name="ws.example", stage="dev"
-        )
-        wired.sessions.set_connection(session.session_id, "conn-1")
-    wired.sessions.update_status(session.session_id, SessionStatus.DELETED)
+        session_id, _ = _connected_session(wired, email=email)
+    else:
+        session_id = wired.sessions.create_session("cust-1", email=email).session_id
+    wired.sessions.update_status(session_id, SessionStatus.DELETED)
     poster = FakePoster(delivered=True)
     monkeypatch.setattr(connections, "post_to_connection", poster)
     # When the handoff's closed notice, or the workflow's failed notice, arrives
-    body = {**_closed(session.session_id, outcome="deleted"), "event_type": event_type, "text": "No agent."}
+    body = {**_closed(session_id, outcome="deleted"), "event_type": event_type, "text": "No agent."}
     assert customer_notifier.notify(wired, parse_body(json.dumps(body))) == "dropped"
     # Then nothing is posted, mailed or recorded, and the session keeps what it had
     assert (poster.posts, noticing) == ([], [])
-    assert wired.turns.list_turns(session.session_id).items == []
-    stored = wired.sessions.get_session(session.session_id)
+    assert wired.turns.list_turns(session_id).items == []
+    stored = wired.sessions.get_session(session_id)
     assert stored is not None
     assert stored.connection_id == ("conn-1" if connected else None)
 
