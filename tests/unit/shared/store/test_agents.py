@@ -167,8 +167,9 @@ def test_two_concurrent_reservations_exactly_one_wins(
 ) -> None:
     # Given an available agent, and two callers who both read it as available before either
     # writes: the get_item wrapper holds each caller's first read until both have read. No timeout,
-    # so a starved machine cannot break the barrier; a caller that ends aborts it, so one that
-    # never read cannot leave the other waiting.
+    # so a starved machine cannot break the barrier; a caller that ends without having read aborts
+    # it, so it cannot leave the other waiting. A caller that read has passed the barrier and must
+    # not abort it: the other may be released but not yet scheduled, and would see the abort.
     store.agents.put_agent(Agent("a-1", ("manga",)))
     both_read = threading.Barrier(2)
     readers: set[int] = set()
@@ -190,7 +191,8 @@ def test_two_concurrent_reservations_exactly_one_wins(
         except AgentUnavailable as exc:
             outcomes[session_id] = exc
         finally:
-            both_read.abort()
+            if threading.get_ident() not in readers:
+                both_read.abort()
 
     # When both reserve at once
     callers = [threading.Thread(target=reserve, args=(sid,)) for sid in ("s-1", "s-2")]
