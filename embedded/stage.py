@@ -22,7 +22,7 @@ from typing import Any
 import boto3
 from moto import mock_aws
 
-from embedded import models, moto_gaps, payloads, throttles
+from embedded import models, moto_gaps, moto_responses, payloads, throttles
 from embedded.clock import Clock
 from embedded.cloudformation.assembly import StackTemplate, load_assembly
 from embedded.cloudformation.deploy import DeployedStack, DeploymentError, deploy_stack
@@ -371,6 +371,7 @@ def embedded_stage(
     bedrock = bedrock or BedrockStub()
     templates = load_assembly(source) if isinstance(source, Path) else list(source)
     models.install()  # every session moto and the functions start parses botocore's models once, for the process
+    moto_responses.install()  # moto answers without reflecting on each request anew
     with ExitStack() as stack:
         calls, concurrency = _emulating(stack, clock, bedrock, passthrough_urls)
         account = boto3.client("sts", region_name=region).get_caller_identity()["Account"]

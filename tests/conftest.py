@@ -33,12 +33,13 @@ for _key, _value in {
     os.environ[_key] = _value
 os.environ.pop("AWS_PROFILE", None)
 
-from embedded import models, network  # noqa: E402 - after the settings above, before any test's imports
+from embedded import models, moto_responses, network  # noqa: E402 - after the settings above, before any test's imports
 from embedded.heap import collect_less_often  # noqa: E402
 from tests.support.environment import left_changed  # noqa: E402
 
 network.install()
 models.install()
+moto_responses.install()
 collect_less_often()  # before the test modules' imports build the heap
 
 
