@@ -7,7 +7,7 @@ from unittest import mock
 
 import boto3
 import pytest
-from botocore import loaders
+from botocore import hooks, loaders
 from moto import mock_aws
 
 from embedded import models
@@ -70,3 +70,43 @@ def test_install_is_idempotent_and_uninstall_restores_a_loader_per_session(fresh
     assert not models.installed()
     one, two = boto3.session.Session(), boto3.session.Session()
     assert one._session.get_component("data_loader") is not two._session.get_component("data_loader")
+
+
+_EVENT_NAMES = (
+    "before-call.dynamodb.GetItem",
+    "before-call.apigateway.GetRestApi",  # an alias: apigateway -> api-gateway
+    "needs-retry.autoscaling.DescribeTags",  # autoscaling -> auto-scaling
+    "after-call.autoscaling-plans.CreateScalingPlan",  # a dashed name, not autoscaling's
+    "request-created.api.sagemaker.ListModels",  # a dotted alias: api.sagemaker -> sagemaker
+    "provide-client-params.s3",
+)
+
+
+def _aliased_by_botocore(name: str, aliases: dict[str, str] | None = None) -> str:
+    """What botocore's own aliaser answers, on an emitter of its own."""
+    emitter = hooks.EventAliaser(hooks.HierarchicalEmitter(), aliases)
+    with mock.patch.object(hooks.EventAliaser, "_alias_event_name", models.original_alias_event_name()):
+        return str(emitter._alias_event_name(name))
+
+
+def test_every_client_gets_botocore_own_event_names_worked_out_once(fresh: None) -> None:
+    expected = {name: _aliased_by_botocore(name) for name in _EVENT_NAMES}
+    assert expected["before-call.apigateway.GetRestApi"] == "before-call.api-gateway.GetRestApi"
+    models.install()
+    clients = [boto3.session.Session().client("dynamodb", region_name="us-east-1") for _ in range(2)]
+    worked_out = mock.Mock(side_effect=models.original_alias_event_name())
+    with mock.patch.object(models, "_original", [models._original[0], worked_out]):
+        for client in clients:
+            assert {name: client.meta.events._alias_event_name(name) for name in _EVENT_NAMES} == expected
+    assert worked_out.call_count <= len(_EVENT_NAMES)  # the second client's names were all kept
+
+
+def test_an_emitter_with_aliases_of_its_own_keeps_them(fresh: None) -> None:
+    models.install()
+    client = boto3.session.Session().client("dynamodb", region_name="us-east-1")
+    assert client.meta.events._alias_event_name("before-call.dynamodb.GetItem") == "before-call.dynamodb.GetItem"
+    own = hooks.EventAliaser(hooks.HierarchicalEmitter(), {"dynamodb": "table-store"})
+    assert own._alias_event_name("before-call.dynamodb.GetItem") == "before-call.table-store.GetItem"
+    assert _aliased_by_botocore("before-call.dynamodb.GetItem", {"dynamodb": "table-store"}) == (
+        "before-call.table-store.GetItem"
+    )
