@@ -71,7 +71,8 @@ def table_definition(table_name: str = DEFAULT_TABLE_NAME) -> dict[str, Any]:
 def create_sessions_table(client: Any, table_name: str = DEFAULT_TABLE_NAME) -> str:
     """Create the table (inside an active ``mock_aws``), enable TTL, return its stream ARN."""
     description = client.create_table(**table_definition(table_name))["TableDescription"]
-    client.get_waiter("table_exists").wait(TableName=table_name)
+    if description["TableStatus"] != "ACTIVE":  # moto's tables are active at once: no DescribeTable to wait
+        client.get_waiter("table_exists").wait(TableName=table_name)
     client.update_time_to_live(
         TableName=table_name,
         TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE},
