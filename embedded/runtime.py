@@ -45,6 +45,7 @@ import threading
 import time
 import traceback
 import uuid
+import weakref
 import zipfile
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, redirect_stdout
@@ -315,6 +316,23 @@ def _zip_placeholder() -> bytes:
     return buffer.getvalue()
 
 
+# Clients of the mock's default session: moto starts each mock with a session of its own, so a
+# client made here never outlives its mock. A test deploying dozens of functions made two clients
+# for each, 8 ms of CPU apiece.
+_SESSION_CLIENTS: weakref.WeakKeyDictionary[Any, dict[tuple[str, str | None], Any]] = weakref.WeakKeyDictionary()
+_CLIENTS_LOCK = threading.Lock()
+
+
+def _client(service: str, region: str | None) -> Any:
+    session = boto3._get_default_session()
+    with _CLIENTS_LOCK:
+        clients = _SESSION_CLIENTS.setdefault(session, {})
+        made = clients.get((service, region))
+        if made is None:
+            made = clients[(service, region)] = session.client(service, region_name=region)
+        return made
+
+
 def deploy_function(
     handler: str,
     environment: Mapping[str, str] | None = None,
@@ -325,7 +343,7 @@ def deploy_function(
 ) -> str:
     """Create a moto Lambda function for ``handler`` and return its ARN (call inside mock_aws)."""
     resolve_handler(handler)  # fail now, not at invocation, on a typo
-    iam = boto3.client("iam", region_name=region)
+    iam = _client("iam", region)
     role_name = "in-process-lambda-role"
     try:
         role_arn = iam.get_role(RoleName=role_name)["Role"]["Arn"]
@@ -346,7 +364,7 @@ def deploy_function(
             ),
         )["Role"]["Arn"]
     function_name = name or handler.replace(".", "-")[-64:]
-    response = boto3.client("lambda", region_name=region).create_function(
+    response = _client("lambda", region).create_function(
         FunctionName=function_name,
         Runtime="python3.11",
         Role=role_arn,
