@@ -1,10 +1,15 @@
-"""moto's answers without the reflection it repeats for every request.
+"""moto's answers without the work it repeats for every request.
 
-Two things moto 5.2 does anew for each request, whose results never change within a process.
+Three things moto 5.2 does anew for each request, whose results never change within a process.
 
 **Dispatch.** To find the method that answers an action, moto lists every function of the
 service's response class with ``inspect.getmembers``. :func:`install` keeps that list per class (a
 method patched over another of the same name keeps its name).
+
+**Update expressions.** An ``UpdateItem`` parsed its update expression twice, once to check the
+names and values it uses and once to apply it, and a transaction once per update. The store sends
+the same few expressions again and again; :func:`install` keeps each text's parse tree. moto
+only reads that tree: its validator works on a deep copy, and the executor on the validator's.
 
 **DynamoDB's items.** moto writes every response through one serializer for all services: it walks
 the operation's output shape, and for each member of each structure asks an attribute picker which
@@ -26,9 +31,11 @@ serializer merges that attribute's value into the map; this writes the name as g
 from __future__ import annotations
 
 import base64
+import functools
 from typing import Any, Final
 
 from moto.core import responses, serialize
+from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ignore[attr-defined]
 
 __all__ = ["install", "installed", "uninstall", "wire_value"]
 
@@ -100,12 +107,26 @@ def _method_names_of(clazz: Any) -> list[str]:
     return names
 
 
+_original_parse: list[Any] = []
+
+
+@functools.lru_cache(maxsize=512)
+def _parsed(expression: str) -> Any:
+    return _original_parse[0].__func__(UpdateExpressionParser, expression)
+
+
+def _parse_update_expression(_cls: Any, expression: str) -> Any:
+    return _parsed(expression)
+
+
 def install() -> None:
-    """Dispatch from kept method lists, and serialize the two DynamoDB APIs' items directly (idempotent)."""
+    """Dispatch from kept method lists, parse trees and DynamoDB items written directly (idempotent)."""
     if _original_method_names:
         return
     _original_method_names.append(getattr(responses, _LISTER))
     setattr(responses, _LISTER, _method_names_of)
+    _original_parse.append(vars(UpdateExpressionParser)["make"])
+    UpdateExpressionParser.make = classmethod(_parse_update_expression)
     for service in _SERVICES:
         by_protocol = serialize.SERVICE_SPECIFIC_SERIALIZERS.setdefault(service, {})
         _replaced[service] = by_protocol.get(_PROTOCOL)
@@ -118,6 +139,8 @@ def uninstall() -> None:
         return
     setattr(responses, _LISTER, _original_method_names.pop())
     _method_names.clear()
+    UpdateExpressionParser.make = _original_parse.pop()
+    _parsed.cache_clear()
     for service, previous in _replaced.items():
         by_protocol = serialize.SERVICE_SPECIFIC_SERIALIZERS[service]
         if previous is None:

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from moto import mock_aws
 from moto.core import responses, serialize, utils
 from moto.core.utils import get_service_model
+from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ignore[attr-defined]
 from moto.dynamodb.responses import DynamoHandler
 from moto.sqs.responses import SQSResponse
 
@@ -126,3 +127,29 @@ def test_the_sessions_table_round_trips_every_type_through_the_installed_seriali
     assert got["Item"]["nested"] == item["nested"]
     assert sorted(got["Item"]["tags"]["SS"]) == ["a", "b"]
     assert sorted(got["Item"]["counts"]["NS"]) == ["1", "2.5"]
+
+
+def test_an_update_expression_is_parsed_once_and_applied_to_each_item_afresh() -> None:
+    expression = "SET #n = :name ADD turns :one REMOVE gone"
+    assert UpdateExpressionParser.make(expression) is UpdateExpressionParser.make(expression)
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        create_sessions_table(client, "sessions")
+        for sid, name in (("s-1", "Aiko"), ("s-2", "Ben"), ("s-1", "Chie")):
+            key = {"PK": {"S": f"SESSION#{sid}"}, "SK": {"S": "META"}}
+            client.update_item(
+                TableName="sessions",
+                Key=key,
+                UpdateExpression=expression,
+                ExpressionAttributeNames={"#n": "name"},
+                ExpressionAttributeValues={":name": {"S": name}, ":one": {"N": "1"}},
+            )
+        items = {
+            sid: client.get_item(TableName="sessions", Key={"PK": {"S": f"SESSION#{sid}"}, "SK": {"S": "META"}})["Item"]
+            for sid in ("s-1", "s-2")
+        }
+        for _ in range(2):  # a refused expression is refused every time, never kept
+            with pytest.raises(client.exceptions.ClientError, match="Invalid UpdateExpression"):
+                client.update_item(TableName="sessions", Key=key, UpdateExpression="SET = :v")
+    assert (items["s-1"]["name"], items["s-1"]["turns"]) == ({"S": "Chie"}, {"N": "2"})
+    assert (items["s-2"]["name"], items["s-2"]["turns"]) == ({"S": "Ben"}, {"N": "1"})
