@@ -19,15 +19,21 @@ client starts a new emitter: the aliaser ran again for each of the hundreds of n
 registers, about a twentieth of the CPU of a test that makes a few DynamoDB calls. The answer
 depends on nothing but the name and the alias table, so one table of answers serves every emitter
 whose alias table is botocore's own.
+
+And every request's User-Agent header: botocore builds it anew for each call, passing each of its
+dozens of components (names, versions, the features the call used) through a character-by-character
+sanitizer, several percent of a request's CPU on the embedded AWS. The sanitizer's answer depends
+only on its two arguments, so each component is sanitized once per process.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 from typing import Any, Final
 
-from botocore import hooks, loaders
+from botocore import hooks, loaders, useragent
 from botocore import session as botocore_session
 
 __all__ = ["install", "installed", "original_alias_event_name", "uninstall"]
@@ -66,18 +72,21 @@ def original_alias_event_name() -> Callable[[hooks.EventAliaser, str], str]:
 
 
 def install() -> None:
-    """Share one loader per data path, and the aliased event names, between every botocore session (idempotent)."""
+    """Share loaders, aliased event names and sanitized user agent parts between every botocore session (idempotent)."""
     if _original:
         return
-    _original.extend((botocore_session.create_loader, hooks.EventAliaser._alias_event_name))
+    sanitize = useragent.sanitize_user_agent_string_component
+    _original.extend((botocore_session.create_loader, hooks.EventAliaser._alias_event_name, sanitize))
     botocore_session.create_loader = _shared_loader
     hooks.EventAliaser._alias_event_name = _alias_event_name
+    useragent.sanitize_user_agent_string_component = functools.lru_cache(maxsize=4096)(sanitize)
 
 
 def uninstall() -> None:
-    """Each new session builds its own loader, and each emitter aliases its event names, again."""
+    """Each new session builds its own loader, each emitter aliases its event names, each request sanitizes, again."""
     if not _original:
         return
+    useragent.sanitize_user_agent_string_component = _original.pop()
     hooks.EventAliaser._alias_event_name = _original.pop()
     botocore_session.create_loader = _original.pop()
     _loaders.clear()

@@ -7,7 +7,8 @@ from unittest import mock
 
 import boto3
 import pytest
-from botocore import hooks, loaders
+from botocore import hooks, loaders, useragent
+from botocore.config import Config
 from moto import mock_aws
 
 from embedded import models
@@ -110,3 +111,27 @@ def test_an_emitter_with_aliases_of_its_own_keeps_them(fresh: None) -> None:
     assert _aliased_by_botocore("before-call.dynamodb.GetItem", {"dynamodb": "table-store"}) == (
         "before-call.table-store.GetItem"
     )
+
+
+def _user_agent_with_app_id(app_id: str) -> str:
+    """The User-Agent header a DynamoDB call sends with ``app_id`` configured."""
+    sent: list[str] = []
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1", config=Config(user_agent_appid=app_id))
+        client.meta.events.register("before-send", lambda request, **_: sent.append(request.headers["User-Agent"]))
+        client.list_tables()
+    return sent[0].decode() if isinstance(sent[0], bytes) else sent[0]
+
+
+def test_user_agent_parts_are_sanitized_as_botocore_does_once_per_text(fresh: None) -> None:
+    raw = "manga assist/é#1"
+    expected = {
+        allow_hash: useragent.sanitize_user_agent_string_component(raw, allow_hash) for allow_hash in (True, False)
+    }
+    assert expected == {True: "manga-assist--#1", False: "manga-assist---1"}
+    header = _user_agent_with_app_id(raw)
+    models.install()
+    kept = useragent.sanitize_user_agent_string_component
+    assert {allow_hash: kept(raw, allow_hash) for allow_hash in (True, False)} == expected
+    assert _user_agent_with_app_id(raw).split(" app/")[1] == header.split(" app/")[1]
+    assert kept.cache_info().hits > 0
