@@ -134,7 +134,7 @@ def install() -> None:
 
 
 def uninstall() -> None:
-    """moto's own dispatch and serializer again."""
+    """moto's own dispatch, update expression parser and serializer again."""
     if not _original_method_names:
         return
     setattr(responses, _LISTER, _original_method_names.pop())

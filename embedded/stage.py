@@ -371,7 +371,7 @@ def embedded_stage(
     bedrock = bedrock or BedrockStub()
     templates = load_assembly(source) if isinstance(source, Path) else list(source)
     models.install()  # every session moto and the functions start parses botocore's models once, for the process
-    moto_responses.install()  # moto answers without reflecting on each request anew
+    moto_responses.install()  # moto answers without the work it repeats for every request
     with ExitStack() as stack:
         calls, concurrency = _emulating(stack, clock, bedrock, passthrough_urls)
         account = boto3.client("sts", region_name=region).get_caller_identity()["Account"]
