@@ -316,14 +316,17 @@ def _zip_placeholder() -> bytes:
     return buffer.getvalue()
 
 
-# Clients of the mock's default session: moto starts each mock with a session of its own, so a
-# client made here never outlives its mock. A test deploying dozens of functions made two clients
-# for each, 8 ms of CPU apiece.
 _SESSION_CLIENTS: weakref.WeakKeyDictionary[Any, dict[tuple[str, str | None], Any]] = weakref.WeakKeyDictionary()
 _CLIENTS_LOCK = threading.Lock()
 
 
-def _client(service: str, region: str | None) -> Any:
+def mock_client(service: str, region: str | None = None) -> Any:
+    """The running mock's client of ``service``, made once (call inside mock_aws).
+
+    A client of the default session, which moto starts anew with each mock, so a client made here
+    never outlives its mock. Deployers that made a client per function or per poll paid 8 ms of CPU
+    for each.
+    """
     session = boto3._get_default_session()
     with _CLIENTS_LOCK:
         clients = _SESSION_CLIENTS.setdefault(session, {})
@@ -343,7 +346,7 @@ def deploy_function(
 ) -> str:
     """Create a moto Lambda function for ``handler`` and return its ARN (call inside mock_aws)."""
     resolve_handler(handler)  # fail now, not at invocation, on a typo
-    iam = _client("iam", region)
+    iam = mock_client("iam", region)
     role_name = "in-process-lambda-role"
     try:
         role_arn = iam.get_role(RoleName=role_name)["Role"]["Arn"]
@@ -364,7 +367,7 @@ def deploy_function(
             ),
         )["Role"]["Arn"]
     function_name = name or handler.replace(".", "-")[-64:]
-    response = _client("lambda", region).create_function(
+    response = mock_client("lambda", region).create_function(
         FunctionName=function_name,
         Runtime="python3.11",
         Role=role_arn,

@@ -11,7 +11,6 @@ Ref / Fn::GetAtt / Fn::Join / Fn::GetStackOutput (cross-stack) resolved to the m
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 import time
@@ -21,12 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import boto3
 from aws_cdk import Stage
 
 from embedded.cloudformation.loaders.base import physical_name
 from embedded.once_per_run import made_once
-from embedded.runtime import deploy_function
+from embedded.runtime import deploy_function, mock_client
 from embedded.services.dynamodb import create_sessions_table
 from embedded.services.kms import key_id_of
 from embedded.synth import cdk_context
@@ -79,14 +77,11 @@ class Deployed:
     templates: dict[str, Any]
     refs: dict[tuple[str, str], str] = field(default_factory=dict)
     table_name: str = ""
-    _sfn: Any = field(default=None, repr=False)
 
     @property
     def sfn(self) -> Any:
-        """One Step Functions client for every start, poll and history read (8 ms of CPU each made)."""
-        if self._sfn is None:
-            self._sfn = boto3.client("stepfunctions", region_name=REGION)
-        return self._sfn
+        """The mock's Step Functions client, for every start, poll and history read."""
+        return mock_client("stepfunctions", REGION)
 
     def _find(self, part: str, kind: str, id_prefix: str) -> str:
         """The logical id ``<id_prefix><8 hex>`` of a resource of ``kind`` (CDK's naming)."""
@@ -191,8 +186,9 @@ def deploy(templates: dict[str, Any]) -> Deployed:
     """
     deployed = Deployed(templates)
     refs = deployed.refs
-    # Made on first use: a client costs 8 ms of CPU, and most templates need few of these services.
-    client = functools.cache(lambda service: boto3.client(service, region_name=REGION))
+
+    def client(service: str) -> Any:  # made on first use: most templates need few of these services
+        return mock_client(service, REGION)
 
     for part in PARTS:
         for lid, res in templates[part]["Resources"].items():
