@@ -12,10 +12,11 @@ Handlers (``lambdas.orchestration.handoff.<name>``) and what they get from the s
   handoff escalated (only from queued) and reserves a free manager: ``{available, agent_id?}``.
 * ``begin``: ``{..., agent_id, execution_arn}``; the handoff transaction (the ``assign_agent`` use case)
   or ``ConditionalCheckFailed`` when the session is no longer active.
-* ``await_reply``: ``{..., task_token, waiting_for?}``; MonitorHandoff's and WatchAgent's token
-  (``reply``, only while assigned: otherwise it completes its own token with ``{"closed": true}``,
-  needing ``states:SendTaskSuccess`` on the workflow) or WaitForManager's (``agent``, only while
-  escalated) onto the handoff record.
+* ``await_reply``: ``{..., task_token, waiting_for?, expected_version?}``; MonitorHandoff's and
+  WatchAgent's token (``reply``, only while assigned and while the agent's activity version is
+  still ``expected_version``: otherwise it completes its own token with ``{"closed": true}`` or
+  with the agent's ``{"version"}``, needing ``states:SendTaskSuccess`` on the workflow) or
+  WaitForManager's (``agent``, only while escalated) onto the handoff record.
 * ``transfer_context``: latest summary + the newest turns that fit SNS, published to the agent topic.
 * ``reassign``: ``{state, handoff_id, expected_version?, replacement?}``; re-queues the handoff (only while still
   assigned and, given ``expected_version``, while its agent has written nothing since), releases
@@ -219,24 +220,49 @@ def await_reply(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]
     A manager's wait is stored only while the handoff is still escalated (a customer who left
     meanwhile failed it), so no accept can complete a handoff that is over; an agent's reply wait
     only while it is still assigned: an agent may close between the accept and MonitorHandoff, or
-    between two replies, and then finds no token to complete.
+    between two replies, and then finds no token to complete. Given ``expected_version`` (the
+    activity version the workflow last saw: 0 for MonitorHandoff), a reply wait is stored only
+    while the agent has written nothing since; a message sent before the wait began (a console
+    that greets the customer as soon as the accept returns) found no token, so the wait ends
+    itself with that message's version, as the message would have ended it.
     """
     waiting_for = str(event.get("waiting_for") or WAITING_FOR_REPLY)
     session_id, handoff_id = str(event["session_id"]), str(event["handoff_id"])
-    # The wait is stored in the same conditional write that checks the handoff's status, so a
-    # customer who leaves (or a close) between the check and the write cannot be missed.
+    # The wait is stored in the same conditional write that checks the handoff's status (and the
+    # agent's activity), so a close or a message between the check and the write cannot be missed.
     replying = waiting_for == WAITING_FOR_REPLY
     status = HandoffStatus.ASSIGNED if replying else HandoffStatus.ESCALATED
-    if not store().handoffs.await_callback(
-        session_id, handoff_id, waiting_for, str(event["task_token"]), while_status=status
-    ):
+    token = str(event["task_token"])
+    try:
+        stored = store().handoffs.await_callback(
+            session_id, handoff_id, waiting_for, token, while_status=status, while_version=_expected_version(event)
+        )
+    except AgentActive as active:
+        logger.info("the agent wrote before the reply wait began", extra={"handoff_id": handoff_id})
+        output = {"agent_id": event.get("agent_id"), "version": active.version}
+        sfn().send_task_success(taskToken=token, output=json.dumps(output))
+        return {"waiting_for": waiting_for, "version": active.version}
+    if not stored:
         if replying:
             # Closed before this wait began: nobody else will end it, so it ends itself.
             logger.info("handoff over before the reply wait began", extra={"handoff_id": handoff_id})
-            sfn().send_task_success(taskToken=str(event["task_token"]), output=json.dumps({"closed": True}))
+            sfn().send_task_success(taskToken=token, output=json.dumps({"closed": True}))
             return {"waiting_for": waiting_for, "closed": True}
         raise HandoffConflict(f"handoff {handoff_id!r} is no longer escalated; no manager can take it")
     return {"waiting_for": waiting_for}
+
+
+def _expected_version(event: dict[str, Any]) -> int | None:
+    """The activity version a reply wait is conditioned on; None when the workflow sends none (a manager's
+    wait, or an execution started from a definition older than the condition)."""
+    version = event.get("expected_version")
+    if version is None:
+        return None
+    if event.get("waiting_for") not in (None, WAITING_FOR_REPLY):
+        raise ValueError("expected_version belongs to a reply wait only")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+        raise ValueError(f"expected_version must be an activity version, 0 or more (given {version!r})")
+    return version
 
 
 @logger.inject_lambda_context

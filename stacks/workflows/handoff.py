@@ -507,8 +507,9 @@ class HandoffWorkflow(Construct):
     ) -> tasks.LambdaInvoke:
         """MonitorHandoff: wait for the agent's first reply; an idle agent is replaced (ReassignAgent).
 
-        A close completes MonitorHandoff's token like a reply does; a close that lands before the
-        token is stored makes MonitorHandoff end itself as closed, and one that lands after the
+        A close completes MonitorHandoff's token like a reply does; a reply or a close that lands
+        before the token is stored makes MonitorHandoff end itself (with the reply's activity
+        version, or as closed), and a close that lands after the
         idle timeout fired makes ReassignAgent answer ``closed`` (HandoffClosedMeanwhile): either
         way the execution finishes at HandoffComplete instead of waiting or looking for another agent.
         """
@@ -517,7 +518,10 @@ class HandoffWorkflow(Construct):
             "MonitorHandoff",
             lambda_function=self._functions.await_reply,
             integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
-            payload=callback_input({**REQUEST, "agent_id": AGENT_ID, "task_token": sfn.JsonPath.task_token}),
+            # 0: a first reply sent before this wait began (the agent's activity moved past 0) ends it at once.
+            payload=callback_input(
+                {**REQUEST, "agent_id": AGENT_ID, "task_token": sfn.JsonPath.task_token, "expected_version": 0}
+            ),
             retry_on_service_exceptions=False,
             task_timeout=sfn.Timeout.duration(idle_timeout),
             result_path="$.first_reply",

@@ -20,11 +20,13 @@ class HandoffFunctions:
     * ``update_handoff``: ``{session_id, handoff_id, execution_arn, agent_id, reason, priority}``;
       moves the session into handoff in one transaction or raises ``ConditionalCheckFailed``.
     * ``transfer_context``: ``{session_id, handoff_id, agent_id, reason}`` -> anything.
-    * ``await_reply``: ``{session_id, handoff_id, task_token, waiting_for?}``; stores the token where
-      the agent's next message (``reply``, MonitorHandoff and WatchAgent) or a manager's accept
-      (``agent``, WaitForManager) finds it (invoked with ``.waitForTaskToken``); a ``reply`` wait
-      only while the handoff is assigned (otherwise it completes its own token with ``{closed: true}``).
-      The agent routes complete it with ``{agent_id, turn_number, version}`` or ``{closed: true}``.
+    * ``await_reply``: ``{session_id, handoff_id, task_token, waiting_for?, expected_version?}``;
+      stores the token where the agent's next message (``reply``, MonitorHandoff and WatchAgent) or
+      a manager's accept (``agent``, WaitForManager) finds it (invoked with ``.waitForTaskToken``);
+      a ``reply`` wait only while the handoff is assigned and the agent's activity version is still
+      ``expected_version`` (otherwise it completes its own token with ``{closed: true}`` or
+      ``{agent_id, version}``). The agent routes complete it with ``{agent_id, turn_number, version}``
+      or ``{closed: true}``.
     * ``reassign_agent``: ``{state, handoff_id, expected_version?, replacement?}`` ->
       ``{count: int, closed: bool, replied?: bool, version?: int}``; ``closed`` when the handoff was
       closed meanwhile (the execution then succeeds), ``replied`` when the agent wrote since

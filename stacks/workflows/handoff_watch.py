@@ -81,6 +81,30 @@ class AgentWatch:
         self._retry.apply(task)
         return task
 
+    def _watch(self, reply_idle_timeout: Duration) -> tasks.LambdaInvoke:
+        """The WatchAgent task: the agent's next message or the close completes its token."""
+        watch = tasks.LambdaInvoke(
+            self._scope,
+            "WatchAgent",
+            lambda_function=self._functions.await_reply,
+            integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
+            # A message counted after the last one the watch saw, before this wait began, ends it at once.
+            payload=callback_input(
+                {
+                    **REQUEST,
+                    "agent_id": AGENT_ID,
+                    "task_token": sfn.JsonPath.task_token,
+                    "expected_version": "$.activity.version",
+                }
+            ),
+            retry_on_service_exceptions=False,
+            task_timeout=sfn.Timeout.duration(reply_idle_timeout),
+            result_path="$.activity",
+            comment="Wait for the agent's next message or the close (the agent routes complete the token)",
+        )
+        self._retry.apply(watch)
+        return watch
+
     def build(
         self, failed: sfn.IChainable, assign: sfn.IChainable, complete: sfn.IChainable, reply_idle_timeout: Duration
     ) -> tasks.LambdaInvoke:
@@ -88,18 +112,7 @@ class AgentWatch:
         it is replaced (ReplaceIdleAgent, conditioned on the activity version the watch knows), or,
         with no agent free, the customer returns to the assistant (NoAgentToTakeOver -> HandoffFailed).
         """
-        watch = tasks.LambdaInvoke(
-            self._scope,
-            "WatchAgent",
-            lambda_function=self._functions.await_reply,
-            integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
-            payload=callback_input({**REQUEST, "agent_id": AGENT_ID, "task_token": sfn.JsonPath.task_token}),
-            retry_on_service_exceptions=False,
-            task_timeout=sfn.Timeout.duration(reply_idle_timeout),
-            result_path="$.activity",
-            comment="Wait for the agent's next message or the close (the agent routes complete the token)",
-        )
-        self._retry.apply(watch)
+        watch = self._watch(reply_idle_timeout)
         # The replacement is reserved before the silent agent is released, so it cannot be the same agent.
         find = self._invoke(
             "FindReplacementAgent",

@@ -99,6 +99,64 @@ def test_agent_free_hands_over_and_watches_the_agent_after_the_first_reply(world
     assert world.d.states_entered(execution)[-2:] == ["MessageOrClose", "HandoffComplete"]
 
 
+def test_a_first_reply_sent_before_monitor_handoff_waits_is_heard_and_no_idle_limit_runs(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an agent whose console greets the customer as soon as the handoff is assigned, before
+    # MonitorHandoff stored its token (here: while TransferConversationContext runs)
+    session_id = world.session()
+    world.agent("agent-2")
+    original = handoff_steps.transfer_context
+    greetings: list[dict[str, Any]] = []
+
+    def greet_first(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        assert world.store.handoffs.waiting_for(event["session_id"], event["handoff_id"]) is None
+        greetings.append(world.route("messages", event["session_id"], "agent-2", {"text": "Hello, Ana here."}))
+        result: dict[str, Any] = original(event, context)
+        return result
+
+    monkeypatch.setattr(handoff_steps, "transfer_context", greet_first)
+
+    # When the handoff starts
+    execution = world.start(session_id)
+
+    # Then the reply was stored and the workflow heard it: WatchAgent waits, no time had to pass
+    world.d.wait_for_state(execution, "WatchAgent")
+    handoff_id = execution.rsplit(":", 1)[-1]
+    world.waiting_for_reply(session_id, handoff_id)
+    assert [g["statusCode"] for g in greetings] == [201], greetings
+    states = world.d.states_entered(execution)
+    assert states[-4:] == ["MonitorHandoff", "FirstReplyOrClose", "StartWatchingAgent", "WatchAgent"]
+    assert "ReassignAgent" not in states
+    handoff = world.store.handoffs.current_handoff(session_id)
+    assert handoff is not None
+    assert (handoff.status, handoff.agent_id) == (HandoffStatus.ASSIGNED, "agent-2")
+    # When a message comes between two of WatchAgent's waits (before the next one stores its token)
+    waits = handoff_steps.await_reply
+
+    def message_first(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        if event.get("expected_version") == 2:
+            world.route("messages", event["session_id"], "agent-2", {"text": "Still here."})
+        result: dict[str, Any] = waits(event, context)
+        return result
+
+    monkeypatch.setattr(handoff_steps, "await_reply", message_first)
+    assert world.route("messages", session_id, "agent-2", {"text": "Let me look."})["statusCode"] == 201
+    # Then the wait that began after it ends itself with its version, and the next one waits at 3
+    world.wait_until(
+        lambda: world.d.states_entered(execution).count("WatchAgent") == 3,
+        "WatchAgent entered after each of three messages",
+    )
+    world.waiting_for_reply(session_id, handoff_id)
+    assert [t.role for t in world.store.turns.list_turns(session_id).items][-3:] == [Role.AGENT] * 3
+    # When the agent closes it / Then the execution ends at once, never having looked for another agent
+    closed = world.route("close", session_id, "agent-2", {"resolution": "answered", "outcome": "resume"})
+    assert closed["statusCode"] == 200, closed
+    done = world.d.wait_done(execution)
+    assert done["status"] == "SUCCEEDED", done
+    assert "FindReplacementAgent" not in world.d.states_entered(execution)
+
+
 def test_no_agent_waits_then_accepting_agent_from_authorizer_context_takes_it(world: World) -> None:
     # Given a session and no available agent yet
     session_id = world.session()

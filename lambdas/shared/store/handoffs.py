@@ -79,6 +79,12 @@ class AgentActive(Conflict):
         self.version = version
 
 
+def _at_version(expr: Expr, version: int) -> str:
+    """The condition that the agent's activity version is ``version`` (0: the agent wrote nothing)."""
+    activity = expr.n(ACTIVITY_VERSION)
+    return f"{activity} = {expr.v(version)}" if version else f"attribute_not_exists({activity})"
+
+
 class Handoffs(Aggregate):
     """Handoff operations; the records live in the session's partition, whose META names the current one."""
 
@@ -280,8 +286,7 @@ class Handoffs(Aggregate):
         )
         condition = f"attribute_exists({expr.n(PARTITION_KEY)}) AND {expr.n('status')} = {expr.v(status)} AND {agent}"
         if version is not None:
-            activity = expr.n(ACTIVITY_VERSION)
-            condition += f" AND {activity} = {expr.v(version)}" if version else f" AND attribute_not_exists({activity})"
+            condition += f" AND {_at_version(expr, version)}"
         tx.update("handoff", keys.handoff_key(session_id, handoff_id), update, condition=condition)
 
     def assign(self, tx: Transaction, handoff: Handoff, carried: dict[str, Any]) -> None:
@@ -400,17 +405,23 @@ class Handoffs(Aggregate):
         task_token: str,
         *,
         while_status: HandoffStatus | None = None,
+        while_version: int | None = None,
     ) -> bool:
         """Store the token of the task that waits for ``waiting_for`` (``agent`` or ``reply``).
 
         With ``while_status`` the token is stored only while the handoff has that status, in the
-        same conditional write; False when it no longer has (nothing is written). HandoffNotFound
-        when there is no such handoff.
+        same conditional write; False when it no longer has (nothing is written). With
+        ``while_version`` also only while the agent's activity version is still that one (0: the
+        agent has written nothing since the assignment); AgentActive with the version when the
+        agent wrote since (nothing is written), so a message counted before the wait began is not
+        lost on a wait nobody will end. HandoffNotFound when there is no such handoff.
         """
         if waiting_for not in _WAITING:
             raise ValueError(f"waiting_for must be one of {sorted(_WAITING)} (given {waiting_for!r})")
         if not task_token:
             raise ValueError("task_token must be the waiting task's token (given '')")
+        if while_version is not None and (isinstance(while_version, bool) or while_version < 0):
+            raise ValueError(f"while_version must be an activity version, 0 or more (given {while_version!r})")
         expr = Expr()
         update = Update(expr)
         update.set("callback_token", task_token)
@@ -419,12 +430,19 @@ class Handoffs(Aggregate):
         condition = f"attribute_exists({expr.n(PARTITION_KEY)})"
         if while_status is not None:
             condition += f" AND {expr.n('status')} = {expr.v(str(while_status))}"
+        if while_version is not None:
+            condition += f" AND {_at_version(expr, while_version)}"
         try:
             self.table.update_if(keys.handoff_key(session_id, handoff_id), update, condition, returns="NONE")
         except ConditionFailed as failed:
-            if failed.missing:
+            if failed.old is None:
                 raise HandoffNotFound(session_id, handoff_id) from None
-            return False  # the handoff is no longer in ``while_status``
+            if while_status is not None and failed.old.get("status") != str(while_status):
+                return False  # the handoff is no longer in ``while_status``
+            version = int(failed.old.get(ACTIVITY_VERSION, 0))
+            raise AgentActive(
+                f"the agent of handoff {handoff_id!r} wrote since activity {while_version}", version
+            ) from None
         return True
 
     def claim_callback(self, session_id: str, handoff_id: str, waiting_for: str) -> str | None:

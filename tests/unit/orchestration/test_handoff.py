@@ -319,3 +319,52 @@ def test_a_reply_wait_stores_its_token_only_while_the_handoff_is_assigned(
     assert result["closed"] is True
     assert ended == [("watch-2", {"closed": True})]
     assert store.handoffs.waiting_for(session_id, "h-1") is None
+
+
+def test_a_reply_wait_that_begins_after_the_agent_wrote_ends_itself_with_the_agents_version(
+    store: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given agent-1 already wrote once (version 1), before MonitorHandoff's wait began
+    monkeypatch.setattr(handoff_steps, "store", lambda: store)
+    session_id = _silent(store, replacement=None)
+    ended: list[tuple[str, Any]] = []
+
+    class Recording:
+        def send_task_success(self, *, taskToken: str, output: str) -> None:
+            ended.append((taskToken, json.loads(output)))
+
+    monkeypatch.setattr(handoff_steps, "sfn", Recording)
+    event = {"session_id": session_id, "handoff_id": "h-1", "agent_id": "agent-1", "task_token": "monitor-1"}
+
+    # When MonitorHandoff starts its wait expecting the agent to have written nothing
+    result = handoff_steps.await_reply.__wrapped__({**event, "expected_version": 0}, None)
+
+    # Then the wait ends itself as the reply would have, with its version, and stores no token
+    assert result == {"waiting_for": "reply", "version": 1}
+    assert ended == [("monitor-1", {"agent_id": "agent-1", "version": 1})]
+    assert store.handoffs.waiting_for(session_id, "h-1") is None
+    # And WatchAgent's wait at the version it saw waits for the agent's next message
+    watching = handoff_steps.await_reply.__wrapped__({**event, "task_token": "watch-1", "expected_version": 1}, None)
+    assert watching == {"waiting_for": "reply"}
+    assert store.handoffs.claim_callback(session_id, "h-1", "reply") == "watch-1"
+    assert len(ended) == 1
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"expected_version": -1}, "0 or more"),
+        ({"expected_version": True}, "0 or more"),
+        ({"expected_version": "1"}, "0 or more"),
+        ({"expected_version": 0, "waiting_for": "agent"}, "reply wait only"),
+    ],
+)
+def test_a_wait_refuses_an_expected_version_that_is_not_a_version(
+    store: DynamoSessionStore, monkeypatch: pytest.MonkeyPatch, extra: dict[str, Any], message: str
+) -> None:
+    monkeypatch.setattr(handoff_steps, "store", lambda: store)
+    session_id = _silent(store, replacement=None)
+    event = {"session_id": session_id, "handoff_id": "h-1", "task_token": "t", **extra}
+    with pytest.raises(ValueError, match=message):
+        handoff_steps.await_reply.__wrapped__(event, None)
+    assert store.handoffs.waiting_for(session_id, "h-1") is None
