@@ -37,9 +37,11 @@ CheckSessionActive also requires the requester to own the session or hold a priv
            first reply -> StartWatchingAgent -> WatchAgent (see handoff_watch: every message restarts the
                           idle limit; a silent agent is replaced -> AssignAgent, or, with nobody
                           free, NoAgentToTakeOver -> HandoffFailed)
-           idle        -> ReassignAgent (Lambda: re-queue, release, count) -> HandoffClosedMeanwhile
-                            closed meanwhile -> HandoffComplete
-                            otherwise        -> CheckAgentAvailability
+           idle        -> ReassignAgent (Lambda: re-queue unless the agent replied, release, count)
+                            -> HandoffClosedMeanwhile
+                                 closed meanwhile  -> HandoffComplete
+                                 replied meanwhile -> AgentRepliedMeanwhile -> WatchAgent
+                                 otherwise         -> CheckAgentAvailability
     HandoffFailed (Lambda: release agent, restore session) -> NotifyCustomerHandoffFailed -> HandoffAborted
 
 Who sends which notification (each exactly once per assignment):
@@ -84,7 +86,6 @@ from contracts import messages
 from contracts.workflows import (
     CONDITIONAL_CHECK_FAILED,
     NO_MANAGER_TOOK_OVER,
-    REASSIGNMENT_LIMIT_REACHED,
 )
 from stacks.workflows.handoff_functions import HandoffFunctions
 from stacks.workflows.handoff_watch import AGENT_ID, REQUEST, TIMEOUTS, AgentWatch, was_closed
@@ -442,10 +443,9 @@ class HandoffWorkflow(Construct):
         )
         transfer.add_catch(failed, errors=["States.ALL"], result_path="$.error")
         complete = sfn.Succeed(self, "HandoffComplete")
-        monitor = self._monitor(failed, check_agent, complete, idle_timeout)
-        watch = AgentWatch(self, self._functions, self._retry, self._request).build(
-            failed, assign, complete, reply_idle_timeout
-        )
+        agents = AgentWatch(self, self._functions, self._retry, self._request)
+        watch = agents.build(failed, assign, complete, reply_idle_timeout)
+        monitor = agents.monitor(failed, check_agent, complete, watch, idle_timeout)
         assign.next(update).next(notify).next(transfer).next(monitor)
         replied = sfn.Choice(self, "FirstReplyOrClose")
         start_watch = sfn.Pass(
@@ -501,48 +501,6 @@ class HandoffWorkflow(Construct):
         notify.branch(notify_customer)
         notify.branch(notify_agent)
         return notify
-
-    def _monitor(
-        self, failed: sfn.IChainable, check_agent: sfn.IChainable, complete: sfn.IChainable, idle_timeout: Duration
-    ) -> tasks.LambdaInvoke:
-        """MonitorHandoff: wait for the agent's first reply; an idle agent is replaced (ReassignAgent).
-
-        A close completes MonitorHandoff's token like a reply does; a reply or a close that lands
-        before the token is stored makes MonitorHandoff end itself (with the reply's activity
-        version, or as closed), and a close that lands after the
-        idle timeout fired makes ReassignAgent answer ``closed`` (HandoffClosedMeanwhile): either
-        way the execution finishes at HandoffComplete instead of waiting or looking for another agent.
-        """
-        monitor = tasks.LambdaInvoke(
-            self,
-            "MonitorHandoff",
-            lambda_function=self._functions.await_reply,
-            integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
-            # 0: a first reply sent before this wait began (the agent's activity moved past 0) ends it at once.
-            payload=callback_input(
-                {**REQUEST, "agent_id": AGENT_ID, "task_token": sfn.JsonPath.task_token, "expected_version": 0}
-            ),
-            retry_on_service_exceptions=False,
-            task_timeout=sfn.Timeout.duration(idle_timeout),
-            result_path="$.first_reply",
-            comment="Wait for the agent's first reply (the message route completes the token)",
-        )
-        self._retry.apply(monitor)
-        reassign = self._invoke(
-            "ReassignAgent",
-            self._functions.reassign_agent,
-            self._whole_state(),
-            "$.reassignment",
-            "Release the idle agent, restore the session, count; fails past the bound",
-        )
-        monitor.add_catch(reassign, errors=TIMEOUTS, result_path="$.idle_error")
-        monitor.add_catch(failed, errors=["States.ALL"], result_path="$.error")
-        reassign.add_catch(failed, errors=[REASSIGNMENT_LIMIT_REACHED], result_path="$.error")
-        reassign.add_catch(failed, errors=["States.ALL"], result_path="$.error")
-        closed = sfn.Choice(self, "HandoffClosedMeanwhile")
-        closed.when(was_closed("$.reassignment"), complete).otherwise(check_agent)
-        reassign.next(closed)
-        return monitor
 
     def _check_session_active(
         self, session: _SessionRecord, check_agent: sfn.IChainable, failed: sfn.IChainable

@@ -1,4 +1,5 @@
-"""The handoff workflow's watch of its agent after the first reply (see :mod:`stacks.workflows.handoff`).
+"""The handoff workflow's watch of its agent: MonitorHandoff until the first reply, WatchAgent after it
+(see :mod:`stacks.workflows.handoff`).
 
 WatchAgent waits for the agent's next message (each one restarts the idle limit) or the close; an
 agent silent for the limit is replaced by another available agent, or, with none free, the customer
@@ -29,7 +30,7 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
 from constructs_lib.workflow_defaults import RetryPolicy, callback_input
-from contracts.workflows import NO_AGENT_TO_TAKE_OVER
+from contracts.workflows import NO_AGENT_TO_TAKE_OVER, REASSIGNMENT_LIMIT_REACHED
 from stacks.workflows.handoff_functions import HandoffFunctions
 
 TIMEOUTS = ["States.Timeout", "States.HeartbeatTimeout"]
@@ -55,7 +56,7 @@ def was_closed(result: str) -> sfn.Condition:
 
 
 class AgentWatch:
-    """Builds WatchAgent and the replacement of a silent agent into ``scope`` (the workflow construct)."""
+    """Builds MonitorHandoff, WatchAgent and a silent agent's replacement into ``scope`` (the workflow construct)."""
 
     def __init__(
         self, scope: Construct, functions: HandoffFunctions, retry: RetryPolicy, request: dict[str, str]
@@ -104,6 +105,65 @@ class AgentWatch:
         )
         self._retry.apply(watch)
         return watch
+
+    def monitor(
+        self,
+        failed: sfn.IChainable,
+        check_agent: sfn.IChainable,
+        complete: sfn.IChainable,
+        watch: sfn.IChainable,
+        idle_timeout: Duration,
+    ) -> tasks.LambdaInvoke:
+        """MonitorHandoff: wait for the agent's first reply; an idle agent is replaced (ReassignAgent).
+
+        A close completes MonitorHandoff's token like a reply does; a reply or a close that lands
+        before the token is stored makes MonitorHandoff end itself (with the reply's activity
+        version, or as closed). ReassignAgent re-queues only while the agent has written nothing
+        (activity version 0): a close that lands after the idle timeout fired makes it answer
+        ``closed`` and the execution finishes at HandoffComplete; a first reply counted as the
+        timeout fired makes it answer ``replied`` and the agent keeps the handoff (WatchAgent).
+        """
+        monitor = tasks.LambdaInvoke(
+            self._scope,
+            "MonitorHandoff",
+            lambda_function=self._functions.await_reply,
+            integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
+            # 0: a first reply sent before this wait began (the agent's activity moved past 0) ends it at once.
+            payload=callback_input(
+                {**REQUEST, "agent_id": AGENT_ID, "task_token": sfn.JsonPath.task_token, "expected_version": 0}
+            ),
+            retry_on_service_exceptions=False,
+            task_timeout=sfn.Timeout.duration(idle_timeout),
+            result_path="$.first_reply",
+            comment="Wait for the agent's first reply (the message route completes the token)",
+        )
+        self._retry.apply(monitor)
+        reassign = self._invoke(
+            "ReassignAgent",
+            self._functions.reassign_agent,
+            sfn.TaskInput.from_object(
+                {"state": sfn.JsonPath.entire_payload, "handoff_id": self._request["handoff_id"], "expected_version": 0}
+            ),
+            "$.reassignment",
+            "Release the idle agent unless it replied meanwhile, restore the session, count; fails past the bound",
+        )
+        monitor.add_catch(reassign, errors=TIMEOUTS, result_path="$.idle_error")
+        monitor.add_catch(failed, errors=["States.ALL"], result_path="$.error")
+        reassign.add_catch(failed, errors=[REASSIGNMENT_LIMIT_REACHED], result_path="$.error")
+        reassign.add_catch(failed, errors=["States.ALL"], result_path="$.error")
+        replied = sfn.Pass(
+            self._scope,
+            "AgentRepliedMeanwhile",
+            parameters={"version": sfn.JsonPath.number_at("$.reassignment.version")},
+            result_path="$.activity",
+            comment="The first reply came as the idle limit fired: the agent keeps the handoff",
+        )
+        closed = sfn.Choice(self._scope, "HandoffClosedMeanwhile")
+        closed.when(was_closed("$.reassignment"), complete).when(
+            is_true("$.reassignment.replied"), replied.next(watch)
+        ).otherwise(check_agent)
+        reassign.next(closed)
+        return monitor
 
     def build(
         self, failed: sfn.IChainable, assign: sfn.IChainable, complete: sfn.IChainable, reply_idle_timeout: Duration

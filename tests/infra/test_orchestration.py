@@ -46,6 +46,7 @@ HANDOFF_STATES = {
     "HandoffComplete",
     "ReassignAgent",
     "HandoffClosedMeanwhile",
+    "AgentRepliedMeanwhile",
     "HandoffFailed",
     "NotifyCustomerHandoffFailed",
     "HandoffAborted",
@@ -160,9 +161,19 @@ def test_handoff_has_exactly_the_specified_states_and_transitions(dev: Synthesiz
     assert states["HandToReplacement"]["Next"] == "AssignAgent"
     assert states["NoAgentToTakeOver"]["Parameters"]["Error"] == "NoAgentToTakeOver"
     assert states["NoAgentToTakeOver"]["Next"] == "HandoffFailed"
-    # A handoff closed while its agent was idle ends here; otherwise the next agent is sought
+    # A handoff closed while its agent was idle ends here, one whose first reply was counted as the
+    # limit fired stays with its agent (the re-queue is conditioned on no activity); otherwise the
+    # next agent is sought. Both waits and the re-queue carry the activity version they expect.
+    assert states["MonitorHandoff"]["Parameters"]["Payload"]["expected_version"] == 0
+    assert states["WatchAgent"]["Parameters"]["Payload"]["expected_version.$"] == "$.activity.version"
+    assert states["ReassignAgent"]["Parameters"]["expected_version"] == 0
     assert states["ReassignAgent"]["Next"] == "HandoffClosedMeanwhile"
-    assert states["HandoffClosedMeanwhile"]["Choices"][0]["Next"] == "HandoffComplete"
+    assert [c["Next"] for c in states["HandoffClosedMeanwhile"]["Choices"]] == [
+        "HandoffComplete",
+        "AgentRepliedMeanwhile",
+    ]
+    assert states["AgentRepliedMeanwhile"]["Parameters"] == {"version.$": "$.reassignment.version"}
+    assert states["AgentRepliedMeanwhile"]["Next"] == "WatchAgent"
     assert states["HandoffClosedMeanwhile"]["Default"] == "CheckAgentAvailability"
     assert states["HandoffFailed"]["Next"] == "NotifyCustomerHandoffFailed"
     assert states["HandoffAborted"] == {"Type": "Fail", "Error": "HandoffFailed", "CausePath": "$.failure.reason"}

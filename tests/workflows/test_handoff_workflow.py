@@ -157,6 +157,46 @@ def test_a_first_reply_sent_before_monitor_handoff_waits_is_heard_and_no_idle_li
     assert "FindReplacementAgent" not in world.d.states_entered(execution)
 
 
+def test_a_first_reply_counted_as_the_idle_limit_fires_keeps_the_agent(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an agent whose first message is counted just as MonitorHandoff's idle limit fires (the
+    # message route counts the activity before it looks for the token, and ReassignAgent runs first)
+    session_id = world.session()
+    world.agent("agent-3")
+    original = handoff_steps.reassign
+
+    def counted_first(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        world.store.handoffs.record_activity(event["state"]["session_id"], event["handoff_id"], "agent-3")
+        result: dict[str, Any] = original(event, context)
+        return result
+
+    monkeypatch.setattr(handoff_steps, "reassign", counted_first)
+    execution = world.start(session_id)
+    world.d.wait_for_state(execution, "MonitorHandoff")
+    handoff_id = execution.rsplit(":", 1)[-1]
+    world.waiting_for_reply(session_id, handoff_id)
+
+    # When the idle limit passes
+    world.time_passes(CONFIG.handoff_idle_seconds)
+
+    # Then the agent keeps the handoff and the workflow watches it from that reply on
+    world.d.wait_for_state(execution, "WatchAgent")
+    world.waiting_for_reply(session_id, handoff_id)
+    states = world.d.states_entered(execution)
+    assert states[-4:] == ["ReassignAgent", "HandoffClosedMeanwhile", "AgentRepliedMeanwhile", "WatchAgent"]
+    assert states.count("CheckAgentAvailability") == 1
+    handoff = world.store.handoffs.current_handoff(session_id)
+    assert handoff is not None
+    assert (handoff.status, handoff.agent_id) == (HandoffStatus.ASSIGNED, "agent-3")
+    agent = world.store.agents.get_agent("agent-3")
+    assert agent is not None
+    assert (agent.status, agent.current_session_id) == (AgentStatus.BUSY, session_id)
+    closed = world.route("close", session_id, "agent-3", {"resolution": "answered", "outcome": "resume"})
+    assert closed["statusCode"] == 200, closed
+    assert world.d.wait_done(execution)["status"] == "SUCCEEDED"
+
+
 def test_no_agent_waits_then_accepting_agent_from_authorizer_context_takes_it(world: World) -> None:
     # Given a session and no available agent yet
     session_id = world.session()
