@@ -82,29 +82,34 @@ class AgentWatch:
         self._retry.apply(task)
         return task
 
-    def _watch(self, reply_idle_timeout: Duration) -> tasks.LambdaInvoke:
-        """The WatchAgent task: the agent's next message or the close completes its token."""
-        watch = tasks.LambdaInvoke(
+    def _reply_wait(
+        self, state_id: str, expected_version: int | str, timeout: Duration, result_path: str, comment: str
+    ) -> tasks.LambdaInvoke:
+        """A wait for the agent's next message or the close (the agent routes complete its token).
+
+        ``expected_version`` is the activity version the workflow last saw (a number, or the path
+        it is read from): a message counted after it, before the wait began, ends the wait at once.
+        """
+        wait = tasks.LambdaInvoke(
             self._scope,
-            "WatchAgent",
+            state_id,
             lambda_function=self._functions.await_reply,
             integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
-            # A message counted after the last one the watch saw, before this wait began, ends it at once.
             payload=callback_input(
                 {
                     **REQUEST,
                     "agent_id": AGENT_ID,
                     "task_token": sfn.JsonPath.task_token,
-                    "expected_version": "$.activity.version",
+                    "expected_version": expected_version,
                 }
             ),
             retry_on_service_exceptions=False,
-            task_timeout=sfn.Timeout.duration(reply_idle_timeout),
-            result_path="$.activity",
-            comment="Wait for the agent's next message or the close (the agent routes complete the token)",
+            task_timeout=sfn.Timeout.duration(timeout),
+            result_path=result_path,
+            comment=comment,
         )
-        self._retry.apply(watch)
-        return watch
+        self._retry.apply(wait)
+        return wait
 
     def monitor(
         self,
@@ -123,21 +128,13 @@ class AgentWatch:
         ``closed`` and the execution finishes at HandoffComplete; a first reply counted as the
         timeout fired makes it answer ``replied`` and the agent keeps the handoff (WatchAgent).
         """
-        monitor = tasks.LambdaInvoke(
-            self._scope,
+        monitor = self._reply_wait(
             "MonitorHandoff",
-            lambda_function=self._functions.await_reply,
-            integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
-            # 0: a first reply sent before this wait began (the agent's activity moved past 0) ends it at once.
-            payload=callback_input(
-                {**REQUEST, "agent_id": AGENT_ID, "task_token": sfn.JsonPath.task_token, "expected_version": 0}
-            ),
-            retry_on_service_exceptions=False,
-            task_timeout=sfn.Timeout.duration(idle_timeout),
-            result_path="$.first_reply",
-            comment="Wait for the agent's first reply (the message route completes the token)",
+            0,  # an assignment starts the agent's activity at 0
+            idle_timeout,
+            "$.first_reply",
+            "Wait for the agent's first reply (the message route completes the token)",
         )
-        self._retry.apply(monitor)
         reassign = self._invoke(
             "ReassignAgent",
             self._functions.reassign_agent,
@@ -172,7 +169,13 @@ class AgentWatch:
         it is replaced (ReplaceIdleAgent, conditioned on the activity version the watch knows), or,
         with no agent free, the customer returns to the assistant (NoAgentToTakeOver -> HandoffFailed).
         """
-        watch = self._watch(reply_idle_timeout)
+        watch = self._reply_wait(
+            "WatchAgent",
+            "$.activity.version",
+            reply_idle_timeout,
+            "$.activity",
+            "Wait for the agent's next message or the close (the agent routes complete the token)",
+        )
         # The replacement is reserved before the silent agent is released, so it cannot be the same agent.
         find = self._invoke(
             "FindReplacementAgent",
