@@ -353,9 +353,9 @@ def test_a_reply_wait_that_begins_after_the_agent_wrote_ends_itself_with_the_age
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        ({"expected_version": -1}, "0 or more"),
-        ({"expected_version": True}, "0 or more"),
-        ({"expected_version": "1"}, "0 or more"),
+        ({"expected_version": -1}, "expected_version must be an activity version"),
+        ({"expected_version": True}, "expected_version must be an activity version"),
+        ({"expected_version": "1"}, "expected_version must be an activity version"),
         ({"expected_version": 0, "waiting_for": "agent"}, "reply wait only"),
     ],
 )
