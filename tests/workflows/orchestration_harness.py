@@ -187,7 +187,7 @@ def deploy(templates: dict[str, Any]) -> Deployed:
     deployed = Deployed(templates)
     refs = deployed.refs
 
-    def client(service: str) -> Any:  # made on first use: most templates need few of these services
+    def client(service: str) -> Any:  # the mock's client, made when a template first needs the service
         return mock_client(service, REGION)
 
     for part in PARTS:

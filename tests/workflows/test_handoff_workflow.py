@@ -37,6 +37,18 @@ def _cause(description: dict[str, Any]) -> str:
     return str(description.get("cause", ""))
 
 
+def _first(monkeypatch: pytest.MonkeyPatch, step: str, action: Callable[[dict[str, Any]], None]) -> None:
+    """Make the workflow's ``step`` run ``action`` with its event before the step itself does."""
+    original = getattr(handoff_steps, step)
+
+    def step_after_action(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        action(event)
+        result: dict[str, Any] = original(event, context)
+        return result
+
+    monkeypatch.setattr(handoff_steps, step, step_after_action)
+
+
 # ---------------------------------------------------------------------- cases
 
 
@@ -106,16 +118,13 @@ def test_a_first_reply_sent_before_monitor_handoff_waits_is_heard_and_no_idle_li
     # MonitorHandoff stored its token (here: while TransferConversationContext runs)
     session_id = world.session()
     world.agent("agent-2")
-    original = handoff_steps.transfer_context
     greetings: list[dict[str, Any]] = []
 
-    def greet_first(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    def greet(event: dict[str, Any]) -> None:
         assert world.store.handoffs.waiting_for(event["session_id"], event["handoff_id"]) is None
         greetings.append(world.route("messages", event["session_id"], "agent-2", {"text": "Hello, Ana here."}))
-        result: dict[str, Any] = original(event, context)
-        return result
 
-    monkeypatch.setattr(handoff_steps, "transfer_context", greet_first)
+    _first(monkeypatch, "transfer_context", greet)
 
     # When the handoff starts
     execution = world.start(session_id)
@@ -131,16 +140,13 @@ def test_a_first_reply_sent_before_monitor_handoff_waits_is_heard_and_no_idle_li
     handoff = world.store.handoffs.current_handoff(session_id)
     assert handoff is not None
     assert (handoff.status, handoff.agent_id) == (HandoffStatus.ASSIGNED, "agent-2")
-    # When a message comes between two of WatchAgent's waits (before the next one stores its token)
-    waits = handoff_steps.await_reply
 
-    def message_first(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    # When a message comes between two of WatchAgent's waits (before the next one stores its token)
+    def write_again(event: dict[str, Any]) -> None:
         if event.get("expected_version") == 2:
             world.route("messages", event["session_id"], "agent-2", {"text": "Still here."})
-        result: dict[str, Any] = waits(event, context)
-        return result
 
-    monkeypatch.setattr(handoff_steps, "await_reply", message_first)
+    _first(monkeypatch, "await_reply", write_again)
     assert world.route("messages", session_id, "agent-2", {"text": "Let me look."})["statusCode"] == 201
     # Then the wait that began after it ends itself with its version, and the next one waits at 3
     world.wait_until(
@@ -164,14 +170,13 @@ def test_a_first_reply_counted_as_the_idle_limit_fires_keeps_the_agent(
     # message route counts the activity before it looks for the token, and ReassignAgent runs first)
     session_id = world.session()
     world.agent("agent-3")
-    original = handoff_steps.reassign
-
-    def counted_first(event: dict[str, Any], context: Any) -> dict[str, Any]:
-        world.store.handoffs.record_activity(event["state"]["session_id"], event["handoff_id"], "agent-3")
-        result: dict[str, Any] = original(event, context)
-        return result
-
-    monkeypatch.setattr(handoff_steps, "reassign", counted_first)
+    _first(
+        monkeypatch,
+        "reassign",
+        lambda event: world.store.handoffs.record_activity(
+            event["state"]["session_id"], event["handoff_id"], "agent-3"
+        ),
+    )
     execution = world.start(session_id)
     world.d.wait_for_state(execution, "MonitorHandoff")
     handoff_id = execution.rsplit(":", 1)[-1]

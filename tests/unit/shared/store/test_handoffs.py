@@ -154,38 +154,33 @@ def test_a_reply_wait_is_stored_only_while_the_agent_has_written_nothing_since_t
     # Given a handoff just assigned to agent-1, who has written nothing yet
     session = store.sessions.create_session("c-1")
     begin(store, session.session_id, agent_id="agent-1")
-    assigned = HandoffStatus.ASSIGNED
+
+    def wait(token: str, version: int) -> bool:
+        """A reply wait stored while the handoff is assigned and its activity is at ``version``."""
+        return store.handoffs.await_callback(
+            session.session_id, "h-1", "reply", token, while_status=HandoffStatus.ASSIGNED, while_version=version
+        )
 
     # When the first reply wait starts at version 0 / Then its token is stored
-    assert store.handoffs.await_callback(
-        session.session_id, "h-1", "reply", "monitor-1", while_status=assigned, while_version=0
-    )
+    assert wait("monitor-1", 0)
     assert store.handoffs.claim_callback(session.session_id, "h-1", "reply") == "monitor-1"
     # When the agent wrote before the next wait, which still expects version 0
     store.handoffs.record_activity(session.session_id, "h-1", "agent-1")
     with pytest.raises(AgentActive) as active:
-        store.handoffs.await_callback(
-            session.session_id, "h-1", "reply", "monitor-2", while_status=assigned, while_version=0
-        )
+        wait("monitor-2", 0)
     # Then nothing is stored, and the refusal carries the version the agent reached
     assert active.value.version == 1
     assert store.handoffs.waiting_for(session.session_id, "h-1") is None
     # And a wait at the version the agent reached is stored; one at a stale version (1 of 2) is not
-    assert store.handoffs.await_callback(
-        session.session_id, "h-1", "reply", "watch-1", while_status=assigned, while_version=1
-    )
+    assert wait("watch-1", 1)
     assert store.handoffs.claim_callback(session.session_id, "h-1", "reply") == "watch-1"
     store.handoffs.record_activity(session.session_id, "h-1", "agent-1")
     with pytest.raises(AgentActive) as stale:
-        store.handoffs.await_callback(
-            session.session_id, "h-1", "reply", "watch-2", while_status=assigned, while_version=1
-        )
+        wait("watch-2", 1)
     assert stale.value.version == 2
     # And a closed handoff answers False whatever the version: the close, not the message, ends the wait
     store.handoffs.update_handoff(session.session_id, "h-1", status=HandoffStatus.COMPLETED)
-    assert not store.handoffs.await_callback(
-        session.session_id, "h-1", "reply", "watch-3", while_status=assigned, while_version=1
-    )
+    assert not wait("watch-3", 1)
     with pytest.raises(ValueError, match="activity version"):
         store.handoffs.await_callback(session.session_id, "h-1", "reply", "t", while_version=-1)
 
