@@ -45,9 +45,16 @@ def browser_path() -> str:
     return path
 
 
+#: Seconds between the local responder's tokens. What the page shows does not depend on it: a reply's
+#: frames are cut by length and sentence (``lambdas/ws/deltas.py``), and the long reply stops at
+#: the stage's reply budget, a count of tokens. It only sets how long the test waits for that long
+#: reply and its continuation (about a thousand tokens: 20 s at 0.02, 5 s at 0.005).
+TOKEN_DELAY = "0.005"
+
+
 @pytest.fixture(scope="module")
 def server(browser_path: str) -> Iterator[LocalProcess]:
-    with local_server("--token-delay", "0.02") as running:
+    with local_server("--token-delay", TOKEN_DELAY) as running:
         yield running
 
 
