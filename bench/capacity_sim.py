@@ -28,7 +28,6 @@ No time is asserted: the table reports, and tests run a small configuration for 
 
 from __future__ import annotations
 
-import json
 import math
 import random
 import statistics
@@ -49,6 +48,7 @@ from stacks.capacity import (
     capacity,
     router_batch_seconds,
 )
+from stacks.project import cdk_json_context
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "capacity.md"
@@ -367,7 +367,7 @@ def write_section(text: str, page: Path = DOC) -> None:
 
 def stage_targets() -> list[tuple[str, CapacityConfig]]:
     """dev's and prod's targets, from their ``capacity`` blocks in cdk.json (validated as the stage does)."""
-    stages = json.loads((ROOT / "cdk.json").read_text())["context"]["stages"]
+    stages = cdk_json_context()["stages"]
     return [(name, capacity(name, stages[name]["capacity"])) for name in ("dev", "prod")]
 
 

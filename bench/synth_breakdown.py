@@ -155,8 +155,10 @@ class Clocks:
 
 
 def _context() -> dict[str, Any]:
-    context: dict[str, Any] = json.loads((ROOT / "cdk.json").read_text())["context"]
-    return {**context, **CLI_CONTEXT, "stage": STAGE}
+    # Imported here, not at the top: the child counts jsii requests from before aws_cdk loads.
+    from stacks.project import cdk_json_context
+
+    return {**cdk_json_context(), **CLI_CONTEXT, "stage": STAGE}
 
 
 def _marker(name: str, on_validate: Callable[[], None]) -> Any:

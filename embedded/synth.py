@@ -7,7 +7,6 @@ test run (``embedded.once_per_run``).
 from __future__ import annotations
 
 import functools
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,9 @@ from typing import Any
 from aws_cdk.assertions import Template
 
 from embedded.once_per_run import made_once, scratch_directory
-from stacks.config import StageConfig, load_stage_config
+from stacks.config import StageConfig
+from stacks.project import cdk_json_context
+from stacks.project import stage_config as stage_config
 from stacks.stage import MangaAssistStage, stage_app
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,12 +25,7 @@ PARTS = ("Storage", "Events", "Orchestration", "Api")
 
 def cdk_context() -> dict[str, Any]:
     """The context `cdk synth` passes: cdk.json's, plus version reporting as the CLI enables it."""
-    context: dict[str, Any] = json.loads((ROOT / "cdk.json").read_text())["context"]
-    return {**context, "aws:cdk:version-reporting": True}
-
-
-def stage_config(name: str) -> StageConfig:
-    return load_stage_config(cdk_context()["stages"], name)
+    return {**cdk_json_context(), "aws:cdk:version-reporting": True}
 
 
 @dataclass(frozen=True)

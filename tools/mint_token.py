@@ -19,30 +19,22 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import json
 import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from contracts.access import ROLES
-from stacks.config import StageConfig, load_stage_config
+from stacks.config import ConfigError
+from stacks.project import stage_config
 
-CDK_JSON = Path(__file__).resolve().parent.parent / "cdk.json"
 PASSWORD_VARIABLE = "DEV_USER_PASSWORD"  # noqa: S105 - the variable's name
 
 
 class ToolError(Exception):
     """Something the user must fix; printed without a traceback."""
-
-
-def stage_config(name: str) -> StageConfig:
-    """The stage's validated configuration from cdk.json."""
-    stages = json.loads(CDK_JSON.read_text())["context"]["stages"]
-    return load_stage_config(stages, name)
 
 
 def pool_of(cloudformation: Any, stage: str) -> tuple[str, str]:
@@ -129,7 +121,7 @@ def main(argv: Sequence[str] | None = None, *, session: Any = None) -> int:
             pool_id, client_id = pool_of(session.client("cloudformation"), args.stage)
         ensure_user(cognito, pool_id, args.email, password, args.role, create=args.create)
         result = sign_in(cognito, pool_id, client_id, args.email, password)
-    except ToolError as error:
+    except (ToolError, ConfigError) as error:  # ConfigError: a stage cdk.json does not define, or defines wrongly
         print(f"error: {error}", file=sys.stderr)
         return 2
     except (ClientError, BotoCoreError) as error:  # no credentials, a weak password, throttling, ...

@@ -30,6 +30,7 @@ from contracts import access
 from contracts import requests as validation
 from lambdas.api import inbox
 from stacks.config import load_stage_config
+from stacks.project import cdk_json_context
 from stacks.stage import MangaAssistStage, stage_app
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -259,8 +260,8 @@ def render(document: Mapping[str, Any]) -> str:
 
 def synthesized_api_template(stage: str = "dev") -> tuple[dict[str, Any], tuple[str, ...]]:
     """The Api stack template of ``stage``, synthesized in-process as ``cdk synth`` would."""
-    context = json.loads((ROOT / "cdk.json").read_text())["context"]
-    config = load_stage_config(context["stages"], stage)
+    context = cdk_json_context()
+    config = load_stage_config(context.get("stages"), stage)
     app = stage_app(context=context)
     built = MangaAssistStage(app, config, nag=False)
     assembly = built.synth()

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from embedded.synth import cdk_context
+from stacks import project
 from stacks.config import ConfigError, StageConfig, load_stage_config, with_overrides
 
 
@@ -36,6 +37,14 @@ def test_config_is_frozen(stages: dict[str, Any]) -> None:
 def test_fails_on_unknown_stage(stages: dict[str, Any]) -> None:
     with pytest.raises(ConfigError, match=r"unknown stage 'qa': cdk.json defines \['dev', 'prod'\]"):
         load_stage_config(stages, "qa")
+
+
+def test_readers_outside_an_app_get_the_stage_the_app_builds_and_its_refusals(stages: dict[str, Any]) -> None:
+    # The tools, the benchmarks and the embedded stage read cdk.json through stacks.project
+    assert project.cdk_json_context()["stages"] == stages
+    assert project.stage_config("prod") == load_stage_config(stages, "prod")
+    with pytest.raises(ConfigError, match=r"unknown stage 'qa': cdk.json defines \['dev', 'prod'\]"):
+        project.stage_config("qa")
 
 
 def test_fails_on_unknown_key(stages: dict[str, Any]) -> None:

@@ -26,7 +26,6 @@ each status with botocore's Stubber. ``make deploy`` runs it first (``SKIP_PREFL
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -34,7 +33,8 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError
 
-from stacks.config import ConfigError, StageConfig, load_stage_config
+from stacks.config import ConfigError, StageConfig
+from stacks.project import stage_config
 from tools.preflight.account import (
     COGNITO_DEFAULT_DAILY_MAILS,
     DEFAULT_BOOTSTRAP_PARAMETER,
@@ -134,11 +134,6 @@ def run(config: StageConfig, client: ClientFactory, region: str, *, assembly: Pa
             ),
         )
     return findings
-
-
-def stage_config(name: str) -> StageConfig:
-    """The stage's validated configuration from cdk.json."""
-    return load_stage_config(json.loads((ROOT / "cdk.json").read_text())["context"].get("stages"), name)
 
 
 def default_assembly(stage: str) -> Path | None:

@@ -84,6 +84,7 @@ def test_signs_an_existing_user_in_again_and_prints_the_access_token_on_request(
         (None, ["--email", "nobody@example.com"], "add --create"),
         ("agent", ["--email", "a@example.com", "--role", "admin"], "already has the role agent"),
         ("agent", ["--email", "a@example.com", "--stage", "prod"], "retains its data"),
+        (None, ["--email", "a@example.com", "--stage", "qa"], "unknown stage 'qa': cdk.json defines ['dev', 'prod']"),
     ],
 )
 def test_refuses_with_a_clear_message(
