@@ -10,35 +10,9 @@ import pytest
 from lambdas.events import handoff_metrics as metrics
 from lambdas.shared import env
 from tests.unit.events.handoff_queues import CONTEXT
+from tests.unit.events.metric_lines import bus_event, dimension_sets, emf_lines, values
 
 T0 = 1_767_225_600
-
-
-def bus_event(detail_type: str, detail: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "version": "0",
-        "id": "e-1",
-        "detail-type": detail_type,
-        "source": "mangaassist.sessions",
-        "account": "123456789012",
-        "time": "2026-01-01T00:00:00Z",
-        "region": "us-east-1",
-        "resources": [],
-        "detail": detail,
-    }
-
-
-def emf_lines(capsys: pytest.CaptureFixture[str]) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
-
-
-def dimension_sets(line: dict[str, Any]) -> list[list[str]]:
-    return [sorted(d) for d in line["_aws"]["CloudWatchMetrics"][0]["Dimensions"]]
-
-
-def values(line: dict[str, Any], name: str) -> list[float]:
-    value = line[name]
-    return value if isinstance(value, list) else [value]
 
 
 # -- handoff metrics --------------------------------------------------------------------------

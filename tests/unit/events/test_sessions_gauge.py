@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -11,16 +10,7 @@ from lambdas.events import sessions_gauge
 from lambdas.shared.records import SessionStatus
 from lambdas.shared.store import DynamoSessionStore
 from tests.unit.events.handoff_queues import CONTEXT
-
-
-def emf_lines(capsys: pytest.CaptureFixture[str]) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
-
-
-def values(line: dict[str, Any], name: str) -> list[float]:
-    value = line[name]
-    return value if isinstance(value, list) else [value]
-
+from tests.unit.events.metric_lines import emf_lines, values
 
 # -- sessions in progress ---------------------------------------------------------------------
 
