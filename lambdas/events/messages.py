@@ -18,9 +18,7 @@ here for the router, the handoff steps and the consumers.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from typing import Any
 
 from contracts.messages import (
     AGENT_BROADCAST_EVENTS,
@@ -44,6 +42,7 @@ from contracts.messages import (
     REASON_ESCALATED,
     STATUS_CHANGED,
 )
+from lambdas.shared import queue_body
 
 __all__ = [
     "AGENT_BROADCAST_EVENTS",
@@ -92,13 +91,9 @@ class HandoffMessage:
 
 def parse_body(body: str) -> HandoffMessage:
     try:
-        data: Any = json.loads(body)
-        if isinstance(data, dict) and data.get("Type") == "Notification" and "Message" in data:
-            data = json.loads(data["Message"])
-    except (TypeError, ValueError) as err:
-        raise InvalidMessage(f"body is not JSON: {err}") from None
-    if not isinstance(data, dict):
-        raise InvalidMessage("body must be a JSON object")
+        data = queue_body.json_object(body)
+    except ValueError as err:
+        raise InvalidMessage(str(err)) from None
     session_id, event_type = data.get("session_id"), data.get("event_type")
     if not isinstance(session_id, str) or not session_id:
         raise InvalidMessage("session_id is required")

@@ -23,7 +23,6 @@ never a loss. Throttling and 5xx from SES raise, so SQS retries the message (the
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
@@ -36,7 +35,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from lambdas.shared import idempotency, mail
+from lambdas.shared import idempotency, mail, queue_body
 from lambdas.shared.logs import masked_formatter
 from lambdas.shared.tracing import tracer
 
@@ -91,13 +90,9 @@ class ExportNotice:
 def parse(body: str) -> ExportNotice:
     """The notice a queue body carries (raw delivery, or an SNS envelope); InvalidNotice otherwise."""
     try:
-        data: Any = json.loads(body)
-        if isinstance(data, dict) and data.get("Type") == "Notification" and "Message" in data:
-            data = json.loads(data["Message"])
-    except (TypeError, ValueError) as err:
-        raise InvalidNotice(f"body is not JSON: {err}") from None
-    if not isinstance(data, dict):
-        raise InvalidNotice("body must be a JSON object")
+        data = queue_body.json_object(body)
+    except ValueError as err:
+        raise InvalidNotice(str(err)) from None
     event_type, execution = data.get("event_type"), data.get("execution")
     if event_type not in (EXPORT_COMPLETED, EXPORT_REJECTED):
         raise InvalidNotice(f"event_type must be {EXPORT_COMPLETED} or {EXPORT_REJECTED} (given {event_type!r})")
