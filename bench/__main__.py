@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import quiet
+from embedded.function_logs import function_logs
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = str(ROOT / ".venv" / "bin" / "python")
@@ -273,7 +273,7 @@ def run_step(name: str, runs: int, out: Path) -> list[Row] | str:
 def step_main(name: str, runs: int, out: Path) -> int:
     """Inside the step's own interpreter: measure and leave the rows in the scratch directory."""
     _, measure = STEPS[name]
-    with quiet.function_logs():
+    with function_logs():
         rows = measure(runs, out)
     (out / f"rows-{name}.json").write_text(json.dumps([asdict(row) for row in rows]))
     return 0

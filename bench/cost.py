@@ -205,15 +205,15 @@ def _handlers(design: str) -> Iterator[None]:
 
 def measure_design(assembly: Path, design: str) -> Usage:
     """Stand the stage up, open the sessions, then count ``design`` answering the turns."""
-    from bench import quiet
     from bench.meter import Meter
     from embedded import embedded_stage
+    from embedded.function_logs import Sink, function_logs
     from embedded.services.cognito import Directory
     from local.story.base import token_subject
 
     usage = Usage(design)
     meter = Meter(usage)
-    with quiet.function_logs(quiet.Sink(meter.log)), embedded_stage(assembly) as stage, meter.installed():
+    with function_logs(Sink(meter.log)), embedded_stage(assembly) as stage, meter.installed():
         meter.clock = stage.clock
         stage.bedrock.answer = _message_tokens_from_turns(meter.answering(_answer), usage, design)
         usage.model_id = stage.function("lambdas.ws.message.handler").environment.get("BEDROCK_MODEL_ID", "")
@@ -425,9 +425,9 @@ def run() -> list[dict[str, Any]]:
 
 
 def main(argv: list[str]) -> int:
-    from bench import quiet
+    from embedded.function_logs import function_logs
 
-    with quiet.function_logs():
+    with function_logs():
         measured = measure()
     for item in rows(measured):
         print(f"{item['what']}\n  this:     {item['this']}\n  baseline: {item['baseline']}")

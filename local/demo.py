@@ -22,9 +22,9 @@ from embedded.offline import go_offline
 # story reads the handoff metrics from the functions' EMF lines, as CloudWatch would.
 go_offline(AWS_LAMBDA_LOG_LEVEL="ERROR", POWERTOOLS_METRICS_DISABLED="false")
 
-from bench.quiet import function_logs  # noqa: E402
 from embedded import embedded_stage  # noqa: E402
 from embedded.clock import _REAL_TIME  # noqa: E402
+from embedded.function_logs import function_logs  # noqa: E402
 from local.story import STEPS, Step, StoryError, run_story  # noqa: E402
 from local.story.stage import story_config, story_stage  # noqa: E402 - after the environment is set
 

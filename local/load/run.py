@@ -320,8 +320,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=DEFAULT_THREADS)
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     args = parser.parse_args(argv)
-    from bench.quiet import function_logs
     from embedded import embedded_stage
+    from embedded.function_logs import function_logs
     from local.story.stage import story_stage
 
     # The handlers log a JSON line per request to standard output: the output is the report.

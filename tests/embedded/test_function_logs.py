@@ -1,4 +1,4 @@
-"""bench.quiet: the functions' log lines go to the benchmark's sink, and come back to stdout after."""
+"""embedded.function_logs: the functions' log lines go to the runner's sink, and come back to stdout after."""
 
 from __future__ import annotations
 
@@ -7,19 +7,19 @@ import sys
 
 import pytest
 
-from bench import quiet
+from embedded.function_logs import Sink, function_logs
 
 
 def test_function_logs_send_stdout_handlers_to_the_sink_and_put_them_back(capsys: pytest.CaptureFixture[str]) -> None:
     # Given a logger that writes to standard output, as Powertools' Logger does
-    logger = logging.getLogger("bench-quiet-test")
+    logger = logging.getLogger("function-logs-test")
     handler = logging.StreamHandler(sys.stdout)
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
     seen: list[str] = []
     try:
         # When it logs inside function_logs, and a print happens there too
-        with quiet.function_logs(quiet.Sink(seen.append)):
+        with function_logs(Sink(seen.append)):
             logger.info("inside")
             print("printed inside")
         logger.info("after")

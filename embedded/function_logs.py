@@ -1,12 +1,12 @@
-"""Keep what the functions log out of `make bench`'s output; let a benchmark count it instead.
+"""Keep what the functions log out of a runner's own output: ``make bench``, ``make demo``, ``make load``.
 
-The benchmarks run handlers in this process (the stream router, the embedded stage), and the
-handlers log through Powertools' Logger: JSON lines through a ``logging.StreamHandler`` on the
+Those runners invoke the handlers in their own process (the embedded stage, the stream router), and
+the handlers log through Powertools' Logger: JSON lines through a ``logging.StreamHandler`` on the
 ``sys.stdout`` of the moment the Logger was created. Inside :func:`function_logs`, ``sys.stdout``
 is a sink and every logging handler that writes to standard output writes to that sink too;
-afterwards both are put back. This is the benchmark process's logging configuration only: the
-app's loggers, levels and lines are unchanged (bench/cost.py counts those lines as CloudWatch
-Logs ingestion).
+afterwards both are put back. Only the runner's process changes: the app's loggers, levels and
+lines are as they are (``bench/cost.py`` counts those lines as CloudWatch Logs ingestion through
+a sink's ``on_write``).
 """
 
 from __future__ import annotations
