@@ -185,6 +185,22 @@ def test_a_reply_wait_is_stored_only_while_the_agent_has_written_nothing_since_t
         store.handoffs.await_callback(session.session_id, "h-1", "reply", "t", while_version=-1)
 
 
+def test_a_reply_wait_ahead_of_a_record_nobody_has_written_to_is_refused_at_version_0(
+    store: DynamoSessionStore,
+) -> None:
+    # Given a handoff just assigned (written anew: no activity version at all yet)
+    session = store.sessions.create_session("c-1")
+    begin(store, session.session_id, agent_id="agent-1")
+    # When a reply wait expects a version read before the record was written anew
+    with pytest.raises(AgentActive) as ahead:
+        store.handoffs.await_callback(
+            session.session_id, "h-1", "reply", "watch-1", while_status=HandoffStatus.ASSIGNED, while_version=2
+        )
+    # Then nothing is stored, and the refusal carries the record's own version: 0, where the next wait starts
+    assert ahead.value.version == 0
+    assert store.handoffs.waiting_for(session.session_id, "h-1") is None
+
+
 def test_a_new_handoff_waits_queued_and_no_status_exists_that_nothing_writes(store: DynamoSessionStore) -> None:
     # Given a session
     session = store.sessions.create_session("cust-1")
