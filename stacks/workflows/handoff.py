@@ -88,7 +88,7 @@ from contracts.workflows import (
     NO_MANAGER_TOOK_OVER,
 )
 from stacks.workflows.handoff_functions import HandoffFunctions
-from stacks.workflows.handoff_watch import AGENT_ID, REQUEST, TIMEOUTS, AgentWatch, was_closed
+from stacks.workflows.handoff_watch import AGENT_ID, REQUEST, TIMEOUTS, AgentWatch, was_closed, whole_state
 
 
 def _notice_id(event_type: str) -> str:
@@ -263,11 +263,6 @@ class HandoffWorkflow(Construct):
         self._retry.apply(task)
         return task
 
-    def _whole_state(self) -> sfn.TaskInput:
-        return sfn.TaskInput.from_object(
-            {"state": sfn.JsonPath.entire_payload, "handoff_id": self._request["handoff_id"]}
-        )
-
     def _failure_path(self) -> tasks.LambdaInvoke:
         """HandoffFailed: release the agent, restore the session, tell the customer, fail the execution."""
         handoff_aborted = sfn.Fail(
@@ -285,7 +280,7 @@ class HandoffWorkflow(Construct):
         handoff_failed = self._invoke(
             "HandoffFailed",
             self._functions.handoff_failed,
-            self._whole_state(),
+            whole_state(self._request),
             "$.failure",
             "Release the reserved agent, restore the session to active if it had moved",
         )

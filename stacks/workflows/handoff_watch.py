@@ -23,6 +23,9 @@ re-queue is conditioned on the version the watch last saw.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from aws_cdk import Duration
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_stepfunctions as sfn
@@ -43,6 +46,12 @@ REQUEST = {
     "priority": "$.priority",
 }
 AGENT_ID = "$.agent.agent_id"
+
+
+def whole_state(request: Mapping[str, str], **extra: Any) -> sfn.TaskInput:
+    """The input of a step that reads the whole state: the state as it is, the handoff id, ``extra``."""
+    payload = {"state": sfn.JsonPath.entire_payload, "handoff_id": request["handoff_id"], **extra}
+    return sfn.TaskInput.from_object(payload)
 
 
 def is_true(path: str) -> sfn.Condition:
@@ -138,9 +147,7 @@ class AgentWatch:
         reassign = self._invoke(
             "ReassignAgent",
             self._functions.reassign_agent,
-            sfn.TaskInput.from_object(
-                {"state": sfn.JsonPath.entire_payload, "handoff_id": self._request["handoff_id"], "expected_version": 0}
-            ),
+            whole_state(self._request, expected_version=0),
             "$.reassignment",
             "Release the idle agent unless it replied meanwhile, restore the session, count; fails past the bound",
         )
@@ -187,13 +194,10 @@ class AgentWatch:
         replace = self._invoke(
             "ReplaceIdleAgent",
             self._functions.reassign_agent,
-            sfn.TaskInput.from_object(
-                {
-                    "state": sfn.JsonPath.entire_payload,
-                    "handoff_id": self._request["handoff_id"],
-                    "expected_version": sfn.JsonPath.number_at("$.activity.version"),
-                    "replacement": sfn.JsonPath.object_at("$.replacement"),
-                }
+            whole_state(
+                self._request,
+                expected_version=sfn.JsonPath.number_at("$.activity.version"),
+                replacement=sfn.JsonPath.object_at("$.replacement"),
             ),
             "$.reassignment",
             "Release the silent agent unless it wrote meanwhile (then the replacement), restore the session, count",
