@@ -10,7 +10,6 @@ Usage::
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -217,14 +216,10 @@ class EmbeddedStage:
         return fire_due(self.cloud, self.clock())
 
     def running_executions(self) -> list[str]:
-        sfn = self.client("stepfunctions")
-        running: list[str] = []
-        for machine in self.all("AWS::StepFunctions::StateMachine"):
-            for page in sfn.get_paginator("list_executions").paginate(
-                stateMachineArn=machine.ref, statusFilter="RUNNING"
-            ):
-                running.extend(e["executionArn"] for e in page["executions"])
-        return running
+        return stepfunctions.running_executions(self.client("stepfunctions"), self.state_machine_arns())
+
+    def state_machine_arns(self) -> list[str]:
+        return [machine.ref for machine in self.all("AWS::StepFunctions::StateMachine")]
 
     def settle(
         self,
@@ -434,10 +429,7 @@ def _emulating(
 
 
 def _stop_running_executions(stage: EmbeddedStage) -> None:
-    sfn = stage.client("stepfunctions")
-    for arn in stage.running_executions():
-        with contextlib.suppress(Exception):  # ended meanwhile: nothing to stop
-            sfn.stop_execution(executionArn=arn)
+    stepfunctions.stop_running(stage.client("stepfunctions"), stage.state_machine_arns())
 
 
 def dump(value: Any) -> str:

@@ -21,9 +21,10 @@ service made once for the block, not a new one for every task it runs.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from types import SimpleNamespace
 from typing import Any, Final
@@ -61,6 +62,26 @@ RECHECK_SECONDS: Final = 0.25
 #: Each timer waiting now: its clock and when it ends on that clock (:func:`waiting_deadlines`).
 _DEADLINES: list[tuple[Callable[[], float], float]] = []
 _DEADLINES_LOCK = threading.Lock()
+
+
+def running_executions(client: Any, machines: Iterable[str]) -> list[str]:
+    """The ARNs of the executions of ``machines`` (state machine ARNs) that still run."""
+    running: list[str] = []
+    for machine in machines:
+        for page in client.get_paginator("list_executions").paginate(stateMachineArn=machine, statusFilter="RUNNING"):
+            running.extend(e["executionArn"] for e in page["executions"])
+    return running
+
+
+def stop_running(client: Any, machines: Iterable[str]) -> None:
+    """Stop every execution of ``machines`` that still runs; one that ends meanwhile is left as it ended.
+
+    A task in flight (a function running on moto's executor thread) still returns: whoever stands
+    the state machines up waits for it before moto's mock goes (``Concurrency.close``).
+    """
+    for arn in running_executions(client, machines):
+        with contextlib.suppress(Exception):  # ended meanwhile: nothing to stop
+            client.stop_execution(executionArn=arn)
 
 
 def waiting_deadlines(clock: Callable[[], float]) -> list[float]:
