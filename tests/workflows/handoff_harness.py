@@ -30,9 +30,10 @@ from embedded.events import (
     rest_proxy_event,
     sqs_record_from,
 )
-from embedded.runtime import Invocations, in_process
+from embedded.runtime import Invocations, in_process, mock_client
 from embedded.services.dynamodb import atomic_requests
-from embedded.services.stepfunctions import timers_on, waiting_deadlines
+from embedded.services.lambda_concurrency import Concurrency
+from embedded.services.stepfunctions import stop_running, timers_on, waiting_deadlines
 from embedded.synth import stage_config
 from lambdas.api import agent as agent_api
 from lambdas.api import rest as session_api
@@ -207,12 +208,20 @@ CONTEXT = lambda_context("agent-routes")
 
 @contextlib.contextmanager
 def running_world(templates: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
-    """Deploy ``templates`` on moto and give the in-process routes the functions' environment."""
+    """Deploy ``templates`` on moto and give the in-process routes the functions' environment.
+
+    On the way out, as the embedded stage does: every execution a test left running is stopped, and
+    a step still running on moto's executor thread returns before the mock and the environment go.
+    Without it a handoff that had just been assigned when its test ended ran TransferConversationContext
+    past the test: it put its function's variables back after monkeypatch had removed them (taken for
+    a leak by the next check) and called AWS after the mock was gone.
+    """
     clock = Clock()
     with (
         mock_aws(config={"stepfunctions": {"execute_state_machine": True}}),
         atomic_requests(),
         in_process() as calls,
+        Concurrency().installed() as invocations,
         clock.frozen(),
         clock.installed(),
         timers_on(clock),
@@ -222,5 +231,10 @@ def running_world(templates: dict[str, Any], monkeypatch: pytest.MonkeyPatch) ->
         for name, value in {**stage_environment(CONFIG), "TABLE_NAME": deployed.table_name}.items():
             monkeypatch.setenv(name, value)
         lambda_env.reset()
-        yield World(deployed, calls, clock)
-        lambda_env.reset()
+        try:
+            yield World(deployed, calls, clock)
+        finally:
+            sfn = mock_client("stepfunctions", REGION)
+            stop_running(sfn, [m["stateMachineArn"] for m in sfn.list_state_machines()["stateMachines"]])
+            invocations.close()
+            lambda_env.reset()

@@ -9,17 +9,18 @@ events carrying the authorizer context, exactly as the REST API would call them.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import boto3
 import pytest
 
 from lambdas.orchestration import handoff as handoff_steps
 from lambdas.shared.records import AgentStatus, HandoffStatus, Role, SessionStatus
 from lambdas.shared.store import DynamoSessionStore
+from tests.workflows import handoff_harness
 from tests.workflows.handoff_harness import CONFIG, World, running_world
-from tests.workflows.orchestration_harness import REGION, synthesize_orchestration
+from tests.workflows.orchestration_harness import synthesize_orchestration
 
 
 @pytest.fixture(scope="module")
@@ -259,7 +260,6 @@ def test_wait_timeout_escalates_to_an_available_manager(world: World) -> None:
     assert handoff is not None
     assert handoff.agent_id == "manager-1"
     assert handoff.status == HandoffStatus.ASSIGNED
-    boto3.client("stepfunctions", region_name=REGION).stop_execution(executionArn=execution)
 
 
 def test_wait_timeout_without_manager_fails_restores_nothing_and_tells_the_customer(world: World) -> None:
@@ -328,7 +328,6 @@ def test_an_escalated_handoff_waits_for_a_manager_and_only_a_manager_takes_it(wo
     assert (handoff.status, handoff.agent_id) == (HandoffStatus.ASSIGNED, "manager-2")
     states = world.d.states_entered(execution)
     assert states.index("WaitForManager") < states.index("AssignAgent") < states.index("UpdateDynamoDB")
-    boto3.client("stepfunctions", region_name=REGION).stop_execution(executionArn=execution)
 
 
 def test_inactive_session_fails_without_touching_agents(world: World) -> None:
@@ -459,5 +458,36 @@ def test_two_concurrent_handoffs_never_share_an_agent(world: World) -> None:
     assert sum("UpdateDynamoDB" in s for s in entered) == 1
     assert sum("WaitForAgent" in s for s in entered) == 1
     assert owners().count("agent-7") == 1
-    for execution in executions:
-        boto3.client("stepfunctions", region_name=REGION).stop_execution(executionArn=execution)
+
+
+def test_a_step_still_running_when_a_case_ends_returns_before_the_world_goes(
+    templates: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a handoff whose TransferConversationContext is still running as its case ends, held until
+    # the world has stopped the execution on its way out
+    running, released, returned = threading.Event(), threading.Event(), threading.Event()
+    transfer, stop = handoff_steps.transfer_context, handoff_harness.stop_running
+
+    def held(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        running.set()
+        released.wait(60)
+        try:
+            result: dict[str, Any] = transfer(event, context)
+            return result
+        finally:
+            returned.set()
+
+    def stop_then_release(client: Any, machines: list[str]) -> None:
+        stop(client, machines)
+        released.set()
+
+    monkeypatch.setattr(handoff_steps, "transfer_context", held)
+    monkeypatch.setattr(handoff_harness, "stop_running", stop_then_release)
+    with running_world(templates, monkeypatch) as world:
+        session_id = world.session()
+        world.agent("agent-1")
+        world.start(session_id)
+        assert running.wait(60), "TransferConversationContext never started"
+    # Then the step returned before the world went: nothing of the case runs on after its mock
+    assert released.is_set()
+    assert returned.is_set()
